@@ -1,0 +1,96 @@
+//! Gantry's user interface and the types shared by server and browser.
+//!
+//! Built twice: with `ssr` for the server (rendering, server functions) and with `hydrate`
+//! for the browser (wasm). Never both in one build. Modules `model`, `units` and `live` are
+//! pure and compile in both; `backend` is the server's port into the app and exists only
+//! under `ssr`.
+
+pub mod live;
+pub mod model;
+pub mod units;
+
+mod pages;
+
+#[cfg(feature = "ssr")]
+pub mod backend;
+
+use leptos::prelude::*;
+use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_router::{
+    components::{Route, Router, Routes, A},
+    SsrMode, StaticSegment,
+};
+
+pub use pages::overview::get_overview;
+
+/// The HTML document around the app, rendered on the server.
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en" data-theme="dark">
+            <head>
+                <meta charset="utf-8"/>
+                <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <meta name="color-scheme" content="dark light"/>
+                <AutoReload options=options.clone()/>
+                <HydrationScripts options/>
+                <MetaTags/>
+            </head>
+            <body>
+                <App/>
+            </body>
+        </html>
+    }
+}
+
+/// The application: top bar and routes.
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    view! {
+        <Stylesheet id="leptos" href="/pkg/gantry.css"/>
+        <Title formatter=|t: String| format!("{t} · Gantry")/>
+        <Router>
+            <a class="skip-link" href="#main">"Skip to content"</a>
+            <header class="topbar" role="banner">
+                <span class="brand">"Gantry"</span>
+                <nav aria-label="Pages">
+                    <A href="/">"Overview"</A>
+                </nav>
+            </header>
+            <main id="main" tabindex="-1">
+                <Routes fallback=|| view! { <NotFound/> }>
+                    <Route path=StaticSegment("") view=pages::overview::OverviewPage ssr=SsrMode::Async/>
+                </Routes>
+            </main>
+        </Router>
+    }
+}
+
+#[component]
+fn NotFound() -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    {
+        if let Some(resp) = use_context::<leptos_axum::ResponseOptions>() {
+            resp.set_status(http_status_not_found());
+        }
+    }
+    view! {
+        <Title text="Not found"/>
+        <h1>"Not found"</h1>
+        <p>"No page here. " <A href="/">"Back to the overview"</A></p>
+    }
+}
+
+#[cfg(feature = "ssr")]
+fn http_status_not_found() -> http::StatusCode {
+    http::StatusCode::NOT_FOUND
+}
+
+/// The browser's entry point: hydrates the server-rendered page.
+#[cfg(feature = "hydrate")]
+#[wasm_bindgen::prelude::wasm_bindgen]
+pub fn hydrate() {
+    console_error_panic_hook::set_once();
+    leptos::mount::hydrate_body(App);
+}

@@ -1,0 +1,366 @@
+//! The domain model: cluster -> rows -> racks -> nodes -> GPUs, switch domains, jobs,
+//! telemetry readings and checkpoints.
+//!
+//! Pure data and pure functions: no I/O, no clock (times are parameters, in Unix
+//! milliseconds), so it compiles to wasm and tests are exact. Units are in field names.
+
+use serde::{Deserialize, Serialize};
+
+/// Unix time in milliseconds. Every time in the model is one of these, passed in.
+pub type UnixMs = i64;
+
+/// How a rack is cooled; liquid-cooled racks take far higher power limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cooling {
+    Air,
+    Liquid,
+}
+
+/// A rack on the floor.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rack {
+    pub name: String,
+    pub row: String,
+    /// Position in its row, from 0.
+    pub position: u32,
+    pub power_limit_watts: f64,
+    pub cooling: Cooling,
+    /// The inlet temperature above which GPUs in this rack are expected to throttle.
+    pub inlet_limit_celsius: f64,
+}
+
+/// A GPU as inventory (not its readings).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Gpu {
+    pub index: u32,
+    pub uuid: String,
+    pub model: String,
+    pub max_power_watts: f64,
+}
+
+/// A node: a server in a rack, known to Slurm by `name`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub name: String,
+    pub rack: String,
+    /// Lowest rack unit the chassis occupies (1 = bottom).
+    pub u_position: u32,
+    pub u_height: u32,
+    pub gpus: Vec<Gpu>,
+    /// Names of the switch domains this node belongs to (NVLink domain, leaf, block).
+    pub domains: Vec<String>,
+}
+
+/// Kinds of switch domain: sets of nodes that share a switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DomainKind {
+    /// An NVLink/NVSwitch domain (one HGX board, or an NVL72 rack).
+    Nvlink,
+    /// An InfiniBand leaf switch.
+    Leaf,
+    /// An InfiniBand spine switch above leaves.
+    Spine,
+    /// A Slurm topology/block block.
+    Block,
+}
+
+/// A switch domain and what is under it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SwitchDomain {
+    pub name: String,
+    pub kind: DomainKind,
+    /// Parent switch (a leaf's spine), if any.
+    pub parent: Option<String>,
+    pub nodes: Vec<String>,
+    /// Downlink over uplink bandwidth; 1.0 is non-blocking, 2.0 is 2:1.
+    pub oversubscription: f64,
+}
+
+/// A cluster's inventory: what exists, as opposed to what it is doing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Inventory {
+    pub cluster: String,
+    pub rows: Vec<String>,
+    pub racks: Vec<Rack>,
+    pub nodes: Vec<Node>,
+    pub domains: Vec<SwitchDomain>,
+}
+
+impl Inventory {
+    pub fn gpu_count(&self) -> usize {
+        self.nodes.iter().map(|n| n.gpus.len()).sum()
+    }
+}
+
+/// A node's scheduler state, normalized across Slurm versions and transports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeState {
+    Idle,
+    Allocated,
+    Mixed,
+    /// DRAIN set while jobs still run.
+    Draining,
+    /// DRAIN set and no jobs left.
+    Drained,
+    Down,
+    NotResponding,
+    Maintenance,
+    Reserved,
+    Planned,
+    Unknown,
+}
+
+impl NodeState {
+    pub const ALL: [NodeState; 11] = [
+        NodeState::Idle,
+        NodeState::Allocated,
+        NodeState::Mixed,
+        NodeState::Draining,
+        NodeState::Drained,
+        NodeState::Down,
+        NodeState::NotResponding,
+        NodeState::Maintenance,
+        NodeState::Reserved,
+        NodeState::Planned,
+        NodeState::Unknown,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            NodeState::Idle => "idle",
+            NodeState::Allocated => "allocated",
+            NodeState::Mixed => "mixed",
+            NodeState::Draining => "draining",
+            NodeState::Drained => "drained",
+            NodeState::Down => "down",
+            NodeState::NotResponding => "not responding",
+            NodeState::Maintenance => "maintenance",
+            NodeState::Reserved => "reserved",
+            NodeState::Planned => "planned",
+            NodeState::Unknown => "unknown",
+        }
+    }
+
+    /// Whether the node can take no new work for a reason an operator must act on.
+    pub fn is_unavailable(self) -> bool {
+        matches!(
+            self,
+            NodeState::Drained | NodeState::Down | NodeState::NotResponding | NodeState::Maintenance
+        )
+    }
+}
+
+/// A job's state, normalized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Pending,
+    Running,
+    Requeued,
+    Completing,
+    Completed,
+    Failed,
+    Cancelled,
+    Timeout,
+    NodeFail,
+    Other,
+}
+
+impl JobState {
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            JobState::Completed
+                | JobState::Failed
+                | JobState::Cancelled
+                | JobState::Timeout
+                | JobState::NodeFail
+        )
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            JobState::Pending => "pending",
+            JobState::Running => "running",
+            JobState::Requeued => "requeued",
+            JobState::Completing => "completing",
+            JobState::Completed => "completed",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+            JobState::Timeout => "timeout",
+            JobState::NodeFail => "node_fail",
+            JobState::Other => "other",
+        }
+    }
+
+    pub fn parse(s: &str) -> JobState {
+        match s {
+            "pending" => JobState::Pending,
+            "running" => JobState::Running,
+            "requeued" => JobState::Requeued,
+            "completing" => JobState::Completing,
+            "completed" => JobState::Completed,
+            "failed" => JobState::Failed,
+            "cancelled" => JobState::Cancelled,
+            "timeout" => JobState::Timeout,
+            "node_fail" => JobState::NodeFail,
+            _ => JobState::Other,
+        }
+    }
+}
+
+/// A Slurm job as Gantry keeps it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub id: u64,
+    pub name: String,
+    pub user: String,
+    pub account: String,
+    pub partition: String,
+    pub state: JobState,
+    pub nodes: Vec<String>,
+    pub gpus: u32,
+    pub submit_ms: UnixMs,
+    pub start_ms: Option<UnixMs>,
+    pub end_ms: Option<UnixMs>,
+}
+
+/// Clock-event ("throttle") reasons, DCGM field 112, bit for bit as NVML defines them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ThrottleReasons(pub u64);
+
+impl ThrottleReasons {
+    pub const GPU_IDLE: u64 = 0x001;
+    pub const CLOCKS_SETTING: u64 = 0x002;
+    pub const SW_POWER_CAP: u64 = 0x004;
+    pub const HW_SLOWDOWN: u64 = 0x008;
+    pub const SYNC_BOOST: u64 = 0x010;
+    pub const SW_THERMAL: u64 = 0x020;
+    pub const HW_THERMAL: u64 = 0x040;
+    pub const HW_POWER_BRAKE: u64 = 0x080;
+    pub const DISPLAY_CLOCKS: u64 = 0x100;
+
+    /// Reasons that mean lost throughput. Idle, application-clock and display-clock
+    /// settings and sync boost are not throttling in the field's sense.
+    pub const THROTTLING_MASK: u64 = Self::SW_POWER_CAP
+        | Self::HW_SLOWDOWN
+        | Self::SW_THERMAL
+        | Self::HW_THERMAL
+        | Self::HW_POWER_BRAKE;
+
+    /// Each reason bit with the name operators use for it.
+    pub const NAMES: [(u64, &'static str); 9] = [
+        (Self::GPU_IDLE, "GPU idle"),
+        (Self::CLOCKS_SETTING, "application clocks"),
+        (Self::SW_POWER_CAP, "SW power cap"),
+        (Self::HW_SLOWDOWN, "HW slowdown"),
+        (Self::SYNC_BOOST, "sync boost"),
+        (Self::SW_THERMAL, "SW thermal"),
+        (Self::HW_THERMAL, "HW thermal"),
+        (Self::HW_POWER_BRAKE, "HW power brake"),
+        (Self::DISPLAY_CLOCKS, "display clocks"),
+    ];
+
+    pub fn is_throttling(self) -> bool {
+        self.0 & Self::THROTTLING_MASK != 0
+    }
+
+    pub fn is_thermal(self) -> bool {
+        self.0 & (Self::SW_THERMAL | Self::HW_THERMAL) != 0
+    }
+
+    /// The names of the bits set, in bit order; unknown bits are named by value.
+    pub fn names(self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut known = 0;
+        for (bit, name) in Self::NAMES {
+            known |= bit;
+            if self.0 & bit != 0 {
+                out.push(name.to_string());
+            }
+        }
+        let unknown = self.0 & !known;
+        if unknown != 0 {
+            out.push(format!("unknown 0x{unknown:x}"));
+        }
+        out
+    }
+}
+
+/// One GPU's readings at one instant. A missing value is `None`, never 0.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuReading {
+    pub node: String,
+    pub index: u32,
+    pub power_watts: Option<f64>,
+    pub temp_celsius: Option<f64>,
+    pub sm_clock_mhz: Option<f64>,
+    /// DCGM_FI_PROF_SM_ACTIVE, 0.0 to 1.0.
+    pub sm_active_ratio: Option<f64>,
+    pub throttle: Option<ThrottleReasons>,
+    pub ecc_dbe_total: Option<u64>,
+    pub last_xid: Option<u32>,
+}
+
+/// One rack's own readings (PDU power, inlet sensor).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RackReading {
+    pub rack: String,
+    /// Power measured at the PDU: GPUs plus everything else in the rack.
+    pub pdu_power_watts: Option<f64>,
+    pub inlet_celsius: Option<f64>,
+}
+
+/// A checkpoint of a training job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub job_id: u64,
+    pub step: u64,
+    pub path: String,
+    pub size_bytes: u64,
+    pub started_ms: UnixMs,
+    pub duration_ms: i64,
+    pub complete: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throttle_names_decode_every_bit_and_flag_unknown_ones() {
+        let r = ThrottleReasons(ThrottleReasons::SW_POWER_CAP | ThrottleReasons::HW_THERMAL | 0x1000);
+        assert_eq!(r.names(), vec!["SW power cap", "HW thermal", "unknown 0x1000"]);
+        assert!(r.is_throttling());
+        assert!(r.is_thermal());
+    }
+
+    #[test]
+    fn idle_and_app_clocks_are_not_throttling() {
+        let r = ThrottleReasons(ThrottleReasons::GPU_IDLE | ThrottleReasons::CLOCKS_SETTING);
+        assert!(!r.is_throttling());
+        assert_eq!(r.names(), vec!["GPU idle", "application clocks"]);
+    }
+
+    #[test]
+    fn job_state_labels_round_trip() {
+        for s in [
+            JobState::Pending,
+            JobState::Running,
+            JobState::Requeued,
+            JobState::Completing,
+            JobState::Completed,
+            JobState::Failed,
+            JobState::Cancelled,
+            JobState::Timeout,
+            JobState::NodeFail,
+        ] {
+            assert_eq!(JobState::parse(s.label()), s);
+        }
+        assert_eq!(JobState::parse("weird"), JobState::Other);
+    }
+}

@@ -1,0 +1,4 @@
+//! One module per page. Each page renders on the server with its data in the HTML
+//! (readable with JavaScript off) and goes live after hydration.
+
+pub mod overview;

@@ -1,0 +1,343 @@
+//! `/`: the live overview. GPUs by state, SM activity, power against capacity, GPUs
+//! throttling, jobs, and a rack mini-map.
+//!
+//! Rendered on the server with the numbers in the HTML; after hydration it subscribes to
+//! `/api/live` (snapshot, then deltas) and marks values stale when they are older than
+//! two live intervals.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+
+use crate::live::{LiveSnapshot, Overview, RackTile};
+use crate::model::UnixMs;
+use crate::units;
+
+/// The newest overview, for the server-rendered page.
+#[server(endpoint = "overview")]
+pub async fn get_overview() -> Result<LiveSnapshot, ServerFnError> {
+    let backend = crate::backend::backend()?;
+    let overview = backend
+        .overview()
+        .ok_or_else(|| ServerFnError::new("no data yet: the first readings have not arrived"))?;
+    Ok(LiveSnapshot {
+        server_now_ms: server_now_ms(),
+        overview: (*overview).clone(),
+    })
+}
+
+#[cfg(feature = "ssr")]
+fn server_now_ms() -> UnixMs {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as UnixMs)
+        .unwrap_or(0)
+}
+
+/// State of the live connection, shown in the status line.
+#[cfg_attr(not(feature = "hydrate"), expect(dead_code, reason = "the browser half constructs the live states"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conn {
+    /// Server-rendered; no live connection (yet, or JavaScript is off).
+    Static,
+    Connecting,
+    Live,
+    Reconnecting,
+}
+
+/// Freshness bookkeeping: when the newest data arrived (client clock) and how old it was
+/// then (by the server's clock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Freshness {
+    pub received_ms: UnixMs,
+    pub age_at_receipt_ms: i64,
+}
+
+impl Freshness {
+    fn age_ms(self, now_ms: UnixMs) -> i64 {
+        (now_ms - self.received_ms).max(0) + self.age_at_receipt_ms.max(0)
+    }
+}
+
+#[component]
+pub fn OverviewPage() -> impl IntoView {
+    let data = Resource::new(|| (), |_| get_overview());
+    view! {
+        <Title text="Overview"/>
+        <Suspense fallback=|| view! { <p class="loading">"Loading the cluster…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(snap) => view! { <OverviewBody snap/> }.into_any(),
+                    Err(e) => view! {
+                        <h1>"Overview"</h1>
+                        <p class="error" role="alert">{format!("Cannot show the cluster: {e}")}</p>
+                    }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn OverviewBody(snap: LiveSnapshot) -> impl IntoView {
+    let interval_ms = snap.overview.interval_ms;
+    let fresh = RwSignal::new(Freshness {
+        received_ms: snap.server_now_ms,
+        age_at_receipt_ms: snap.server_now_ms - snap.overview.at_ms,
+    });
+    let now = RwSignal::new(snap.server_now_ms);
+    let state = RwSignal::new(snap.overview);
+    let conn = RwSignal::new(Conn::Static);
+
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| client::go_live(state, conn, fresh, now));
+
+    let stale = Memo::new(move |_| fresh.get().age_ms(now.get()) > 2 * interval_ms.max(1));
+    let cluster = move || state.with(|s| s.cluster.clone());
+    let sum = move || state.with(|s| s.summary.clone());
+
+    view! {
+        <div class="overview" data-test="overview"
+            data-seq=move || state.with(|s| s.seq.to_string())
+            data-at-ms=move || state.with(|s| s.at_ms.to_string())>
+            <div class="page-head">
+                <h1>"Overview " <span class="muted">{cluster}</span></h1>
+                <LiveStatus state conn stale/>
+            </div>
+            <section aria-labelledby="gpus-h" class="cards" class:stale=move || stale.get()>
+                <h2 id="gpus-h" class="sr-only">"Cluster now"</h2>
+                <dl class="stats">
+                    <Stat label="GPUs total" test="gpus-total" value=Signal::derive(move || units::count(sum().gpus.total as u64))/>
+                    <Stat label="Allocated" test="gpus-allocated" state="allocated" value=Signal::derive(move || units::count(sum().gpus.allocated as u64))/>
+                    <Stat label="Idle" test="gpus-idle" state="idle" value=Signal::derive(move || units::count(sum().gpus.idle as u64))/>
+                    <Stat label="Drained" test="gpus-drained" state="drained" value=Signal::derive(move || units::count(sum().gpus.drained as u64))/>
+                    <Stat label="Down" test="gpus-down" state="down" value=Signal::derive(move || units::count(sum().gpus.down as u64))/>
+                    <Stat label="Mean SM activity" test="sm-active" value=Signal::derive(move || units::percent(sum().sm_active_mean))
+                        hint="DCGM_FI_PROF_SM_ACTIVE averaged over allocated GPUs: the best simple proxy for useful GPU work."/>
+                    <Stat label="Power now" test="power-now" value=Signal::derive(move || units::power(Some(sum().power_watts)))/>
+                    <Stat label="Power capacity" test="power-capacity" value=Signal::derive(move || units::power(Some(sum().power_capacity_watts)))
+                        hint="Sum of the racks' power limits."/>
+                    <Stat label="GPUs throttling" test="gpus-throttling" value=Signal::derive(move || units::count(sum().gpus_throttling as u64))
+                        hint="GPUs whose clocks are held down by power cap, thermal or hardware slowdown right now."/>
+                    <Stat label="Jobs running" test="jobs-running" value=Signal::derive(move || units::count(sum().jobs_running as u64))/>
+                    <Stat label="Jobs pending" test="jobs-pending" value=Signal::derive(move || units::count(sum().jobs_pending as u64))/>
+                </dl>
+            </section>
+            <section aria-labelledby="racks-h" class:stale=move || stale.get()>
+                <h2 id="racks-h">"Racks"</h2>
+                <p class="legend" aria-hidden="true">
+                    <span class="sev sev-ok">"ok"</span>
+                    <span class="sev sev-warning">"near limit (over 90%) or throttling"</span>
+                    <span class="sev sev-critical">"over power limit"</span>
+                </p>
+                <RackMap state/>
+            </section>
+        </div>
+    }
+}
+
+#[component]
+fn Stat(
+    label: &'static str,
+    test: &'static str,
+    value: Signal<String>,
+    #[prop(optional)] state: Option<&'static str>,
+    #[prop(optional)] hint: Option<&'static str>,
+) -> impl IntoView {
+    let class = state.map(|s| format!("stat state-{s}")).unwrap_or_else(|| "stat".into());
+    view! {
+        <div class=class title=hint>
+            <dt>{label}</dt>
+            <dd class="num" data-test=test>{value}</dd>
+        </div>
+    }
+}
+
+#[component]
+fn LiveStatus(state: RwSignal<Overview>, conn: RwSignal<Conn>, stale: Memo<bool>) -> impl IntoView {
+    let at = move || state.with(|s| s.at_ms);
+    let text = move || {
+        let at = at();
+        match (conn.get(), stale.get()) {
+            (_, true) => format!("Stale since {}", units::utc_time_of_day(at) + " UTC"),
+            (Conn::Static, false) => format!("As of {}", units::utc(at)),
+            (Conn::Connecting, false) => format!("Connecting… data of {}", units::utc(at)),
+            (Conn::Live, false) => format!("Live · {}", units::utc(at)),
+            (Conn::Reconnecting, false) => format!("Reconnecting… data of {}", units::utc(at)),
+        }
+    };
+    let class = move || {
+        let c = match (conn.get(), stale.get()) {
+            (_, true) => "stale",
+            (Conn::Live, false) => "live",
+            (Conn::Reconnecting, false) => "reconnecting",
+            _ => "static",
+        };
+        format!("live-status {c}")
+    };
+    view! {
+        <p class=class data-test="live-status" role="status" aria-live="polite">
+            <span class="dot" aria-hidden="true"></span>
+            {text}
+        </p>
+    }
+}
+
+#[component]
+fn RackMap(state: RwSignal<Overview>) -> impl IntoView {
+    let rows = move || {
+        state.with(|s| {
+            let mut rows: Vec<(String, Vec<RackTile>)> = Vec::new();
+            for r in &s.racks {
+                match rows.iter_mut().find(|(name, _)| *name == r.row) {
+                    Some((_, v)) => v.push(r.clone()),
+                    None => rows.push((r.row.clone(), vec![r.clone()])),
+                }
+            }
+            for (_, v) in rows.iter_mut() {
+                v.sort_by_key(|r| r.position);
+            }
+            rows
+        })
+    };
+    view! {
+        <div class="rackmap">
+            {move || rows().into_iter().map(|(row, racks)| view! {
+                <div class="rackrow">
+                    <h3 class="rowname">{format!("Row {row}")}</h3>
+                    <ul class="racks">
+                        {racks.into_iter().map(|r| view! { <RackTileView r/> }).collect_view()}
+                    </ul>
+                </div>
+            }).collect_view()}
+        </div>
+    }
+}
+
+#[component]
+fn RackTileView(r: RackTile) -> impl IntoView {
+    let sev = r.severity();
+    let pct = units::percent(r.load_ratio());
+    let power = units::power(r.power_watts);
+    let limit = units::power(Some(r.power_limit_watts));
+    let inlet = units::celsius(r.inlet_celsius);
+    let sev_text = match sev {
+        crate::live::Severity::Ok => "",
+        crate::live::Severity::Warning => "near limit",
+        crate::live::Severity::Critical => "over limit",
+    };
+    let label = format!(
+        "Rack {}: {} of {} ({}), inlet {}, {} GPUs throttling{}",
+        r.name,
+        power,
+        limit,
+        pct,
+        inlet,
+        r.gpus_throttling,
+        if sev_text.is_empty() { String::new() } else { format!(", {sev_text}") }
+    );
+    let fill = r.load_ratio().map(|x| (x.clamp(0.0, 1.0) * 100.0).round() as i64).unwrap_or(0);
+    view! {
+        <li class=format!("rack sev-{}", sev.label()) data-test="rack-tile" data-rack=r.name.clone()
+            data-power-watts=r.power_watts.map(|p| format!("{p:.1}")).unwrap_or_default()
+            aria-label=label>
+            <span class="rack-name">{r.name.clone()}</span>
+            <span class="rack-power num">{power}" / "{limit}</span>
+            <span class="bar" aria-hidden="true"><span class="fill" style=format!("width:{fill}%")></span></span>
+            <span class="rack-pct num">{pct}{(!sev_text.is_empty()).then(|| format!(" · {sev_text}"))}</span>
+            <span class="rack-inlet num">{format!("inlet {inlet}")}</span>
+            {(r.gpus_throttling > 0).then(|| view! {
+                <span class="rack-throttle num">{format!("{} throttling", r.gpus_throttling)}</span>
+            })}
+        </li>
+    }
+}
+
+/// The browser half: the SSE subscription and the clock that ages the data.
+#[cfg(feature = "hydrate")]
+mod client {
+    use super::*;
+    use crate::live::{OverviewDelta, EVENT_DELTA, EVENT_SNAPSHOT};
+    use send_wrapper::SendWrapper;
+    use std::time::Duration;
+    use wasm_bindgen::{closure::Closure, JsCast};
+    use web_sys::{EventSource, MessageEvent};
+
+    fn local_now() -> UnixMs {
+        js_sys::Date::now() as UnixMs
+    }
+
+    pub fn go_live(
+        state: RwSignal<Overview>,
+        conn: RwSignal<Conn>,
+        fresh: RwSignal<Freshness>,
+        now: RwSignal<UnixMs>,
+    ) {
+        // From here on ages are measured on the client's clock.
+        let t = local_now();
+        fresh.update(|f| f.received_ms = t);
+        now.set(t);
+        let ticker = set_interval_with_handle(move || now.set(local_now()), Duration::from_millis(500)).ok();
+
+        let es = connect(state, conn, fresh);
+        let es = SendWrapper::new(std::cell::RefCell::new(es));
+        on_cleanup(move || {
+            if let Some(t) = ticker {
+                t.clear();
+            }
+            if let Some(es) = es.borrow().as_ref() {
+                es.close();
+            }
+        });
+    }
+
+    fn connect(
+        state: RwSignal<Overview>,
+        conn: RwSignal<Conn>,
+        fresh: RwSignal<Freshness>,
+    ) -> Option<EventSource> {
+        conn.set(Conn::Connecting);
+        let es = EventSource::new("/api/live").ok()?;
+
+        let on_open = Closure::<dyn FnMut()>::new(move || conn.set(Conn::Live));
+        es.set_onopen(Some(on_open.as_ref().unchecked_ref()));
+        on_open.forget();
+
+        // EventSource reconnects by itself; the server sends a snapshot on every connect.
+        let on_error = Closure::<dyn FnMut()>::new(move || conn.set(Conn::Reconnecting));
+        es.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+        on_error.forget();
+
+        let on_snapshot = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
+            let Some(text) = ev.data().as_string() else { return };
+            if let Ok(snap) = serde_json::from_str::<LiveSnapshot>(&text) {
+                fresh.set(Freshness {
+                    received_ms: local_now(),
+                    age_at_receipt_ms: snap.server_now_ms - snap.overview.at_ms,
+                });
+                state.set(snap.overview);
+                conn.set(Conn::Live);
+            }
+        });
+        let _ = es.add_event_listener_with_callback(EVENT_SNAPSHOT, on_snapshot.as_ref().unchecked_ref());
+        on_snapshot.forget();
+
+        let es_for_gap = SendWrapper::new(es.clone());
+        let on_delta = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
+            let Some(text) = ev.data().as_string() else { return };
+            let Ok(delta) = serde_json::from_str::<OverviewDelta>(&text) else { return };
+            let mut gap = false;
+            state.update(|s| gap = s.apply(&delta).is_err());
+            if gap {
+                // Missed an update: start over from a fresh snapshot.
+                es_for_gap.close();
+                conn.set(Conn::Reconnecting);
+                let _ = connect(state, conn, fresh);
+            } else {
+                fresh.set(Freshness { received_ms: local_now(), age_at_receipt_ms: 0 });
+            }
+        });
+        let _ = es.add_event_listener_with_callback(EVENT_DELTA, on_delta.as_ref().unchecked_ref());
+        on_delta.forget();
+        Some(es)
+    }
+}

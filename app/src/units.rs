@@ -1,0 +1,163 @@
+//! Number and time formatting, one place for the conventions of `ui-design`: the unit is
+//! always printed, thousands are separated, a missing value is `-` (never `0`), times are
+//! UTC and ISO-like. Pure functions; the current time is always a parameter.
+
+use crate::model::UnixMs;
+
+/// The text shown for a value that is not known.
+pub const MISSING: &str = "-";
+
+/// `1234567` -> `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Power: W under 1 kW, else kW with one decimal (`612 W`, `38.4 kW`, `1,210.5 kW`).
+pub fn power(watts: Option<f64>) -> String {
+    match watts {
+        None => MISSING.into(),
+        Some(w) if !w.is_finite() => MISSING.into(),
+        Some(w) if w.abs() < 1000.0 => format!("{} W", w.round() as i64),
+        Some(w) => {
+            let tenths = (w / 100.0).round() as i64;
+            let sign = if tenths < 0 { "-" } else { "" };
+            let t = tenths.unsigned_abs();
+            format!("{sign}{}.{} kW", thousands(t / 10), t % 10)
+        }
+    }
+}
+
+/// Temperatures in whole degrees Celsius.
+pub fn celsius(c: Option<f64>) -> String {
+    match c {
+        Some(c) if c.is_finite() => format!("{} °C", c.round() as i64),
+        _ => MISSING.into(),
+    }
+}
+
+/// A ratio (0.0 to 1.0) as a percentage: whole unless under 1%.
+pub fn percent(ratio: Option<f64>) -> String {
+    match ratio {
+        Some(r) if r.is_finite() => {
+            let p = r * 100.0;
+            if p > 0.0 && p < 1.0 {
+                format!("{p:.1}%")
+            } else {
+                format!("{}%", p.round() as i64)
+            }
+        }
+        _ => MISSING.into(),
+    }
+}
+
+/// A count with separators.
+pub fn count(n: u64) -> String {
+    thousands(n)
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// `2026-11-29 16:05:12 UTC`.
+pub fn utc(ms: UnixMs) -> String {
+    let secs = ms.div_euclid(1000);
+    let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
+    let sod = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        sod / 3600,
+        (sod % 3600) / 60,
+        sod % 60
+    )
+}
+
+/// `16:05:12` (UTC), for "stale since" marks.
+pub fn utc_time_of_day(ms: UnixMs) -> String {
+    let sod = ms.div_euclid(1000).rem_euclid(86_400);
+    format!("{:02}:{:02}:{:02}", sod / 3600, (sod % 3600) / 60, sod % 60)
+}
+
+/// How long ago, for recency: `12 s ago`, `4 min ago`, `3 h 10 min ago`, `2 d 5 h ago`.
+pub fn ago(then: UnixMs, now: UnixMs) -> String {
+    let s = ((now - then).max(0)) / 1000;
+    if s < 60 {
+        format!("{s} s ago")
+    } else if s < 3600 {
+        format!("{} min ago", s / 60)
+    } else if s < 86_400 {
+        format!("{} h {} min ago", s / 3600, (s % 3600) / 60)
+    } else {
+        format!("{} d {} h ago", s / 86_400, (s % 86_400) / 3600)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn power_follows_the_ui_conventions() {
+        assert_eq!(power(Some(612.4)), "612 W");
+        assert_eq!(power(Some(999.4)), "999 W");
+        assert_eq!(power(Some(38_449.0)), "38.4 kW");
+        assert_eq!(power(Some(1_210_480.0)), "1,210.5 kW");
+        assert_eq!(power(None), "-");
+        assert_eq!(power(Some(f64::NAN)), "-");
+    }
+
+    #[test]
+    fn temperatures_and_percentages() {
+        assert_eq!(celsius(Some(71.4)), "71 °C");
+        assert_eq!(celsius(None), "-");
+        assert_eq!(percent(Some(0.92)), "92%");
+        assert_eq!(percent(Some(0.004)), "0.4%");
+        assert_eq!(percent(Some(0.0)), "0%");
+        assert_eq!(percent(None), "-");
+    }
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(16_384), "16,384");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn utc_formatting() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        // 2026-11-29 16:05:12 UTC
+        assert_eq!(utc(1_795_968_312_000), "2026-11-29 16:05:12 UTC");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc_time_of_day(1_795_968_312_999), "16:05:12");
+    }
+
+    #[test]
+    fn recency() {
+        assert_eq!(ago(0, 12_000), "12 s ago");
+        assert_eq!(ago(0, 240_000), "4 min ago");
+        assert_eq!(ago(0, (3 * 3600 + 600) * 1000), "3 h 10 min ago");
+        assert_eq!(ago(0, (2 * 86_400 + 5 * 3600) * 1000), "2 d 5 h ago");
+        assert_eq!(ago(10_000, 0), "0 s ago");
+    }
+}

@@ -1,0 +1,276 @@
+//! One configuration struct: defaults in one place ([`Config::default`]), then a TOML file,
+//! then `GANTRY_*` environment variables. Invalid configuration fails at start with the
+//! field named; secrets are redacted in `Debug`.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// A value that must never be printed: `Debug` shows `"[redacted]"`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret<T>(T);
+
+impl<T> Secret<T> {
+    pub fn new(v: T) -> Self {
+        Secret(v)
+    }
+    pub fn expose(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> fmt::Debug for Secret<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"[redacted]\"")
+    }
+}
+
+/// Where scheduler state and telemetry come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceKind {
+    /// The built-in simulated cluster (the embedded default).
+    Simulator,
+}
+
+/// The simulated cluster's shape and pace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimConfig {
+    pub nodes: u32,
+    pub seed: u64,
+    /// Simulated seconds per real second.
+    pub speed: f64,
+    /// Simulated start time (Unix ms); `None` starts at the wall clock.
+    pub start_ms: Option<i64>,
+}
+
+/// Gantry's configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub listen: SocketAddr,
+    /// `sqlite://path` (created if missing, WAL) or `postgres://...`.
+    pub database_url: Secret<String>,
+    /// Where `cargo leptos build` put the site (`pkg/` with wasm, js, css).
+    pub site_root: PathBuf,
+    pub cluster_name: String,
+    /// How often live views get a delta.
+    pub live_interval_ms: u64,
+    pub request_timeout_ms: u64,
+    pub source: SourceKind,
+    pub sim: SimConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 3000)),
+            database_url: Secret::new("sqlite://gantry.db".into()),
+            site_root: PathBuf::from("target/site"),
+            cluster_name: "sim".into(),
+            live_interval_ms: 1000,
+            request_timeout_ms: 30_000,
+            source: SourceKind::Simulator,
+            sim: SimConfig { nodes: 64, seed: 42, speed: 1.0, start_ms: None },
+        }
+    }
+}
+
+/// Why the configuration was refused. Always names the field.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid {field}: {message}")]
+    Invalid { field: String, message: String },
+}
+
+fn invalid(field: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { field: field.into(), message: message.into() }
+}
+
+/// The file's shape: every field optional, unknown fields refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<String>,
+    database_url: Option<String>,
+    site_root: Option<PathBuf>,
+    cluster_name: Option<String>,
+    live_interval_ms: Option<u64>,
+    request_timeout_ms: Option<u64>,
+    source: Option<String>,
+    sim: Option<FileSim>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSim {
+    nodes: Option<u32>,
+    seed: Option<u64>,
+    speed: Option<f64>,
+    start_ms: Option<i64>,
+}
+
+impl Config {
+    /// Defaults, then the file (if any), then `GANTRY_*` variables from `env`, validated.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let mut raw = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| ConfigError::Read { path: path.into(), source })?;
+                toml::from_str::<FileConfig>(&text).map_err(|e| ConfigError::Parse {
+                    path: path.into(),
+                    message: e.message().to_string(),
+                })?
+            }
+            None => FileConfig::default(),
+        };
+        let sim = raw.sim.get_or_insert_with(FileSim::default);
+        let mut listen_from = "listen";
+        for (key, value) in env {
+            let Some(name) = key.strip_prefix("GANTRY_") else { continue };
+            let num = |what: &str| invalid(&key, format!("expected {what}, got {value:?}"));
+            match name {
+                "LISTEN" => {
+                    raw.listen = Some(value.clone());
+                    listen_from = "GANTRY_LISTEN";
+                }
+                "DATABASE_URL" => raw.database_url = Some(value),
+                "SITE_ROOT" => raw.site_root = Some(value.into()),
+                "CLUSTER_NAME" => raw.cluster_name = Some(value),
+                "LIVE_INTERVAL_MS" => {
+                    raw.live_interval_ms = Some(value.parse().map_err(|_| num("milliseconds"))?)
+                }
+                "REQUEST_TIMEOUT_MS" => {
+                    raw.request_timeout_ms = Some(value.parse().map_err(|_| num("milliseconds"))?)
+                }
+                "SOURCE" => raw.source = Some(value),
+                "SIM_NODES" => sim.nodes = Some(value.parse().map_err(|_| num("a node count"))?),
+                "SIM_SEED" => sim.seed = Some(value.parse().map_err(|_| num("an integer seed"))?),
+                "SIM_SPEED" => sim.speed = Some(value.parse().map_err(|_| num("a number"))?),
+                "SIM_START_MS" => {
+                    sim.start_ms = Some(value.parse().map_err(|_| num("Unix milliseconds"))?)
+                }
+                // Other GANTRY_* names belong to tools around Gantry (tests, xtask).
+                _ => {}
+            }
+        }
+        Self::validate(raw, listen_from)
+    }
+
+    fn validate(raw: FileConfig, listen_from: &str) -> Result<Config, ConfigError> {
+        let d = Config::default();
+        let listen = match raw.listen {
+            Some(s) => s
+                .parse()
+                .map_err(|_| invalid(listen_from, format!("{s:?} is not an address like 127.0.0.1:3000")))?,
+            None => d.listen,
+        };
+        let database_url = raw.database_url.unwrap_or_else(|| d.database_url.expose().clone());
+        if !(database_url.starts_with("sqlite:")
+            || database_url.starts_with("postgres://")
+            || database_url.starts_with("postgresql://"))
+        {
+            return Err(invalid("database_url", "must start with sqlite:, postgres:// or postgresql://"));
+        }
+        let live_interval_ms = raw.live_interval_ms.unwrap_or(d.live_interval_ms);
+        if !(100..=60_000).contains(&live_interval_ms) {
+            return Err(invalid("live_interval_ms", "must be between 100 and 60000"));
+        }
+        let request_timeout_ms = raw.request_timeout_ms.unwrap_or(d.request_timeout_ms);
+        if !(100..=600_000).contains(&request_timeout_ms) {
+            return Err(invalid("request_timeout_ms", "must be between 100 and 600000"));
+        }
+        let source = match raw.source.as_deref() {
+            None | Some("simulator") => SourceKind::Simulator,
+            Some(other) => return Err(invalid("source", format!("{other:?} is not one of: simulator"))),
+        };
+        let cluster_name = raw.cluster_name.unwrap_or(d.cluster_name);
+        if cluster_name.is_empty() || cluster_name.len() > 64 {
+            return Err(invalid("cluster_name", "must be 1 to 64 characters"));
+        }
+        let s = raw.sim.unwrap_or_default();
+        let sim = SimConfig {
+            nodes: s.nodes.unwrap_or(d.sim.nodes),
+            seed: s.seed.unwrap_or(d.sim.seed),
+            speed: s.speed.unwrap_or(d.sim.speed),
+            start_ms: s.start_ms.or(d.sim.start_ms),
+        };
+        if !(1..=2048).contains(&sim.nodes) {
+            return Err(invalid("sim.nodes", "must be between 1 and 2048"));
+        }
+        if !(sim.speed.is_finite() && sim.speed > 0.0 && sim.speed <= 100_000.0) {
+            return Err(invalid("sim.speed", "must be above 0 and at most 100000"));
+        }
+        Ok(Config {
+            listen,
+            database_url: Secret::new(database_url),
+            site_root: raw.site_root.unwrap_or(d.site_root),
+            cluster_name,
+            live_interval_ms,
+            request_timeout_ms,
+            source,
+            sim,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_then_file_then_env() {
+        let dir = std::env::temp_dir().join(format!("gantry-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let f = dir.join("gantry.toml");
+        std::fs::write(&f, "cluster_name = \"prod\"\n[sim]\nnodes = 128\nseed = 7\n").expect("write");
+        let c = Config::load(Some(&f), env(&[("GANTRY_SIM_NODES", "256"), ("PATH", "/bin")]))
+            .expect("valid");
+        assert_eq!(c.cluster_name, "prod");
+        assert_eq!(c.sim.nodes, 256);
+        assert_eq!(c.sim.seed, 7);
+        assert_eq!(c.listen, Config::default().listen);
+    }
+
+    #[test]
+    fn invalid_values_name_the_field() {
+        let e = Config::load(None, env(&[("GANTRY_SIM_NODES", "4096")])).expect_err("too many");
+        assert!(e.to_string().contains("sim.nodes"), "{e}");
+        let e = Config::load(None, env(&[("GANTRY_LISTEN", "nope")])).expect_err("bad addr");
+        assert!(e.to_string().contains("GANTRY_LISTEN"), "{e}");
+        let e = Config::load(None, env(&[("GANTRY_SIM_SPEED", "fast")])).expect_err("nan");
+        assert!(e.to_string().contains("GANTRY_SIM_SPEED"), "{e}");
+        let e = Config::load(None, env(&[("GANTRY_DATABASE_URL", "mysql://x")])).expect_err("db");
+        assert!(e.to_string().contains("database_url"), "{e}");
+    }
+
+    #[test]
+    fn unknown_file_fields_are_refused() {
+        let dir = std::env::temp_dir().join(format!("gantry-cfg2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let f = dir.join("gantry.toml");
+        std::fs::write(&f, "[sim]\nnodez = 3\n").expect("write");
+        let e = Config::load(Some(&f), env(&[])).expect_err("typo");
+        assert!(e.to_string().contains("nodez"), "{e}");
+    }
+
+    #[test]
+    fn secrets_are_redacted_in_debug() {
+        let c = Config::load(None, env(&[("GANTRY_DATABASE_URL", "postgres://u:hunter2@h/db")]))
+            .expect("valid");
+        let dbg = format!("{c:?}");
+        assert!(!dbg.contains("hunter2"), "{dbg}");
+        assert!(dbg.contains("[redacted]"));
+    }
+}

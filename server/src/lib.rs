@@ -1,0 +1,10 @@
+//! Gantry's server: everything that runs only on the server (see ARCHITECTURE.md).
+
+pub mod aggregate;
+pub mod config;
+pub mod http;
+pub mod live;
+pub mod metrics;
+pub mod serve;
+pub mod sim;
+pub mod store;

@@ -1,0 +1,281 @@
+//! The one owner of live state.
+//!
+//! A source task (today the simulator) ticks once per live interval: it advances the
+//! source, aggregates readings into an [`Overview`], diffs it against the previous one and
+//! publishes both (the delta serialized once, shared by every client). History goes to the
+//! store through a bounded queue drained by one writer task, so a slow database never
+//! delays live views; what the queue cannot take is counted and logged, not hidden.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use app::live::Overview;
+use app::model::{Checkpoint, Inventory, Job, UnixMs};
+use tokio::sync::{broadcast, mpsc, watch};
+
+use crate::metrics::Metrics;
+use crate::sim::{Readings, Sim, SimEvent, SimTruth};
+use crate::store::{Rollup, Store};
+
+/// One published update.
+#[derive(Debug)]
+pub struct Tick {
+    pub overview: Arc<Overview>,
+    /// The delta from the previous tick, as JSON (shared by every client).
+    pub delta_json: Arc<str>,
+    pub from_seq: u64,
+}
+
+/// How many ticks of ground truth `/sim/truth?seq=` can still answer for.
+const TRUTH_KEEP: usize = 300;
+
+/// Live state, shared by the HTTP layer and the source task.
+pub struct Live {
+    current: RwLock<Option<Arc<Tick>>>,
+    tx: broadcast::Sender<Arc<Tick>>,
+    truths: Mutex<VecDeque<(u64, Arc<SimTruth>)>>,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Live {
+    pub fn new(metrics: Arc<Metrics>) -> Arc<Live> {
+        let (tx, _) = broadcast::channel(16);
+        Arc::new(Live { current: RwLock::new(None), tx, truths: Mutex::new(VecDeque::new()), metrics })
+    }
+
+    /// The newest tick, if any.
+    pub fn current(&self) -> Option<Arc<Tick>> {
+        self.current.read().ok().and_then(|g| g.clone())
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Tick>> {
+        self.tx.subscribe()
+    }
+
+    /// The simulator's truth at tick `seq`, or the newest one.
+    pub fn truth(&self, seq: Option<u64>) -> Option<Arc<SimTruth>> {
+        let t = self.truths.lock().ok()?;
+        match seq {
+            Some(s) => t.iter().find(|(q, _)| *q == s).map(|(_, x)| Arc::clone(x)),
+            None => t.back().map(|(_, x)| Arc::clone(x)),
+        }
+    }
+
+    /// Publishes `next` as the newest state.
+    pub fn publish(&self, next: Overview, truth: Option<SimTruth>) {
+        let prev = self.current();
+        let from_seq = prev.as_ref().map(|p| p.overview.seq).unwrap_or(0);
+        let delta = match &prev {
+            Some(p) => p.overview.diff(&next),
+            None => Overview { seq: 0, ..next.clone() }.diff(&next),
+        };
+        let delta_json: Arc<str> = serde_json::to_string(&delta).unwrap_or_default().into();
+        self.metrics.live_delta_bytes.store(delta_json.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        let seq = next.seq;
+        let tick = Arc::new(Tick { overview: Arc::new(next), delta_json, from_seq });
+        if let Some(t) = truth {
+            if let Ok(mut q) = self.truths.lock() {
+                q.push_back((seq, Arc::new(t)));
+                while q.len() > TRUTH_KEEP {
+                    q.pop_front();
+                }
+            }
+        }
+        if let Ok(mut c) = self.current.write() {
+            *c = Some(Arc::clone(&tick));
+        }
+        // No receivers is fine: nobody is watching.
+        let _ = self.tx.send(tick);
+        self.metrics.live_ticks_total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// What the store writer is asked to do.
+#[derive(Debug)]
+pub enum StoreWrite {
+    Inventory(Box<Inventory>),
+    Job { job: Box<Job>, at_ms: UnixMs, detail: String },
+    Checkpoint(Checkpoint),
+    Xid { node: String, gpu: u32, xid: u32, at_ms: UnixMs },
+    Rollup(Rollup),
+}
+
+/// The sending half of the store queue; never blocks the caller.
+#[derive(Clone)]
+pub struct StoreQueue {
+    tx: mpsc::Sender<StoreWrite>,
+    metrics: Arc<Metrics>,
+}
+
+impl StoreQueue {
+    pub fn send(&self, w: StoreWrite) {
+        if self.tx.try_send(w).is_err() {
+            let n = self.metrics.store_queue_dropped_total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            // Log the first drop and then every 1000th, so a stuck database cannot flood the log.
+            if n % 1000 == 0 {
+                tracing::warn!(dropped_total = n + 1, "store queue full: history write dropped");
+            }
+        }
+    }
+}
+
+/// Starts the store writer; it ends when every queue handle is dropped.
+pub fn spawn_store_writer(store: Store, metrics: Arc<Metrics>) -> (StoreQueue, tokio::task::JoinHandle<()>) {
+    let (tx, mut rx) = mpsc::channel::<StoreWrite>(8192);
+    let m = Arc::clone(&metrics);
+    let handle = tokio::spawn(async move {
+        while let Some(w) = rx.recv().await {
+            let what = match &w {
+                StoreWrite::Inventory(_) => "inventory",
+                StoreWrite::Job { .. } => "job",
+                StoreWrite::Checkpoint(_) => "checkpoint",
+                StoreWrite::Xid { .. } => "xid",
+                StoreWrite::Rollup(_) => "rollup",
+            };
+            let res = match w {
+                StoreWrite::Inventory(inv) => store.put_inventory(&inv).await,
+                StoreWrite::Job { job, at_ms, detail } => store.record_job(&job, at_ms, &detail).await,
+                StoreWrite::Checkpoint(c) => store.put_checkpoint(&c).await,
+                StoreWrite::Xid { node, gpu, xid, at_ms } => store.put_xid(&node, gpu, xid, at_ms).await,
+                StoreWrite::Rollup(r) => store.put_rollup(&r).await,
+            };
+            match res {
+                Ok(()) => {
+                    m.store_writes_total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(e) => {
+                    m.store_errors_total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::error!(write = what, error = %e, "store write failed");
+                }
+            }
+        }
+    });
+    (StoreQueue { tx, metrics }, handle)
+}
+
+/// Sends a source's events to the store.
+pub fn record_events(q: &StoreQueue, events: Vec<SimEvent>) {
+    for e in events {
+        match e {
+            SimEvent::JobSubmitted { job } => {
+                let at = job.submit_ms;
+                q.send(StoreWrite::Job { job: Box::new(job), at_ms: at, detail: String::new() })
+            }
+            SimEvent::JobStarted { job } => {
+                let at = job.start_ms.unwrap_or(job.submit_ms);
+                q.send(StoreWrite::Job { job: Box::new(job), at_ms: at, detail: String::new() })
+            }
+            SimEvent::JobEnded { job } => {
+                let at = job.end_ms.unwrap_or(job.submit_ms);
+                q.send(StoreWrite::Job { job: Box::new(job), at_ms: at, detail: String::new() })
+            }
+            SimEvent::Checkpoint { checkpoint } => q.send(StoreWrite::Checkpoint(checkpoint)),
+            SimEvent::Xid { node, gpu, xid, at_ms } => q.send(StoreWrite::Xid { node, gpu, xid, at_ms }),
+        }
+    }
+}
+
+/// Per-minute accumulation of live ticks into rollups.
+#[derive(Default)]
+pub struct MinuteRollups {
+    minute_ms: Option<UnixMs>,
+    /// scope -> (power sum, sm sum, sm samples, throttling max, samples)
+    acc: BTreeMap<String, (f64, f64, u32, u32, u32)>,
+}
+
+impl MinuteRollups {
+    /// Adds one overview; returns the finished minute's rollups when a minute boundary passed.
+    pub fn add(&mut self, ov: &Overview) -> Vec<Rollup> {
+        let minute = ov.at_ms - ov.at_ms.rem_euclid(60_000);
+        let mut done = Vec::new();
+        if self.minute_ms.is_some_and(|m| m != minute) {
+            done = self.flush();
+        }
+        self.minute_ms = Some(minute);
+        let mut put = |scope: String, power: f64, sm: Option<f64>, thr: u32| {
+            let e = self.acc.entry(scope).or_default();
+            e.0 += power;
+            if let Some(s) = sm {
+                e.1 += s;
+                e.2 += 1;
+            }
+            e.3 = e.3.max(thr);
+            e.4 += 1;
+        };
+        put("cluster".into(), ov.summary.power_watts, ov.summary.sm_active_mean, ov.summary.gpus_throttling);
+        for r in &ov.racks {
+            if let Some(p) = r.power_watts {
+                put(format!("rack:{}", r.name), p, None, r.gpus_throttling);
+            }
+        }
+        done
+    }
+
+    fn flush(&mut self) -> Vec<Rollup> {
+        let Some(at_ms) = self.minute_ms else { return Vec::new() };
+        std::mem::take(&mut self.acc)
+            .into_iter()
+            .map(|(scope, (p, sm, smn, thr, n))| Rollup {
+                scope,
+                at_ms,
+                power_watts_mean: p / f64::from(n.max(1)),
+                sm_active_mean: (smn > 0).then(|| sm / f64::from(smn)),
+                gpus_throttling_max: thr,
+                samples: n,
+            })
+            .collect()
+    }
+}
+
+/// Wall-clock Unix ms: read only here, at the edge, and passed inward.
+pub fn wall_now_ms() -> UnixMs {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as UnixMs)
+        .unwrap_or(0)
+}
+
+/// Settings of the simulator source task.
+pub struct SimSource {
+    pub sim: Sim,
+    pub start_ms: UnixMs,
+    pub speed: f64,
+    pub interval_ms: u64,
+}
+
+/// Runs the simulator as the live source until `shutdown` turns true.
+pub async fn run_sim_source(src: SimSource, live: Arc<Live>, q: StoreQueue, mut shutdown: watch::Receiver<bool>) {
+    let SimSource { mut sim, start_ms, speed, interval_ms } = src;
+    q.send(StoreWrite::Inventory(Box::new(sim.inventory().clone())));
+    record_events(&q, sim.drain_events());
+    let wall_start = Instant::now();
+    let mut ticker = tokio::time::interval(Duration::from_millis(interval_ms));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut seq = 0u64;
+    let mut rollups = MinuteRollups::default();
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shutdown.changed() => break,
+        }
+        if *shutdown.borrow() {
+            break;
+        }
+        let began = Instant::now();
+        let sim_t = start_ms + (wall_start.elapsed().as_millis() as f64 * speed) as i64;
+        sim.advance_to(sim_t);
+        record_events(&q, sim.drain_events());
+        let readings: Readings = sim.readings();
+        seq += 1;
+        let ov = crate::aggregate::overview(sim.inventory(), &readings, seq, interval_ms as i64);
+        for r in rollups.add(&ov) {
+            q.send(StoreWrite::Rollup(r));
+        }
+        live.publish(ov, Some(sim.truth()));
+        live.metrics
+            .live_tick_duration_us
+            .store(began.elapsed().as_micros() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+    tracing::info!("simulator source stopped");
+}

@@ -1,0 +1,116 @@
+//! Start-up and shutdown: builds every task from the configuration, serves until a
+//! signal, then stops live streams, the source and the store writer in that order.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leptos::config::LeptosOptions;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::config::{Config, SourceKind};
+use crate::http::{router, AppState};
+use crate::live::{self, Live, SimSource};
+use crate::metrics::Metrics;
+use crate::sim::Sim;
+use crate::store::Store;
+
+/// Why the server could not start or stopped badly.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("store: {0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: std::net::SocketAddr, source: std::io::Error },
+    #[error("server: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("simulator start failed: {0}")]
+    Sim(String),
+}
+
+/// A running server, for `main` and for tests.
+pub struct Running {
+    pub addr: std::net::SocketAddr,
+    pub live: Arc<Live>,
+    pub store: Store,
+    shutdown: watch::Sender<bool>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops everything: live streams end, the source stops, queued history is written.
+    pub async fn stop(self) -> Result<(), ServeError> {
+        let _ = self.shutdown.send(true);
+        let served = self.server.await;
+        for t in self.tasks {
+            // The source task owns the last queue handle; when it ends the writer drains and ends.
+            let _ = tokio::time::timeout(Duration::from_secs(10), t).await;
+        }
+        match served {
+            Ok(r) => r.map_err(ServeError::Io),
+            Err(e) => Err(ServeError::Io(std::io::Error::other(e))),
+        }
+    }
+
+    /// Resolves when the server stops by itself (it normally does not).
+    pub fn shutdown_sender(&self) -> watch::Sender<bool> {
+        self.shutdown.clone()
+    }
+}
+
+/// Starts Gantry with `cfg`, listening on `cfg.listen` (port 0 picks a free port).
+pub async fn start(cfg: Config) -> Result<Running, ServeError> {
+    let store = Store::connect(cfg.database_url.expose()).await?;
+    let metrics = Arc::new(Metrics::default());
+    let live = Live::new(Arc::clone(&metrics));
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (queue, writer) = live::spawn_store_writer(store.clone(), Arc::clone(&metrics));
+
+    let mut tasks = Vec::new();
+    match cfg.source {
+        SourceKind::Simulator => {
+            let start_ms = cfg.sim.start_ms.unwrap_or_else(live::wall_now_ms);
+            let (nodes, seed, name) = (cfg.sim.nodes as usize, cfg.sim.seed, cfg.cluster_name.clone());
+            let sim = tokio::task::spawn_blocking(move || Sim::new(nodes, seed, &name, start_ms))
+                .await
+                .map_err(|e| ServeError::Sim(e.to_string()))?;
+            let src = SimSource { sim, start_ms, speed: cfg.sim.speed, interval_ms: cfg.live_interval_ms };
+            tasks.push(tokio::spawn(live::run_sim_source(src, Arc::clone(&live), queue, shutdown_rx.clone())));
+        }
+    }
+    tasks.push(writer);
+
+    let listener = TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
+    let addr = listener.local_addr()?;
+    let site_root = cfg.site_root.to_string_lossy().to_string();
+    if !cfg.site_root.join("pkg").join("gantry.js").exists() {
+        tracing::warn!(site_root = %site_root, "browser bundle missing: pages render but do not go live (run `cargo leptos build`)");
+    }
+    let leptos = LeptosOptions::builder()
+        .output_name("gantry")
+        .site_root(site_root)
+        .site_pkg_dir("pkg")
+        .site_addr(addr)
+        .build();
+    let state = AppState {
+        leptos,
+        live: Arc::clone(&live),
+        store: store.clone(),
+        shutdown: shutdown_rx.clone(),
+        simulated: cfg.source == SourceKind::Simulator,
+        request_timeout: Duration::from_millis(cfg.request_timeout_ms),
+    };
+    let app = router(state);
+    let mut rx = shutdown_rx;
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = rx.wait_for(|stop| *stop).await;
+            })
+            .await
+    });
+    Ok(Running { addr, live, store, shutdown: shutdown_tx, server, tasks })
+}

@@ -1,0 +1,198 @@
+//! The simulated cluster's layout, its events and its ground truth.
+
+use serde::Serialize;
+
+use app::live::GpuCounts;
+use app::model::{
+    Checkpoint, Cooling, DomainKind, Gpu, Inventory, Job, Node, NodeState, Rack, SwitchDomain,
+    UnixMs,
+};
+
+use super::{Sim, GPUS_PER_NODE, GPU_MAX_POWER_WATTS};
+
+/// Nodes per rack and per leaf switch; racks per row up to 16.
+const NODES_PER_RACK: usize = 8;
+const NODES_PER_BLOCK: usize = 16;
+
+/// The floor and fabric of a simulated cluster of `nodes` nodes: 8 nodes (8 x H100 SXM
+/// each, one NVSwitch domain per node) per rack and per IB leaf switch, leaves under
+/// spines at 2:1, Slurm blocks of 16 nodes, air-cooled racks limited to 40 kW except the
+/// last rack of the first row, liquid-cooled at 60 kW.
+pub fn layout(nodes: usize, cluster: &str) -> Inventory {
+    let racks_n = nodes.div_ceil(NODES_PER_RACK).max(1);
+    let rows_n = if racks_n <= 8 { racks_n.min(2) } else { racks_n.div_ceil(16) };
+    let per_row = racks_n.div_ceil(rows_n);
+    let row_name = |r: usize| {
+        let letters = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+        if r < 26 {
+            (letters[r] as char).to_string()
+        } else {
+            format!("R{r}")
+        }
+    };
+    let rows: Vec<String> = (0..rows_n).map(row_name).collect();
+    let racks: Vec<Rack> = (0..racks_n)
+        .map(|i| {
+            let (row, pos) = (i / per_row, i % per_row);
+            let liquid = row == 0 && pos == per_row - 1 && racks_n > 1;
+            Rack {
+                name: format!("{}{:02}", row_name(row), pos + 1),
+                row: row_name(row),
+                position: pos as u32,
+                power_limit_watts: if liquid { 60_000.0 } else { 40_000.0 },
+                cooling: if liquid { Cooling::Liquid } else { Cooling::Air },
+                inlet_limit_celsius: 35.0,
+            }
+        })
+        .collect();
+    let width = if nodes >= 1000 { 4 } else { 3 };
+    let node_name = |i: usize| format!("gpu{:0width$}", i + 1, width = width);
+    let spines_n = racks_n.div_ceil(4).max(1);
+    let mut domains = Vec::new();
+    for s in 0..spines_n {
+        domains.push(SwitchDomain {
+            name: format!("spine{:02}", s + 1),
+            kind: DomainKind::Spine,
+            parent: None,
+            nodes: Vec::new(),
+            oversubscription: 1.0,
+        });
+    }
+    let node_list: Vec<Node> = (0..nodes)
+        .map(|i| {
+            let rack = i / NODES_PER_RACK;
+            let name = node_name(i);
+            Node {
+                gpus: (0..GPUS_PER_NODE as u32)
+                    .map(|g| Gpu {
+                        index: g,
+                        uuid: format!("GPU-{:08x}-{:04x}-4000-8000-{:012x}", i as u64 * 7919 + 1, g, i * 8 + g as usize),
+                        model: "NVIDIA H100 80GB HBM3".into(),
+                        max_power_watts: GPU_MAX_POWER_WATTS,
+                    })
+                    .collect(),
+                domains: vec![
+                    format!("nvl-{name}"),
+                    format!("leaf{:02}", rack + 1),
+                    format!("block{:02}", i / NODES_PER_BLOCK + 1),
+                ],
+                rack: racks[rack].name.clone(),
+                u_position: 2 + 5 * (i % NODES_PER_RACK) as u32,
+                u_height: 5,
+                name,
+            }
+        })
+        .collect();
+    for (r, _) in racks.iter().enumerate() {
+        domains.push(SwitchDomain {
+            name: format!("leaf{:02}", r + 1),
+            kind: DomainKind::Leaf,
+            parent: Some(format!("spine{:02}", r / 4 + 1)),
+            nodes: node_list.iter().skip(r * NODES_PER_RACK).take(NODES_PER_RACK).map(|n| n.name.clone()).collect(),
+            oversubscription: 2.0,
+        });
+    }
+    for b in 0..nodes.div_ceil(NODES_PER_BLOCK) {
+        domains.push(SwitchDomain {
+            name: format!("block{:02}", b + 1),
+            kind: DomainKind::Block,
+            parent: None,
+            nodes: node_list.iter().skip(b * NODES_PER_BLOCK).take(NODES_PER_BLOCK).map(|n| n.name.clone()).collect(),
+            oversubscription: 1.0,
+        });
+    }
+    for n in &node_list {
+        domains.push(SwitchDomain {
+            name: format!("nvl-{}", n.name),
+            kind: DomainKind::Nvlink,
+            parent: None,
+            nodes: vec![n.name.clone()],
+            oversubscription: 1.0,
+        });
+    }
+    Inventory { cluster: cluster.into(), rows, racks, nodes: node_list, domains }
+}
+
+/// Something that happened in the simulated cluster, for history and the store.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SimEvent {
+    JobSubmitted { job: Job },
+    JobStarted { job: Job },
+    JobEnded { job: Job },
+    Checkpoint { checkpoint: Checkpoint },
+    Xid { node: String, gpu: u32, xid: u32, at_ms: UnixMs },
+}
+
+/// One rack's truth.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TruthRack {
+    pub name: String,
+    pub power_watts: f64,
+    pub power_limit_watts: f64,
+    pub inlet_celsius: f64,
+    pub gpus_throttling: u32,
+}
+
+/// What is so, from the simulator's own state: served at `/sim/truth`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SimTruth {
+    pub at_ms: UnixMs,
+    pub gpus: GpuCounts,
+    pub gpus_throttling: u32,
+    pub power_watts: f64,
+    pub power_capacity_watts: f64,
+    pub jobs_running: u32,
+    pub jobs_pending: u32,
+    pub racks: Vec<TruthRack>,
+    /// Nodes by scheduler state.
+    pub nodes: Vec<(String, NodeState)>,
+}
+
+pub(super) fn truth(sim: &Sim) -> SimTruth {
+    let readings = sim.readings();
+    let mut gpus = GpuCounts::default();
+    for n in &sim.nodes {
+        let k = GPUS_PER_NODE as u32;
+        gpus.total += k;
+        match (n.job.is_some(), n.state) {
+            (true, _) => gpus.allocated += k,
+            (false, NodeState::Drained | NodeState::Draining) => gpus.drained += k,
+            (false, s) if s.is_unavailable() => gpus.down += k,
+            _ => gpus.idle += k,
+        }
+    }
+    // Throttling from the model's own thresholds, per rack.
+    let mut racks: Vec<TruthRack> = sim
+        .inv
+        .racks
+        .iter()
+        .zip(&readings.racks)
+        .map(|(r, rr)| TruthRack {
+            name: r.name.clone(),
+            power_watts: rr.pdu_power_watts.unwrap_or(0.0),
+            power_limit_watts: r.power_limit_watts,
+            inlet_celsius: rr.inlet_celsius.unwrap_or(0.0),
+            gpus_throttling: 0,
+        })
+        .collect();
+    let mut throttling = 0;
+    for (i, n) in sim.nodes.iter().enumerate() {
+        for g in readings.gpus.iter().skip(i * GPUS_PER_NODE).take(GPUS_PER_NODE) {
+            if g.throttle.is_some_and(|t| t.is_throttling()) {
+                throttling += 1;
+                racks[n.rack].gpus_throttling += 1;
+            }
+        }
+    }
+    SimTruth {
+        at_ms: sim.t_ms,
+        gpus,
+        gpus_throttling: throttling,
+        power_watts: racks.iter().map(|r| r.power_watts).sum(),
+        power_capacity_watts: sim.inv.racks.iter().map(|r| r.power_limit_watts).sum(),
+        jobs_running: sim.active.iter().filter(|j| j.job.state == app::model::JobState::Running).count() as u32,
+        jobs_pending: sim.active.iter().filter(|j| j.job.state == app::model::JobState::Pending).count() as u32,
+        racks,
+        nodes: readings.nodes,
+    }
+}

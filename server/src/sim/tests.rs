@@ -1,0 +1,140 @@
+use super::*;
+
+/// 2026-11-29 16:00:00 UTC: afternoon, when the weak rack is at its warmest.
+const T0: i64 = 1_795_968_000_000;
+
+#[test]
+fn same_seed_same_cluster_different_seed_different_cluster() {
+    let a = Sim::new(64, 7, "c", T0);
+    let b = Sim::new(64, 7, "c", T0);
+    let c = Sim::new(64, 8, "c", T0);
+    assert_eq!(a.truth(), b.truth());
+    assert_ne!(a.truth(), c.truth());
+}
+
+#[test]
+fn default_shape_is_64_nodes_in_8_racks_over_2_rows() {
+    let s = Sim::new(64, 1, "c", T0);
+    let inv = s.inventory();
+    assert_eq!(inv.nodes.len(), 64);
+    assert_eq!(inv.gpu_count(), 512);
+    assert_eq!(inv.racks.len(), 8);
+    assert_eq!(inv.rows, vec!["A", "B"]);
+    let leaves = inv.domains.iter().filter(|d| d.kind == app::model::DomainKind::Leaf).count();
+    let spines = inv.domains.iter().filter(|d| d.kind == app::model::DomainKind::Spine).count();
+    assert_eq!((leaves, spines), (8, 2));
+    assert!(inv.racks.iter().all(|r| (40_000.0..=60_000.0).contains(&r.power_limit_watts)));
+}
+
+#[test]
+fn time_is_a_parameter_days_run_fast_and_the_cluster_stays_busy() {
+    let mut s = Sim::new(64, 3, "c", T0);
+    let start = std::time::Instant::now();
+    let mut busy = Vec::new();
+    for h in 1..=72 {
+        s.advance_to(T0 + h * HOUR_MS);
+        let t = s.truth();
+        busy.push(f64::from(t.gpus.allocated) / f64::from(t.gpus.total));
+        assert!(t.jobs_pending < 60, "queue runs away: {} pending at hour {h}", t.jobs_pending);
+    }
+    assert!(start.elapsed().as_secs() < 30);
+    let mean = busy.iter().sum::<f64>() / busy.len() as f64;
+    assert!((0.5..=0.98).contains(&mean), "mean allocation {mean}");
+}
+
+#[test]
+fn time_never_goes_backwards() {
+    let mut s = Sim::new(16, 3, "c", T0);
+    let before = s.truth();
+    s.advance_to(T0 - HOUR_MS);
+    assert_eq!(s.truth(), before);
+}
+
+#[test]
+fn gpu_power_stays_within_the_h100_envelope_and_counts_add_up() {
+    let mut s = Sim::new(64, 9, "c", T0);
+    for m in 0..30 {
+        s.advance_to(T0 + m * 7 * MIN_MS);
+        let r = s.readings();
+        for g in &r.gpus {
+            if let Some(p) = g.power_watts {
+                assert!((0.0..=GPU_MAX_POWER_WATTS).contains(&p), "{p} W");
+            }
+        }
+        let t = s.truth();
+        let c = t.gpus;
+        assert_eq!(c.allocated + c.idle + c.drained + c.down, c.total);
+        assert_eq!(c.drained, 8);
+        assert_eq!(c.down, 8);
+    }
+}
+
+#[test]
+fn the_weak_rack_throttles_in_warm_hours_and_not_at_night() {
+    let mut s = Sim::new(64, 5, "c", T0);
+    let weak = weak_rack(8);
+    let afternoon = s.truth();
+    assert!(afternoon.racks[weak].inlet_celsius > 38.0, "{}", afternoon.racks[weak].inlet_celsius);
+    assert!(afternoon.racks[weak].gpus_throttling > 0);
+    // 04:00 UTC next day: cool.
+    s.advance_to(T0 + 12 * HOUR_MS);
+    let night = s.truth();
+    assert!(night.racks[weak].inlet_celsius < 25.0);
+    assert!(night.racks.iter().all(|r| r.inlet_celsius < 30.0));
+}
+
+#[test]
+fn the_ecc_node_throws_xid_48_and_kills_jobs() {
+    let mut s = Sim::new(64, 11, "c", T0);
+    s.drain_events();
+    s.advance_to(T0 + 12 * HOUR_MS);
+    let ev = s.drain_events();
+    let xids: Vec<_> = ev
+        .iter()
+        .filter_map(|e| match e {
+            SimEvent::Xid { node, xid, .. } => Some((node.clone(), *xid)),
+            _ => None,
+        })
+        .collect();
+    assert!(!xids.is_empty(), "no XID in 10 h after onset");
+    assert!(xids.iter().all(|(n, x)| n == "gpu038" && *x == 48));
+    let failed = ev
+        .iter()
+        .filter(|e| matches!(e, SimEvent::JobEnded { job } if job.state == JobState::Failed))
+        .count();
+    assert_eq!(failed, xids.len());
+    let r = s.readings();
+    let g = r.gpus.iter().find(|g| g.node == "gpu038" && g.index == 3).expect("gpu");
+    assert_eq!(g.ecc_dbe_total, Some(xids.len() as u64));
+    assert_eq!(g.last_xid, Some(48));
+}
+
+#[test]
+fn training_jobs_checkpoint_periodically() {
+    let mut s = Sim::new(64, 13, "c", T0);
+    s.drain_events();
+    s.advance_to(T0 + 6 * HOUR_MS);
+    let ck: Vec<_> = s
+        .drain_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            SimEvent::Checkpoint { checkpoint } => Some(checkpoint),
+            _ => None,
+        })
+        .collect();
+    assert!(ck.len() >= 10, "{} checkpoints in 6 h", ck.len());
+    for c in &ck {
+        assert!(c.duration_ms >= 5_000 && c.duration_ms <= 64_000, "{}", c.duration_ms);
+    }
+}
+
+#[test]
+fn largest_cluster_builds_and_reads_quickly() {
+    let start = std::time::Instant::now();
+    let mut s = Sim::new(2048, 1, "big", T0);
+    assert_eq!(s.inventory().gpu_count(), 16_384);
+    s.advance_to(T0 + 1000);
+    let r = s.readings();
+    assert_eq!(r.gpus.len(), 16_384);
+    assert!(start.elapsed().as_secs() < 60);
+}
