@@ -95,8 +95,12 @@ pub struct Overview {
     pub cluster: String,
     /// Increases by one per tick; deltas name the sequence they lead to.
     pub seq: u64,
-    /// When the readings behind these numbers were taken.
+    /// When the readings behind these numbers were taken (source time: simulated time
+    /// when the simulator is the source).
     pub at_ms: UnixMs,
+    /// Wall-clock time at which the server published these numbers. Staleness is measured
+    /// from this, never from `at_ms`, whose clock may not be the wall clock.
+    pub published_ms: UnixMs,
     /// The live interval: a value older than two of these is stale.
     pub interval_ms: i64,
     pub summary: Summary,
@@ -110,6 +114,7 @@ pub struct OverviewDelta {
     pub from_seq: u64,
     pub seq: u64,
     pub at_ms: UnixMs,
+    pub published_ms: UnixMs,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<Summary>,
     /// Racks whose tile changed, whole.
@@ -139,6 +144,7 @@ impl Overview {
             from_seq: self.seq,
             seq: next.seq,
             at_ms: next.at_ms,
+            published_ms: next.published_ms,
             summary: (self.summary != next.summary).then(|| next.summary.clone()),
             racks,
         }
@@ -166,12 +172,14 @@ impl Overview {
         }
         self.seq = delta.seq;
         self.at_ms = delta.at_ms;
+        self.published_ms = delta.published_ms;
         Ok(())
     }
 
-    /// Whether these numbers are older than two live intervals at `now_ms`.
+    /// Whether these numbers were published more than two live intervals before `now_ms`
+    /// (wall clock).
     pub fn is_stale(&self, now_ms: UnixMs) -> bool {
-        now_ms - self.at_ms > 2 * self.interval_ms.max(1)
+        now_ms - self.published_ms > 2 * self.interval_ms.max(1)
     }
 }
 
@@ -210,6 +218,7 @@ mod tests {
             cluster: "sim".into(),
             seq,
             at_ms: 1000 * seq as i64,
+            published_ms: 5000 + 1000 * seq as i64,
             interval_ms: 1000,
             summary: Summary { jobs_running: running, ..Summary::default() },
             racks: vec![tile("A01", p1), tile("A02", p2)],
@@ -252,8 +261,8 @@ mod tests {
     #[test]
     fn staleness_is_two_intervals() {
         let a = overview(5, 1.0, 2.0, 1);
-        assert!(!a.is_stale(a.at_ms + 2000));
-        assert!(a.is_stale(a.at_ms + 2001));
+        assert!(!a.is_stale(a.published_ms + 2000));
+        assert!(a.is_stale(a.published_ms + 2001));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use app::model::{Inventory, JobState, NodeState, UnixMs};
 use crate::sim::Readings;
 
 /// The overview of `inv` from `r`, numbered `seq`.
-pub fn overview(inv: &Inventory, r: &Readings, seq: u64, interval_ms: i64) -> Overview {
+pub fn overview(inv: &Inventory, r: &Readings, seq: u64, interval_ms: i64, published_ms: UnixMs) -> Overview {
     let state_of: HashMap<&str, NodeState> = r.nodes.iter().map(|(n, s)| (n.as_str(), *s)).collect();
     let mut allocated_nodes: HashMap<&str, ()> = HashMap::new();
     for j in r.jobs.iter().filter(|j| j.state == JobState::Running) {
@@ -103,7 +103,7 @@ pub fn overview(inv: &Inventory, r: &Readings, seq: u64, interval_ms: i64) -> Ov
         jobs_running: r.jobs.iter().filter(|j| j.state == JobState::Running).count() as u32,
         jobs_pending: r.jobs.iter().filter(|j| j.state == JobState::Pending).count() as u32,
     };
-    Overview { cluster: inv.cluster.clone(), seq, at_ms: r.at_ms as UnixMs, interval_ms, summary, racks }
+    Overview { cluster: inv.cluster.clone(), seq, at_ms: r.at_ms, published_ms, interval_ms, summary, racks }
 }
 
 #[cfg(test)]
@@ -116,7 +116,7 @@ mod tests {
     #[test]
     fn overview_equals_the_simulators_truth() {
         let sim = Sim::new(64, 42, "t", T0);
-        let ov = overview(sim.inventory(), &sim.readings(), 1, 1000);
+        let ov = overview(sim.inventory(), &sim.readings(), 1, 1000, T0);
         let truth = sim.truth();
         assert_eq!(ov.summary.gpus, truth.gpus);
         assert_eq!(ov.summary.gpus_throttling, truth.gpus_throttling);
@@ -140,7 +140,7 @@ mod tests {
             g.sm_active_ratio = None;
         }
         r.racks[0].pdu_power_watts = None;
-        let ov = overview(sim.inventory(), &r, 1, 1000);
+        let ov = overview(sim.inventory(), &r, 1, 1000, T0);
         assert_eq!(ov.summary.sm_active_mean, None);
         // Without a PDU reading the rack falls back to the sum of its GPUs' power.
         let rack0 = &sim.inventory().racks[0].name;

@@ -111,7 +111,7 @@ pub fn router(state: AppState) -> Router {
 async fn healthz(State(st): State<AppState>) -> Result<Response, ApiError> {
     st.store.ping().await.map_err(ApiError::Storage)?;
     let tick = st.live.current().ok_or(ApiError::NotReady)?;
-    let age_ms = wall_now_ms() - tick.overview.at_ms;
+    let age_ms = wall_now_ms() - tick.overview.published_ms;
     Ok(Json(serde_json::json!({
         "status": "ok",
         "seq": tick.overview.seq,

@@ -268,7 +268,7 @@ pub async fn run_sim_source(src: SimSource, live: Arc<Live>, q: StoreQueue, mut 
         record_events(&q, sim.drain_events());
         let readings: Readings = sim.readings();
         seq += 1;
-        let ov = crate::aggregate::overview(sim.inventory(), &readings, seq, interval_ms as i64);
+        let ov = crate::aggregate::overview(sim.inventory(), &readings, seq, interval_ms as i64, wall_now_ms());
         for r in rollups.add(&ov) {
             q.send(StoreWrite::Rollup(r));
         }

@@ -82,7 +82,7 @@ fn OverviewBody(snap: LiveSnapshot) -> impl IntoView {
     let interval_ms = snap.overview.interval_ms;
     let fresh = RwSignal::new(Freshness {
         received_ms: snap.server_now_ms,
-        age_at_receipt_ms: snap.server_now_ms - snap.overview.at_ms,
+        age_at_receipt_ms: snap.server_now_ms - snap.overview.published_ms,
     });
     let now = RwSignal::new(snap.server_now_ms);
     let state = RwSignal::new(snap.overview);
@@ -158,7 +158,7 @@ fn LiveStatus(state: RwSignal<Overview>, conn: RwSignal<Conn>, stale: Memo<bool>
     let text = move || {
         let at = at();
         match (conn.get(), stale.get()) {
-            (_, true) => format!("Stale since {}", units::utc_time_of_day(at) + " UTC"),
+            (_, true) => format!("Stale: data of {}", units::utc(at)),
             (Conn::Static, false) => format!("As of {}", units::utc(at)),
             (Conn::Connecting, false) => format!("Connecting… data of {}", units::utc(at)),
             (Conn::Live, false) => format!("Live · {}", units::utc(at)),
@@ -312,7 +312,7 @@ mod client {
             if let Ok(snap) = serde_json::from_str::<LiveSnapshot>(&text) {
                 fresh.set(Freshness {
                     received_ms: local_now(),
-                    age_at_receipt_ms: snap.server_now_ms - snap.overview.at_ms,
+                    age_at_receipt_ms: snap.server_now_ms - snap.overview.published_ms,
                 });
                 state.set(snap.overview);
                 conn.set(Conn::Live);

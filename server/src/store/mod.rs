@@ -297,6 +297,15 @@ impl Store {
         rows.iter().map(Self::job_of).collect()
     }
 
+    /// How often a job was requeued, if the job is known.
+    pub async fn requeue_count(&self, id: u64) -> Result<Option<u64>> {
+        let row = sqlx::query("SELECT requeue_count FROM jobs WHERE id = $1")
+            .bind(id as i64)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| u64_of(r.try_get(0)?, "requeue count")).transpose()
+    }
+
     /// A job's transitions in time order.
     pub async fn job_events(&self, id: u64) -> Result<Vec<JobEvent>> {
         let rows = sqlx::query(

@@ -1,1 +1,9 @@
+//! Gantry's one integration-test binary (one link step on a 2-core machine).
+//!
+//! - `storage`: the same storage story on SQLite and on PostgreSQL.
+//! - `http`: a real server on a real socket: pages, live SSE, health, metrics, shutdown.
 
+mod support;
+
+mod http;
+mod storage;

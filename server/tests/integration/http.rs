@@ -1,0 +1,154 @@
+//! A real server on a real socket: the overview's HTML against the simulator's truth, the
+//! live SSE protocol, health, metrics, errors, compression and graceful shutdown.
+
+use std::time::Duration;
+
+use app::live::{LiveSnapshot, OverviewDelta};
+use app::units;
+
+use crate::support::{self, get, get_with, SseStream};
+
+/// The text of the element carrying `data-test="{test}"`.
+fn data_test(html: &str, test: &str) -> String {
+    let key = format!("data-test=\"{test}\"");
+    let at = html.find(&key).unwrap_or_else(|| panic!("no {key} in page"));
+    let open = at + html[at..].find('>').expect("tag end") + 1;
+    let close = open + html[open..].find('<').expect("text end");
+    html[open..close].trim().to_string()
+}
+
+fn attr(html: &str, name: &str) -> String {
+    let key = format!("{name}=\"");
+    let at = html.find(&key).unwrap_or_else(|| panic!("no {name} in page")) + key.len();
+    html[at..at + html[at..].find('"').expect("attr end")].to_string()
+}
+
+async fn start(nodes: u32, interval_ms: u64) -> server::serve::Running {
+    let cfg = support::test_config(support::sqlite_url(), nodes, 1.0, interval_ms);
+    let r = server::serve::start(cfg).await.expect("server starts");
+    support::wait_ready(&r).await;
+    r
+}
+
+#[tokio::test]
+async fn overview_html_shows_the_simulators_truth_at_its_sequence() {
+    let r = start(64, 1000).await;
+    let page = get(r.addr, "/").await;
+    assert_eq!(page.status, 200);
+    assert!(page.header("content-type").unwrap_or("").starts_with("text/html"));
+    let html = page.text();
+    let seq = attr(&html, "data-seq");
+    let truth = get(r.addr, &format!("/sim/truth?seq={seq}")).await;
+    assert_eq!(truth.status, 200, "{}", truth.text());
+    let t = &truth.json()["truth"];
+    let n = |p: &str| t.pointer(p).and_then(|v| v.as_u64()).unwrap_or_else(|| panic!("{p}"));
+    assert_eq!(data_test(&html, "gpus-total"), units::count(n("/gpus/total")));
+    assert_eq!(data_test(&html, "gpus-total"), "512");
+    assert_eq!(data_test(&html, "gpus-allocated"), units::count(n("/gpus/allocated")));
+    assert_eq!(data_test(&html, "gpus-idle"), units::count(n("/gpus/idle")));
+    assert_eq!(data_test(&html, "gpus-drained"), units::count(n("/gpus/drained")));
+    assert_eq!(data_test(&html, "gpus-down"), units::count(n("/gpus/down")));
+    assert_eq!(data_test(&html, "gpus-throttling"), units::count(n("/gpus_throttling")));
+    assert_eq!(data_test(&html, "jobs-running"), units::count(n("/jobs_running")));
+    assert_eq!(data_test(&html, "jobs-pending"), units::count(n("/jobs_pending")));
+    let power = t["power_watts"].as_f64().expect("power");
+    assert_eq!(data_test(&html, "power-now"), units::power(Some(power)));
+    assert_eq!(data_test(&html, "power-capacity"), units::power(t["power_capacity_watts"].as_f64()));
+    // Eight rack tiles, each carrying its power.
+    assert_eq!(html.matches("data-test=\"rack-tile\"").count(), 8);
+    // Server-rendered status says when the numbers are from, and they are fresh even though
+    // the simulated clock (started at a fixed instant) is not the wall clock.
+    assert!(html.contains("class=\"live-status static\""), "status not fresh");
+    assert!(html.contains("As of 2026-11-29 "), "no data time");
+    r.stop().await.expect("stops");
+}
+
+#[tokio::test]
+async fn live_stream_sends_a_snapshot_then_deltas_that_apply_exactly() {
+    let r = start(64, 200).await;
+    let mut sse = SseStream::open(r.addr, "/api/live").await;
+    assert_eq!(sse.status, 200);
+    assert!(sse.headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("content-type") && v.starts_with("text/event-stream")));
+    let first = sse.next(Duration::from_secs(5)).await.expect("snapshot");
+    assert_eq!(first.event, "snapshot");
+    let snap: LiveSnapshot = serde_json::from_str(&first.data).expect("snapshot JSON");
+    let mut ov = snap.overview;
+    assert!(snap.server_now_ms >= ov.published_ms);
+    for _ in 0..5 {
+        let ev = sse.next(Duration::from_secs(5)).await.expect("delta");
+        assert_eq!(ev.event, "delta", "{}", ev.data);
+        let d: OverviewDelta = serde_json::from_str(&ev.data).expect("delta JSON");
+        assert!(ev.data.len() < 64 * 1024);
+        ov.apply(&d).expect("delta follows");
+    }
+    // The client's reconstruction equals the truth at that sequence.
+    let truth = get(r.addr, &format!("/sim/truth?seq={}", ov.seq)).await.json();
+    let t = &truth["truth"];
+    assert_eq!(u64::from(ov.summary.gpus.allocated), t["gpus"]["allocated"].as_u64().expect("n"));
+    assert_eq!(u64::from(ov.summary.gpus_throttling), t["gpus_throttling"].as_u64().expect("n"));
+    let p = t["power_watts"].as_f64().expect("p");
+    assert!((ov.summary.power_watts - p).abs() < 1e-6 * p.max(1.0));
+    for (tile, tr) in ov.racks.iter().zip(t["racks"].as_array().expect("racks")) {
+        assert_eq!(tile.name, tr["name"].as_str().expect("name"));
+        let want = tr["power_watts"].as_f64().expect("p");
+        assert!((tile.power_watts.expect("p") - want).abs() <= 0.01 * want, "rack {}", tile.name);
+    }
+    r.stop().await.expect("stops");
+}
+
+#[tokio::test]
+async fn shutdown_ends_live_streams() {
+    let r = start(16, 200).await;
+    let mut sse = SseStream::open(r.addr, "/api/live").await;
+    sse.next(Duration::from_secs(5)).await.expect("snapshot");
+    let stopping = tokio::spawn(r.stop());
+    let mut ended = false;
+    for _ in 0..50 {
+        if sse.next(Duration::from_secs(5)).await.is_none() {
+            ended = true;
+            break;
+        }
+    }
+    assert!(ended, "the stream did not end on shutdown");
+    tokio::time::timeout(Duration::from_secs(10), stopping)
+        .await
+        .expect("shutdown completes")
+        .expect("join")
+        .expect("clean stop");
+}
+
+#[tokio::test]
+async fn health_metrics_errors_and_compression() {
+    let r = start(16, 200).await;
+    let h = get(r.addr, "/healthz").await;
+    assert_eq!(h.status, 200, "{}", h.text());
+    assert_eq!(h.json()["status"], "ok");
+
+    // Open one stream so the gauge has something to count.
+    let mut sse = SseStream::open(r.addr, "/api/live").await;
+    sse.next(Duration::from_secs(5)).await.expect("snapshot");
+    let m = get(r.addr, "/metrics").await;
+    assert_eq!(m.status, 200);
+    assert!(m.header("content-type").unwrap_or("").starts_with("text/plain; version=0.0.4"));
+    let text = m.text();
+    assert!(text.contains("# TYPE gantry_live_ticks_total counter"), "{text}");
+    assert!(text.lines().any(|l| l == "gantry_sse_clients 1"), "{text}");
+
+    // Unknown tick: the error envelope, no internals.
+    let e = get(r.addr, "/sim/truth?seq=999999999").await;
+    assert_eq!(e.status, 404);
+    assert_eq!(e.json()["error"]["status"], 404);
+
+    // Unknown page: a 404 page, not a crash.
+    let nf = get(r.addr, "/no/such/page").await;
+    assert_eq!(nf.status, 404);
+    assert!(nf.text().contains("Not found"));
+
+    // Pages are compressed for clients that accept it.
+    let br = get_with(r.addr, "/", &[("Accept-Encoding", "br")]).await;
+    assert_eq!(br.status, 200);
+    assert_eq!(br.header("content-encoding"), Some("br"));
+    let gz = get_with(r.addr, "/", &[("Accept-Encoding", "gzip")]).await;
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    r.stop().await.expect("stops");
+}

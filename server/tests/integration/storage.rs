@@ -1,0 +1,194 @@
+//! The storage story, run unchanged on SQLite and on PostgreSQL.
+
+use app::model::{Checkpoint, Job, JobState};
+use server::sim::{layout, Sim};
+use server::store::{Dialect, Rollup, Store};
+
+use crate::support;
+
+const T0: i64 = 1_795_968_000_000;
+
+fn job(id: u64, state: JobState, nodes: &[&str]) -> Job {
+    Job {
+        id,
+        name: "llama-70b-sft".into(),
+        user: "alice".into(),
+        account: "llm-finetune".into(),
+        partition: "gpu".into(),
+        state,
+        nodes: nodes.iter().map(|s| s.to_string()).collect(),
+        gpus: 8 * nodes.len() as u32,
+        submit_ms: T0,
+        start_ms: None,
+        end_ms: None,
+    }
+}
+
+async fn story(url: &str, dialect: Dialect) {
+    let store = Store::connect(url).await.expect("connect and migrate");
+    assert_eq!(store.dialect(), dialect);
+    store.ping().await.expect("ping");
+    if dialect == Dialect::Sqlite {
+        assert_eq!(store.sqlite_journal_mode().await.expect("pragma").as_deref(), Some("wal"));
+    }
+    // Migrations are idempotent: a second start on the same database is fine.
+    let store = Store::connect(url).await.expect("reconnect");
+
+    // Inventory: replaced whole, read back in floor order.
+    let inv = layout(16, "t");
+    store.put_inventory(&inv).await.expect("inventory");
+    store.put_inventory(&inv).await.expect("inventory again");
+    assert_eq!(store.node_count().await.expect("count"), 16);
+    let racks = store.racks().await.expect("racks");
+    assert_eq!(racks, inv.racks);
+
+    // A job's life: pending -> running -> requeued -> running -> completed.
+    let mut j = job(4242, JobState::Pending, &[]);
+    store.record_job(&j, T0, "").await.expect("pending");
+    j.state = JobState::Running;
+    j.nodes = vec!["gpu001".into(), "gpu002".into()];
+    j.start_ms = Some(T0 + 60_000);
+    store.record_job(&j, T0 + 60_000, "").await.expect("running");
+    j.state = JobState::Requeued;
+    store.record_job(&j, T0 + 600_000, "requeued by alice: node gpu002 drained").await.expect("requeued");
+    // A retried write is idempotent: no second event, no second requeue.
+    store.record_job(&j, T0 + 600_000, "requeued by alice: node gpu002 drained").await.expect("retry");
+    j.state = JobState::Running;
+    j.nodes = vec!["gpu003".into(), "gpu004".into()];
+    store.record_job(&j, T0 + 720_000, "").await.expect("running again");
+    j.state = JobState::Completed;
+    j.end_ms = Some(T0 + 3_600_000);
+    store.record_job(&j, T0 + 3_600_000, "").await.expect("completed");
+
+    let got = store.job(4242).await.expect("get").expect("exists");
+    assert_eq!(got, j);
+    assert_eq!(store.job(1).await.expect("get"), None);
+    assert_eq!(store.requeue_count(4242).await.expect("requeues"), Some(1));
+    let ev = store.job_events(4242).await.expect("events");
+    let states: Vec<JobState> = ev.iter().map(|e| e.state).collect();
+    assert_eq!(
+        states,
+        vec![JobState::Pending, JobState::Running, JobState::Requeued, JobState::Running, JobState::Completed]
+    );
+    assert_eq!(ev[2].detail, "requeued by alice: node gpu002 drained");
+    assert_eq!(ev[3].nodes, vec!["gpu003", "gpu004"]);
+    assert_eq!(store.jobs_in_state(JobState::Completed, 10).await.expect("by state").len(), 1);
+    assert!(store.jobs_in_state(JobState::Running, 10).await.expect("by state").is_empty());
+
+    // Hostile text is data, stored and returned verbatim.
+    let mut evil = job(7, JobState::Pending, &[]);
+    evil.name = "x'); DROP TABLE jobs; -- \"quoted\" \u{1F525} $1 ?".into();
+    evil.user = "o'brien".into();
+    store.record_job(&evil, T0, "line1\nline2").await.expect("hostile");
+    assert_eq!(store.job(7).await.expect("get").expect("exists").name, evil.name);
+    assert_eq!(store.job(4242).await.expect("still there").expect("exists").id, 4242);
+
+    // Checkpoints: the same (job, step) again updates it.
+    let mut c = Checkpoint {
+        job_id: 4242,
+        step: 1000,
+        path: "/lustre/ckpt/run/step-1000".into(),
+        size_bytes: 160_000_000_000,
+        started_ms: T0 + 1_800_000,
+        duration_ms: 45_000,
+        complete: false,
+    };
+    store.put_checkpoint(&c).await.expect("checkpoint");
+    c.complete = true;
+    store.put_checkpoint(&c).await.expect("checkpoint done");
+    let mut c2 = c.clone();
+    c2.step = 500;
+    store.put_checkpoint(&c2).await.expect("earlier step");
+    let cks = store.checkpoints(4242).await.expect("checkpoints");
+    assert_eq!(cks.iter().map(|c| c.step).collect::<Vec<_>>(), vec![500, 1000]);
+    assert!(cks[1].complete);
+    assert_eq!(cks[1].size_bytes, 160_000_000_000);
+
+    // Rollups: upsert per (scope, minute), range queries, retention.
+    for m in 0..5 {
+        let r = Rollup {
+            scope: "rack:A01".into(),
+            at_ms: T0 + m * 60_000,
+            power_watts_mean: 30_000.0 + m as f64,
+            sm_active_mean: if m == 2 { None } else { Some(0.5) },
+            gpus_throttling_max: m as u32,
+            samples: 60,
+        };
+        store.put_rollup(&r).await.expect("rollup");
+        store.put_rollup(&r).await.expect("rollup again");
+    }
+    let rs = store.rollups("rack:A01", T0 + 60_000, T0 + 240_000).await.expect("range");
+    assert_eq!(rs.len(), 3);
+    assert_eq!(rs[1].sm_active_mean, None);
+    assert_eq!(rs[2].power_watts_mean, 30_003.0);
+    assert_eq!(store.prune_rollups(T0 + 120_000).await.expect("prune"), 2);
+    assert_eq!(store.rollups("rack:A01", 0, i64::MAX).await.expect("all").len(), 3);
+
+    // XIDs, idempotent.
+    store.put_xid("gpu038", 3, 48, T0).await.expect("xid");
+    store.put_xid("gpu038", 3, 48, T0).await.expect("xid again");
+    assert_eq!(store.xids("gpu038").await.expect("xids"), vec![(3, 48, T0)]);
+}
+
+/// The simulator's history lands in the store through the live writer, complete.
+async fn history(url: &str) {
+    let store = Store::connect(url).await.expect("connect");
+    let metrics = std::sync::Arc::new(server::metrics::Metrics::default());
+    let (q, writer) = server::live::spawn_store_writer(store.clone(), metrics.clone());
+    let mut sim = Sim::new(64, 5, "t", T0);
+    let warmup = sim.drain_events();
+    sim.advance_to(T0 + 6 * 3_600_000);
+    let events = sim.drain_events();
+    let checkpoints: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            server::sim::SimEvent::Checkpoint { checkpoint } => Some(checkpoint.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(!checkpoints.is_empty());
+    server::live::record_events(&q, warmup);
+    server::live::record_events(&q, events);
+    drop(q);
+    writer.await.expect("writer ends when the queue closes");
+    use std::sync::atomic::Ordering::Relaxed;
+    assert_eq!(metrics.store_errors_total.load(Relaxed), 0);
+    assert_eq!(metrics.store_queue_dropped_total.load(Relaxed), 0);
+    let first = &checkpoints[0];
+    let stored = store.checkpoints(first.job_id).await.expect("checkpoints");
+    assert!(stored.contains(first), "{first:?} not in {stored:?}");
+    let ev = store.job_events(first.job_id).await.expect("events");
+    assert!(ev.iter().any(|e| e.state == JobState::Running));
+}
+
+#[tokio::test]
+async fn storage_story_on_sqlite() {
+    story(&support::sqlite_url(), Dialect::Sqlite).await;
+}
+
+#[tokio::test]
+async fn storage_story_on_postgres() {
+    if let Some(url) = support::postgres_url().await {
+        story(&url, Dialect::Postgres).await;
+    }
+}
+
+#[tokio::test]
+async fn simulated_history_reaches_sqlite() {
+    history(&support::sqlite_url()).await;
+}
+
+#[tokio::test]
+async fn simulated_history_reaches_postgres() {
+    if let Some(url) = support::postgres_url().await {
+        history(&url).await;
+    }
+}
+
+#[tokio::test]
+async fn a_bad_database_url_is_a_clear_error() {
+    let e = Store::connect("mysql://x").await.expect_err("unsupported");
+    assert!(e.to_string().contains("unsupported database URL"), "{e}");
+    let e = Store::connect("sqlite:///nonexistent-dir/for/sure/gantry.db").await.expect_err("no dir");
+    assert!(!e.to_string().is_empty());
+}

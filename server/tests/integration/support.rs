@@ -1,0 +1,232 @@
+//! Test support: databases per test, a minimal HTTP/1.1 client (with chunked decoding,
+//! for SSE), and a running server.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix}_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// A fresh SQLite database file in a fresh temporary directory.
+pub fn sqlite_url() -> String {
+    let dir = std::env::temp_dir().join(unique("gantry_test"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    format!("sqlite://{}", dir.join("gantry.db").display())
+}
+
+/// A fresh PostgreSQL database, created through the admin URL in `GANTRY_TEST_PG_URL`
+/// (`cargo xtask test` starts a private server and sets it). Without it the PostgreSQL
+/// half is skipped locally, but fails under CI, where it must run.
+pub async fn postgres_url() -> Option<String> {
+    let Ok(admin) = std::env::var("GANTRY_TEST_PG_URL") else {
+        assert!(std::env::var_os("CI").is_none(), "GANTRY_TEST_PG_URL must be set in CI");
+        eprintln!("GANTRY_TEST_PG_URL not set: PostgreSQL half skipped (run `cargo xtask test`)");
+        return None;
+    };
+    use sqlx::Connection;
+    let name = unique("gantry_t");
+    let mut conn = sqlx::PgConnection::connect(&admin).await.expect("connect to admin database");
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("create database");
+    let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin);
+    Some(format!("{base}/{name}"))
+}
+
+/// An HTTP response.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+}
+
+fn parse_head(head: &str) -> (u16, Vec<(String, String)>) {
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .expect("status line");
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    (status, headers)
+}
+
+/// Decodes a complete chunked body.
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(pos) = raw.windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(std::str::from_utf8(&raw[..pos]).expect("chunk size").trim(), 16)
+            .expect("hex chunk size");
+        if size == 0 {
+            break;
+        }
+        let start = pos + 2;
+        out.extend_from_slice(&raw[start..start + size]);
+        raw = &raw[start + size + 2..];
+    }
+    out
+}
+
+/// GET `path` with extra headers; reads the whole response (`Connection: close`).
+pub async fn get_with(addr: std::net::SocketAddr, path: &str, extra: &[(&str, &str)]) -> Resp {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in extra {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut raw))
+        .await
+        .expect("response within 30 s")
+        .expect("read");
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("end of head");
+    let (status, headers) = parse_head(&String::from_utf8_lossy(&raw[..split]));
+    let body = raw[split + 4..].to_vec();
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    Resp { status, headers, body: if chunked { dechunk(&body) } else { body } }
+}
+
+pub async fn get(addr: std::net::SocketAddr, path: &str) -> Resp {
+    get_with(addr, path, &[]).await
+}
+
+/// One server-sent event.
+#[derive(Debug, Clone)]
+pub struct SseEvent {
+    pub event: String,
+    pub data: String,
+}
+
+/// A live SSE connection, read event by event.
+pub struct SseStream {
+    s: TcpStream,
+    buf: Vec<u8>,
+    /// Decoded body bytes not yet parsed into events.
+    body: String,
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+}
+
+impl SseStream {
+    pub async fn open(addr: std::net::SocketAddr, path: &str) -> SseStream {
+        let mut s = TcpStream::connect(addr).await.expect("connect");
+        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
+        s.write_all(req.as_bytes()).await.expect("write");
+        let mut buf = Vec::new();
+        loop {
+            let mut tmp = [0u8; 4096];
+            let n = s.read(&mut tmp).await.expect("read head");
+            assert!(n > 0, "closed before head");
+            buf.extend_from_slice(&tmp[..n]);
+            if let Some(split) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let (status, headers) = parse_head(&String::from_utf8_lossy(&buf[..split]));
+                let rest = buf[split + 4..].to_vec();
+                return SseStream { s, buf: rest, body: String::new(), status, headers };
+            }
+        }
+    }
+
+    /// Moves whole chunks from `buf` into `body`; returns false on the final chunk.
+    fn decode(&mut self) -> bool {
+        loop {
+            let Some(pos) = self.buf.windows(2).position(|w| w == b"\r\n") else { return true };
+            let size = usize::from_str_radix(std::str::from_utf8(&self.buf[..pos]).unwrap_or("x").trim(), 16)
+                .expect("chunk size");
+            if size == 0 {
+                return false;
+            }
+            if self.buf.len() < pos + 2 + size + 2 {
+                return true;
+            }
+            let data = self.buf[pos + 2..pos + 2 + size].to_vec();
+            self.body.push_str(&String::from_utf8_lossy(&data));
+            self.buf.drain(..pos + 2 + size + 2);
+        }
+    }
+
+    /// The next event (comments and keep-alives skipped), or `None` when the stream ends.
+    pub async fn next(&mut self, within: Duration) -> Option<SseEvent> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let open = self.decode();
+            while let Some(end) = self.body.find("\n\n") {
+                let block: String = self.body.drain(..end + 2).collect();
+                let mut ev = SseEvent { event: "message".into(), data: String::new() };
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event:") {
+                        ev.event = v.trim().to_string();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        if !ev.data.is_empty() {
+                            ev.data.push('\n');
+                        }
+                        ev.data.push_str(v.strip_prefix(' ').unwrap_or(v));
+                    }
+                }
+                if !ev.data.is_empty() {
+                    return Some(ev);
+                }
+            }
+            if !open {
+                return None;
+            }
+            let mut tmp = [0u8; 16384];
+            let n = tokio::time::timeout_at(deadline, self.s.read(&mut tmp))
+                .await
+                .expect("SSE event in time")
+                .expect("read");
+            if n == 0 {
+                return None;
+            }
+            self.buf.extend_from_slice(&tmp[..n]);
+        }
+    }
+}
+
+/// A configuration for a test server on a free port with its own database.
+pub fn test_config(database_url: String, nodes: u32, speed: f64, interval_ms: u64) -> server::config::Config {
+    let env = vec![
+        ("GANTRY_LISTEN".to_string(), "127.0.0.1:0".to_string()),
+        ("GANTRY_DATABASE_URL".to_string(), database_url),
+        ("GANTRY_SIM_NODES".to_string(), nodes.to_string()),
+        ("GANTRY_SIM_SPEED".to_string(), speed.to_string()),
+        ("GANTRY_LIVE_INTERVAL_MS".to_string(), interval_ms.to_string()),
+        ("GANTRY_SIM_START_MS".to_string(), "1795968000000".to_string()),
+        ("GANTRY_SITE_ROOT".to_string(), std::env::temp_dir().join("gantry-no-site").display().to_string()),
+    ];
+    server::config::Config::load(None, env).expect("test config")
+}
+
+/// Waits until the server has published its first tick.
+pub async fn wait_ready(r: &server::serve::Running) {
+    for _ in 0..200 {
+        if r.live.current().is_some() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("server published nothing in 5 s");
+}
