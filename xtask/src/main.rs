@@ -1,1 +1,521 @@
-fn main() {}
+//! `cargo xtask`: everything cargo alone cannot express.
+//!
+//! - `cargo xtask run [--release] [-- ARGS]`: install what is missing, build, serve the
+//!   embedded default (SQLite + simulated cluster) on 127.0.0.1:3000.
+//! - `cargo xtask test`: fmt, clippy (server and wasm builds separately), the dependency
+//!   fence, unit and integration tests (SQLite and a private PostgreSQL), and Playwright
+//!   in Debian's Chromium, hydrated and with JavaScript off.
+//! - `cargo xtask bench size`: the release wasm + js, raw and brotli-compressed.
+//!
+//! Tools are pinned and installed once into `~/.cargo/bin`; every install says what it
+//! installs and why before it starts. No dependencies: std only, so it builds in seconds.
+
+use std::env;
+use std::ffi::OsStr;
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+const CARGO_LEPTOS_VERSION: &str = "0.3.10";
+const WASM_TARGET: &str = "wasm32-unknown-unknown";
+/// Crates the browser build must never contain.
+const FENCED: &[&str] = &["sqlx", "sqlx-core", "axum", "tokio", "hyper", "plotters", "tower-http", "leptos_axum"];
+const USAGE: &str = "usage: cargo xtask <run [--release] [-- ARGS] | test | bench size | fence | bootstrap>";
+
+type Result<T = ()> = std::result::Result<T, String>;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let rest = args.get(1..).unwrap_or_default();
+    let res = match args.first().map(String::as_str) {
+        Some("run") => run(rest),
+        Some("test") => test(rest),
+        Some("bench") => bench(rest),
+        Some("fence") => fence(),
+        Some("bootstrap") => bootstrap(true, true),
+        _ => Err(USAGE.to_string()),
+    };
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("\nxtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+// ---------------------------------------------------------------- helpers
+
+fn root() -> PathBuf {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    here.parent().map(Path::to_path_buf).unwrap_or(here)
+}
+
+fn target_dir() -> PathBuf {
+    env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
+}
+
+fn step(msg: &str) {
+    println!("\n==> {msg}");
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
+fn run_cmd(c: &mut Command) -> Result {
+    let what = format!("{c:?}");
+    let status = c.status().map_err(|e| format!("cannot run {what}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("failed ({status}): {what}"))
+    }
+}
+
+fn output(c: &mut Command) -> Option<String> {
+    let out = c.stderr(Stdio::null()).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn have(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn is_root() -> bool {
+    output(Command::new("id").arg("-u")).is_some_and(|s| s.trim() == "0")
+}
+
+/// Runs `program args` as root: directly when we are root, else through `sudo -n`.
+fn as_root<I, S>(program: &str, args: I) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    if is_root() {
+        let mut c = Command::new(program);
+        c.args(args);
+        c
+    } else {
+        let mut c = Command::new("sudo");
+        c.arg("-n").arg(program).args(args);
+        c
+    }
+}
+
+/// Installs missing Debian packages (`apt-get`), saying which and why.
+fn ensure_apt(pkgs: &[&str], why: &str) -> Result {
+    let missing: Vec<&str> = pkgs
+        .iter()
+        .copied()
+        .filter(|p| {
+            output(Command::new("dpkg-query").args(["-W", "-f=${Status}", p]))
+                .is_none_or(|s| !s.contains("install ok installed"))
+        })
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    step(&format!("installing Debian packages {} ({why})", missing.join(" ")));
+    // Package scripts must not start services here: tests start their own.
+    let guard = Path::new("/usr/sbin/policy-rc.d");
+    let made_guard = !guard.exists() && is_root() && fs::write(guard, "#!/bin/sh\nexit 101\n").is_ok();
+    if made_guard {
+        let _ = run_cmd(Command::new("chmod").args(["755", "/usr/sbin/policy-rc.d"]));
+    }
+    let res = run_cmd(as_root("apt-get", ["-q", "update"]).env("DEBIAN_FRONTEND", "noninteractive")).and_then(|()| {
+        run_cmd(
+            as_root("apt-get", ["-q", "-y", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=300", "install"])
+                .args(&missing)
+                .env("DEBIAN_FRONTEND", "noninteractive"),
+        )
+    });
+    if made_guard {
+        let _ = fs::remove_file(guard);
+    }
+    res.map_err(|e| format!("{e}\n(install {} with apt-get as root, then retry)", missing.join(" ")))
+}
+
+/// The version of `name` in Cargo.lock.
+fn locked_version(name: &str) -> Result<String> {
+    let lock = fs::read_to_string(root().join("Cargo.lock")).map_err(|e| format!("Cargo.lock: {e}"))?;
+    let mut lines = lock.lines();
+    while let Some(l) = lines.next() {
+        if l == format!("name = \"{name}\"") {
+            if let Some(v) = lines.next().and_then(|v| v.strip_prefix("version = \"")) {
+                return Ok(v.trim_end_matches('"').to_string());
+            }
+        }
+    }
+    Err(format!("{name} is not in Cargo.lock"))
+}
+
+/// Installs the pinned Rust-side tools (and, with `node`, the npm packages of end2end/).
+fn bootstrap(node: bool, quiet_ok: bool) -> Result {
+    let targets = output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
+    if !targets.lines().any(|t| t.trim() == WASM_TARGET) {
+        step("adding the wasm32-unknown-unknown target (the browser build)");
+        run_cmd(Command::new("rustup").args(["target", "add", WASM_TARGET]).current_dir(root()))?;
+    }
+    let leptos = output(Command::new("cargo-leptos").arg("--version")).unwrap_or_default();
+    if !leptos.contains(CARGO_LEPTOS_VERSION) {
+        step(&format!(
+            "installing cargo-leptos {CARGO_LEPTOS_VERSION} (builds server and wasm; compiles once, 10-25 min on 2 cores)"
+        ));
+        run_cmd(cargo().args([
+            "install",
+            "cargo-leptos",
+            "--version",
+            CARGO_LEPTOS_VERSION,
+            "--locked",
+            "--features",
+            "no_downloads",
+        ]))?;
+    }
+    let wbg = locked_version("wasm-bindgen")?;
+    let have_wbg = output(Command::new("wasm-bindgen").arg("--version")).unwrap_or_default();
+    if have_wbg.split_whitespace().nth(1) != Some(wbg.as_str()) {
+        step(&format!(
+            "installing wasm-bindgen-cli {wbg} (must equal wasm-bindgen in Cargo.lock; compiles once, ~5 min)"
+        ));
+        // --locked fails against the registry here; the version pin is what matters.
+        run_cmd(cargo().args(["install", "wasm-bindgen-cli", "--version", &wbg, "--force"]))?;
+    }
+    if node {
+        ensure_node()?;
+    }
+    if quiet_ok {
+        println!("tools ready: cargo-leptos {CARGO_LEPTOS_VERSION}, wasm-bindgen {wbg}");
+    }
+    Ok(())
+}
+
+/// Node, npm and end2end/node_modules (Playwright, binaryen's wasm-opt), installed when
+/// missing or when package-lock.json changed.
+fn ensure_node() -> Result {
+    if !have("node") || !have("npm") {
+        ensure_apt(&["nodejs", "npm"], "browser tests and wasm-opt run on Node.js")?;
+    }
+    let e2e = root().join("end2end");
+    let stamp = e2e.join("node_modules").join(".gantry-lock");
+    let lock = fs::read(e2e.join("package-lock.json")).map_err(|e| format!("end2end/package-lock.json: {e}"))?;
+    if fs::read(&stamp).ok().as_deref() != Some(lock.as_slice()) {
+        step("installing end2end npm packages (@playwright/test, binaryen for wasm-opt); no browser download");
+        run_cmd(
+            Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund"])
+                .current_dir(&e2e)
+                .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1"),
+        )?;
+        fs::write(&stamp, &lock).map_err(|e| format!("{}: {e}", stamp.display()))?;
+    }
+    Ok(())
+}
+
+/// PATH with end2end's npm binaries (wasm-opt) in front.
+fn path_with_node_bin() -> std::ffi::OsString {
+    let bin = root().join("end2end").join("node_modules").join(".bin");
+    let mut parts = vec![bin];
+    if let Some(p) = env::var_os("PATH") {
+        parts.extend(env::split_paths(&p));
+    }
+    env::join_paths(parts).unwrap_or_default()
+}
+
+fn leptos_build(release: bool, frontend_only: bool) -> Result {
+    step(&format!(
+        "building with cargo-leptos ({}{})",
+        if release { "release" } else { "dev" },
+        if frontend_only { ", browser bundle only" } else { ", server and browser bundle" }
+    ));
+    let mut c = cargo();
+    c.args(["leptos", "build"]).env("PATH", path_with_node_bin());
+    if release {
+        c.arg("--release");
+    }
+    if frontend_only {
+        c.arg("--frontend-only");
+    }
+    run_cmd(&mut c)
+}
+
+fn free_port() -> Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
+    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+}
+
+fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
+    let mut head = [0u8; 64];
+    let n = s.read(&mut head).ok()?;
+    String::from_utf8_lossy(&head[..n]).split(' ').nth(1)?.parse().ok()
+}
+
+/// A child process that is stopped (SIGTERM, then SIGKILL) when dropped.
+struct Guard(Option<Child>, &'static str);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = Command::new("kill").args(["-TERM", &c.id().to_string()]).status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            eprintln!("{} did not stop in 10 s; killing it", self.1);
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+// ---------------------------------------------------------------- run
+
+fn run(args: &[String]) -> Result {
+    let release = args.iter().any(|a| a == "--release");
+    let pass: Vec<&String> = args.iter().skip_while(|a| *a != "--").skip(1).collect();
+    bootstrap(release, false)?;
+    leptos_build(release, false)?;
+    let data = root().join(".gantry");
+    fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+    let exe = target_dir().join(if release { "release" } else { "debug" }).join("gantry");
+    step("starting Gantry on its embedded default (SQLite in .gantry/, simulated 64-node cluster)");
+    let mut c = Command::new(&exe);
+    c.current_dir(root()).args(pass);
+    if env::var_os("GANTRY_DATABASE_URL").is_none() {
+        c.env("GANTRY_DATABASE_URL", format!("sqlite://{}", data.join("gantry.db").display()));
+    }
+    if env::var_os("GANTRY_SITE_ROOT").is_none() {
+        c.env("GANTRY_SITE_ROOT", root().join("target").join("site"));
+    }
+    run_cmd(&mut c)
+}
+
+// ---------------------------------------------------------------- test
+
+/// A private PostgreSQL server for the tests, removed when dropped.
+struct Postgres {
+    dir: PathBuf,
+    bin: PathBuf,
+    url: String,
+}
+
+fn pg_bin() -> Option<PathBuf> {
+    let mut versions: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path().join("bin"))))
+        .filter(|(_, p): &(u32, PathBuf)| p.join("pg_ctl").exists())
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, p)| p)
+}
+
+/// Runs a PostgreSQL tool as the `postgres` user when we are root (it refuses root).
+fn pg_cmd(bin: &Path, tool: &str) -> Command {
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(bin.join(tool));
+        c
+    } else {
+        Command::new(bin.join(tool))
+    }
+}
+
+impl Postgres {
+    fn start() -> Result<Postgres> {
+        ensure_apt(&["postgresql"], "the storage tests run on PostgreSQL as well as SQLite")?;
+        let bin = pg_bin().ok_or("PostgreSQL server binaries not found under /usr/lib/postgresql")?;
+        let port = free_port()?;
+        let dir = env::temp_dir().join(format!("gantry-pg-{}-{port}", std::process::id()));
+        fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        if is_root() {
+            run_cmd(Command::new("chown").args(["postgres:postgres"]).arg(&dir))?;
+        }
+        step(&format!("starting a private PostgreSQL on 127.0.0.1:{port}"));
+        let data = dir.join("data");
+        run_cmd(
+            pg_cmd(&bin, "initdb")
+                .args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync", "-D"])
+                .arg(&data)
+                .stdout(Stdio::null()),
+        )?;
+        let opts = format!(
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+            dir.display()
+        );
+        run_cmd(
+            pg_cmd(&bin, "pg_ctl")
+                .args(["-w", "-t", "60", "-D"])
+                .arg(&data)
+                .arg("-l")
+                .arg(dir.join("log"))
+                .args(["-o", &opts, "start"])
+                .stdout(Stdio::null()),
+        )?;
+        Ok(Postgres { dir, bin, url: format!("postgres://postgres@127.0.0.1:{port}/postgres") })
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = pg_cmd(&self.bin, "pg_ctl")
+            .args(["-m", "immediate", "-D"])
+            .arg(self.dir.join("data"))
+            .arg("stop")
+            .stdout(Stdio::null())
+            .status();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn fence() -> Result {
+    step("dependency fence: the wasm build contains no server crates");
+    let tree = output(cargo().args([
+        "tree",
+        "-p",
+        "app",
+        "--target",
+        WASM_TARGET,
+        "--no-default-features",
+        "--features",
+        "hydrate",
+        "-e",
+        "normal",
+        "--prefix",
+        "none",
+    ]))
+    .ok_or("cargo tree failed")?;
+    let mut leaked: Vec<&str> = tree
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| FENCED.contains(name))
+        .collect();
+    leaked.sort_unstable();
+    leaked.dedup();
+    if leaked.is_empty() {
+        println!("ok: none of {} in the browser build", FENCED.join(", "));
+        Ok(())
+    } else {
+        Err(format!("the browser build pulls in server crates: {}", leaked.join(", ")))
+    }
+}
+
+fn test(args: &[String]) -> Result {
+    let started = Instant::now();
+    if args.iter().any(|a| a == "--fuzz") {
+        return Err("--fuzz: no fuzz targets yet (they come with the telemetry parser)".into());
+    }
+    bootstrap(true, false)?;
+
+    step("rustfmt");
+    run_cmd(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    step("clippy, server build (-D warnings)");
+    run_cmd(cargo().args(["clippy", "-p", "server", "-p", "xtask", "--all-targets", "--", "-D", "warnings"]))?;
+    step("clippy, browser build (-D warnings)");
+    run_cmd(cargo().args([
+        "clippy",
+        "-p",
+        "app",
+        "--lib",
+        "--target",
+        WASM_TARGET,
+        "--no-default-features",
+        "--features",
+        "hydrate",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    fence()?;
+
+    let pg = Postgres::start()?;
+    step("unit and integration tests (SQLite and PostgreSQL)");
+    run_cmd(cargo().args(["test", "-p", "app", "--features", "ssr", "--lib"]))?;
+    run_cmd(cargo().args(["test", "-p", "server"]).env("GANTRY_TEST_PG_URL", &pg.url))?;
+    drop(pg);
+
+    ensure_apt(&["chromium"], "browser tests run in Debian's Chromium")?;
+    leptos_build(false, false)?;
+    end2end()?;
+    println!("\nall checks passed in {} s", started.elapsed().as_secs());
+    Ok(())
+}
+
+/// Serves a fresh Gantry and runs Playwright against it (hydrated and JavaScript-off projects).
+fn end2end() -> Result {
+    let port = free_port()?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let tmp = env::temp_dir().join(format!("gantry-e2e-{}-{port}", std::process::id()));
+    fs::create_dir_all(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    step(&format!("browser tests: Gantry on {addr}, Playwright in /usr/bin/chromium"));
+    let exe = target_dir().join("debug").join("gantry");
+    let log = fs::File::create(tmp.join("gantry.log")).map_err(|e| e.to_string())?;
+    let child = Command::new(&exe)
+        .current_dir(root())
+        .env("GANTRY_LISTEN", addr.to_string())
+        .env("GANTRY_DATABASE_URL", format!("sqlite://{}", tmp.join("gantry.db").display()))
+        .env("GANTRY_SITE_ROOT", root().join("target").join("site"))
+        .env("RUST_LOG", "warn")
+        .stdout(log.try_clone().map_err(|e| e.to_string())?)
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+    let server = Guard(Some(child), "gantry");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while http_status(addr, "/healthz") != Some(200) {
+        if Instant::now() > deadline {
+            return Err(format!("gantry did not become healthy; log in {}", tmp.join("gantry.log").display()));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let res = run_cmd(
+        Command::new("npx")
+            .args(["playwright", "test"])
+            .current_dir(root().join("end2end"))
+            .env("GANTRY_URL", format!("http://{addr}"))
+            .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1"),
+    );
+    drop(server);
+    if res.is_ok() {
+        let _ = fs::remove_dir_all(&tmp);
+    } else {
+        eprintln!("server log kept in {}", tmp.join("gantry.log").display());
+    }
+    res
+}
+
+// ---------------------------------------------------------------- bench
+
+fn bench(args: &[String]) -> Result {
+    match args.first().map(String::as_str) {
+        Some("size") => bench_size(),
+        _ => Err("usage: cargo xtask bench size".into()),
+    }
+}
+
+/// Release wasm + js, raw and brotli (quality 11, as a CDN would serve them).
+fn bench_size() -> Result {
+    bootstrap(true, false)?;
+    leptos_build(true, true)?;
+    let pkg = root().join("target").join("site").join("pkg");
+    let files = ["gantry.wasm", "gantry.js"];
+    let script = "const fs=require('fs'),z=require('zlib');let t=0,r=0;for(const f of process.argv.slice(1)){const b=fs.readFileSync(f);const c=z.brotliCompressSync(b,{params:{[z.constants.BROTLI_PARAM_QUALITY]:11}}).length;t+=c;r+=b.length;console.log(`${f.split('/').pop().padEnd(14)} ${String(b.length).padStart(9)} B raw ${String(c).padStart(8)} B brotli`)}console.log(`${'total'.padEnd(14)} ${String(r).padStart(9)} B raw ${String(t).padStart(8)} B brotli = ${(t/1000).toFixed(1)} KB (goal: under 400 KB)`)";
+    step("browser bundle size (release)");
+    run_cmd(Command::new("node").arg("-e").arg(script).args(files.iter().map(|f| pkg.join(f))))
+}
