@@ -153,7 +153,10 @@ impl Overview {
     /// Applies a delta in place; on error `self` is unchanged.
     pub fn apply(&mut self, delta: &OverviewDelta) -> Result<(), ApplyError> {
         if delta.from_seq != self.seq {
-            return Err(ApplyError::Gap { have: self.seq, delta_from: delta.from_seq });
+            return Err(ApplyError::Gap {
+                have: self.seq,
+                delta_from: delta.from_seq,
+            });
         }
         let mut idx = Vec::with_capacity(delta.racks.len());
         for r in &delta.racks {
@@ -220,7 +223,10 @@ mod tests {
             at_ms: 1000 * seq as i64,
             published_ms: 5000 + 1000 * seq as i64,
             interval_ms: 1000,
-            summary: Summary { jobs_running: running, ..Summary::default() },
+            summary: Summary {
+                jobs_running: running,
+                ..Summary::default()
+            },
             racks: vec![tile("A01", p1), tile("A02", p2)],
         }
     }
@@ -244,7 +250,13 @@ mod tests {
         let c = overview(3, 1.0, 2.0, 2);
         let d = overview(2, 1.0, 2.0, 1).diff(&c);
         let mut x = a.clone();
-        assert_eq!(x.apply(&d), Err(ApplyError::Gap { have: 1, delta_from: 2 }));
+        assert_eq!(
+            x.apply(&d),
+            Err(ApplyError::Gap {
+                have: 1,
+                delta_from: 2
+            })
+        );
         assert_eq!(x, a);
     }
 

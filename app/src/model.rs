@@ -148,7 +148,10 @@ impl NodeState {
     pub fn is_unavailable(self) -> bool {
         matches!(
             self,
-            NodeState::Drained | NodeState::Down | NodeState::NotResponding | NodeState::Maintenance
+            NodeState::Drained
+                | NodeState::Down
+                | NodeState::NotResponding
+                | NodeState::Maintenance
         )
     }
 }
@@ -333,8 +336,12 @@ mod tests {
 
     #[test]
     fn throttle_names_decode_every_bit_and_flag_unknown_ones() {
-        let r = ThrottleReasons(ThrottleReasons::SW_POWER_CAP | ThrottleReasons::HW_THERMAL | 0x1000);
-        assert_eq!(r.names(), vec!["SW power cap", "HW thermal", "unknown 0x1000"]);
+        let r =
+            ThrottleReasons(ThrottleReasons::SW_POWER_CAP | ThrottleReasons::HW_THERMAL | 0x1000);
+        assert_eq!(
+            r.names(),
+            vec!["SW power cap", "HW thermal", "unknown 0x1000"]
+        );
         assert!(r.is_throttling());
         assert!(r.is_thermal());
     }

@@ -11,15 +11,27 @@ use app::model::{Inventory, JobState, NodeState, UnixMs};
 use crate::sim::Readings;
 
 /// The overview of `inv` from `r`, numbered `seq`.
-pub fn overview(inv: &Inventory, r: &Readings, seq: u64, interval_ms: i64, published_ms: UnixMs) -> Overview {
-    let state_of: HashMap<&str, NodeState> = r.nodes.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+pub fn overview(
+    inv: &Inventory,
+    r: &Readings,
+    seq: u64,
+    interval_ms: i64,
+    published_ms: UnixMs,
+) -> Overview {
+    let state_of: HashMap<&str, NodeState> =
+        r.nodes.iter().map(|(n, s)| (n.as_str(), *s)).collect();
     let mut allocated_nodes: HashMap<&str, ()> = HashMap::new();
     for j in r.jobs.iter().filter(|j| j.state == JobState::Running) {
         for n in &j.nodes {
             allocated_nodes.insert(n.as_str(), ());
         }
     }
-    let rack_idx: HashMap<&str, usize> = inv.racks.iter().enumerate().map(|(i, r)| (r.name.as_str(), i)).collect();
+    let rack_idx: HashMap<&str, usize> = inv
+        .racks
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.name.as_str(), i))
+        .collect();
     let node_rack: HashMap<&str, usize> = inv
         .nodes
         .iter()
@@ -30,7 +42,10 @@ pub fn overview(inv: &Inventory, r: &Readings, seq: u64, interval_ms: i64, publi
     let mut unavailable = vec![0u32; inv.racks.len()];
     for n in &inv.nodes {
         let k = n.gpus.len() as u32;
-        let st = state_of.get(n.name.as_str()).copied().unwrap_or(NodeState::Unknown);
+        let st = state_of
+            .get(n.name.as_str())
+            .copied()
+            .unwrap_or(NodeState::Unknown);
         gpus.total += k;
         if allocated_nodes.contains_key(n.name.as_str()) {
             gpus.allocated += k;
@@ -100,10 +115,26 @@ pub fn overview(inv: &Inventory, r: &Readings, seq: u64, interval_ms: i64, publi
         power_watts: racks.iter().filter_map(|r| r.power_watts).sum(),
         power_capacity_watts: inv.racks.iter().map(|r| r.power_limit_watts).sum(),
         gpus_throttling: throttling.iter().sum(),
-        jobs_running: r.jobs.iter().filter(|j| j.state == JobState::Running).count() as u32,
-        jobs_pending: r.jobs.iter().filter(|j| j.state == JobState::Pending).count() as u32,
+        jobs_running: r
+            .jobs
+            .iter()
+            .filter(|j| j.state == JobState::Running)
+            .count() as u32,
+        jobs_pending: r
+            .jobs
+            .iter()
+            .filter(|j| j.state == JobState::Pending)
+            .count() as u32,
     };
-    Overview { cluster: inv.cluster.clone(), seq, at_ms: r.at_ms, published_ms, interval_ms, summary, racks }
+    Overview {
+        cluster: inv.cluster.clone(),
+        seq,
+        at_ms: r.at_ms,
+        published_ms,
+        interval_ms,
+        summary,
+        racks,
+    }
 }
 
 #[cfg(test)]
@@ -144,8 +175,13 @@ mod tests {
         assert_eq!(ov.summary.sm_active_mean, None);
         // Without a PDU reading the rack falls back to the sum of its GPUs' power.
         let rack0 = &sim.inventory().racks[0].name;
-        let in_rack0: Vec<&str> =
-            sim.inventory().nodes.iter().filter(|n| &n.rack == rack0).map(|n| n.name.as_str()).collect();
+        let in_rack0: Vec<&str> = sim
+            .inventory()
+            .nodes
+            .iter()
+            .filter(|n| &n.rack == rack0)
+            .map(|n| n.name.as_str())
+            .collect();
         let gpu_sum: f64 = r
             .gpus
             .iter()

@@ -71,7 +71,12 @@ impl Default for Config {
             live_interval_ms: 1000,
             request_timeout_ms: 30_000,
             source: SourceKind::Simulator,
-            sim: SimConfig { nodes: 64, seed: 42, speed: 1.0, start_ms: None },
+            sim: SimConfig {
+                nodes: 64,
+                seed: 42,
+                speed: 1.0,
+                start_ms: None,
+            },
         }
     }
 }
@@ -80,7 +85,10 @@ impl Default for Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("config file {path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("invalid {field}: {message}")]
@@ -88,7 +96,10 @@ pub enum ConfigError {
 }
 
 fn invalid(field: &str, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid { field: field.into(), message: message.into() }
+    ConfigError::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
 }
 
 /// The file's shape: every field optional, unknown fields refused.
@@ -122,8 +133,10 @@ impl Config {
     ) -> Result<Config, ConfigError> {
         let mut raw = match file {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|source| ConfigError::Read { path: path.into(), source })?;
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.into(),
+                    source,
+                })?;
                 toml::from_str::<FileConfig>(&text).map_err(|e| ConfigError::Parse {
                     path: path.into(),
                     message: e.message().to_string(),
@@ -134,7 +147,9 @@ impl Config {
         let sim = raw.sim.get_or_insert_with(FileSim::default);
         let mut listen_from = "listen";
         for (key, value) in env {
-            let Some(name) = key.strip_prefix("GANTRY_") else { continue };
+            let Some(name) = key.strip_prefix("GANTRY_") else {
+                continue;
+            };
             let num = |what: &str| invalid(&key, format!("expected {what}, got {value:?}"));
             match name {
                 "LISTEN" => {
@@ -167,17 +182,25 @@ impl Config {
     fn validate(raw: FileConfig, listen_from: &str) -> Result<Config, ConfigError> {
         let d = Config::default();
         let listen = match raw.listen {
-            Some(s) => s
-                .parse()
-                .map_err(|_| invalid(listen_from, format!("{s:?} is not an address like 127.0.0.1:3000")))?,
+            Some(s) => s.parse().map_err(|_| {
+                invalid(
+                    listen_from,
+                    format!("{s:?} is not an address like 127.0.0.1:3000"),
+                )
+            })?,
             None => d.listen,
         };
-        let database_url = raw.database_url.unwrap_or_else(|| d.database_url.expose().clone());
+        let database_url = raw
+            .database_url
+            .unwrap_or_else(|| d.database_url.expose().clone());
         if !(database_url.starts_with("sqlite:")
             || database_url.starts_with("postgres://")
             || database_url.starts_with("postgresql://"))
         {
-            return Err(invalid("database_url", "must start with sqlite:, postgres:// or postgresql://"));
+            return Err(invalid(
+                "database_url",
+                "must start with sqlite:, postgres:// or postgresql://",
+            ));
         }
         let live_interval_ms = raw.live_interval_ms.unwrap_or(d.live_interval_ms);
         if !(100..=60_000).contains(&live_interval_ms) {
@@ -185,11 +208,19 @@ impl Config {
         }
         let request_timeout_ms = raw.request_timeout_ms.unwrap_or(d.request_timeout_ms);
         if !(100..=600_000).contains(&request_timeout_ms) {
-            return Err(invalid("request_timeout_ms", "must be between 100 and 600000"));
+            return Err(invalid(
+                "request_timeout_ms",
+                "must be between 100 and 600000",
+            ));
         }
         let source = match raw.source.as_deref() {
             None | Some("simulator") => SourceKind::Simulator,
-            Some(other) => return Err(invalid("source", format!("{other:?} is not one of: simulator"))),
+            Some(other) => {
+                return Err(invalid(
+                    "source",
+                    format!("{other:?} is not one of: simulator"),
+                ))
+            }
         };
         let cluster_name = raw.cluster_name.unwrap_or(d.cluster_name);
         if cluster_name.is_empty() || cluster_name.len() > 64 {
@@ -226,7 +257,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -234,9 +268,16 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("gantry-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let f = dir.join("gantry.toml");
-        std::fs::write(&f, "cluster_name = \"prod\"\n[sim]\nnodes = 128\nseed = 7\n").expect("write");
-        let c = Config::load(Some(&f), env(&[("GANTRY_SIM_NODES", "256"), ("PATH", "/bin")]))
-            .expect("valid");
+        std::fs::write(
+            &f,
+            "cluster_name = \"prod\"\n[sim]\nnodes = 128\nseed = 7\n",
+        )
+        .expect("write");
+        let c = Config::load(
+            Some(&f),
+            env(&[("GANTRY_SIM_NODES", "256"), ("PATH", "/bin")]),
+        )
+        .expect("valid");
         assert_eq!(c.cluster_name, "prod");
         assert_eq!(c.sim.nodes, 256);
         assert_eq!(c.sim.seed, 7);
@@ -267,8 +308,11 @@ mod tests {
 
     #[test]
     fn secrets_are_redacted_in_debug() {
-        let c = Config::load(None, env(&[("GANTRY_DATABASE_URL", "postgres://u:hunter2@h/db")]))
-            .expect("valid");
+        let c = Config::load(
+            None,
+            env(&[("GANTRY_DATABASE_URL", "postgres://u:hunter2@h/db")]),
+        )
+        .expect("valid");
         let dbg = format!("{c:?}");
         assert!(!dbg.contains("hunter2"), "{dbg}");
         assert!(dbg.contains("[redacted]"));

@@ -101,9 +101,14 @@ pub fn router(state: AppState) -> Router {
         move || provide_context(backend.clone()),
         move || app::shell(leptos.clone()),
     )
-    .fallback(leptos_axum::file_and_error_handler::<AppState, _>(app::shell))
+    .fallback(leptos_axum::file_and_error_handler::<AppState, _>(
+        app::shell,
+    ))
     .layer(CompressionLayer::new())
-    .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout))
+    .layer(TimeoutLayer::with_status_code(
+        StatusCode::REQUEST_TIMEOUT,
+        timeout,
+    ))
     .layer(TraceLayer::new_for_http())
     .with_state(state)
 }
@@ -122,7 +127,10 @@ async fn healthz(State(st): State<AppState>) -> Result<Response, ApiError> {
 
 async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         st.live.metrics.render(),
     )
 }
@@ -133,7 +141,10 @@ struct TruthQuery {
 }
 
 /// The simulator's ground truth (at tick `seq` if given), for tests and outside checks.
-async fn sim_truth(State(st): State<AppState>, Query(q): Query<TruthQuery>) -> Result<Response, ApiError> {
+async fn sim_truth(
+    State(st): State<AppState>,
+    Query(q): Query<TruthQuery>,
+) -> Result<Response, ApiError> {
     let t = st.live.truth(q.seq).ok_or(match q.seq {
         Some(_) => ApiError::NotFound,
         None => ApiError::NotReady,
@@ -142,8 +153,13 @@ async fn sim_truth(State(st): State<AppState>, Query(q): Query<TruthQuery>) -> R
 }
 
 fn snapshot_event(overview: &Overview) -> Event {
-    let snap = LiveSnapshot { server_now_ms: wall_now_ms(), overview: overview.clone() };
-    Event::default().event(EVENT_SNAPSHOT).data(serde_json::to_string(&snap).unwrap_or_default())
+    let snap = LiveSnapshot {
+        server_now_ms: wall_now_ms(),
+        overview: overview.clone(),
+    };
+    Event::default()
+        .event(EVENT_SNAPSHOT)
+        .data(serde_json::to_string(&snap).unwrap_or_default())
 }
 
 struct StreamState {

@@ -41,7 +41,12 @@ pub struct Live {
 impl Live {
     pub fn new(metrics: Arc<Metrics>) -> Arc<Live> {
         let (tx, _) = broadcast::channel(16);
-        Arc::new(Live { current: RwLock::new(None), tx, truths: Mutex::new(VecDeque::new()), metrics })
+        Arc::new(Live {
+            current: RwLock::new(None),
+            tx,
+            truths: Mutex::new(VecDeque::new()),
+            metrics,
+        })
     }
 
     /// The newest tick, if any.
@@ -68,12 +73,23 @@ impl Live {
         let from_seq = prev.as_ref().map(|p| p.overview.seq).unwrap_or(0);
         let delta = match &prev {
             Some(p) => p.overview.diff(&next),
-            None => Overview { seq: 0, ..next.clone() }.diff(&next),
+            None => Overview {
+                seq: 0,
+                ..next.clone()
+            }
+            .diff(&next),
         };
         let delta_json: Arc<str> = serde_json::to_string(&delta).unwrap_or_default().into();
-        self.metrics.live_delta_bytes.store(delta_json.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.metrics.live_delta_bytes.store(
+            delta_json.len() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let seq = next.seq;
-        let tick = Arc::new(Tick { overview: Arc::new(next), delta_json, from_seq });
+        let tick = Arc::new(Tick {
+            overview: Arc::new(next),
+            delta_json,
+            from_seq,
+        });
         if let Some(t) = truth {
             if let Ok(mut q) = self.truths.lock() {
                 q.push_back((seq, Arc::new(t)));
@@ -87,7 +103,9 @@ impl Live {
         }
         // No receivers is fine: nobody is watching.
         let _ = self.tx.send(tick);
-        self.metrics.live_ticks_total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.metrics
+            .live_ticks_total
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -95,9 +113,18 @@ impl Live {
 #[derive(Debug)]
 pub enum StoreWrite {
     Inventory(Box<Inventory>),
-    Job { job: Box<Job>, at_ms: UnixMs, detail: String },
+    Job {
+        job: Box<Job>,
+        at_ms: UnixMs,
+        detail: String,
+    },
     Checkpoint(Checkpoint),
-    Xid { node: String, gpu: u32, xid: u32, at_ms: UnixMs },
+    Xid {
+        node: String,
+        gpu: u32,
+        xid: u32,
+        at_ms: UnixMs,
+    },
     Rollup(Rollup),
 }
 
@@ -111,17 +138,26 @@ pub struct StoreQueue {
 impl StoreQueue {
     pub fn send(&self, w: StoreWrite) {
         if self.tx.try_send(w).is_err() {
-            let n = self.metrics.store_queue_dropped_total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let n = self
+                .metrics
+                .store_queue_dropped_total
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             // Log the first drop and then every 1000th, so a stuck database cannot flood the log.
-            if n % 1000 == 0 {
-                tracing::warn!(dropped_total = n + 1, "store queue full: history write dropped");
+            if n.is_multiple_of(1000) {
+                tracing::warn!(
+                    dropped_total = n + 1,
+                    "store queue full: history write dropped"
+                );
             }
         }
     }
 }
 
 /// Starts the store writer; it ends when every queue handle is dropped.
-pub fn spawn_store_writer(store: Store, metrics: Arc<Metrics>) -> (StoreQueue, tokio::task::JoinHandle<()>) {
+pub fn spawn_store_writer(
+    store: Store,
+    metrics: Arc<Metrics>,
+) -> (StoreQueue, tokio::task::JoinHandle<()>) {
     let (tx, mut rx) = mpsc::channel::<StoreWrite>(8192);
     let m = Arc::clone(&metrics);
     let handle = tokio::spawn(async move {
@@ -135,17 +171,26 @@ pub fn spawn_store_writer(store: Store, metrics: Arc<Metrics>) -> (StoreQueue, t
             };
             let res = match w {
                 StoreWrite::Inventory(inv) => store.put_inventory(&inv).await,
-                StoreWrite::Job { job, at_ms, detail } => store.record_job(&job, at_ms, &detail).await,
+                StoreWrite::Job { job, at_ms, detail } => {
+                    store.record_job(&job, at_ms, &detail).await
+                }
                 StoreWrite::Checkpoint(c) => store.put_checkpoint(&c).await,
-                StoreWrite::Xid { node, gpu, xid, at_ms } => store.put_xid(&node, gpu, xid, at_ms).await,
+                StoreWrite::Xid {
+                    node,
+                    gpu,
+                    xid,
+                    at_ms,
+                } => store.put_xid(&node, gpu, xid, at_ms).await,
                 StoreWrite::Rollup(r) => store.put_rollup(&r).await,
             };
             match res {
                 Ok(()) => {
-                    m.store_writes_total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    m.store_writes_total
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
                 Err(e) => {
-                    m.store_errors_total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    m.store_errors_total
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     tracing::error!(write = what, error = %e, "store write failed");
                 }
             }
@@ -160,18 +205,40 @@ pub fn record_events(q: &StoreQueue, events: Vec<SimEvent>) {
         match e {
             SimEvent::JobSubmitted { job } => {
                 let at = job.submit_ms;
-                q.send(StoreWrite::Job { job: Box::new(job), at_ms: at, detail: String::new() })
+                q.send(StoreWrite::Job {
+                    job: Box::new(job),
+                    at_ms: at,
+                    detail: String::new(),
+                })
             }
             SimEvent::JobStarted { job } => {
                 let at = job.start_ms.unwrap_or(job.submit_ms);
-                q.send(StoreWrite::Job { job: Box::new(job), at_ms: at, detail: String::new() })
+                q.send(StoreWrite::Job {
+                    job: Box::new(job),
+                    at_ms: at,
+                    detail: String::new(),
+                })
             }
             SimEvent::JobEnded { job } => {
                 let at = job.end_ms.unwrap_or(job.submit_ms);
-                q.send(StoreWrite::Job { job: Box::new(job), at_ms: at, detail: String::new() })
+                q.send(StoreWrite::Job {
+                    job: Box::new(job),
+                    at_ms: at,
+                    detail: String::new(),
+                })
             }
             SimEvent::Checkpoint { checkpoint } => q.send(StoreWrite::Checkpoint(checkpoint)),
-            SimEvent::Xid { node, gpu, xid, at_ms } => q.send(StoreWrite::Xid { node, gpu, xid, at_ms }),
+            SimEvent::Xid {
+                node,
+                gpu,
+                xid,
+                at_ms,
+            } => q.send(StoreWrite::Xid {
+                node,
+                gpu,
+                xid,
+                at_ms,
+            }),
         }
     }
 }
@@ -203,7 +270,12 @@ impl MinuteRollups {
             e.3 = e.3.max(thr);
             e.4 += 1;
         };
-        put("cluster".into(), ov.summary.power_watts, ov.summary.sm_active_mean, ov.summary.gpus_throttling);
+        put(
+            "cluster".into(),
+            ov.summary.power_watts,
+            ov.summary.sm_active_mean,
+            ov.summary.gpus_throttling,
+        );
         for r in &ov.racks {
             if let Some(p) = r.power_watts {
                 put(format!("rack:{}", r.name), p, None, r.gpus_throttling);
@@ -213,7 +285,9 @@ impl MinuteRollups {
     }
 
     fn flush(&mut self) -> Vec<Rollup> {
-        let Some(at_ms) = self.minute_ms else { return Vec::new() };
+        let Some(at_ms) = self.minute_ms else {
+            return Vec::new();
+        };
         std::mem::take(&mut self.acc)
             .into_iter()
             .map(|(scope, (p, sm, smn, thr, n))| Rollup {
@@ -245,8 +319,18 @@ pub struct SimSource {
 }
 
 /// Runs the simulator as the live source until `shutdown` turns true.
-pub async fn run_sim_source(src: SimSource, live: Arc<Live>, q: StoreQueue, mut shutdown: watch::Receiver<bool>) {
-    let SimSource { mut sim, start_ms, speed, interval_ms } = src;
+pub async fn run_sim_source(
+    src: SimSource,
+    live: Arc<Live>,
+    q: StoreQueue,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let SimSource {
+        mut sim,
+        start_ms,
+        speed,
+        interval_ms,
+    } = src;
     q.send(StoreWrite::Inventory(Box::new(sim.inventory().clone())));
     record_events(&q, sim.drain_events());
     let wall_start = Instant::now();
@@ -268,14 +352,21 @@ pub async fn run_sim_source(src: SimSource, live: Arc<Live>, q: StoreQueue, mut 
         record_events(&q, sim.drain_events());
         let readings: Readings = sim.readings();
         seq += 1;
-        let ov = crate::aggregate::overview(sim.inventory(), &readings, seq, interval_ms as i64, wall_now_ms());
+        let ov = crate::aggregate::overview(
+            sim.inventory(),
+            &readings,
+            seq,
+            interval_ms as i64,
+            wall_now_ms(),
+        );
         for r in rollups.add(&ov) {
             q.send(StoreWrite::Rollup(r));
         }
         live.publish(ov, Some(sim.truth()));
-        live.metrics
-            .live_tick_duration_us
-            .store(began.elapsed().as_micros() as u64, std::sync::atomic::Ordering::Relaxed);
+        live.metrics.live_tick_duration_us.store(
+            began.elapsed().as_micros() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
     tracing::info!("simulator source stopped");
 }

@@ -4,8 +4,8 @@
 //! here, so an operator can alert on Gantry itself.
 
 use std::fmt::Write;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 
 /// Counters and gauges. Shared as `Arc<Metrics>`.
 #[derive(Debug, Default)]
@@ -35,21 +35,62 @@ impl Metrics {
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(2048);
         let mut one = |name: &str, kind: &str, help: &str, value: String| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
         };
-        one("gantry_sse_clients", "gauge", "Open live (SSE) streams.", self.sse_clients.load(Relaxed).to_string());
-        one("gantry_sse_connections_total", "counter", "Live streams opened.", self.sse_connections_total.load(Relaxed).to_string());
-        one("gantry_sse_resyncs_total", "counter", "Snapshots re-sent to clients that fell behind.", self.sse_resyncs_total.load(Relaxed).to_string());
-        one("gantry_live_ticks_total", "counter", "Live state updates published.", self.live_ticks_total.load(Relaxed).to_string());
+        one(
+            "gantry_sse_clients",
+            "gauge",
+            "Open live (SSE) streams.",
+            self.sse_clients.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_sse_connections_total",
+            "counter",
+            "Live streams opened.",
+            self.sse_connections_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_sse_resyncs_total",
+            "counter",
+            "Snapshots re-sent to clients that fell behind.",
+            self.sse_resyncs_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_live_ticks_total",
+            "counter",
+            "Live state updates published.",
+            self.live_ticks_total.load(Relaxed).to_string(),
+        );
         one(
             "gantry_live_tick_duration_seconds",
             "gauge",
             "Time the last live update took (source, aggregation, diff).",
-            format!("{:.6}", self.live_tick_duration_us.load(Relaxed) as f64 / 1e6),
+            format!(
+                "{:.6}",
+                self.live_tick_duration_us.load(Relaxed) as f64 / 1e6
+            ),
         );
-        one("gantry_live_delta_bytes", "gauge", "Size of the last delta sent to live clients.", self.live_delta_bytes.load(Relaxed).to_string());
-        one("gantry_store_writes_total", "counter", "Store writes completed.", self.store_writes_total.load(Relaxed).to_string());
-        one("gantry_store_errors_total", "counter", "Store writes that failed.", self.store_errors_total.load(Relaxed).to_string());
+        one(
+            "gantry_live_delta_bytes",
+            "gauge",
+            "Size of the last delta sent to live clients.",
+            self.live_delta_bytes.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_store_writes_total",
+            "counter",
+            "Store writes completed.",
+            self.store_writes_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_store_errors_total",
+            "counter",
+            "Store writes that failed.",
+            self.store_errors_total.load(Relaxed).to_string(),
+        );
         one(
             "gantry_store_queue_dropped_total",
             "counter",

@@ -21,7 +21,10 @@ pub enum ServeError {
     #[error("store: {0}")]
     Store(#[from] crate::store::StoreError),
     #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: std::net::SocketAddr, source: std::io::Error },
+    Bind {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
     #[error("server: {0}")]
     Io(#[from] std::io::Error),
     #[error("simulator start failed: {0}")]
@@ -71,19 +74,36 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
     match cfg.source {
         SourceKind::Simulator => {
             let start_ms = cfg.sim.start_ms.unwrap_or_else(live::wall_now_ms);
-            let (nodes, seed, name) = (cfg.sim.nodes as usize, cfg.sim.seed, cfg.cluster_name.clone());
+            let (nodes, seed, name) = (
+                cfg.sim.nodes as usize,
+                cfg.sim.seed,
+                cfg.cluster_name.clone(),
+            );
             let sim = tokio::task::spawn_blocking(move || Sim::new(nodes, seed, &name, start_ms))
                 .await
                 .map_err(|e| ServeError::Sim(e.to_string()))?;
-            let src = SimSource { sim, start_ms, speed: cfg.sim.speed, interval_ms: cfg.live_interval_ms };
-            tasks.push(tokio::spawn(live::run_sim_source(src, Arc::clone(&live), queue, shutdown_rx.clone())));
+            let src = SimSource {
+                sim,
+                start_ms,
+                speed: cfg.sim.speed,
+                interval_ms: cfg.live_interval_ms,
+            };
+            tasks.push(tokio::spawn(live::run_sim_source(
+                src,
+                Arc::clone(&live),
+                queue,
+                shutdown_rx.clone(),
+            )));
         }
     }
     tasks.push(writer);
 
     let listener = TcpListener::bind(cfg.listen)
         .await
-        .map_err(|source| ServeError::Bind { addr: cfg.listen, source })?;
+        .map_err(|source| ServeError::Bind {
+            addr: cfg.listen,
+            source,
+        })?;
     let addr = listener.local_addr()?;
     let site_root = cfg.site_root.to_string_lossy().to_string();
     if !cfg.site_root.join("pkg").join("gantry.js").exists() {
@@ -112,5 +132,12 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             })
             .await
     });
-    Ok(Running { addr, live, store, shutdown: shutdown_tx, server, tasks })
+    Ok(Running {
+        addr,
+        live,
+        store,
+        shutdown: shutdown_tx,
+        server,
+        tasks,
+    })
 }

@@ -22,8 +22,18 @@ use std::time::{Duration, Instant};
 const CARGO_LEPTOS_VERSION: &str = "0.3.10";
 const WASM_TARGET: &str = "wasm32-unknown-unknown";
 /// Crates the browser build must never contain.
-const FENCED: &[&str] = &["sqlx", "sqlx-core", "axum", "tokio", "hyper", "plotters", "tower-http", "leptos_axum"];
-const USAGE: &str = "usage: cargo xtask <run [--release] [-- ARGS] | test | bench size | fence | bootstrap>";
+const FENCED: &[&str] = &[
+    "sqlx",
+    "sqlx-core",
+    "axum",
+    "tokio",
+    "hyper",
+    "plotters",
+    "tower-http",
+    "leptos_axum",
+];
+const USAGE: &str =
+    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench size | fence | bootstrap>";
 
 type Result<T = ()> = std::result::Result<T, String>;
 
@@ -55,7 +65,9 @@ fn root() -> PathBuf {
 }
 
 fn target_dir() -> PathBuf {
-    env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
+    env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
 }
 
 fn step(msg: &str) {
@@ -80,7 +92,9 @@ fn run_cmd(c: &mut Command) -> Result {
 
 fn output(c: &mut Command) -> Option<String> {
     let out = c.stderr(Stdio::null()).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn have(program: &str) -> bool {
@@ -126,29 +140,51 @@ fn ensure_apt(pkgs: &[&str], why: &str) -> Result {
     if missing.is_empty() {
         return Ok(());
     }
-    step(&format!("installing Debian packages {} ({why})", missing.join(" ")));
+    step(&format!(
+        "installing Debian packages {} ({why})",
+        missing.join(" ")
+    ));
     // Package scripts must not start services here: tests start their own.
     let guard = Path::new("/usr/sbin/policy-rc.d");
-    let made_guard = !guard.exists() && is_root() && fs::write(guard, "#!/bin/sh\nexit 101\n").is_ok();
+    let made_guard =
+        !guard.exists() && is_root() && fs::write(guard, "#!/bin/sh\nexit 101\n").is_ok();
     if made_guard {
         let _ = run_cmd(Command::new("chmod").args(["755", "/usr/sbin/policy-rc.d"]));
     }
-    let res = run_cmd(as_root("apt-get", ["-q", "update"]).env("DEBIAN_FRONTEND", "noninteractive")).and_then(|()| {
-        run_cmd(
-            as_root("apt-get", ["-q", "-y", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=300", "install"])
-                .args(&missing)
-                .env("DEBIAN_FRONTEND", "noninteractive"),
-        )
-    });
+    let res =
+        run_cmd(as_root("apt-get", ["-q", "update"]).env("DEBIAN_FRONTEND", "noninteractive"))
+            .and_then(|()| {
+                run_cmd(
+                    as_root(
+                        "apt-get",
+                        [
+                            "-q",
+                            "-y",
+                            "--no-install-recommends",
+                            "-o",
+                            "DPkg::Lock::Timeout=300",
+                            "install",
+                        ],
+                    )
+                    .args(&missing)
+                    .env("DEBIAN_FRONTEND", "noninteractive"),
+                )
+            });
     if made_guard {
         let _ = fs::remove_file(guard);
     }
-    res.map_err(|e| format!("{e}\n(install {} with apt-get as root, then retry)", missing.join(" ")))
+    res.map_err(|e| {
+        format!(
+            "{e}\n(install {} with apt-get as root, then retry)",
+            missing.join(" ")
+        )
+    })
 }
 
 /// The version of `name` in Cargo.lock.
 fn locked_version(name: &str) -> Result<String> {
-    let lock = fs::read_to_string(root().join("Cargo.lock")).map_err(|e| format!("Cargo.lock: {e}"))?;
+    let lock =
+        fs::read_to_string(root().join("Cargo.lock")).map_err(|e| format!("Cargo.lock: {e}"))?;
     let mut lines = lock.lines();
     while let Some(l) = lines.next() {
         if l == format!("name = \"{name}\"") {
@@ -162,10 +198,15 @@ fn locked_version(name: &str) -> Result<String> {
 
 /// Installs the pinned Rust-side tools (and, with `node`, the npm packages of end2end/).
 fn bootstrap(node: bool, quiet_ok: bool) -> Result {
-    let targets = output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
+    let targets =
+        output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
     if !targets.lines().any(|t| t.trim() == WASM_TARGET) {
         step("adding the wasm32-unknown-unknown target (the browser build)");
-        run_cmd(Command::new("rustup").args(["target", "add", WASM_TARGET]).current_dir(root()))?;
+        run_cmd(
+            Command::new("rustup")
+                .args(["target", "add", WASM_TARGET])
+                .current_dir(root()),
+        )?;
     }
     let leptos = output(Command::new("cargo-leptos").arg("--version")).unwrap_or_default();
     if !leptos.contains(CARGO_LEPTOS_VERSION) {
@@ -204,11 +245,15 @@ fn bootstrap(node: bool, quiet_ok: bool) -> Result {
 /// missing or when package-lock.json changed.
 fn ensure_node() -> Result {
     if !have("node") || !have("npm") {
-        ensure_apt(&["nodejs", "npm"], "browser tests and wasm-opt run on Node.js")?;
+        ensure_apt(
+            &["nodejs", "npm"],
+            "browser tests and wasm-opt run on Node.js",
+        )?;
     }
     let e2e = root().join("end2end");
     let stamp = e2e.join("node_modules").join(".gantry-lock");
-    let lock = fs::read(e2e.join("package-lock.json")).map_err(|e| format!("end2end/package-lock.json: {e}"))?;
+    let lock = fs::read(e2e.join("package-lock.json"))
+        .map_err(|e| format!("end2end/package-lock.json: {e}"))?;
     if fs::read(&stamp).ok().as_deref() != Some(lock.as_slice()) {
         step("installing end2end npm packages (@playwright/test, binaryen for wasm-opt); no browser download");
         run_cmd(
@@ -236,10 +281,15 @@ fn leptos_build(release: bool, frontend_only: bool) -> Result {
     step(&format!(
         "building with cargo-leptos ({}{})",
         if release { "release" } else { "dev" },
-        if frontend_only { ", browser bundle only" } else { ", server and browser bundle" }
+        if frontend_only {
+            ", browser bundle only"
+        } else {
+            ", server and browser bundle"
+        }
     ));
     let mut c = cargo();
-    c.args(["leptos", "build"]).env("PATH", path_with_node_bin());
+    c.args(["leptos", "build"])
+        .env("PATH", path_with_node_bin());
     if release {
         c.arg("--release");
     }
@@ -257,10 +307,18 @@ fn free_port() -> Result<u16> {
 fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut head = [0u8; 64];
     let n = s.read(&mut head).ok()?;
-    String::from_utf8_lossy(&head[..n]).split(' ').nth(1)?.parse().ok()
+    String::from_utf8_lossy(&head[..n])
+        .split(' ')
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// A child process that is stopped (SIGTERM, then SIGKILL) when dropped.
@@ -269,7 +327,9 @@ struct Guard(Option<Child>, &'static str);
 impl Drop for Guard {
     fn drop(&mut self) {
         if let Some(mut c) = self.0.take() {
-            let _ = Command::new("kill").args(["-TERM", &c.id().to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = c.try_wait() {
@@ -293,12 +353,17 @@ fn run(args: &[String]) -> Result {
     leptos_build(release, false)?;
     let data = root().join(".gantry");
     fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
-    let exe = target_dir().join(if release { "release" } else { "debug" }).join("gantry");
+    let exe = target_dir()
+        .join(if release { "release" } else { "debug" })
+        .join("gantry");
     step("starting Gantry on its embedded default (SQLite in .gantry/, simulated 64-node cluster)");
     let mut c = Command::new(&exe);
     c.current_dir(root()).args(pass);
     if env::var_os("GANTRY_DATABASE_URL").is_none() {
-        c.env("GANTRY_DATABASE_URL", format!("sqlite://{}", data.join("gantry.db").display()));
+        c.env(
+            "GANTRY_DATABASE_URL",
+            format!("sqlite://{}", data.join("gantry.db").display()),
+        );
     }
     if env::var_os("GANTRY_SITE_ROOT").is_none() {
         c.env("GANTRY_SITE_ROOT", root().join("target").join("site"));
@@ -339,19 +404,34 @@ fn pg_cmd(bin: &Path, tool: &str) -> Command {
 
 impl Postgres {
     fn start() -> Result<Postgres> {
-        ensure_apt(&["postgresql"], "the storage tests run on PostgreSQL as well as SQLite")?;
-        let bin = pg_bin().ok_or("PostgreSQL server binaries not found under /usr/lib/postgresql")?;
+        ensure_apt(
+            &["postgresql"],
+            "the storage tests run on PostgreSQL as well as SQLite",
+        )?;
+        let bin =
+            pg_bin().ok_or("PostgreSQL server binaries not found under /usr/lib/postgresql")?;
         let port = free_port()?;
         let dir = env::temp_dir().join(format!("gantry-pg-{}-{port}", std::process::id()));
         fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         if is_root() {
             run_cmd(Command::new("chown").args(["postgres:postgres"]).arg(&dir))?;
         }
-        step(&format!("starting a private PostgreSQL on 127.0.0.1:{port}"));
+        step(&format!(
+            "starting a private PostgreSQL on 127.0.0.1:{port}"
+        ));
         let data = dir.join("data");
         run_cmd(
             pg_cmd(&bin, "initdb")
-                .args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync", "-D"])
+                .args([
+                    "-A",
+                    "trust",
+                    "-U",
+                    "postgres",
+                    "-E",
+                    "UTF8",
+                    "--no-sync",
+                    "-D",
+                ])
                 .arg(&data)
                 .stdout(Stdio::null()),
         )?;
@@ -368,7 +448,11 @@ impl Postgres {
                 .args(["-o", &opts, "start"])
                 .stdout(Stdio::null()),
         )?;
-        Ok(Postgres { dir, bin, url: format!("postgres://postgres@127.0.0.1:{port}/postgres") })
+        Ok(Postgres {
+            dir,
+            bin,
+            url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+        })
     }
 }
 
@@ -412,7 +496,10 @@ fn fence() -> Result {
         println!("ok: none of {} in the browser build", FENCED.join(", "));
         Ok(())
     } else {
-        Err(format!("the browser build pulls in server crates: {}", leaked.join(", ")))
+        Err(format!(
+            "the browser build pulls in server crates: {}",
+            leaked.join(", ")
+        ))
     }
 }
 
@@ -426,7 +513,17 @@ fn test(args: &[String]) -> Result {
     step("rustfmt");
     run_cmd(cargo().args(["fmt", "--all", "--", "--check"]))?;
     step("clippy, server build (-D warnings)");
-    run_cmd(cargo().args(["clippy", "-p", "server", "-p", "xtask", "--all-targets", "--", "-D", "warnings"]))?;
+    run_cmd(cargo().args([
+        "clippy",
+        "-p",
+        "server",
+        "-p",
+        "xtask",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
     step("clippy, browser build (-D warnings)");
     run_cmd(cargo().args([
         "clippy",
@@ -447,7 +544,11 @@ fn test(args: &[String]) -> Result {
     let pg = Postgres::start()?;
     step("unit and integration tests (SQLite and PostgreSQL)");
     run_cmd(cargo().args(["test", "-p", "app", "--features", "ssr", "--lib"]))?;
-    run_cmd(cargo().args(["test", "-p", "server"]).env("GANTRY_TEST_PG_URL", &pg.url))?;
+    run_cmd(
+        cargo()
+            .args(["test", "-p", "server"])
+            .env("GANTRY_TEST_PG_URL", &pg.url),
+    )?;
     drop(pg);
 
     ensure_apt(&["chromium"], "browser tests run in Debian's Chromium")?;
@@ -463,13 +564,18 @@ fn end2end() -> Result {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let tmp = env::temp_dir().join(format!("gantry-e2e-{}-{port}", std::process::id()));
     fs::create_dir_all(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    step(&format!("browser tests: Gantry on {addr}, Playwright in /usr/bin/chromium"));
+    step(&format!(
+        "browser tests: Gantry on {addr}, Playwright in /usr/bin/chromium"
+    ));
     let exe = target_dir().join("debug").join("gantry");
     let log = fs::File::create(tmp.join("gantry.log")).map_err(|e| e.to_string())?;
     let child = Command::new(&exe)
         .current_dir(root())
         .env("GANTRY_LISTEN", addr.to_string())
-        .env("GANTRY_DATABASE_URL", format!("sqlite://{}", tmp.join("gantry.db").display()))
+        .env(
+            "GANTRY_DATABASE_URL",
+            format!("sqlite://{}", tmp.join("gantry.db").display()),
+        )
         .env("GANTRY_SITE_ROOT", root().join("target").join("site"))
         .env("RUST_LOG", "warn")
         .stdout(log.try_clone().map_err(|e| e.to_string())?)
@@ -480,7 +586,10 @@ fn end2end() -> Result {
     let deadline = Instant::now() + Duration::from_secs(60);
     while http_status(addr, "/healthz") != Some(200) {
         if Instant::now() > deadline {
-            return Err(format!("gantry did not become healthy; log in {}", tmp.join("gantry.log").display()));
+            return Err(format!(
+                "gantry did not become healthy; log in {}",
+                tmp.join("gantry.log").display()
+            ));
         }
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -517,5 +626,10 @@ fn bench_size() -> Result {
     let files = ["gantry.wasm", "gantry.js"];
     let script = "const fs=require('fs'),z=require('zlib');let t=0,r=0;for(const f of process.argv.slice(1)){const b=fs.readFileSync(f);const c=z.brotliCompressSync(b,{params:{[z.constants.BROTLI_PARAM_QUALITY]:11}}).length;t+=c;r+=b.length;console.log(`${f.split('/').pop().padEnd(14)} ${String(b.length).padStart(9)} B raw ${String(c).padStart(8)} B brotli`)}console.log(`${'total'.padEnd(14)} ${String(r).padStart(9)} B raw ${String(t).padStart(8)} B brotli = ${(t/1000).toFixed(1)} KB (goal: under 400 KB)`)";
     step("browser bundle size (release)");
-    run_cmd(Command::new("node").arg("-e").arg(script).args(files.iter().map(|f| pkg.join(f))))
+    run_cmd(
+        Command::new("node")
+            .arg("-e")
+            .arg(script)
+            .args(files.iter().map(|f| pkg.join(f))),
+    )
 }

@@ -34,7 +34,10 @@ fn server_now_ms() -> UnixMs {
 }
 
 /// State of the live connection, shown in the status line.
-#[cfg_attr(not(feature = "hydrate"), expect(dead_code, reason = "the browser half constructs the live states"))]
+#[cfg_attr(
+    not(feature = "hydrate"),
+    expect(dead_code, reason = "the browser half constructs the live states")
+)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Conn {
     /// Server-rendered; no live connection (yet, or JavaScript is off).
@@ -143,7 +146,9 @@ fn Stat(
     #[prop(optional)] state: Option<&'static str>,
     #[prop(optional)] hint: Option<&'static str>,
 ) -> impl IntoView {
-    let class = state.map(|s| format!("stat state-{s}")).unwrap_or_else(|| "stat".into());
+    let class = state
+        .map(|s| format!("stat state-{s}"))
+        .unwrap_or_else(|| "stat".into());
     view! {
         <div class=class title=hint>
             <dt>{label}</dt>
@@ -233,9 +238,16 @@ fn RackTileView(r: RackTile) -> impl IntoView {
         pct,
         inlet,
         r.gpus_throttling,
-        if sev_text.is_empty() { String::new() } else { format!(", {sev_text}") }
+        if sev_text.is_empty() {
+            String::new()
+        } else {
+            format!(", {sev_text}")
+        }
     );
-    let fill = r.load_ratio().map(|x| (x.clamp(0.0, 1.0) * 100.0).round() as i64).unwrap_or(0);
+    let fill = r
+        .load_ratio()
+        .map(|x| (x.clamp(0.0, 1.0) * 100.0).round() as i64)
+        .unwrap_or(0);
     view! {
         <li class=format!("rack sev-{}", sev.label()) data-test="rack-tile" data-rack=r.name.clone()
             data-power-watts=r.power_watts.map(|p| format!("{p:.1}")).unwrap_or_default()
@@ -276,7 +288,8 @@ mod client {
         let t = local_now();
         fresh.update(|f| f.received_ms = t);
         now.set(t);
-        let ticker = set_interval_with_handle(move || now.set(local_now()), Duration::from_millis(500)).ok();
+        let ticker =
+            set_interval_with_handle(move || now.set(local_now()), Duration::from_millis(500)).ok();
 
         let es = connect(state, conn, fresh);
         let es = SendWrapper::new(std::cell::RefCell::new(es));
@@ -308,7 +321,9 @@ mod client {
         on_error.forget();
 
         let on_snapshot = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
-            let Some(text) = ev.data().as_string() else { return };
+            let Some(text) = ev.data().as_string() else {
+                return;
+            };
             if let Ok(snap) = serde_json::from_str::<LiveSnapshot>(&text) {
                 fresh.set(Freshness {
                     received_ms: local_now(),
@@ -318,13 +333,18 @@ mod client {
                 conn.set(Conn::Live);
             }
         });
-        let _ = es.add_event_listener_with_callback(EVENT_SNAPSHOT, on_snapshot.as_ref().unchecked_ref());
+        let _ = es
+            .add_event_listener_with_callback(EVENT_SNAPSHOT, on_snapshot.as_ref().unchecked_ref());
         on_snapshot.forget();
 
         let es_for_gap = SendWrapper::new(es.clone());
         let on_delta = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
-            let Some(text) = ev.data().as_string() else { return };
-            let Ok(delta) = serde_json::from_str::<OverviewDelta>(&text) else { return };
+            let Some(text) = ev.data().as_string() else {
+                return;
+            };
+            let Ok(delta) = serde_json::from_str::<OverviewDelta>(&text) else {
+                return;
+            };
             let mut gap = false;
             state.update(|s| gap = s.apply(&delta).is_err());
             if gap {
@@ -333,7 +353,10 @@ mod client {
                 conn.set(Conn::Reconnecting);
                 let _ = connect(state, conn, fresh);
             } else {
-                fresh.set(Freshness { received_ms: local_now(), age_at_receipt_ms: 0 });
+                fresh.set(Freshness {
+                    received_ms: local_now(),
+                    age_at_receipt_ms: 0,
+                });
             }
         });
         let _ = es.add_event_listener_with_callback(EVENT_DELTA, on_delta.as_ref().unchecked_ref());

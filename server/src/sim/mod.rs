@@ -121,14 +121,20 @@ impl Sim {
         // one whose slurmd stopped answering.
         if nodes >= 4 {
             let ecc = nodes * 37 / 64;
-            sim_nodes[ecc].fault = Some(SimGpuFault { gpu: 3, onset_ms: start_ms + 2 * HOUR_MS });
+            sim_nodes[ecc].fault = Some(SimGpuFault {
+                gpu: 3,
+                onset_ms: start_ms + 2 * HOUR_MS,
+            });
             sim_nodes[nodes * 50 / 64].state = NodeState::Drained;
             sim_nodes[nodes * 60 / 64].state = NodeState::Down;
         }
         // Arrivals keep about 85% of what the long runs and broken nodes leave busy.
         let left_nodes = nodes.saturating_sub(long_run_nodes(nodes) + 3).max(1);
         let max_job = max_random_job_nodes(nodes);
-        let mean_nodes = RANDOM_JOB_NODES.iter().map(|&k| k.min(max_job) as f64).sum::<f64>()
+        let mean_nodes = RANDOM_JOB_NODES
+            .iter()
+            .map(|&k| k.min(max_job) as f64)
+            .sum::<f64>()
             / RANDOM_JOB_NODES.len() as f64;
         let mean_job_gpu_ms = mean_nodes * GPUS_PER_NODE as f64 * mean_random_duration_ms();
         let arrival_mean_ms = mean_job_gpu_ms / (0.85 * (left_nodes * GPUS_PER_NODE) as f64);
@@ -155,7 +161,11 @@ impl Sim {
     fn submit_long_runs(&mut self) {
         let n = self.nodes.len();
         let sizes = [n / 8, n / 16, n / 16];
-        let names = ["llama-405b-pretrain", "mixtral-8x22b-pretrain", "code-70b-continued-pretrain"];
+        let names = [
+            "llama-405b-pretrain",
+            "mixtral-8x22b-pretrain",
+            "code-70b-continued-pretrain",
+        ];
         for (size, name) in sizes.into_iter().zip(names) {
             if size == 0 {
                 continue;
@@ -204,7 +214,9 @@ impl Sim {
             step: 0,
             fail_at_ms: None,
         });
-        self.events.push(SimEvent::JobSubmitted { job: self.active[self.active.len() - 1].job.clone() });
+        self.events.push(SimEvent::JobSubmitted {
+            job: self.active[self.active.len() - 1].job.clone(),
+        });
     }
 
     fn submit_random(&mut self) {
@@ -234,16 +246,21 @@ impl Sim {
                 continue;
             }
             let need = self.active[j].nodes_needed;
-            let Some(picked) = self.pick_nodes(need) else { continue };
+            let Some(picked) = self.pick_nodes(need) else {
+                continue;
+            };
             let id = self.active[j].job.id;
             for &i in &picked {
                 self.nodes[i].job = Some(id);
                 self.nodes[i].state = NodeState::Allocated;
             }
-            let names: Vec<String> = picked.iter().map(|&i| self.inv.nodes[i].name.clone()).collect();
-            let faulty = picked.iter().find_map(|&i| {
-                self.nodes[i].fault.as_ref().map(|f| f.onset_ms)
-            });
+            let names: Vec<String> = picked
+                .iter()
+                .map(|&i| self.inv.nodes[i].name.clone())
+                .collect();
+            let faulty = picked
+                .iter()
+                .find_map(|&i| self.nodes[i].fault.as_ref().map(|f| f.onset_ms));
             let fail_delay = (10 + self.rng.below(31) as i64) * MIN_MS;
             let sj = &mut self.active[j];
             sj.job.state = JobState::Running;
@@ -252,7 +269,9 @@ impl Sim {
             sj.node_idx = picked;
             sj.next_ckpt_ms = t + sj.ckpt_interval_ms;
             sj.fail_at_ms = faulty.map(|onset| onset.max(t) + fail_delay);
-            self.events.push(SimEvent::JobStarted { job: sj.job.clone() });
+            self.events.push(SimEvent::JobStarted {
+                job: sj.job.clone(),
+            });
         }
     }
 
@@ -316,9 +335,10 @@ impl Sim {
                     self.schedule();
                 }
                 Next::Fail(j) => {
-                    let fault = self.active[j].node_idx.iter().find_map(|&i| {
-                        self.nodes[i].fault.as_ref().map(|f| (i, f.gpu))
-                    });
+                    let fault = self.active[j]
+                        .node_idx
+                        .iter()
+                        .find_map(|&i| self.nodes[i].fault.as_ref().map(|f| (i, f.gpu)));
                     if let Some((i, g)) = fault {
                         self.nodes[i].ecc_dbe[g] += 1;
                         self.nodes[i].last_xid[g] = Some(48);
@@ -342,7 +362,10 @@ impl Sim {
                     let ck = Checkpoint {
                         job_id: sj.job.id,
                         step: sj.step,
-                        path: format!("/lustre/ckpt/{}/{}/step-{}", sj.job.name, sj.job.id, sj.step),
+                        path: format!(
+                            "/lustre/ckpt/{}/{}/step-{}",
+                            sj.job.name, sj.job.id, sj.step
+                        ),
                         // About 20 GB of model and optimizer state per GPU.
                         size_bytes: (gpus * 20e9) as u64,
                         started_ms: when,
@@ -365,7 +388,9 @@ impl Sim {
         };
         consider(self.next_arrival_ms, Next::Arrival);
         for (j, sj) in self.active.iter().enumerate() {
-            let Some(start) = sj.job.start_ms else { continue };
+            let Some(start) = sj.job.start_ms else {
+                continue;
+            };
             consider(start + sj.duration_ms, Next::End(j));
             if let Some(f) = sj.fail_at_ms {
                 consider(f, Next::Fail(j));
@@ -405,7 +430,9 @@ impl Sim {
         let day = (std::f64::consts::TAU * (hour - 9.0) / 24.0).sin();
         let weak = rack == weak_rack(self.inv.racks.len());
         let extra = if weak { 17.0 * day.max(0.0) } else { 0.0 };
-        22.0 + 3.0 * day + extra + 0.5 * (hash_unit(self.seed, t / 1000, 1_000_000 + rack as u64) - 0.5)
+        22.0 + 3.0 * day
+            + extra
+            + 0.5 * (hash_unit(self.seed, t / 1000, 1_000_000 + rack as u64) - 0.5)
     }
 
     /// The readings of one GPU at the current time: a pure function of state and time.
@@ -416,7 +443,11 @@ impl Sim {
         let noise = |k: u64| hash_unit(self.seed, t / 1000, gid * 8 + k) - 0.5;
         let responding = !matches!(n.state, NodeState::Down | NodeState::NotResponding);
         if !responding {
-            return GpuReading { node: self.inv.nodes[node].name.clone(), index: g as u32, ..GpuReading::default() };
+            return GpuReading {
+                node: self.inv.nodes[node].name.clone(),
+                index: g as u32,
+                ..GpuReading::default()
+            };
         }
         let (load, saving) = match job {
             Some(j) => (j.intensity, t < j.ckpt_until_ms),
@@ -435,7 +466,9 @@ impl Sim {
             bits |= ThrottleReasons::SW_POWER_CAP;
             power = power.min(GPU_MAX_POWER_WATTS);
         }
-        let temp = inlet + 18.0 + 32.0 * (power - GPU_IDLE_POWER_WATTS) / (GPU_MAX_POWER_WATTS - GPU_IDLE_POWER_WATTS)
+        let temp = inlet
+            + 18.0
+            + 32.0 * (power - GPU_IDLE_POWER_WATTS) / (GPU_MAX_POWER_WATTS - GPU_IDLE_POWER_WATTS)
             + 1.5 * noise(1);
         let mut clock_factor = 1.0;
         if temp >= HW_THERMAL_CELSIUS {
@@ -449,7 +482,10 @@ impl Sim {
             clock_factor *= 0.95;
         }
         let (clock, sm) = if busy {
-            (GPU_BOOST_CLOCK_MHZ * clock_factor, (load * clock_factor + 0.03 * noise(2)).clamp(0.0, 1.0))
+            (
+                GPU_BOOST_CLOCK_MHZ * clock_factor,
+                (load * clock_factor + 0.03 * noise(2)).clamp(0.0, 1.0),
+            )
         } else if saving {
             (GPU_BOOST_CLOCK_MHZ * clock_factor, 0.02)
         } else {
@@ -497,7 +533,11 @@ impl Sim {
                 gpus.push(r);
             }
             let responding = !matches!(n.state, NodeState::Down | NodeState::NotResponding);
-            let host = if responding { HOST_IDLE_WATTS + HOST_LOAD_WATTS * load } else { 0.0 };
+            let host = if responding {
+                HOST_IDLE_WATTS + HOST_LOAD_WATTS * load
+            } else {
+                0.0
+            };
             if let Some(p) = racks[n.rack].pdu_power_watts.as_mut() {
                 *p += node_gpu_watts + host;
             }
@@ -509,7 +549,13 @@ impl Sim {
             .map(|(s, n)| (n.name.clone(), s.state))
             .collect();
         let jobs = self.active.iter().map(|j| j.job.clone()).collect();
-        Readings { at_ms: self.t_ms, gpus, racks, nodes, jobs }
+        Readings {
+            at_ms: self.t_ms,
+            gpus,
+            racks,
+            nodes,
+            jobs,
+        }
     }
 
     /// The ground truth now, from the simulator's own state.

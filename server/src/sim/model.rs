@@ -20,7 +20,11 @@ const NODES_PER_BLOCK: usize = 16;
 /// last rack of the first row, liquid-cooled at 60 kW.
 pub fn layout(nodes: usize, cluster: &str) -> Inventory {
     let racks_n = nodes.div_ceil(NODES_PER_RACK).max(1);
-    let rows_n = if racks_n <= 8 { racks_n.min(2) } else { racks_n.div_ceil(16) };
+    let rows_n = if racks_n <= 8 {
+        racks_n.min(2)
+    } else {
+        racks_n.div_ceil(16)
+    };
     let per_row = racks_n.div_ceil(rows_n);
     let row_name = |r: usize| {
         let letters = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ";
@@ -40,7 +44,11 @@ pub fn layout(nodes: usize, cluster: &str) -> Inventory {
                 row: row_name(row),
                 position: pos as u32,
                 power_limit_watts: if liquid { 60_000.0 } else { 40_000.0 },
-                cooling: if liquid { Cooling::Liquid } else { Cooling::Air },
+                cooling: if liquid {
+                    Cooling::Liquid
+                } else {
+                    Cooling::Air
+                },
                 inlet_limit_celsius: 35.0,
             }
         })
@@ -66,7 +74,12 @@ pub fn layout(nodes: usize, cluster: &str) -> Inventory {
                 gpus: (0..GPUS_PER_NODE as u32)
                     .map(|g| Gpu {
                         index: g,
-                        uuid: format!("GPU-{:08x}-{:04x}-4000-8000-{:012x}", i as u64 * 7919 + 1, g, i * 8 + g as usize),
+                        uuid: format!(
+                            "GPU-{:08x}-{:04x}-4000-8000-{:012x}",
+                            i as u64 * 7919 + 1,
+                            g,
+                            i * 8 + g as usize
+                        ),
                         model: "NVIDIA H100 80GB HBM3".into(),
                         max_power_watts: GPU_MAX_POWER_WATTS,
                     })
@@ -88,7 +101,12 @@ pub fn layout(nodes: usize, cluster: &str) -> Inventory {
             name: format!("leaf{:02}", r + 1),
             kind: DomainKind::Leaf,
             parent: Some(format!("spine{:02}", r / 4 + 1)),
-            nodes: node_list.iter().skip(r * NODES_PER_RACK).take(NODES_PER_RACK).map(|n| n.name.clone()).collect(),
+            nodes: node_list
+                .iter()
+                .skip(r * NODES_PER_RACK)
+                .take(NODES_PER_RACK)
+                .map(|n| n.name.clone())
+                .collect(),
             oversubscription: 2.0,
         });
     }
@@ -97,7 +115,12 @@ pub fn layout(nodes: usize, cluster: &str) -> Inventory {
             name: format!("block{:02}", b + 1),
             kind: DomainKind::Block,
             parent: None,
-            nodes: node_list.iter().skip(b * NODES_PER_BLOCK).take(NODES_PER_BLOCK).map(|n| n.name.clone()).collect(),
+            nodes: node_list
+                .iter()
+                .skip(b * NODES_PER_BLOCK)
+                .take(NODES_PER_BLOCK)
+                .map(|n| n.name.clone())
+                .collect(),
             oversubscription: 1.0,
         });
     }
@@ -110,17 +133,36 @@ pub fn layout(nodes: usize, cluster: &str) -> Inventory {
             oversubscription: 1.0,
         });
     }
-    Inventory { cluster: cluster.into(), rows, racks, nodes: node_list, domains }
+    Inventory {
+        cluster: cluster.into(),
+        rows,
+        racks,
+        nodes: node_list,
+        domains,
+    }
 }
 
 /// Something that happened in the simulated cluster, for history and the store.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SimEvent {
-    JobSubmitted { job: Job },
-    JobStarted { job: Job },
-    JobEnded { job: Job },
-    Checkpoint { checkpoint: Checkpoint },
-    Xid { node: String, gpu: u32, xid: u32, at_ms: UnixMs },
+    JobSubmitted {
+        job: Job,
+    },
+    JobStarted {
+        job: Job,
+    },
+    JobEnded {
+        job: Job,
+    },
+    Checkpoint {
+        checkpoint: Checkpoint,
+    },
+    Xid {
+        node: String,
+        gpu: u32,
+        xid: u32,
+        at_ms: UnixMs,
+    },
 }
 
 /// One rack's truth.
@@ -177,7 +219,12 @@ pub(super) fn truth(sim: &Sim) -> SimTruth {
         .collect();
     let mut throttling = 0;
     for (i, n) in sim.nodes.iter().enumerate() {
-        for g in readings.gpus.iter().skip(i * GPUS_PER_NODE).take(GPUS_PER_NODE) {
+        for g in readings
+            .gpus
+            .iter()
+            .skip(i * GPUS_PER_NODE)
+            .take(GPUS_PER_NODE)
+        {
             if g.throttle.is_some_and(|t| t.is_throttling()) {
                 throttling += 1;
                 racks[n.rack].gpus_throttling += 1;
@@ -190,8 +237,16 @@ pub(super) fn truth(sim: &Sim) -> SimTruth {
         gpus_throttling: throttling,
         power_watts: racks.iter().map(|r| r.power_watts).sum(),
         power_capacity_watts: sim.inv.racks.iter().map(|r| r.power_limit_watts).sum(),
-        jobs_running: sim.active.iter().filter(|j| j.job.state == app::model::JobState::Running).count() as u32,
-        jobs_pending: sim.active.iter().filter(|j| j.job.state == app::model::JobState::Pending).count() as u32,
+        jobs_running: sim
+            .active
+            .iter()
+            .filter(|j| j.job.state == app::model::JobState::Running)
+            .count() as u32,
+        jobs_pending: sim
+            .active
+            .iter()
+            .filter(|j| j.job.state == app::model::JobState::Pending)
+            .count() as u32,
         racks,
         nodes: readings.nodes,
     }

@@ -20,10 +20,21 @@ fn default_shape_is_64_nodes_in_8_racks_over_2_rows() {
     assert_eq!(inv.gpu_count(), 512);
     assert_eq!(inv.racks.len(), 8);
     assert_eq!(inv.rows, vec!["A", "B"]);
-    let leaves = inv.domains.iter().filter(|d| d.kind == app::model::DomainKind::Leaf).count();
-    let spines = inv.domains.iter().filter(|d| d.kind == app::model::DomainKind::Spine).count();
+    let leaves = inv
+        .domains
+        .iter()
+        .filter(|d| d.kind == app::model::DomainKind::Leaf)
+        .count();
+    let spines = inv
+        .domains
+        .iter()
+        .filter(|d| d.kind == app::model::DomainKind::Spine)
+        .count();
     assert_eq!((leaves, spines), (8, 2));
-    assert!(inv.racks.iter().all(|r| (40_000.0..=60_000.0).contains(&r.power_limit_watts)));
+    assert!(inv
+        .racks
+        .iter()
+        .all(|r| (40_000.0..=60_000.0).contains(&r.power_limit_watts)));
 }
 
 #[test]
@@ -35,7 +46,11 @@ fn time_is_a_parameter_days_run_fast_and_the_cluster_stays_busy() {
         s.advance_to(T0 + h * HOUR_MS);
         let t = s.truth();
         busy.push(f64::from(t.gpus.allocated) / f64::from(t.gpus.total));
-        assert!(t.jobs_pending < 60, "queue runs away: {} pending at hour {h}", t.jobs_pending);
+        assert!(
+            t.jobs_pending < 60,
+            "queue runs away: {} pending at hour {h}",
+            t.jobs_pending
+        );
     }
     assert!(start.elapsed().as_secs() < 30);
     let mean = busy.iter().sum::<f64>() / busy.len() as f64;
@@ -74,7 +89,11 @@ fn the_weak_rack_throttles_in_warm_hours_and_not_at_night() {
     let mut s = Sim::new(64, 5, "c", T0);
     let weak = weak_rack(8);
     let afternoon = s.truth();
-    assert!(afternoon.racks[weak].inlet_celsius > 38.0, "{}", afternoon.racks[weak].inlet_celsius);
+    assert!(
+        afternoon.racks[weak].inlet_celsius > 38.0,
+        "{}",
+        afternoon.racks[weak].inlet_celsius
+    );
     assert!(afternoon.racks[weak].gpus_throttling > 0);
     // 04:00 UTC next day: cool.
     s.advance_to(T0 + 12 * HOUR_MS);
@@ -104,7 +123,11 @@ fn the_ecc_node_throws_xid_48_and_kills_jobs() {
         .count();
     assert_eq!(failed, xids.len());
     let r = s.readings();
-    let g = r.gpus.iter().find(|g| g.node == "gpu038" && g.index == 3).expect("gpu");
+    let g = r
+        .gpus
+        .iter()
+        .find(|g| g.node == "gpu038" && g.index == 3)
+        .expect("gpu");
     assert_eq!(g.ecc_dbe_total, Some(xids.len() as u64));
     assert_eq!(g.last_xid, Some(48));
 }
@@ -124,7 +147,11 @@ fn training_jobs_checkpoint_periodically() {
         .collect();
     assert!(ck.len() >= 10, "{} checkpoints in 6 h", ck.len());
     for c in &ck {
-        assert!(c.duration_ms >= 5_000 && c.duration_ms <= 64_000, "{}", c.duration_ms);
+        assert!(
+            c.duration_ms >= 5_000 && c.duration_ms <= 64_000,
+            "{}",
+            c.duration_ms
+        );
     }
 }
 

@@ -79,7 +79,10 @@ fn join_nodes(nodes: &[String]) -> String {
 }
 
 fn split_nodes(s: &str) -> Vec<String> {
-    s.split(',').filter(|x| !x.is_empty()).map(str::to_string).collect()
+    s.split(',')
+        .filter(|x| !x.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 fn cooling_str(c: Cooling) -> &'static str {
@@ -113,7 +116,9 @@ impl Store {
             .await?;
         if dialect == Dialect::Sqlite {
             // WAL is a property of the file: set once, it holds for every connection.
-            sqlx::query("PRAGMA journal_mode=WAL").execute(&pool).await?;
+            sqlx::query("PRAGMA journal_mode=WAL")
+                .execute(&pool)
+                .await?;
         }
         let store = Store { pool, dialect };
         store.migrate().await?;
@@ -122,8 +127,16 @@ impl Store {
 
     async fn migrate(&self) -> Result<()> {
         match self.dialect {
-            Dialect::Sqlite => sqlx::migrate!("../migrations/sqlite").run(&self.pool).await?,
-            Dialect::Postgres => sqlx::migrate!("../migrations/postgres").run(&self.pool).await?,
+            Dialect::Sqlite => {
+                sqlx::migrate!("../migrations/sqlite")
+                    .run(&self.pool)
+                    .await?
+            }
+            Dialect::Postgres => {
+                sqlx::migrate!("../migrations/postgres")
+                    .run(&self.pool)
+                    .await?
+            }
         }
         Ok(())
     }
@@ -143,7 +156,9 @@ impl Store {
         if self.dialect != Dialect::Sqlite {
             return Ok(None);
         }
-        let row = sqlx::query("PRAGMA journal_mode").fetch_one(&self.pool).await?;
+        let row = sqlx::query("PRAGMA journal_mode")
+            .fetch_one(&self.pool)
+            .await?;
         Ok(Some(row.try_get::<String, _>(0)?))
     }
 
@@ -207,7 +222,9 @@ impl Store {
     }
 
     pub async fn node_count(&self) -> Result<u64> {
-        let row = sqlx::query("SELECT COUNT(*) FROM nodes").fetch_one(&self.pool).await?;
+        let row = sqlx::query("SELECT COUNT(*) FROM nodes")
+            .fetch_one(&self.pool)
+            .await?;
         u64_of(row.try_get::<i64, _>(0)?, "node count")
     }
 
@@ -279,7 +296,10 @@ impl Store {
 
     pub async fn job(&self, id: u64) -> Result<Option<Job>> {
         let q = format!("SELECT {} FROM jobs WHERE id = $1", Self::JOB_COLUMNS);
-        let row = sqlx::query(&q).bind(id as i64).fetch_optional(&self.pool).await?;
+        let row = sqlx::query(&q)
+            .bind(id as i64)
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(Self::job_of).transpose()
     }
 
@@ -303,7 +323,8 @@ impl Store {
             .bind(id as i64)
             .fetch_optional(&self.pool)
             .await?;
-        row.map(|r| u64_of(r.try_get(0)?, "requeue count")).transpose()
+        row.map(|r| u64_of(r.try_get(0)?, "requeue count"))
+            .transpose()
     }
 
     /// A job's transitions in time order.
@@ -387,14 +408,18 @@ impl Store {
 
     /// XIDs of a node, newest first.
     pub async fn xids(&self, node: &str) -> Result<Vec<(u32, u32, UnixMs)>> {
-        let rows = sqlx::query("SELECT gpu, xid, at_ms FROM xid_events WHERE node = $1 ORDER BY at_ms DESC")
-            .bind(node)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(
+            "SELECT gpu, xid, at_ms FROM xid_events WHERE node = $1 ORDER BY at_ms DESC",
+        )
+        .bind(node)
+        .fetch_all(&self.pool)
+        .await?;
         rows.iter()
             .map(|r| {
-                let gpu = u32::try_from(r.try_get::<i64, _>("gpu")?).map_err(|_| StoreError::Corrupt("gpu".into()))?;
-                let xid = u32::try_from(r.try_get::<i64, _>("xid")?).map_err(|_| StoreError::Corrupt("xid".into()))?;
+                let gpu = u32::try_from(r.try_get::<i64, _>("gpu")?)
+                    .map_err(|_| StoreError::Corrupt("gpu".into()))?;
+                let xid = u32::try_from(r.try_get::<i64, _>("xid")?)
+                    .map_err(|_| StoreError::Corrupt("xid".into()))?;
                 Ok((gpu, xid, r.try_get("at_ms")?))
             })
             .collect()
@@ -421,7 +446,12 @@ impl Store {
     }
 
     /// Rollups of a scope with `from_ms <= at_ms < to_ms`, oldest first.
-    pub async fn rollups(&self, scope: &str, from_ms: UnixMs, to_ms: UnixMs) -> Result<Vec<Rollup>> {
+    pub async fn rollups(
+        &self,
+        scope: &str,
+        from_ms: UnixMs,
+        to_ms: UnixMs,
+    ) -> Result<Vec<Rollup>> {
         let rows = sqlx::query(
             "SELECT scope, at_ms, power_watts_mean, sm_active_mean, gpus_throttling_max, samples \
              FROM rollup_1m WHERE scope = $1 AND at_ms >= $2 AND at_ms < $3 ORDER BY at_ms",
@@ -449,7 +479,10 @@ impl Store {
 
     /// Deletes rollups older than `before_ms` (retention).
     pub async fn prune_rollups(&self, before_ms: UnixMs) -> Result<u64> {
-        let done = sqlx::query("DELETE FROM rollup_1m WHERE at_ms < $1").bind(before_ms).execute(&self.pool).await?;
+        let done = sqlx::query("DELETE FROM rollup_1m WHERE at_ms < $1")
+            .bind(before_ms)
+            .execute(&self.pool)
+            .await?;
         Ok(done.rows_affected())
     }
 }

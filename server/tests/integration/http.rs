@@ -11,7 +11,9 @@ use crate::support::{self, get, get_with, SseStream};
 /// The text of the element carrying `data-test="{test}"`.
 fn data_test(html: &str, test: &str) -> String {
     let key = format!("data-test=\"{test}\"");
-    let at = html.find(&key).unwrap_or_else(|| panic!("no {key} in page"));
+    let at = html
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {key} in page"));
     let open = at + html[at..].find('>').expect("tag end") + 1;
     let close = open + html[open..].find('<').expect("text end");
     html[open..close].trim().to_string()
@@ -19,7 +21,10 @@ fn data_test(html: &str, test: &str) -> String {
 
 fn attr(html: &str, name: &str) -> String {
     let key = format!("{name}=\"");
-    let at = html.find(&key).unwrap_or_else(|| panic!("no {name} in page")) + key.len();
+    let at = html
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {name} in page"))
+        + key.len();
     html[at..at + html[at..].find('"').expect("attr end")].to_string()
 }
 
@@ -35,30 +40,61 @@ async fn overview_html_shows_the_simulators_truth_at_its_sequence() {
     let r = start(64, 1000).await;
     let page = get(r.addr, "/").await;
     assert_eq!(page.status, 200);
-    assert!(page.header("content-type").unwrap_or("").starts_with("text/html"));
+    assert!(page
+        .header("content-type")
+        .unwrap_or("")
+        .starts_with("text/html"));
     let html = page.text();
     let seq = attr(&html, "data-seq");
     let truth = get(r.addr, &format!("/sim/truth?seq={seq}")).await;
     assert_eq!(truth.status, 200, "{}", truth.text());
     let t = &truth.json()["truth"];
-    let n = |p: &str| t.pointer(p).and_then(|v| v.as_u64()).unwrap_or_else(|| panic!("{p}"));
-    assert_eq!(data_test(&html, "gpus-total"), units::count(n("/gpus/total")));
+    let n = |p: &str| {
+        t.pointer(p)
+            .and_then(|v| v.as_u64())
+            .unwrap_or_else(|| panic!("{p}"))
+    };
+    assert_eq!(
+        data_test(&html, "gpus-total"),
+        units::count(n("/gpus/total"))
+    );
     assert_eq!(data_test(&html, "gpus-total"), "512");
-    assert_eq!(data_test(&html, "gpus-allocated"), units::count(n("/gpus/allocated")));
+    assert_eq!(
+        data_test(&html, "gpus-allocated"),
+        units::count(n("/gpus/allocated"))
+    );
     assert_eq!(data_test(&html, "gpus-idle"), units::count(n("/gpus/idle")));
-    assert_eq!(data_test(&html, "gpus-drained"), units::count(n("/gpus/drained")));
+    assert_eq!(
+        data_test(&html, "gpus-drained"),
+        units::count(n("/gpus/drained"))
+    );
     assert_eq!(data_test(&html, "gpus-down"), units::count(n("/gpus/down")));
-    assert_eq!(data_test(&html, "gpus-throttling"), units::count(n("/gpus_throttling")));
-    assert_eq!(data_test(&html, "jobs-running"), units::count(n("/jobs_running")));
-    assert_eq!(data_test(&html, "jobs-pending"), units::count(n("/jobs_pending")));
+    assert_eq!(
+        data_test(&html, "gpus-throttling"),
+        units::count(n("/gpus_throttling"))
+    );
+    assert_eq!(
+        data_test(&html, "jobs-running"),
+        units::count(n("/jobs_running"))
+    );
+    assert_eq!(
+        data_test(&html, "jobs-pending"),
+        units::count(n("/jobs_pending"))
+    );
     let power = t["power_watts"].as_f64().expect("power");
     assert_eq!(data_test(&html, "power-now"), units::power(Some(power)));
-    assert_eq!(data_test(&html, "power-capacity"), units::power(t["power_capacity_watts"].as_f64()));
+    assert_eq!(
+        data_test(&html, "power-capacity"),
+        units::power(t["power_capacity_watts"].as_f64())
+    );
     // Eight rack tiles, each carrying its power.
     assert_eq!(html.matches("data-test=\"rack-tile\"").count(), 8);
     // Server-rendered status says when the numbers are from, and they are fresh even though
     // the simulated clock (started at a fixed instant) is not the wall clock.
-    assert!(html.contains("class=\"live-status static\""), "status not fresh");
+    assert!(
+        html.contains("class=\"live-status static\""),
+        "status not fresh"
+    );
     assert!(html.contains("As of 2026-11-29 "), "no data time");
     r.stop().await.expect("stops");
 }
@@ -68,7 +104,12 @@ async fn live_stream_sends_a_snapshot_then_deltas_that_apply_exactly() {
     let r = start(64, 200).await;
     let mut sse = SseStream::open(r.addr, "/api/live").await;
     assert_eq!(sse.status, 200);
-    assert!(sse.headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("content-type") && v.starts_with("text/event-stream")));
+    assert!(
+        sse.headers
+            .iter()
+            .any(|(k, v)| k.eq_ignore_ascii_case("content-type")
+                && v.starts_with("text/event-stream"))
+    );
     let first = sse.next(Duration::from_secs(5)).await.expect("snapshot");
     assert_eq!(first.event, "snapshot");
     let snap: LiveSnapshot = serde_json::from_str(&first.data).expect("snapshot JSON");
@@ -82,16 +123,28 @@ async fn live_stream_sends_a_snapshot_then_deltas_that_apply_exactly() {
         ov.apply(&d).expect("delta follows");
     }
     // The client's reconstruction equals the truth at that sequence.
-    let truth = get(r.addr, &format!("/sim/truth?seq={}", ov.seq)).await.json();
+    let truth = get(r.addr, &format!("/sim/truth?seq={}", ov.seq))
+        .await
+        .json();
     let t = &truth["truth"];
-    assert_eq!(u64::from(ov.summary.gpus.allocated), t["gpus"]["allocated"].as_u64().expect("n"));
-    assert_eq!(u64::from(ov.summary.gpus_throttling), t["gpus_throttling"].as_u64().expect("n"));
+    assert_eq!(
+        u64::from(ov.summary.gpus.allocated),
+        t["gpus"]["allocated"].as_u64().expect("n")
+    );
+    assert_eq!(
+        u64::from(ov.summary.gpus_throttling),
+        t["gpus_throttling"].as_u64().expect("n")
+    );
     let p = t["power_watts"].as_f64().expect("p");
     assert!((ov.summary.power_watts - p).abs() < 1e-6 * p.max(1.0));
     for (tile, tr) in ov.racks.iter().zip(t["racks"].as_array().expect("racks")) {
         assert_eq!(tile.name, tr["name"].as_str().expect("name"));
         let want = tr["power_watts"].as_f64().expect("p");
-        assert!((tile.power_watts.expect("p") - want).abs() <= 0.01 * want, "rack {}", tile.name);
+        assert!(
+            (tile.power_watts.expect("p") - want).abs() <= 0.01 * want,
+            "rack {}",
+            tile.name
+        );
     }
     r.stop().await.expect("stops");
 }
@@ -129,9 +182,15 @@ async fn health_metrics_errors_and_compression() {
     sse.next(Duration::from_secs(5)).await.expect("snapshot");
     let m = get(r.addr, "/metrics").await;
     assert_eq!(m.status, 200);
-    assert!(m.header("content-type").unwrap_or("").starts_with("text/plain; version=0.0.4"));
+    assert!(m
+        .header("content-type")
+        .unwrap_or("")
+        .starts_with("text/plain; version=0.0.4"));
     let text = m.text();
-    assert!(text.contains("# TYPE gantry_live_ticks_total counter"), "{text}");
+    assert!(
+        text.contains("# TYPE gantry_live_ticks_total counter"),
+        "{text}"
+    );
     assert!(text.lines().any(|l| l == "gantry_sse_clients 1"), "{text}");
 
     // Unknown tick: the error envelope, no internals.

@@ -29,7 +29,14 @@ async fn story(url: &str, dialect: Dialect) {
     assert_eq!(store.dialect(), dialect);
     store.ping().await.expect("ping");
     if dialect == Dialect::Sqlite {
-        assert_eq!(store.sqlite_journal_mode().await.expect("pragma").as_deref(), Some("wal"));
+        assert_eq!(
+            store
+                .sqlite_journal_mode()
+                .await
+                .expect("pragma")
+                .as_deref(),
+            Some("wal")
+        );
     }
     // Migrations are idempotent: a second start on the same database is fine.
     let store = Store::connect(url).await.expect("reconnect");
@@ -48,17 +55,32 @@ async fn story(url: &str, dialect: Dialect) {
     j.state = JobState::Running;
     j.nodes = vec!["gpu001".into(), "gpu002".into()];
     j.start_ms = Some(T0 + 60_000);
-    store.record_job(&j, T0 + 60_000, "").await.expect("running");
+    store
+        .record_job(&j, T0 + 60_000, "")
+        .await
+        .expect("running");
     j.state = JobState::Requeued;
-    store.record_job(&j, T0 + 600_000, "requeued by alice: node gpu002 drained").await.expect("requeued");
+    store
+        .record_job(&j, T0 + 600_000, "requeued by alice: node gpu002 drained")
+        .await
+        .expect("requeued");
     // A retried write is idempotent: no second event, no second requeue.
-    store.record_job(&j, T0 + 600_000, "requeued by alice: node gpu002 drained").await.expect("retry");
+    store
+        .record_job(&j, T0 + 600_000, "requeued by alice: node gpu002 drained")
+        .await
+        .expect("retry");
     j.state = JobState::Running;
     j.nodes = vec!["gpu003".into(), "gpu004".into()];
-    store.record_job(&j, T0 + 720_000, "").await.expect("running again");
+    store
+        .record_job(&j, T0 + 720_000, "")
+        .await
+        .expect("running again");
     j.state = JobState::Completed;
     j.end_ms = Some(T0 + 3_600_000);
-    store.record_job(&j, T0 + 3_600_000, "").await.expect("completed");
+    store
+        .record_job(&j, T0 + 3_600_000, "")
+        .await
+        .expect("completed");
 
     let got = store.job(4242).await.expect("get").expect("exists");
     assert_eq!(got, j);
@@ -68,20 +90,51 @@ async fn story(url: &str, dialect: Dialect) {
     let states: Vec<JobState> = ev.iter().map(|e| e.state).collect();
     assert_eq!(
         states,
-        vec![JobState::Pending, JobState::Running, JobState::Requeued, JobState::Running, JobState::Completed]
+        vec![
+            JobState::Pending,
+            JobState::Running,
+            JobState::Requeued,
+            JobState::Running,
+            JobState::Completed
+        ]
     );
     assert_eq!(ev[2].detail, "requeued by alice: node gpu002 drained");
     assert_eq!(ev[3].nodes, vec!["gpu003", "gpu004"]);
-    assert_eq!(store.jobs_in_state(JobState::Completed, 10).await.expect("by state").len(), 1);
-    assert!(store.jobs_in_state(JobState::Running, 10).await.expect("by state").is_empty());
+    assert_eq!(
+        store
+            .jobs_in_state(JobState::Completed, 10)
+            .await
+            .expect("by state")
+            .len(),
+        1
+    );
+    assert!(store
+        .jobs_in_state(JobState::Running, 10)
+        .await
+        .expect("by state")
+        .is_empty());
 
     // Hostile text is data, stored and returned verbatim.
     let mut evil = job(7, JobState::Pending, &[]);
     evil.name = "x'); DROP TABLE jobs; -- \"quoted\" \u{1F525} $1 ?".into();
     evil.user = "o'brien".into();
-    store.record_job(&evil, T0, "line1\nline2").await.expect("hostile");
-    assert_eq!(store.job(7).await.expect("get").expect("exists").name, evil.name);
-    assert_eq!(store.job(4242).await.expect("still there").expect("exists").id, 4242);
+    store
+        .record_job(&evil, T0, "line1\nline2")
+        .await
+        .expect("hostile");
+    assert_eq!(
+        store.job(7).await.expect("get").expect("exists").name,
+        evil.name
+    );
+    assert_eq!(
+        store
+            .job(4242)
+            .await
+            .expect("still there")
+            .expect("exists")
+            .id,
+        4242
+    );
 
     // Checkpoints: the same (job, step) again updates it.
     let mut c = Checkpoint {
@@ -100,7 +153,10 @@ async fn story(url: &str, dialect: Dialect) {
     c2.step = 500;
     store.put_checkpoint(&c2).await.expect("earlier step");
     let cks = store.checkpoints(4242).await.expect("checkpoints");
-    assert_eq!(cks.iter().map(|c| c.step).collect::<Vec<_>>(), vec![500, 1000]);
+    assert_eq!(
+        cks.iter().map(|c| c.step).collect::<Vec<_>>(),
+        vec![500, 1000]
+    );
     assert!(cks[1].complete);
     assert_eq!(cks[1].size_bytes, 160_000_000_000);
 
@@ -117,12 +173,22 @@ async fn story(url: &str, dialect: Dialect) {
         store.put_rollup(&r).await.expect("rollup");
         store.put_rollup(&r).await.expect("rollup again");
     }
-    let rs = store.rollups("rack:A01", T0 + 60_000, T0 + 240_000).await.expect("range");
+    let rs = store
+        .rollups("rack:A01", T0 + 60_000, T0 + 240_000)
+        .await
+        .expect("range");
     assert_eq!(rs.len(), 3);
     assert_eq!(rs[1].sm_active_mean, None);
     assert_eq!(rs[2].power_watts_mean, 30_003.0);
     assert_eq!(store.prune_rollups(T0 + 120_000).await.expect("prune"), 2);
-    assert_eq!(store.rollups("rack:A01", 0, i64::MAX).await.expect("all").len(), 3);
+    assert_eq!(
+        store
+            .rollups("rack:A01", 0, i64::MAX)
+            .await
+            .expect("all")
+            .len(),
+        3
+    );
 
     // XIDs, idempotent.
     store.put_xid("gpu038", 3, 48, T0).await.expect("xid");
@@ -189,6 +255,8 @@ async fn simulated_history_reaches_postgres() {
 async fn a_bad_database_url_is_a_clear_error() {
     let e = Store::connect("mysql://x").await.expect_err("unsupported");
     assert!(e.to_string().contains("unsupported database URL"), "{e}");
-    let e = Store::connect("sqlite:///nonexistent-dir/for/sure/gantry.db").await.expect_err("no dir");
+    let e = Store::connect("sqlite:///nonexistent-dir/for/sure/gantry.db")
+        .await
+        .expect_err("no dir");
     assert!(!e.to_string().is_empty());
 }

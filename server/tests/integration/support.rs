@@ -10,7 +10,11 @@ use tokio::net::TcpStream;
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 fn unique(prefix: &str) -> String {
-    format!("{prefix}_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{prefix}_{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// A fresh SQLite database file in a fresh temporary directory.
@@ -25,14 +29,22 @@ pub fn sqlite_url() -> String {
 /// half is skipped locally, but fails under CI, where it must run.
 pub async fn postgres_url() -> Option<String> {
     let Ok(admin) = std::env::var("GANTRY_TEST_PG_URL") else {
-        assert!(std::env::var_os("CI").is_none(), "GANTRY_TEST_PG_URL must be set in CI");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "GANTRY_TEST_PG_URL must be set in CI"
+        );
         eprintln!("GANTRY_TEST_PG_URL not set: PostgreSQL half skipped (run `cargo xtask test`)");
         return None;
     };
     use sqlx::Connection;
     let name = unique("gantry_t");
-    let mut conn = sqlx::PgConnection::connect(&admin).await.expect("connect to admin database");
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("create database");
+    let mut conn = sqlx::PgConnection::connect(&admin)
+        .await
+        .expect("connect to admin database");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .expect("create database");
     let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin);
     Some(format!("{base}/{name}"))
 }
@@ -47,13 +59,17 @@ pub struct Resp {
 
 impl Resp {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
     }
 }
 
@@ -75,8 +91,11 @@ fn parse_head(head: &str) -> (u16, Vec<(String, String)>) {
 fn dechunk(mut raw: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     while let Some(pos) = raw.windows(2).position(|w| w == b"\r\n") {
-        let size = usize::from_str_radix(std::str::from_utf8(&raw[..pos]).expect("chunk size").trim(), 16)
-            .expect("hex chunk size");
+        let size = usize::from_str_radix(
+            std::str::from_utf8(&raw[..pos]).expect("chunk size").trim(),
+            16,
+        )
+        .expect("hex chunk size");
         if size == 0 {
             break;
         }
@@ -101,13 +120,20 @@ pub async fn get_with(addr: std::net::SocketAddr, path: &str, extra: &[(&str, &s
         .await
         .expect("response within 30 s")
         .expect("read");
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("end of head");
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("end of head");
     let (status, headers) = parse_head(&String::from_utf8_lossy(&raw[..split]));
     let body = raw[split + 4..].to_vec();
     let chunked = headers
         .iter()
         .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
-    Resp { status, headers, body: if chunked { dechunk(&body) } else { body } }
+    Resp {
+        status,
+        headers,
+        body: if chunked { dechunk(&body) } else { body },
+    }
 }
 
 pub async fn get(addr: std::net::SocketAddr, path: &str) -> Resp {
@@ -134,7 +160,8 @@ pub struct SseStream {
 impl SseStream {
     pub async fn open(addr: std::net::SocketAddr, path: &str) -> SseStream {
         let mut s = TcpStream::connect(addr).await.expect("connect");
-        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
+        let req =
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
         s.write_all(req.as_bytes()).await.expect("write");
         let mut buf = Vec::new();
         loop {
@@ -145,7 +172,13 @@ impl SseStream {
             if let Some(split) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
                 let (status, headers) = parse_head(&String::from_utf8_lossy(&buf[..split]));
                 let rest = buf[split + 4..].to_vec();
-                return SseStream { s, buf: rest, body: String::new(), status, headers };
+                return SseStream {
+                    s,
+                    buf: rest,
+                    body: String::new(),
+                    status,
+                    headers,
+                };
             }
         }
     }
@@ -153,9 +186,14 @@ impl SseStream {
     /// Moves whole chunks from `buf` into `body`; returns false on the final chunk.
     fn decode(&mut self) -> bool {
         loop {
-            let Some(pos) = self.buf.windows(2).position(|w| w == b"\r\n") else { return true };
-            let size = usize::from_str_radix(std::str::from_utf8(&self.buf[..pos]).unwrap_or("x").trim(), 16)
-                .expect("chunk size");
+            let Some(pos) = self.buf.windows(2).position(|w| w == b"\r\n") else {
+                return true;
+            };
+            let size = usize::from_str_radix(
+                std::str::from_utf8(&self.buf[..pos]).unwrap_or("x").trim(),
+                16,
+            )
+            .expect("chunk size");
             if size == 0 {
                 return false;
             }
@@ -175,7 +213,10 @@ impl SseStream {
             let open = self.decode();
             while let Some(end) = self.body.find("\n\n") {
                 let block: String = self.body.drain(..end + 2).collect();
-                let mut ev = SseEvent { event: "message".into(), data: String::new() };
+                let mut ev = SseEvent {
+                    event: "message".into(),
+                    data: String::new(),
+                };
                 for line in block.lines() {
                     if let Some(v) = line.strip_prefix("event:") {
                         ev.event = v.trim().to_string();
@@ -207,15 +248,32 @@ impl SseStream {
 }
 
 /// A configuration for a test server on a free port with its own database.
-pub fn test_config(database_url: String, nodes: u32, speed: f64, interval_ms: u64) -> server::config::Config {
+pub fn test_config(
+    database_url: String,
+    nodes: u32,
+    speed: f64,
+    interval_ms: u64,
+) -> server::config::Config {
     let env = vec![
         ("GANTRY_LISTEN".to_string(), "127.0.0.1:0".to_string()),
         ("GANTRY_DATABASE_URL".to_string(), database_url),
         ("GANTRY_SIM_NODES".to_string(), nodes.to_string()),
         ("GANTRY_SIM_SPEED".to_string(), speed.to_string()),
-        ("GANTRY_LIVE_INTERVAL_MS".to_string(), interval_ms.to_string()),
-        ("GANTRY_SIM_START_MS".to_string(), "1795968000000".to_string()),
-        ("GANTRY_SITE_ROOT".to_string(), std::env::temp_dir().join("gantry-no-site").display().to_string()),
+        (
+            "GANTRY_LIVE_INTERVAL_MS".to_string(),
+            interval_ms.to_string(),
+        ),
+        (
+            "GANTRY_SIM_START_MS".to_string(),
+            "1795968000000".to_string(),
+        ),
+        (
+            "GANTRY_SITE_ROOT".to_string(),
+            std::env::temp_dir()
+                .join("gantry-no-site")
+                .display()
+                .to_string(),
+        ),
     ];
     server::config::Config::load(None, env).expect("test config")
 }
