@@ -8,3 +8,4 @@ pub mod metrics;
 pub mod serve;
 pub mod sim;
 pub mod store;
+pub mod telemetry;

@@ -7,9 +7,18 @@ use server::config::Config;
 
 const USAGE: &str = "\
 usage: gantry [serve] [--config FILE]
+       gantry inspect metrics FILE|-
 
-Runs Gantry. Configuration: defaults, then FILE (or $GANTRY_CONFIG), then GANTRY_* variables.
+serve    Runs Gantry. Configuration: defaults, then FILE (or $GANTRY_CONFIG), then GANTRY_*
+         variables.
+inspect metrics
+         Prints, as JSON, what Gantry understands from one dcgm-exporter scrape saved in
+         FILE (or read from standard input): per GPU its readings with units, decoded
+         throttle reasons, fields sent as DCGM no-data sentinels, and ignored metrics.
 ";
+
+/// The largest scrape `inspect` reads; a larger one is refused rather than read whole.
+const MAX_SCRAPE_BYTES: u64 = 64 << 20;
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -17,8 +26,13 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn")),
         )
+        .with_writer(std::io::stderr)
         .init();
-    let mut args = std::env::args().skip(1);
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    if all.first().map(String::as_str) == Some("inspect") {
+        return inspect(&all[1..]);
+    }
+    let mut args = all.into_iter();
     let mut config: Option<PathBuf> = std::env::var_os("GANTRY_CONFIG").map(PathBuf::from);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -58,6 +72,75 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn inspect(args: &[String]) -> ExitCode {
+    match (args.first().map(String::as_str), args.get(1), args.len()) {
+        (Some("metrics"), Some(src), 2) => match read_bounded(src) {
+            Ok(body) => {
+                let host = if src == "-" { "stdin" } else { src.as_str() };
+                let scrape = server::telemetry::dcgm::decode(&body, host);
+                let gpus: Vec<serde_json::Value> = scrape
+                    .gpus
+                    .iter()
+                    .map(|g| {
+                        let mut v = serde_json::to_value(g).unwrap_or_default();
+                        if let (Some(obj), Some(t)) = (v.as_object_mut(), g.throttle()) {
+                            obj.insert("throttle_reasons".into(), t.names().into());
+                            obj.insert("throttling".into(), t.is_throttling().into());
+                        }
+                        v
+                    })
+                    .collect();
+                let out = serde_json::json!({
+                    "units": {
+                        "power_watts": "W", "power_limit_watts": "W", "gpu_temp_celsius": "°C",
+                        "memory_temp_celsius": "°C", "sm_clock_mhz": "MHz", "*_ratio": "0..1",
+                        "gpu_util_percent": "%", "*_bytes_per_second": "B/s",
+                        "total_energy_millijoules": "mJ"
+                    },
+                    "gpus": gpus,
+                    "samples": scrape.samples,
+                    "ignored_metrics": scrape.ignored_metrics,
+                    "line_errors": scrape.line_errors,
+                    "errors": scrape.errors,
+                });
+                match serde_json::to_string_pretty(&out) {
+                    Ok(s) => {
+                        println!("{s}");
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        eprintln!("gantry: {e}");
+                        ExitCode::FAILURE
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("gantry: {src}: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        _ => usage_error("inspect takes: metrics FILE|-"),
+    }
+}
+
+fn read_bounded(src: &str) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let reader: Box<dyn Read> = if src == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(std::fs::File::open(src)?)
+    };
+    let mut body = Vec::new();
+    reader.take(MAX_SCRAPE_BYTES + 1).read_to_end(&mut body)?;
+    if body.len() as u64 > MAX_SCRAPE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "larger than {} MiB",
+            MAX_SCRAPE_BYTES >> 20
+        )));
+    }
+    Ok(body)
 }
 
 fn usage_error(msg: &str) -> ExitCode {

@@ -31,7 +31,10 @@ pub struct Sample<'a> {
 impl Sample<'_> {
     /// The value of label `key`, if present.
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_ref())
+        self.labels
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.as_ref())
     }
 }
 
@@ -109,10 +112,13 @@ pub fn parse<'a>(text: &'a [u8], mut on_sample: impl FnMut(Sample<'a>)) -> Repor
     for (i, raw) in text.split(|&b| b == b'\n').enumerate() {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let line_no = i + 1;
-        let mut fail = |kind: LineErrorKind, report: &mut Report| {
+        let fail = |kind: LineErrorKind, report: &mut Report| {
             report.error_count += 1;
             if report.errors.len() < MAX_REPORTED_ERRORS {
-                report.errors.push(LineError { line: line_no, kind });
+                report.errors.push(LineError {
+                    line: line_no,
+                    kind,
+                });
             }
         };
         let line = match std::str::from_utf8(raw) {
@@ -213,8 +219,14 @@ pub fn parse_sample(line: &str) -> Result<Sample<'_>, LineErrorKind> {
                     Some(_) => i += 1,
                 }
             }
-            let raw = line.get(vstart..i).ok_or(LineErrorKind::BadLabel("value"))?;
-            let value = if escaped { Cow::Owned(unescape(raw)) } else { Cow::Borrowed(raw) };
+            let raw = line
+                .get(vstart..i)
+                .ok_or(LineErrorKind::BadLabel("value"))?;
+            let value = if escaped {
+                Cow::Owned(unescape(raw))
+            } else {
+                Cow::Borrowed(raw)
+            };
             labels.push((key, value));
             i += 1;
             while i < b.len() && (b[i] == b' ' || b[i] == b'\t') {
@@ -234,15 +246,24 @@ pub fn parse_sample(line: &str) -> Result<Sample<'_>, LineErrorKind> {
     }
     let mut fields = rest.split_ascii_whitespace();
     let v = fields.next().ok_or(LineErrorKind::MissingValue)?;
-    let value = parse_value(v).ok_or_else(|| LineErrorKind::BadValue(v.chars().take(32).collect()))?;
+    let value =
+        parse_value(v).ok_or_else(|| LineErrorKind::BadValue(v.chars().take(32).collect()))?;
     let timestamp_ms = match fields.next() {
         None => None,
-        Some(t) => Some(t.parse::<i64>().map_err(|_| LineErrorKind::BadTimestamp(t.chars().take(32).collect()))?),
+        Some(t) => Some(
+            t.parse::<i64>()
+                .map_err(|_| LineErrorKind::BadTimestamp(t.chars().take(32).collect()))?,
+        ),
     };
     if fields.next().is_some() {
         return Err(LineErrorKind::Trailing);
     }
-    Ok(Sample { name, labels, value, timestamp_ms })
+    Ok(Sample {
+        name,
+        labels,
+        value,
+        timestamp_ms,
+    })
 }
 
 fn unescape(raw: &str) -> String {
@@ -285,7 +306,10 @@ mod tests {
                     up 1 1795968000000\n";
         let (s, r) = all(text);
         assert_eq!(r.error_count, 0);
-        assert_eq!(r.types, vec![("DCGM_FI_DEV_GPU_TEMP".to_string(), MetricType::Gauge)]);
+        assert_eq!(
+            r.types,
+            vec![("DCGM_FI_DEV_GPU_TEMP".to_string(), MetricType::Gauge)]
+        );
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].name, "DCGM_FI_DEV_GPU_TEMP");
         assert_eq!(s[0].label("UUID"), Some("GPU-1"));
@@ -295,7 +319,8 @@ mod tests {
 
     #[test]
     fn special_values_crlf_blank_lines_and_spacing() {
-        let text = "a NaN\r\n\r\nb +Inf\r\n  c -Inf\nd{x=\"1\" , y = \"2\" ,} 1.5e+06\n e 0.000000\n";
+        let text =
+            "a NaN\r\n\r\nb +Inf\r\n  c -Inf\nd{x=\"1\" , y = \"2\" ,} 1.5e+06\n e 0.000000\n";
         let (s, r) = all(text);
         assert_eq!(r.error_count, 0, "{:?}", r.errors);
         assert!(s[0].value.is_nan());
@@ -315,7 +340,8 @@ mod tests {
 
     #[test]
     fn bad_lines_are_reported_and_the_rest_is_read() {
-        let mut text = b"good 1\n9bad 1\nm{a=\"1\" 2\nm{a=1} 2\nm xyz\nm 1 notatime\nm 1 2 3\nm\n".to_vec();
+        let mut text =
+            b"good 1\n9bad 1\nm{a=\"1\" 2\nm{a=1} 2\nm xyz\nm 1 notatime\nm 1 2 3\nm\n".to_vec();
         text.extend_from_slice(b"m{a=\"\xff\xfe\"} 1\n");
         text.extend_from_slice(b"last 2\n<html><body>oops</body></html>\n");
         let mut names = Vec::new();
@@ -323,10 +349,16 @@ mod tests {
         assert_eq!(names, vec!["good", "last"]);
         let kinds: Vec<_> = r.errors.iter().map(|e| (e.line, e.kind.clone())).collect();
         assert_eq!(kinds[0], (2, LineErrorKind::BadName));
-        assert_eq!(kinds[1], (3, LineErrorKind::BadLabel("expected ',' or '}'")));
+        assert_eq!(
+            kinds[1],
+            (3, LineErrorKind::BadLabel("expected ',' or '}'"))
+        );
         assert_eq!(kinds[2], (4, LineErrorKind::BadLabel("expected '\"'")));
         assert_eq!(kinds[3], (5, LineErrorKind::BadValue("xyz".into())));
-        assert_eq!(kinds[4], (6, LineErrorKind::BadTimestamp("notatime".into())));
+        assert_eq!(
+            kinds[4],
+            (6, LineErrorKind::BadTimestamp("notatime".into()))
+        );
         assert_eq!(kinds[5], (7, LineErrorKind::Trailing));
         assert_eq!(kinds[6], (8, LineErrorKind::MissingValue));
         assert_eq!(kinds[7], (9, LineErrorKind::NotUtf8));
@@ -338,7 +370,13 @@ mod tests {
     fn a_truncated_body_keeps_what_was_whole() {
         let (s, r) = all("a 1\nb{x=\"1\"} 2\nc{x=\"tru");
         assert_eq!(s.len(), 2);
-        assert_eq!(r.errors, vec![LineError { line: 3, kind: LineErrorKind::UnterminatedLabels }]);
+        assert_eq!(
+            r.errors,
+            vec![LineError {
+                line: 3,
+                kind: LineErrorKind::UnterminatedLabels
+            }]
+        );
     }
 
     #[test]
@@ -364,6 +402,9 @@ mod tests {
             assert_eq!(parse_value(v), None, "{v}");
         }
         assert_eq!(parse_value("-0.5"), Some(-0.5));
-        assert_eq!(parse_value("9223372036854775794"), Some(9_223_372_036_854_775_794.0));
+        assert_eq!(
+            parse_value("9223372036854775794"),
+            Some(9_223_372_036_854_775_794.0)
+        );
     }
 }

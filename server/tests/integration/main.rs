@@ -2,8 +2,10 @@
 //!
 //! - `storage`: the same storage story on SQLite and on PostgreSQL.
 //! - `http`: a real server on a real socket: pages, live SSE, health, metrics, shutdown.
+//! - `cli`: the `gantry` binary's operator commands.
 
 mod support;
 
+mod cli;
 mod http;
 mod storage;

@@ -1,0 +1,403 @@
+//! dcgm-exporter semantics on top of the exposition parser: which metric is which DCGM
+//! field (matched by field id through every name it has had), which labels say which GPU,
+//! and which values are DCGM's "no data" sentinels. Pure.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use app::model::{GpuReading, ThrottleReasons};
+
+use super::exposition::{self, Report, Sample};
+
+/// The DCGM fields Gantry reads per GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Field {
+    PowerWatts,
+    PowerLimitWatts,
+    GpuTempCelsius,
+    MemoryTempCelsius,
+    SmClockMhz,
+    ClockEventReasons,
+    GpuUtilPercent,
+    GrEngineActiveRatio,
+    SmActiveRatio,
+    TensorActiveRatio,
+    DramActiveRatio,
+    NvlinkTxBytesPerSecond,
+    NvlinkRxBytesPerSecond,
+    NvlinkBandwidthTotal,
+    PcieTxBytesPerSecond,
+    PcieRxBytesPerSecond,
+    PcieReplayTotal,
+    EccSbeVolatileTotal,
+    EccDbeVolatileTotal,
+    EccSbeAggregateTotal,
+    EccDbeAggregateTotal,
+    RemappedRowsUncorrectable,
+    RemappedRowsCorrectable,
+    RowRemapFailure,
+    LastXid,
+    TotalEnergyMillijoules,
+}
+
+/// (DCGM field id, field, whether DCGM stores it as fp64).
+fn field_of(metric: &str) -> Option<(u32, Field, bool)> {
+    use Field::*;
+    // Every name a field has had: dcgm-exporter up to DCGM 4.5, the DCGM 4.6 canonical
+    // name, and the 1.x `dcgm_*` compatibility names. Field ids are stable across them.
+    Some(match metric {
+        "DCGM_FI_DEV_POWER_USAGE" | "DCGM_FI_DEV_BOARD_POWER_WATTS" | "dcgm_power_usage" => {
+            (155, PowerWatts, true)
+        }
+        "DCGM_FI_DEV_ENFORCED_POWER_LIMIT" | "DCGM_FI_DEV_BOARD_POWER_LIMIT_ENFORCED_WATTS" => {
+            (164, PowerLimitWatts, true)
+        }
+        "DCGM_FI_DEV_GPU_TEMP" | "DCGM_FI_DEV_GPU_TEMP_CELSIUS" | "dcgm_gpu_temp" => {
+            (150, GpuTempCelsius, false)
+        }
+        "DCGM_FI_DEV_MEMORY_TEMP" | "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS" | "dcgm_memory_temp" => {
+            (140, MemoryTempCelsius, false)
+        }
+        "DCGM_FI_DEV_SM_CLOCK" | "dcgm_sm_clock" => (100, SmClockMhz, false),
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" | "DCGM_FI_DEV_CLOCKS_EVENT_REASONS" => {
+            (112, ClockEventReasons, false)
+        }
+        "DCGM_FI_DEV_GPU_UTIL" | "DCGM_FI_DEV_GPU_UTIL_RATIO" | "dcgm_gpu_utilization" => {
+            (203, GpuUtilPercent, false)
+        }
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+        | "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO"
+        | "dcgm_fi_prof_gr_engine_active" => (1001, GrEngineActiveRatio, true),
+        "DCGM_FI_PROF_SM_ACTIVE" | "DCGM_FI_PROF_SM_UTIL_RATIO" => (1002, SmActiveRatio, true),
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
+        | "DCGM_FI_PROF_TENSOR_UTIL_RATIO"
+        | "dcgm_fi_prof_pipe_tensor_active" => (1004, TensorActiveRatio, true),
+        "DCGM_FI_PROF_DRAM_ACTIVE"
+        | "DCGM_FI_PROF_DRAM_UTIL_RATIO"
+        | "dcgm_fi_prof_dram_active" => (1005, DramActiveRatio, true),
+        "DCGM_FI_PROF_NVLINK_TX_BYTES" => (1011, NvlinkTxBytesPerSecond, false),
+        "DCGM_FI_PROF_NVLINK_RX_BYTES" => (1012, NvlinkRxBytesPerSecond, false),
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
+        | "DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL"
+        | "dcgm_nvlink_bandwidth_total" => (449, NvlinkBandwidthTotal, false),
+        "DCGM_FI_PROF_PCIE_TX_BYTES" | "dcgm_fi_prof_pcie_tx_bytes" => {
+            (1009, PcieTxBytesPerSecond, false)
+        }
+        "DCGM_FI_PROF_PCIE_RX_BYTES" | "dcgm_fi_prof_pcie_rx_bytes" => {
+            (1010, PcieRxBytesPerSecond, false)
+        }
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"
+        | "DCGM_FI_DEV_PCIE_REPLAY_TOTAL"
+        | "dcgm_pcie_replay_counter" => (202, PcieReplayTotal, false),
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL" => (310, EccSbeVolatileTotal, false),
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" => (311, EccDbeVolatileTotal, false),
+        "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL" => (312, EccSbeAggregateTotal, false),
+        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL" => (313, EccDbeAggregateTotal, false),
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS" | "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL" => {
+            (393, RemappedRowsUncorrectable, false)
+        }
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS" | "DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL" => {
+            (394, RemappedRowsCorrectable, false)
+        }
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE" | "DCGM_FI_DEV_ROW_REMAP_FAILED" => {
+            (395, RowRemapFailure, false)
+        }
+        "DCGM_FI_DEV_XID_ERRORS" | "DCGM_FI_DEV_XID_ERROR" | "dcgm_xid_errors" => {
+            (230, LastXid, false)
+        }
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" | "dcgm_total_energy_consumption" => {
+            (156, TotalEnergyMillijoules, false)
+        }
+        _ => return None,
+    })
+}
+
+/// DCGM's int64 "blank" values (no data, not found, not supported, no permission) start
+/// at 0x7ffffffffffffff0; as f64 every one of them rounds to 2^63.
+const INT64_BLANK_F64: f64 = 9_223_372_036_854_775_792.0;
+/// DCGM's fp64 blank values start at 2^47.
+const FP64_BLANK: f64 = 140_737_488_355_328.0;
+
+/// Whether `v` is a DCGM no-data sentinel for a field stored as fp64 (or int64).
+pub fn is_blank(v: f64, fp64: bool) -> bool {
+    v >= INT64_BLANK_F64 || (fp64 && v >= FP64_BLANK)
+}
+
+/// One GPU (or MIG instance) as one scrape describes it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct DcgmGpu {
+    pub host: String,
+    pub gpu: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mig_instance: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mig_profile: Option<String>,
+    pub uuid: Option<String>,
+    pub model: Option<String>,
+    pub pci_bus_id: Option<String>,
+    pub driver_version: Option<String>,
+    /// Slurm jobs on this GPU (`hpc_job` labels).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hpc_jobs: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    pub readings: BTreeMap<Field, f64>,
+    /// Fields the exporter sent as DCGM no-data sentinels.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub no_data: Vec<Field>,
+    /// The last XID's message, when the exporter names it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_xid_message: Option<String>,
+}
+
+impl DcgmGpu {
+    pub fn get(&self, f: Field) -> Option<f64> {
+        self.readings.get(&f).copied().filter(|v| v.is_finite())
+    }
+
+    /// Decoded clock-event reasons, if reported.
+    pub fn throttle(&self) -> Option<ThrottleReasons> {
+        self.get(Field::ClockEventReasons)
+            .filter(|v| *v >= 0.0)
+            .map(|v| ThrottleReasons(v as u64))
+    }
+
+    /// As the model's reading. SM activity falls back to nothing (never to GPU util, which
+    /// only says a kernel ran); double-bit ECC prefers the lifetime count.
+    pub fn to_reading(&self) -> GpuReading {
+        GpuReading {
+            node: self.host.clone(),
+            index: self.gpu,
+            power_watts: self.get(Field::PowerWatts),
+            temp_celsius: self.get(Field::GpuTempCelsius),
+            sm_clock_mhz: self.get(Field::SmClockMhz),
+            sm_active_ratio: self.get(Field::SmActiveRatio),
+            throttle: self.throttle(),
+            ecc_dbe_total: self
+                .get(Field::EccDbeAggregateTotal)
+                .or(self.get(Field::EccDbeVolatileTotal))
+                .map(|v| v as u64),
+            last_xid: self
+                .get(Field::LastXid)
+                .filter(|v| *v > 0.0)
+                .map(|v| v as u32),
+        }
+    }
+}
+
+/// What one scrape of a dcgm-exporter said.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct DcgmScrape {
+    pub gpus: Vec<DcgmGpu>,
+    /// Metric names that are not DCGM GPU fields Gantry reads (first 50, sorted).
+    pub ignored_metrics: Vec<String>,
+    pub samples: usize,
+    pub line_errors: usize,
+    /// The first line errors, as text.
+    pub errors: Vec<String>,
+}
+
+const MAX_IGNORED: usize = 50;
+
+/// Decodes a dcgm-exporter body. `default_host` names the GPUs' host when the exporter
+/// sends no `Hostname`/`hostname` label (`--no-hostname`): usually the scrape target.
+pub fn decode(body: &[u8], default_host: &str) -> DcgmScrape {
+    let mut gpus: BTreeMap<(String, u32, Option<String>), DcgmGpu> = BTreeMap::new();
+    let mut ignored: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    let report: Report = exposition::parse(body, |s: Sample<'_>| {
+        let Some((_, field, fp64)) = field_of(s.name) else {
+            if ignored.len() < MAX_IGNORED {
+                ignored.insert(s.name.to_string());
+            }
+            return;
+        };
+        let Some(gpu) = s.label("gpu").and_then(|g| g.parse::<u32>().ok()) else {
+            // NVSwitch, link or CPU entities: not a GPU reading.
+            if ignored.len() < MAX_IGNORED {
+                ignored.insert(s.name.to_string());
+            }
+            return;
+        };
+        let host = s
+            .label("Hostname")
+            .or(s.label("hostname"))
+            .unwrap_or(default_host)
+            .to_string();
+        let mig = s.label("GPU_I_ID").map(str::to_string);
+        let g = gpus
+            .entry((host.clone(), gpu, mig.clone()))
+            .or_insert_with(|| DcgmGpu {
+                host,
+                gpu,
+                mig_instance: mig,
+                ..DcgmGpu::default()
+            });
+        let fill = |slot: &mut Option<String>, keys: &[&str]| {
+            if slot.is_none() {
+                *slot = keys
+                    .iter()
+                    .find_map(|k| s.label(k))
+                    .filter(|v| !v.is_empty())
+                    .map(str::to_string);
+            }
+        };
+        fill(&mut g.uuid, &["UUID", "uuid"]);
+        fill(&mut g.model, &["modelName", "model_name"]);
+        fill(&mut g.pci_bus_id, &["pci_bus_id"]);
+        fill(
+            &mut g.driver_version,
+            &["DCGM_FI_DRIVER_VERSION", "DCGM_FI_SYSTEM_DRIVER_VERSION"],
+        );
+        fill(&mut g.mig_profile, &["GPU_I_PROFILE"]);
+        fill(&mut g.pod, &["pod", "pod_name"]);
+        if let Some(job) = s.label("hpc_job").filter(|j| !j.is_empty()) {
+            if !g.hpc_jobs.iter().any(|j| j == job) {
+                g.hpc_jobs.push(job.to_string());
+            }
+        }
+        // GDDR boards (L4, L40S, T4) report an unsupported memory temperature as 0.
+        let unsupported = field == Field::MemoryTempCelsius && s.value == 0.0;
+        if is_blank(s.value, fp64) || !s.value.is_finite() || unsupported {
+            if !g.no_data.contains(&field) {
+                g.no_data.push(field);
+            }
+            return;
+        }
+        if field == Field::LastXid {
+            if let Some(msg) = s.label("err_msg").filter(|m| !m.is_empty()) {
+                g.last_xid_message = Some(msg.to_string());
+            }
+        }
+        // Duplicate series (one per hpc_job): same GPU, same value; the last one wins.
+        g.readings.insert(field, s.value);
+    });
+    let mut gpus: Vec<DcgmGpu> = gpus.into_values().collect();
+    for g in &mut gpus {
+        g.no_data.retain(|f| !g.readings.contains_key(f));
+    }
+    DcgmScrape {
+        gpus,
+        ignored_metrics: ignored.into_iter().collect(),
+        samples: report.samples,
+        line_errors: report.error_count,
+        errors: report.errors.iter().map(ToString::to_string).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// In the format of dcgm-exporter 4.x (labels in its render order), written for these tests.
+    const H100: &str = r#"# HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).
+# TYPE DCGM_FI_DEV_SM_CLOCK gauge
+DCGM_FI_DEV_SM_CLOCK{gpu="0",UUID="GPU-aaaaaaaa-0000-4000-8000-000000000001",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="gpu017",DCGM_FI_DRIVER_VERSION="580.105.08"} 1980
+DCGM_FI_DEV_SM_CLOCK{gpu="1",UUID="GPU-aaaaaaaa-0000-4000-8000-000000000002",pci_bus_id="00000000:2a:00.0",device="nvidia1",modelName="NVIDIA H100 80GB HBM3",Hostname="gpu017",DCGM_FI_DRIVER_VERSION="580.105.08"} 1185
+# HELP DCGM_FI_DEV_MEMORY_TEMP Memory temperature (in C).
+# TYPE DCGM_FI_DEV_MEMORY_TEMP gauge
+DCGM_FI_DEV_MEMORY_TEMP{gpu="0",UUID="GPU-aaaaaaaa-0000-4000-8000-000000000001",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="gpu017",DCGM_FI_DRIVER_VERSION="580.105.08"} 9223372036854775794
+DCGM_FI_DEV_MEMORY_TEMP{gpu="1",UUID="GPU-aaaaaaaa-0000-4000-8000-000000000002",pci_bus_id="00000000:2a:00.0",device="nvidia1",modelName="NVIDIA H100 80GB HBM3",Hostname="gpu017",DCGM_FI_DRIVER_VERSION="580.105.08"} 61
+# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).
+# TYPE DCGM_FI_DEV_POWER_USAGE gauge
+DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-aaaaaaaa-0000-4000-8000-000000000001",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="gpu017",DCGM_FI_DRIVER_VERSION="580.105.08",hpc_job="4242"} 612.034000
+DCGM_FI_DEV_POWER_USAGE{gpu="1",UUID="GPU-aaaaaaaa-0000-4000-8000-000000000002",pci_bus_id="00000000:2a:00.0",device="nvidia1",modelName="NVIDIA H100 80GB HBM3",Hostname="gpu017",DCGM_FI_DRIVER_VERSION="580.105.08",hpc_job="4242"} 140737488355328.000000
+# HELP DCGM_FI_DEV_CLOCK_THROTTLE_REASONS Current clock throttle reasons.
+# TYPE DCGM_FI_DEV_CLOCK_THROTTLE_REASONS gauge
+DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{gpu="1",UUID="GPU-aaaaaaaa-0000-4000-8000-000000000002",pci_bus_id="00000000:2a:00.0",device="nvidia1",modelName="NVIDIA H100 80GB HBM3",Hostname="gpu017",DCGM_FI_DRIVER_VERSION="580.105.08"} 96
+# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.
+# TYPE DCGM_FI_DEV_XID_ERRORS gauge
+DCGM_FI_DEV_XID_ERRORS{gpu="1",UUID="GPU-aaaaaaaa-0000-4000-8000-000000000002",pci_bus_id="00000000:2a:00.0",device="nvidia1",modelName="NVIDIA H100 80GB HBM3",Hostname="gpu017",DCGM_FI_DRIVER_VERSION="580.105.08",err_code="48",err_msg="DBE (Double Bit Error) ECC Error"} 48
+# HELP DCGM_FI_PROF_SM_ACTIVE The ratio of cycles an SM has at least 1 warp assigned (in %).
+# TYPE DCGM_FI_PROF_SM_ACTIVE gauge
+DCGM_FI_PROF_SM_ACTIVE{gpu="0",UUID="GPU-aaaaaaaa-0000-4000-8000-000000000001",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="gpu017",DCGM_FI_DRIVER_VERSION="580.105.08"} 0.873412
+DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT{nvswitch="nvswitch0",hostname="gpu017"} 48
+"#;
+
+    #[test]
+    fn decodes_gpus_fields_labels_and_sentinels() {
+        let s = decode(H100.as_bytes(), "target:9400");
+        assert_eq!(s.line_errors, 0, "{:?}", s.errors);
+        assert_eq!(s.gpus.len(), 2);
+        let g0 = &s.gpus[0];
+        assert_eq!((g0.host.as_str(), g0.gpu), ("gpu017", 0));
+        assert_eq!(g0.model.as_deref(), Some("NVIDIA H100 80GB HBM3"));
+        assert_eq!(g0.driver_version.as_deref(), Some("580.105.08"));
+        assert_eq!(g0.hpc_jobs, vec!["4242"]);
+        assert_eq!(g0.get(Field::PowerWatts), Some(612.034));
+        // The int64 sentinel is no data, never 9.2e18 °C.
+        assert_eq!(g0.get(Field::MemoryTempCelsius), None);
+        assert_eq!(g0.no_data, vec![Field::MemoryTempCelsius]);
+        let g1 = &s.gpus[1];
+        // The fp64 sentinel on a fp64 field is no data too.
+        assert_eq!(g1.get(Field::PowerWatts), None);
+        assert!(g1.no_data.contains(&Field::PowerWatts));
+        let r = g1.to_reading();
+        assert_eq!(
+            r.throttle.map(|t| t.names()),
+            Some(vec!["SW thermal".to_string(), "HW thermal".to_string()])
+        );
+        assert_eq!(r.last_xid, Some(48));
+        assert_eq!(
+            g1.last_xid_message.as_deref(),
+            Some("DBE (Double Bit Error) ECC Error")
+        );
+        assert_eq!(r.sm_clock_mhz, Some(1185.0));
+        assert_eq!(
+            s.ignored_metrics,
+            vec!["DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT"]
+        );
+    }
+
+    #[test]
+    fn dcgm_4_6_names_lowercase_labels_and_1x_names_map_to_the_same_fields() {
+        let new = "DCGM_FI_DEV_BOARD_POWER_WATTS{gpu=\"3\",uuid=\"GPU-x\",hostname=\"n1\",model_name=\"NVIDIA H100\"} 401.5\n\
+                   DCGM_FI_DEV_GPU_TEMP_CELSIUS{gpu=\"3\",uuid=\"GPU-x\",hostname=\"n1\"} 55\n";
+        let old = "dcgm_power_usage{gpu=\"3\",uuid=\"GPU-x\"} 401.5\ndcgm_gpu_temp{gpu=\"3\",uuid=\"GPU-x\"} 55\n";
+        let a = decode(new.as_bytes(), "n1");
+        let b = decode(old.as_bytes(), "n1");
+        assert_eq!(a.gpus[0].readings, b.gpus[0].readings);
+        assert_eq!(a.gpus[0].uuid.as_deref(), Some("GPU-x"));
+        assert_eq!(a.gpus[0].model.as_deref(), Some("NVIDIA H100"));
+        // No hostname label: the scrape target names the host.
+        assert_eq!(b.gpus[0].host, "n1");
+    }
+
+    #[test]
+    fn zero_memory_temperature_is_unsupported_not_zero_degrees() {
+        let t = "DCGM_FI_DEV_MEMORY_TEMP{gpu=\"0\",Hostname=\"a\",modelName=\"NVIDIA L4\"} 0\n";
+        let s = decode(t.as_bytes(), "a");
+        assert_eq!(s.gpus[0].get(Field::MemoryTempCelsius), None);
+        assert_eq!(s.gpus[0].no_data, vec![Field::MemoryTempCelsius]);
+    }
+
+    #[test]
+    fn mig_instances_are_separate_gpus() {
+        let t = "DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu=\"0\",UUID=\"GPU-m\",GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"1\",Hostname=\"a\"} 0.5\n\
+                 DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu=\"0\",UUID=\"GPU-m\",GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"2\",Hostname=\"a\"} 0.25\n";
+        let s = decode(t.as_bytes(), "a");
+        assert_eq!(s.gpus.len(), 2);
+        assert_eq!(s.gpus[1].mig_instance.as_deref(), Some("2"));
+        assert_eq!(s.gpus[1].mig_profile.as_deref(), Some("3g.40gb"));
+        assert_eq!(s.gpus[1].get(Field::GrEngineActiveRatio), Some(0.25));
+    }
+
+    #[test]
+    fn large_int64_counters_are_not_mistaken_for_fp64_sentinels() {
+        // 200 TB over NVLink is a real counter value above 2^47.
+        let t = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL{gpu=\"0\",Hostname=\"a\"} 200000000000000\n";
+        let s = decode(t.as_bytes(), "a");
+        assert_eq!(s.gpus[0].get(Field::NvlinkBandwidthTotal), Some(2e14));
+    }
+
+    #[test]
+    fn html_instead_of_metrics_is_errors_not_gpus() {
+        let s = decode(
+            b"<!DOCTYPE html>\n<html><body>502 Bad Gateway</body></html>\n",
+            "a",
+        );
+        assert!(s.gpus.is_empty());
+        assert_eq!(s.line_errors, 2);
+    }
+}

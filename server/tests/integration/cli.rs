@@ -1,0 +1,120 @@
+//! The `gantry` binary's operator commands, run as a user would run them.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gantry");
+
+/// Written for this test in dcgm-exporter 4.x's format: an H100 node with a throttling GPU.
+const SCRAPE: &str = "\
+# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).
+# TYPE DCGM_FI_DEV_POWER_USAGE gauge
+DCGM_FI_DEV_POWER_USAGE{gpu=\"0\",UUID=\"GPU-1\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"gpu001\"} 688.5
+DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{gpu=\"0\",UUID=\"GPU-1\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"gpu001\"} 36
+DCGM_FI_DEV_MEMORY_TEMP{gpu=\"0\",UUID=\"GPU-1\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"gpu001\"} 9223372036854775794
+DCGM_FI_DEV_FB_FREE{gpu=\"0\",UUID=\"GPU-1\",Hostname=\"gpu001\"} 1024
+broken line {
+";
+
+fn temp_file(name: &str, body: &[u8]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("gantry-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let p = dir.join(name);
+    std::fs::write(&p, body).expect("write");
+    p
+}
+
+fn json_of(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+fn check(v: &serde_json::Value) {
+    let g = &v["gpus"][0];
+    assert_eq!(g["host"], "gpu001");
+    assert_eq!(g["readings"]["power_watts"], 688.5);
+    assert_eq!(
+        g["throttle_reasons"],
+        serde_json::json!(["SW power cap", "SW thermal"])
+    );
+    assert_eq!(g["throttling"], true);
+    assert_eq!(g["no_data"], serde_json::json!(["memory_temp_celsius"]));
+    assert_eq!(
+        v["ignored_metrics"],
+        serde_json::json!(["DCGM_FI_DEV_FB_FREE"])
+    );
+    assert_eq!(v["line_errors"], 1);
+    assert!(
+        v["errors"][0].as_str().unwrap_or("").starts_with("line 7:"),
+        "{}",
+        v["errors"]
+    );
+}
+
+#[test]
+fn inspect_metrics_decodes_a_saved_scrape() {
+    let f = temp_file("scrape.prom", SCRAPE.as_bytes());
+    let out = Command::new(BIN)
+        .args(["inspect", "metrics"])
+        .arg(&f)
+        .output()
+        .expect("run");
+    check(&json_of(&out));
+}
+
+#[test]
+fn inspect_metrics_reads_standard_input() {
+    let mut child = Command::new(BIN)
+        .args(["inspect", "metrics", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(SCRAPE.as_bytes())
+        .expect("write");
+    check(&json_of(&child.wait_with_output().expect("wait")));
+}
+
+#[test]
+fn inspect_metrics_fails_clearly_on_a_missing_or_oversized_file() {
+    let out = Command::new(BIN)
+        .args(["inspect", "metrics", "/nonexistent/scrape.prom"])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/scrape.prom"));
+    let big = temp_file("big.prom", &vec![b'#'; (64 << 20) + 1]);
+    let out = Command::new(BIN)
+        .args(["inspect", "metrics"])
+        .arg(&big)
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("larger than 64 MiB"));
+    let _ = std::fs::remove_file(big);
+}
+
+#[test]
+fn bad_usage_exits_2_with_usage() {
+    let out = Command::new(BIN)
+        .args(["inspect", "bogus"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("usage: gantry"));
+    let out = Command::new(BIN)
+        .env("GANTRY_SIM_NODES", "99999")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sim.nodes"));
+}
