@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use app::backend::{Backend, BackendHandle};
 use app::live::{LiveSnapshot, Overview, EVENT_DELTA, EVENT_SNAPSHOT};
-use axum::extract::{FromRef, Query, State};
+use axum::extract::{FromRef, Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -53,6 +53,8 @@ pub enum ApiError {
     NotReady,
     #[error("not found")]
     NotFound,
+    #[error("node is down: its exporter does not answer")]
+    NodeDown,
     #[error("storage unavailable")]
     Storage(#[source] crate::store::StoreError),
 }
@@ -62,6 +64,7 @@ impl IntoResponse for ApiError {
         let status = match &self {
             ApiError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::NodeDown => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Storage(e) => {
                 // Logged once, here; the client gets no internals.
                 tracing::error!(error = %e, "storage error");
@@ -93,7 +96,10 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics))
         .route("/api/live", get(live_sse));
     if state.simulated {
-        r = r.route("/sim/truth", get(sim_truth));
+        r = r
+            .route("/sim/truth", get(sim_truth))
+            .route("/sim/exporter/dcgm/{node}/metrics", get(sim_dcgm))
+            .route("/sim/exporter/ipmi/{node}/metrics", get(sim_ipmi));
     }
     r.leptos_routes_with_context(
         &state,
@@ -150,6 +156,42 @@ async fn sim_truth(
         None => ApiError::NotReady,
     })?;
     Ok(Json(serde_json::json!({ "seq": q.seq, "truth": &*t })).into_response())
+}
+
+/// Serves one simulated node's exporter text, as its exporter would.
+fn sim_exporter(
+    st: &AppState,
+    node: &str,
+    render: fn(&app::model::Inventory, &crate::sim::Readings, &str) -> Option<String>,
+) -> Result<Response, ApiError> {
+    let frame = st.live.sim_frame().ok_or(ApiError::NotReady)?;
+    if !frame.inventory.nodes.iter().any(|n| n.name == node) {
+        return Err(ApiError::NotFound);
+    }
+    // A down node's exporter does not answer; over a shared listener that is a 503.
+    let body = render(&frame.inventory, &frame.readings, node).ok_or(ApiError::NodeDown)?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response())
+}
+
+async fn sim_dcgm(
+    State(st): State<AppState>,
+    Path(node): Path<String>,
+) -> Result<Response, ApiError> {
+    sim_exporter(&st, &node, crate::sim::exporter::render_dcgm)
+}
+
+async fn sim_ipmi(
+    State(st): State<AppState>,
+    Path(node): Path<String>,
+) -> Result<Response, ApiError> {
+    sim_exporter(&st, &node, crate::sim::exporter::render_ipmi)
 }
 
 fn snapshot_event(overview: &Overview) -> Event {

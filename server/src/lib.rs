@@ -5,6 +5,7 @@ pub mod config;
 pub mod http;
 pub mod live;
 pub mod metrics;
+pub mod scrape;
 pub mod serve;
 pub mod sim;
 pub mod store;

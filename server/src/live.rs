@@ -30,9 +30,16 @@ pub struct Tick {
 /// How many ticks of ground truth `/sim/truth?seq=` can still answer for.
 const TRUTH_KEEP: usize = 300;
 
+/// The simulator's latest readings, which its exporters serve.
+pub struct SimFrame {
+    pub inventory: Arc<Inventory>,
+    pub readings: Readings,
+}
+
 /// Live state, shared by the HTTP layer and the source task.
 pub struct Live {
     current: RwLock<Option<Arc<Tick>>>,
+    sim_frame: RwLock<Option<Arc<SimFrame>>>,
     tx: broadcast::Sender<Arc<Tick>>,
     truths: Mutex<VecDeque<(u64, Arc<SimTruth>)>>,
     pub metrics: Arc<Metrics>,
@@ -43,6 +50,7 @@ impl Live {
         let (tx, _) = broadcast::channel(16);
         Arc::new(Live {
             current: RwLock::new(None),
+            sim_frame: RwLock::new(None),
             tx,
             truths: Mutex::new(VecDeque::new()),
             metrics,
@@ -56,6 +64,17 @@ impl Live {
 
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Tick>> {
         self.tx.subscribe()
+    }
+
+    /// The simulator's latest readings, if the simulator is the source.
+    pub fn sim_frame(&self) -> Option<Arc<SimFrame>> {
+        self.sim_frame.read().ok().and_then(|g| g.clone())
+    }
+
+    fn set_sim_frame(&self, frame: SimFrame) {
+        if let Ok(mut f) = self.sim_frame.write() {
+            *f = Some(Arc::new(frame));
+        }
     }
 
     /// The simulator's truth at tick `seq`, or the newest one.
@@ -333,6 +352,7 @@ pub async fn run_sim_source(
     } = src;
     q.send(StoreWrite::Inventory(Box::new(sim.inventory().clone())));
     record_events(&q, sim.drain_events());
+    let inventory = Arc::new(sim.inventory().clone());
     let wall_start = Instant::now();
     let mut ticker = tokio::time::interval(Duration::from_millis(interval_ms));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -362,7 +382,11 @@ pub async fn run_sim_source(
         for r in rollups.add(&ov) {
             q.send(StoreWrite::Rollup(r));
         }
-        live.publish(ov, Some(sim.truth()));
+        live.publish(ov, Some(sim.truth_with(&readings)));
+        live.set_sim_frame(SimFrame {
+            inventory: Arc::clone(&inventory),
+            readings,
+        });
         live.metrics.live_tick_duration_us.store(
             began.elapsed().as_micros() as u64,
             std::sync::atomic::Ordering::Relaxed,

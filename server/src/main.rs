@@ -7,14 +7,15 @@ use server::config::Config;
 
 const USAGE: &str = "\
 usage: gantry [serve] [--config FILE]
-       gantry inspect metrics FILE|-
+       gantry inspect metrics FILE|URL|-
 
 serve    Runs Gantry. Configuration: defaults, then FILE (or $GANTRY_CONFIG), then GANTRY_*
          variables.
 inspect metrics
-         Prints, as JSON, what Gantry understands from one dcgm-exporter scrape saved in
-         FILE (or read from standard input): per GPU its readings with units, decoded
-         throttle reasons, fields sent as DCGM no-data sentinels, and ignored metrics.
+         Prints, as JSON, what Gantry understands from one dcgm-exporter scrape: saved in
+         FILE, fetched from an http:// URL, or read from standard input. Per GPU: readings
+         with units, decoded throttle reasons, fields sent as DCGM no-data sentinels; and
+         the metrics it ignored and the lines it could not read.
 ";
 
 /// The largest scrape `inspect` reads; a larger one is refused rather than read whole.
@@ -78,7 +79,16 @@ fn inspect(args: &[String]) -> ExitCode {
     match (args.first().map(String::as_str), args.get(1), args.len()) {
         (Some("metrics"), Some(src), 2) => match read_bounded(src) {
             Ok(body) => {
-                let host = if src == "-" { "stdin" } else { src.as_str() };
+                // Without a Hostname label the GPUs belong to where they came from.
+                let host = match src.as_str() {
+                    "-" => "stdin",
+                    url if url.starts_with("http://") => url
+                        .trim_start_matches("http://")
+                        .split(['/', ':'])
+                        .next()
+                        .unwrap_or(url),
+                    path => path,
+                };
                 let scrape = server::telemetry::dcgm::decode(&body, host);
                 let gpus: Vec<serde_json::Value> = scrape
                     .gpus
@@ -121,12 +131,24 @@ fn inspect(args: &[String]) -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        _ => usage_error("inspect takes: metrics FILE|-"),
+        _ => usage_error("inspect takes: metrics FILE|URL|-"),
     }
 }
 
 fn read_bounded(src: &str) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
+    if src.starts_with("http://") {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let client = server::scrape::Client::new(server::scrape::ScrapeConfig {
+            timeout: std::time::Duration::from_secs(10),
+            max_body_bytes: MAX_SCRAPE_BYTES as usize,
+        });
+        return rt
+            .block_on(client.fetch(src))
+            .map_err(std::io::Error::other);
+    }
     let reader: Box<dyn Read> = if src == "-" {
         Box::new(std::io::stdin())
     } else {

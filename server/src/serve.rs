@@ -55,11 +55,6 @@ impl Running {
             Err(e) => Err(ServeError::Io(std::io::Error::other(e))),
         }
     }
-
-    /// Resolves when the server stops by itself (it normally does not).
-    pub fn shutdown_sender(&self) -> watch::Sender<bool> {
-        self.shutdown.clone()
-    }
 }
 
 /// Starts Gantry with `cfg`, listening on `cfg.listen` (port 0 picks a free port).

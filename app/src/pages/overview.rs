@@ -278,6 +278,9 @@ mod client {
         js_sys::Date::now() as UnixMs
     }
 
+    /// The one open EventSource, replaced on reconnect and closed on cleanup.
+    type Slot = std::rc::Rc<std::cell::RefCell<Option<EventSource>>>;
+
     pub fn go_live(
         state: RwSignal<Overview>,
         conn: RwSignal<Conn>,
@@ -290,14 +293,14 @@ mod client {
         now.set(t);
         let ticker =
             set_interval_with_handle(move || now.set(local_now()), Duration::from_millis(500)).ok();
-
-        let es = connect(state, conn, fresh);
-        let es = SendWrapper::new(std::cell::RefCell::new(es));
+        let slot: Slot = Default::default();
+        connect(state, conn, fresh, slot.clone());
+        let slot = SendWrapper::new(slot);
         on_cleanup(move || {
             if let Some(t) = ticker {
                 t.clear();
             }
-            if let Some(es) = es.borrow().as_ref() {
+            if let Some(es) = slot.borrow_mut().take() {
                 es.close();
             }
         });
@@ -307,9 +310,16 @@ mod client {
         state: RwSignal<Overview>,
         conn: RwSignal<Conn>,
         fresh: RwSignal<Freshness>,
-    ) -> Option<EventSource> {
+        slot: Slot,
+    ) {
+        if let Some(old) = slot.borrow_mut().take() {
+            old.close();
+        }
         conn.set(Conn::Connecting);
-        let es = EventSource::new("/api/live").ok()?;
+        let Ok(es) = EventSource::new("/api/live") else {
+            conn.set(Conn::Reconnecting);
+            return;
+        };
 
         let on_open = Closure::<dyn FnMut()>::new(move || conn.set(Conn::Live));
         es.set_onopen(Some(on_open.as_ref().unchecked_ref()));
@@ -337,7 +347,7 @@ mod client {
             .add_event_listener_with_callback(EVENT_SNAPSHOT, on_snapshot.as_ref().unchecked_ref());
         on_snapshot.forget();
 
-        let es_for_gap = SendWrapper::new(es.clone());
+        let slot_for_gap = slot.clone();
         let on_delta = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
             let Some(text) = ev.data().as_string() else {
                 return;
@@ -348,10 +358,9 @@ mod client {
             let mut gap = false;
             state.update(|s| gap = s.apply(&delta).is_err());
             if gap {
-                // Missed an update: start over from a fresh snapshot.
-                es_for_gap.close();
+                // Missed an update: start over from a fresh snapshot on a new connection.
                 conn.set(Conn::Reconnecting);
-                let _ = connect(state, conn, fresh);
+                connect(state, conn, fresh, slot_for_gap.clone());
             } else {
                 fresh.set(Freshness {
                     received_ms: local_now(),
@@ -361,6 +370,6 @@ mod client {
         });
         let _ = es.add_event_listener_with_callback(EVENT_DELTA, on_delta.as_ref().unchecked_ref());
         on_delta.forget();
-        Some(es)
+        *slot.borrow_mut() = Some(es);
     }
 }

@@ -9,6 +9,7 @@
 //! The simulator knows the ground truth ([`Sim::truth`]), which is computed from its own
 //! state and never from readings, so tests can compare what Gantry shows with what is so.
 
+pub mod exporter;
 mod model;
 mod rng;
 
@@ -560,7 +561,14 @@ impl Sim {
 
     /// The ground truth now, from the simulator's own state.
     pub fn truth(&self) -> SimTruth {
-        model::truth(self)
+        model::truth(self, &self.readings())
+    }
+
+    /// The ground truth now, reusing `readings` taken at the current time (saves a second
+    /// pass over every GPU per tick).
+    pub fn truth_with(&self, readings: &Readings) -> SimTruth {
+        debug_assert_eq!(readings.at_ms, self.t_ms);
+        model::truth(self, readings)
     }
 }
 

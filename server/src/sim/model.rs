@@ -190,8 +190,7 @@ pub struct SimTruth {
     pub nodes: Vec<(String, NodeState)>,
 }
 
-pub(super) fn truth(sim: &Sim) -> SimTruth {
-    let readings = sim.readings();
+pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
     let mut gpus = GpuCounts::default();
     for n in &sim.nodes {
         let k = GPUS_PER_NODE as u32;
@@ -248,6 +247,6 @@ pub(super) fn truth(sim: &Sim) -> SimTruth {
             .filter(|j| j.job.state == app::model::JobState::Pending)
             .count() as u32,
         racks,
-        nodes: readings.nodes,
+        nodes: readings.nodes.clone(),
     }
 }

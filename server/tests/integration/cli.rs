@@ -103,6 +103,35 @@ fn inspect_metrics_fails_clearly_on_a_missing_or_oversized_file() {
     let _ = std::fs::remove_file(big);
 }
 
+#[tokio::test]
+async fn inspect_metrics_fetches_a_url() {
+    let cfg = crate::support::test_config(crate::support::sqlite_url(), 16, 1.0, 200);
+    let r = server::serve::start(cfg).await.expect("server");
+    crate::support::wait_ready(&r).await;
+    while r.live.sim_frame().is_none() {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let url = format!("http://{}/sim/exporter/dcgm/gpu002/metrics", r.addr);
+    let out = tokio::process::Command::new(BIN)
+        .args(["inspect", "metrics", &url])
+        .output()
+        .await
+        .expect("run");
+    let v = json_of(&out);
+    assert_eq!(v["gpus"].as_array().map(Vec::len), Some(8));
+    assert_eq!(v["gpus"][0]["host"], "gpu002");
+    assert_eq!(v["line_errors"], 0);
+    let bad = format!("http://{}/sim/exporter/dcgm/nope/metrics", r.addr);
+    let out = tokio::process::Command::new(BIN)
+        .args(["inspect", "metrics", &bad])
+        .output()
+        .await
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HTTP status 404"));
+    r.stop().await.expect("stop");
+}
+
 #[test]
 fn bad_usage_exits_2_with_usage() {
     let out = Command::new(BIN)

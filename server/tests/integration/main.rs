@@ -3,9 +3,11 @@
 //! - `storage`: the same storage story on SQLite and on PostgreSQL.
 //! - `http`: a real server on a real socket: pages, live SSE, health, metrics, shutdown.
 //! - `cli`: the `gantry` binary's operator commands.
+//! - `scrape`: exporters over real sockets, including ones that hang, flood or lie.
 
 mod support;
 
 mod cli;
 mod http;
+mod scrape;
 mod storage;

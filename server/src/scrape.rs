@@ -1,0 +1,274 @@
+//! Fetching exporters over HTTP: one GET with a deadline, a body size cap (enforced while
+//! reading, so a 100 MB answer costs at most the cap), gzip, and one clear error per
+//! target; and each target's health with backoff. Parsing is `telemetry`'s job: this
+//! module only moves bytes.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper::header;
+use hyper_util::client::legacy::{connect::HttpConnector, Client as HyperClient};
+use hyper_util::rt::TokioExecutor;
+
+use app::model::UnixMs;
+
+/// Limits of one scrape.
+#[derive(Clone, Debug)]
+pub struct ScrapeConfig {
+    /// The whole exchange: connect, headers and body.
+    pub timeout: Duration,
+    /// Largest body accepted, after gzip decoding.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ScrapeConfig {
+    fn default() -> Self {
+        ScrapeConfig {
+            timeout: Duration::from_secs(5),
+            max_body_bytes: 16 << 20,
+        }
+    }
+}
+
+/// Why a scrape failed; shown per target in the health view.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ScrapeError {
+    #[error("invalid target URL {0:?}")]
+    BadUrl(String),
+    #[error("connection failed: {0}")]
+    Connect(String),
+    #[error("no complete answer within {0} ms")]
+    Timeout(u64),
+    #[error("HTTP status {0}")]
+    Status(u16),
+    #[error("body larger than {0} bytes")]
+    TooLarge(usize),
+    #[error("not metrics: content type {0:?}")]
+    NotMetrics(String),
+    #[error("bad gzip body: {0}")]
+    Gzip(String),
+}
+
+/// An HTTP client for exporters; cheap to clone, shares connections.
+#[derive(Clone)]
+pub struct Client {
+    inner: HyperClient<HttpConnector, Empty<Bytes>>,
+    cfg: ScrapeConfig,
+}
+
+impl Client {
+    pub fn new(cfg: ScrapeConfig) -> Client {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(cfg.timeout));
+        connector.set_nodelay(true);
+        let inner = HyperClient::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(2)
+            .build(connector);
+        Client { inner, cfg }
+    }
+
+    /// GETs `url` and returns its decoded body.
+    pub async fn fetch(&self, url: &str) -> Result<Vec<u8>, ScrapeError> {
+        let uri: hyper::Uri = url
+            .parse()
+            .map_err(|_| ScrapeError::BadUrl(url.chars().take(200).collect()))?;
+        if uri.scheme_str() != Some("http") || uri.host().is_none() {
+            return Err(ScrapeError::BadUrl(url.chars().take(200).collect()));
+        }
+        let req = hyper::Request::get(uri)
+            .header(header::ACCEPT, "text/plain;version=0.0.4;q=0.9,*/*;q=0.1")
+            .header(header::ACCEPT_ENCODING, "gzip")
+            .header(
+                header::USER_AGENT,
+                concat!("gantry/", env!("CARGO_PKG_VERSION")),
+            )
+            .body(Empty::<Bytes>::new())
+            .map_err(|_| ScrapeError::BadUrl(url.chars().take(200).collect()))?;
+        let deadline = self.cfg.timeout;
+        let max = self.cfg.max_body_bytes;
+        let work = async {
+            let resp = self
+                .inner
+                .request(req)
+                .await
+                .map_err(|e| ScrapeError::Connect(error_chain(&e)))?;
+            let status = resp.status();
+            if !status.is_success() {
+                return Err(ScrapeError::Status(status.as_u16()));
+            }
+            let ctype = header_str(resp.headers(), header::CONTENT_TYPE);
+            if ctype.starts_with("text/html") || ctype.starts_with("application/json") {
+                return Err(ScrapeError::NotMetrics(ctype.chars().take(100).collect()));
+            }
+            let gzip =
+                header_str(resp.headers(), header::CONTENT_ENCODING).eq_ignore_ascii_case("gzip");
+            let mut body = resp.into_body();
+            let mut raw: Vec<u8> = Vec::new();
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| ScrapeError::Connect(error_chain(&e)))?;
+                if let Some(data) = frame.data_ref() {
+                    if raw.len() + data.len() > max {
+                        return Err(ScrapeError::TooLarge(max));
+                    }
+                    raw.extend_from_slice(data);
+                }
+            }
+            if gzip {
+                gunzip(&raw, max)
+            } else {
+                Ok(raw)
+            }
+        };
+        tokio::time::timeout(deadline, work)
+            .await
+            .unwrap_or(Err(ScrapeError::Timeout(deadline.as_millis() as u64)))
+    }
+}
+
+fn header_str(h: &hyper::HeaderMap, name: header::HeaderName) -> String {
+    h.get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// The error and its causes on one line (hyper's top-level message alone says little).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s.chars().take(300).collect()
+}
+
+fn gunzip(raw: &[u8], max: usize) -> Result<Vec<u8>, ScrapeError> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(raw)
+        .take(max as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| ScrapeError::Gzip(e.to_string()))?;
+    if out.len() > max {
+        return Err(ScrapeError::TooLarge(max));
+    }
+    Ok(out)
+}
+
+/// A target's health, for the targets view and for backoff.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct TargetHealth {
+    pub url: String,
+    pub last_attempt_ms: Option<UnixMs>,
+    pub last_success_ms: Option<UnixMs>,
+    pub last_error: Option<String>,
+    pub last_duration_ms: Option<u64>,
+    pub last_samples: usize,
+    pub consecutive_failures: u32,
+}
+
+/// The longest a failing target waits between attempts.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+impl TargetHealth {
+    pub fn new(url: &str) -> TargetHealth {
+        TargetHealth {
+            url: url.into(),
+            ..TargetHealth::default()
+        }
+    }
+
+    /// Records one attempt that ended at `now_ms` after `took`.
+    pub fn record(&mut self, now_ms: UnixMs, took: Duration, result: Result<usize, &ScrapeError>) {
+        self.last_attempt_ms = Some(now_ms);
+        self.last_duration_ms = Some(took.as_millis() as u64);
+        match result {
+            Ok(samples) => {
+                self.last_success_ms = Some(now_ms);
+                self.last_error = None;
+                self.last_samples = samples;
+                self.consecutive_failures = 0;
+            }
+            Err(e) => {
+                self.last_error = Some(e.to_string());
+                self.consecutive_failures = self.consecutive_failures.saturating_add(1);
+            }
+        }
+    }
+
+    /// When the next attempt is due: every `interval` while healthy; after failures the
+    /// wait doubles per failure, up to [`MAX_BACKOFF`].
+    pub fn next_due_ms(&self, interval: Duration) -> UnixMs {
+        let Some(last) = self.last_attempt_ms else {
+            return 0;
+        };
+        let factor = 1u32 << self.consecutive_failures.min(6);
+        let wait = (interval * factor).min(MAX_BACKOFF.max(interval));
+        last + wait.as_millis() as i64
+    }
+
+    /// Whether the data of this target is stale: no success within two intervals.
+    pub fn is_stale(&self, now_ms: UnixMs, interval: Duration) -> bool {
+        self.last_success_ms
+            .is_none_or(|t| now_ms - t > 2 * interval.as_millis() as i64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_per_failure_up_to_five_minutes() {
+        let i = Duration::from_secs(10);
+        let mut h = TargetHealth::new("http://x/metrics");
+        assert_eq!(h.next_due_ms(i), 0);
+        h.record(1_000, Duration::from_millis(5), Ok(10));
+        assert_eq!(h.next_due_ms(i), 11_000);
+        let e = ScrapeError::Timeout(5000);
+        h.record(2_000, Duration::from_secs(5), Err(&e));
+        assert_eq!(h.next_due_ms(i), 2_000 + 20_000);
+        for k in 0..10 {
+            h.record(3_000 + k, Duration::from_secs(5), Err(&e));
+        }
+        assert_eq!(h.next_due_ms(i), 3_009 + 300_000);
+        assert_eq!(
+            h.last_error.as_deref(),
+            Some("no complete answer within 5000 ms")
+        );
+        h.record(500_000, Duration::from_millis(3), Ok(240));
+        assert_eq!(
+            (h.consecutive_failures, h.last_samples, h.last_error.clone()),
+            (0, 240, None)
+        );
+    }
+
+    #[test]
+    fn staleness_is_two_intervals_without_success() {
+        let i = Duration::from_secs(10);
+        let mut h = TargetHealth::new("u");
+        assert!(h.is_stale(0, i));
+        h.record(1_000, Duration::ZERO, Ok(1));
+        assert!(!h.is_stale(21_000, i));
+        assert!(h.is_stale(21_001, i));
+    }
+
+    #[test]
+    fn gzip_is_decoded_and_bounded() {
+        use std::io::Write;
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(&vec![b'a'; 10_000]).expect("gzip");
+        let gz = enc.finish().expect("gzip");
+        assert_eq!(gunzip(&gz, 10_000).map(|v| v.len()), Ok(10_000));
+        // A small bomb: 10 kB that would inflate past the cap is refused, not inflated.
+        assert_eq!(gunzip(&gz, 9_999), Err(ScrapeError::TooLarge(9_999)));
+        assert!(matches!(
+            gunzip(b"not gzip", 100),
+            Err(ScrapeError::Gzip(_))
+        ));
+    }
+}

@@ -1,0 +1,302 @@
+//! The simulated cluster's exporters: each node's readings rendered exactly as
+//! dcgm-exporter 4.x (per GPU) and ipmi_exporter (node power, inlet temperature) write
+//! them, so Gantry's scrape path reads the simulator like a real cluster. Pure: readings
+//! in, text out.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use app::model::{Inventory, Job, JobState};
+
+use super::Readings;
+
+const DRIVER_VERSION: &str = "580.105.08";
+
+/// dcgm-exporter's text for `node`, or `None` for a node the cluster does not have. A node
+/// that is down answers nothing (its exporter is unreachable), which is also `None`.
+pub fn render_dcgm(inv: &Inventory, r: &Readings, node: &str) -> Option<String> {
+    let n = inv.nodes.iter().find(|n| n.name == node)?;
+    let gpus: Vec<_> = r.gpus.iter().filter(|g| g.node == node).collect();
+    if gpus.iter().all(|g| g.power_watts.is_none()) {
+        return None;
+    }
+    let jobs: Vec<&Job> = r
+        .jobs
+        .iter()
+        .filter(|j| j.state == JobState::Running && j.nodes.iter().any(|x| x == node))
+        .collect();
+    let mut out = String::with_capacity(gpus.len() * 2600);
+    let labels: Vec<String> = gpus
+        .iter()
+        .map(|g| {
+            let inv_gpu = n.gpus.iter().find(|x| x.index == g.index);
+            format!(
+                "gpu=\"{i}\",UUID=\"{uuid}\",pci_bus_id=\"00000000:{bus:02X}:00.0\",device=\"nvidia{i}\",modelName=\"{model}\",Hostname=\"{node}\",DCGM_FI_DRIVER_VERSION=\"{DRIVER_VERSION}\"",
+                i = g.index,
+                uuid = inv_gpu.map(|x| x.uuid.as_str()).unwrap_or(""),
+                bus = 0x18 + 0x11 * g.index,
+                model = inv_gpu.map(|x| x.model.as_str()).unwrap_or(""),
+            )
+        })
+        .collect();
+    let job_label = jobs
+        .first()
+        .map(|j| format!(",hpc_job=\"{}\"", j.id))
+        .unwrap_or_default();
+    let mut family = |name: &str,
+                      kind: &str,
+                      help: &str,
+                      value: &dyn Fn(usize) -> Option<String>,
+                      with_job: bool| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (i, l) in labels.iter().enumerate() {
+            if let Some(v) = value(i) {
+                let job = if with_job { job_label.as_str() } else { "" };
+                let _ = writeln!(out, "{name}{{{l}{job}}} {v}");
+            }
+        }
+    };
+    let int = |v: Option<f64>| v.map(|x| format!("{}", x.round() as i64));
+    let float = |v: Option<f64>| v.map(|x| format!("{x:.6}"));
+    family(
+        "DCGM_FI_DEV_SM_CLOCK",
+        "gauge",
+        "SM clock frequency (in MHz).",
+        &|i| int(gpus[i].sm_clock_mhz),
+        false,
+    );
+    family(
+        "DCGM_FI_DEV_GPU_TEMP",
+        "gauge",
+        "GPU temperature (in C).",
+        &|i| int(gpus[i].temp_celsius),
+        false,
+    );
+    family(
+        "DCGM_FI_DEV_POWER_USAGE",
+        "gauge",
+        "Power draw (in W).",
+        &|i| float(gpus[i].power_watts),
+        true,
+    );
+    family(
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        "gauge",
+        "Current clock throttle reasons.",
+        &|i| gpus[i].throttle.map(|t| t.0.to_string()),
+        false,
+    );
+    family(
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "gauge",
+        "The ratio of cycles an SM has at least 1 warp assigned (in %).",
+        &|i| float(gpus[i].sm_active_ratio),
+        true,
+    );
+    family(
+        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+        "counter",
+        "Total number of double-bit persistent ECC errors.",
+        &|i| gpus[i].ecc_dbe_total.map(|v| v.to_string()),
+        false,
+    );
+    // The last XID, with the exporter's err_code/err_msg labels; 0 when there was none.
+    let _ = writeln!(
+        out,
+        "# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.\n# TYPE DCGM_FI_DEV_XID_ERRORS gauge"
+    );
+    for (g, l) in gpus.iter().zip(&labels) {
+        match g.last_xid {
+            Some(x) => {
+                let msg = if x == 48 {
+                    "DBE (Double Bit Error) ECC Error"
+                } else {
+                    ""
+                };
+                let _ = writeln!(
+                    out,
+                    "DCGM_FI_DEV_XID_ERRORS{{{l},err_code=\"{x}\",err_msg=\"{msg}\"}} {x}"
+                );
+            }
+            None => {
+                let _ = writeln!(out, "DCGM_FI_DEV_XID_ERRORS{{{l}}} 0");
+            }
+        }
+    }
+    // H100 HBM3 reports memory temperature; the simulator does not model it, so it sends
+    // DCGM's "not supported" sentinel, as real exporters do for fields they cannot read.
+    let _ = writeln!(
+        out,
+        "# HELP DCGM_FI_DEV_MEMORY_TEMP Memory temperature (in C).\n# TYPE DCGM_FI_DEV_MEMORY_TEMP gauge"
+    );
+    for l in &labels {
+        let _ = writeln!(out, "DCGM_FI_DEV_MEMORY_TEMP{{{l}}} 9223372036854775794");
+    }
+    Some(out)
+}
+
+/// ipmi_exporter's text for `node`: DCMI power and the inlet temperature sensor. Node power
+/// is its GPUs plus the host; inlet is its rack's.
+pub fn render_ipmi(inv: &Inventory, r: &Readings, node: &str) -> Option<String> {
+    let n = inv.nodes.iter().find(|n| n.name == node)?;
+    let watts = node_power_watts(r, node)?;
+    let inlet = r
+        .racks
+        .iter()
+        .find(|x| x.rack == n.rack)
+        .and_then(|x| x.inlet_celsius)?;
+    let mut out = String::with_capacity(512);
+    let _ = writeln!(
+        out,
+        "# HELP ipmi_dcmi_power_consumption_watts Current power consumption in Watts."
+    );
+    let _ = writeln!(out, "# TYPE ipmi_dcmi_power_consumption_watts gauge");
+    let _ = writeln!(
+        out,
+        "ipmi_dcmi_power_consumption_watts {}",
+        watts.round() as i64
+    );
+    let _ = writeln!(
+        out,
+        "# HELP ipmi_temperature_celsius Temperature reading in degree Celsius."
+    );
+    let _ = writeln!(out, "# TYPE ipmi_temperature_celsius gauge");
+    let _ = writeln!(
+        out,
+        "ipmi_temperature_celsius{{id=\"1\",name=\"Inlet Temp\"}} {}",
+        inlet.round() as i64
+    );
+    let _ = writeln!(
+        out,
+        "# HELP ipmi_up '1' if a scrape of the IPMI device was successful, '0' otherwise."
+    );
+    let _ = writeln!(out, "# TYPE ipmi_up gauge");
+    let _ = writeln!(out, "ipmi_up{{collector=\"dcmi\"}} 1");
+    Some(out)
+}
+
+/// A node's total power as its BMC reports it, from the simulator's rack model: GPUs plus
+/// host. `None` when the node is down.
+pub fn node_power_watts(r: &Readings, node: &str) -> Option<f64> {
+    let gpus: Vec<_> = r.gpus.iter().filter(|g| g.node == node).collect();
+    if gpus.is_empty() || gpus.iter().all(|g| g.power_watts.is_none()) {
+        return None;
+    }
+    let gpu_watts: f64 = gpus.iter().filter_map(|g| g.power_watts).sum();
+    let load: f64 = gpus.iter().filter_map(|g| g.sm_active_ratio).sum::<f64>() / gpus.len() as f64;
+    Some(gpu_watts + super::HOST_IDLE_WATTS + super::HOST_LOAD_WATTS * load)
+}
+
+/// Node -> rack, for callers that sum node power per rack.
+pub fn rack_of(inv: &Inventory) -> HashMap<&str, &str> {
+    inv.nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.rack.as_str()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::Sim;
+    use crate::telemetry::dcgm::{decode, Field};
+
+    const T0: i64 = 1_795_968_000_000;
+
+    #[test]
+    fn scraped_text_round_trips_to_the_simulators_readings() {
+        let sim = Sim::new(64, 42, "t", T0);
+        let r = sim.readings();
+        let mut checked = 0;
+        for node in &sim.inventory().nodes {
+            let Some(text) = render_dcgm(sim.inventory(), &r, &node.name) else {
+                continue;
+            };
+            let scrape = decode(text.as_bytes(), "unused");
+            assert_eq!(scrape.line_errors, 0, "{:?}", scrape.errors);
+            assert!(
+                scrape.ignored_metrics.is_empty(),
+                "{:?}",
+                scrape.ignored_metrics
+            );
+            assert_eq!(scrape.gpus.len(), 8);
+            for g in &scrape.gpus {
+                let want = r
+                    .gpus
+                    .iter()
+                    .find(|x| x.node == node.name && x.index == g.gpu)
+                    .expect("gpu");
+                let got = g.to_reading();
+                assert_eq!(got.node, want.node);
+                assert!(
+                    (got.power_watts.unwrap_or(-1.0) - want.power_watts.unwrap_or(0.0)).abs()
+                        < 1e-5
+                );
+                assert!(
+                    (got.sm_active_ratio.unwrap_or(-1.0) - want.sm_active_ratio.unwrap_or(0.0))
+                        .abs()
+                        < 1e-5
+                );
+                assert_eq!(got.throttle, want.throttle);
+                assert_eq!(got.ecc_dbe_total, want.ecc_dbe_total);
+                assert_eq!(got.last_xid, want.last_xid);
+                assert_eq!(got.temp_celsius, want.temp_celsius.map(f64::round));
+                assert_eq!(g.no_data, vec![Field::MemoryTempCelsius]);
+                assert_eq!(
+                    g.uuid.as_deref(),
+                    node.gpus.get(g.gpu as usize).map(|x| x.uuid.as_str())
+                );
+                checked += 1;
+            }
+        }
+        // Every node answers but the down one (the drained one is up, just not scheduled).
+        assert_eq!(checked, 63 * 8);
+    }
+
+    #[test]
+    fn running_jobs_label_their_gpus_and_unknown_nodes_are_none() {
+        let sim = Sim::new(64, 42, "t", T0);
+        let r = sim.readings();
+        let job = r
+            .jobs
+            .iter()
+            .find(|j| j.state == JobState::Running)
+            .expect("a running job");
+        let text = render_dcgm(sim.inventory(), &r, &job.nodes[0]).expect("text");
+        let scrape = decode(text.as_bytes(), "x");
+        assert!(scrape
+            .gpus
+            .iter()
+            .all(|g| g.hpc_jobs == vec![job.id.to_string()]));
+        assert_eq!(render_dcgm(sim.inventory(), &r, "nope"), None);
+        assert_eq!(render_ipmi(sim.inventory(), &r, "nope"), None);
+    }
+
+    #[test]
+    fn node_power_over_bmc_sums_to_the_rack_truth() {
+        let sim = Sim::new(64, 42, "t", T0);
+        let r = sim.readings();
+        let truth = sim.truth();
+        let racks = rack_of(sim.inventory());
+        let mut per_rack: HashMap<&str, f64> = HashMap::new();
+        for n in &sim.inventory().nodes {
+            if let Some(text) = render_ipmi(sim.inventory(), &r, &n.name) {
+                let mut watts = None;
+                crate::telemetry::exposition::parse(text.as_bytes(), |s| {
+                    if s.name == "ipmi_dcmi_power_consumption_watts" {
+                        watts = Some(s.value);
+                    }
+                });
+                *per_rack.entry(racks[n.name.as_str()]).or_default() += watts.expect("power");
+            }
+        }
+        for tr in &truth.racks {
+            // BMCs report whole watts: within half a watt per node.
+            assert!(
+                (per_rack[tr.name.as_str()] - tr.power_watts).abs() <= 4.0,
+                "{}",
+                tr.name
+            );
+        }
+    }
+}

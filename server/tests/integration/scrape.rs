@@ -1,0 +1,222 @@
+//! Scraping over real sockets: the simulator's exporters, and targets that misbehave.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use server::scrape::{Client, ScrapeConfig, ScrapeError};
+use server::telemetry::dcgm;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::support;
+
+/// What a fake target does with each connection.
+#[derive(Clone)]
+enum Behaviour {
+    /// Reads the request, then holds the connection open and says nothing.
+    Hang,
+    /// Writes these bytes and closes.
+    Raw(Vec<u8>),
+    /// A 200 with a chunked body that goes on for up to 200 MB.
+    Endless,
+}
+
+async fn target(b: Behaviour) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = l.local_addr().expect("addr");
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            let b = b.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                match b {
+                    Behaviour::Hang => tokio::time::sleep(Duration::from_secs(60)).await,
+                    Behaviour::Raw(bytes) => {
+                        let _ = s.write_all(&bytes).await;
+                    }
+                    Behaviour::Endless => {
+                        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n";
+                        if s.write_all(head.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        let line =
+                            "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",Hostname=\"x\"} 41\n".repeat(1500);
+                        let chunk = format!("{:x}\r\n{line}\r\n", line.len());
+                        for _ in 0..(200 << 20) / chunk.len() {
+                            if s.write_all(chunk.as_bytes()).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn response(ctype: &str, extra: &str, body: &[u8]) -> Vec<u8> {
+    let mut r = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    r.extend_from_slice(body);
+    r
+}
+
+fn client(timeout_ms: u64, max: usize) -> Client {
+    Client::new(ScrapeConfig {
+        timeout: Duration::from_millis(timeout_ms),
+        max_body_bytes: max,
+    })
+}
+
+#[tokio::test]
+async fn the_simulators_exporters_scrape_like_real_ones() {
+    let cfg = support::test_config(support::sqlite_url(), 64, 1.0, 200);
+    let r = server::serve::start(cfg).await.expect("server");
+    support::wait_ready(&r).await;
+    for _ in 0..100 {
+        if r.live.sim_frame().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let c = client(5_000, 1 << 20);
+    let base = format!("http://{}/sim/exporter", r.addr);
+    let body = c
+        .fetch(&format!("{base}/dcgm/gpu001/metrics"))
+        .await
+        .expect("dcgm");
+    let scrape = dcgm::decode(&body, "gpu001");
+    assert_eq!(scrape.line_errors, 0);
+    assert_eq!(scrape.gpus.len(), 8);
+    assert!(scrape
+        .gpus
+        .iter()
+        .all(|g| g.host == "gpu001" && g.get(dcgm::Field::PowerWatts).is_some()));
+    let ipmi = c
+        .fetch(&format!("{base}/ipmi/gpu001/metrics"))
+        .await
+        .expect("ipmi");
+    assert!(String::from_utf8_lossy(&ipmi).contains("ipmi_dcmi_power_consumption_watts "));
+    assert_eq!(
+        c.fetch(&format!("{base}/dcgm/gpu999/metrics")).await,
+        Err(ScrapeError::Status(404))
+    );
+    // The simulated cluster's down node (gpu061) has no exporter answering.
+    assert_eq!(
+        c.fetch(&format!("{base}/dcgm/gpu061/metrics")).await,
+        Err(ScrapeError::Status(503))
+    );
+    r.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn a_target_that_never_answers_times_out_without_holding_up_others() {
+    let hang = target(Behaviour::Hang).await;
+    let good = target(Behaviour::Raw(response(
+        "text/plain; version=0.0.4",
+        "",
+        b"up 1\n",
+    )))
+    .await;
+    let c = client(800, 1 << 20);
+    let started = Instant::now();
+    let (hang_url, good_url) = (
+        format!("http://{hang}/metrics"),
+        format!("http://{good}/metrics"),
+    );
+    let (h, g) = tokio::join!(c.fetch(&hang_url), async {
+        let t = Instant::now();
+        (c.fetch(&good_url).await, t.elapsed())
+    });
+    assert_eq!(h, Err(ScrapeError::Timeout(800)));
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(g.0.as_deref(), Ok(&b"up 1\n"[..]));
+    assert!(
+        g.1 < Duration::from_millis(500),
+        "the good target waited {:?}",
+        g.1
+    );
+}
+
+#[tokio::test]
+async fn a_huge_body_is_cut_off_at_the_cap() {
+    let endless = target(Behaviour::Endless).await;
+    let started = Instant::now();
+    let res = client(10_000, 4 << 20)
+        .fetch(&format!("http://{endless}/metrics"))
+        .await;
+    assert_eq!(res, Err(ScrapeError::TooLarge(4 << 20)));
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn html_errors_refusals_gzip_and_garbage() {
+    let c = client(2_000, 1 << 20);
+    let html = target(Behaviour::Raw(response(
+        "text/html; charset=utf-8",
+        "",
+        b"<html>login</html>",
+    )))
+    .await;
+    assert_eq!(
+        c.fetch(&format!("http://{html}/metrics")).await,
+        Err(ScrapeError::NotMetrics("text/html; charset=utf-8".into()))
+    );
+    let err = target(Behaviour::Raw(
+        b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n".to_vec(),
+    ))
+    .await;
+    assert_eq!(
+        c.fetch(&format!("http://{err}/metrics")).await,
+        Err(ScrapeError::Status(500))
+    );
+
+    // A port nobody listens on.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr")
+    };
+    assert!(matches!(
+        c.fetch(&format!("http://{closed}/metrics")).await,
+        Err(ScrapeError::Connect(_))
+    ));
+    assert!(matches!(
+        c.fetch("ftp://example/metrics").await,
+        Err(ScrapeError::BadUrl(_))
+    ));
+
+    use std::io::Write;
+    let text = "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",Hostname=\"n1\"} 55\n";
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(text.as_bytes()).expect("gzip");
+    let gz = enc.finish().expect("gzip");
+    let gzt = target(Behaviour::Raw(response(
+        "text/plain",
+        "Content-Encoding: gzip\r\n",
+        &gz,
+    )))
+    .await;
+    assert_eq!(
+        c.fetch(&format!("http://{gzt}/metrics")).await.as_deref(),
+        Ok(text.as_bytes())
+    );
+
+    // Bytes that are not UTF-8: fetched as bytes; the parser reports the lines, no panic.
+    let junk: Vec<u8> = (0..4096u32).map(|i| (i * 7919 % 251) as u8).collect();
+    let jt = target(Behaviour::Raw(response("text/plain", "", &junk))).await;
+    let body = c
+        .fetch(&format!("http://{jt}/metrics"))
+        .await
+        .expect("bytes");
+    let scrape = dcgm::decode(&body, "x");
+    assert!(scrape.gpus.is_empty());
+    assert!(scrape.line_errors > 0);
+}
