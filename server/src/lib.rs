@@ -8,5 +8,6 @@ pub mod metrics;
 pub mod scrape;
 pub mod serve;
 pub mod sim;
+pub mod slurm;
 pub mod store;
 pub mod telemetry;

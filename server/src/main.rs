@@ -8,6 +8,7 @@ use server::config::Config;
 const USAGE: &str = "\
 usage: gantry [serve] [--config FILE]
        gantry inspect metrics FILE|URL|-
+       gantry inspect topology FILE
 
 serve    Runs Gantry. Configuration: defaults, then FILE (or $GANTRY_CONFIG), then GANTRY_*
          variables.
@@ -16,6 +17,8 @@ inspect metrics
          FILE, fetched from an http:// URL, or read from standard input. Per GPU: readings
          with units, decoded throttle reasons, fields sent as DCGM no-data sentinels; and
          the metrics it ignored and the lines it could not read.
+inspect topology
+         Prints a Slurm topology.conf (tree or block) as JSON, hostlists expanded.
 ";
 
 /// The largest scrape `inspect` reads; a larger one is refused rather than read whole.
@@ -131,7 +134,36 @@ fn inspect(args: &[String]) -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        _ => usage_error("inspect takes: metrics FILE|URL|-"),
+        (Some("topology"), Some(path), 2) => {
+            let text = match read_bounded(path).map(String::from_utf8) {
+                Ok(Ok(t)) => t,
+                Ok(Err(_)) => {
+                    eprintln!("gantry: {path}: not UTF-8 text");
+                    return ExitCode::FAILURE;
+                }
+                Err(e) => {
+                    eprintln!("gantry: {path}: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match server::slurm::topology::parse(&text) {
+                Ok(t) => match serde_json::to_string_pretty(&t) {
+                    Ok(s) => {
+                        println!("{s}");
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        eprintln!("gantry: {e}");
+                        ExitCode::FAILURE
+                    }
+                },
+                Err(e) => {
+                    eprintln!("gantry: {path}: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        _ => usage_error("inspect takes: metrics FILE|URL|- or topology FILE"),
     }
 }
 

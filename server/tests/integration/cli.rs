@@ -133,6 +133,33 @@ async fn inspect_metrics_fetches_a_url() {
 }
 
 #[test]
+fn inspect_topology_expands_hostlists() {
+    let f = temp_file(
+        "topology.conf",
+        b"SwitchName=leaf1 Nodes=gpu[001-008]\nSwitchName=leaf2 Nodes=gpu[009-016]\nSwitchName=spine Switches=leaf[1-2]\n",
+    );
+    let out = Command::new(BIN)
+        .args(["inspect", "topology"])
+        .arg(&f)
+        .output()
+        .expect("run");
+    let v = json_of(&out);
+    assert_eq!(v["switches"][1]["nodes"][7], "gpu016");
+    assert_eq!(
+        v["switches"][2]["switches"],
+        serde_json::json!(["leaf1", "leaf2"])
+    );
+    let bad = temp_file("bad.conf", b"SwitchName=leaf1 Nodes=gpu[001-\n");
+    let out = Command::new(BIN)
+        .args(["inspect", "topology"])
+        .arg(&bad)
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 1: unbalanced brackets"));
+}
+
+#[test]
 fn bad_usage_exits_2_with_usage() {
     let out = Command::new(BIN)
         .args(["inspect", "bogus"])

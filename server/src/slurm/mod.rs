@@ -1,0 +1,6 @@
+//! Slurm: the pure parts first (hostlists, topology.conf, state normalization). The
+//! transports (CLI, slurmrestd) and the poller build on these.
+
+pub mod hostlist;
+pub mod state;
+pub mod topology;
