@@ -34,6 +34,15 @@ pub enum SourceKind {
     Simulator,
 }
 
+/// How telemetry reaches the live views.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TelemetryKind {
+    /// Scrape exporters over HTTP (with the simulator: its own exporter endpoints).
+    Scrape,
+    /// Take the simulator's readings directly, skipping HTTP (for very large simulations).
+    Direct,
+}
+
 /// The simulated cluster's shape and pace.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimConfig {
@@ -58,6 +67,9 @@ pub struct Config {
     pub live_interval_ms: u64,
     pub request_timeout_ms: u64,
     pub source: SourceKind,
+    pub telemetry: TelemetryKind,
+    /// Scrapes in flight at once.
+    pub scrape_concurrency: usize,
     pub sim: SimConfig,
 }
 
@@ -71,6 +83,8 @@ impl Default for Config {
             live_interval_ms: 1000,
             request_timeout_ms: 30_000,
             source: SourceKind::Simulator,
+            telemetry: TelemetryKind::Scrape,
+            scrape_concurrency: 64,
             sim: SimConfig {
                 nodes: 64,
                 seed: 42,
@@ -113,6 +127,8 @@ struct FileConfig {
     live_interval_ms: Option<u64>,
     request_timeout_ms: Option<u64>,
     source: Option<String>,
+    telemetry: Option<String>,
+    scrape_concurrency: Option<usize>,
     sim: Option<FileSim>,
 }
 
@@ -166,6 +182,10 @@ impl Config {
                     raw.request_timeout_ms = Some(value.parse().map_err(|_| num("milliseconds"))?)
                 }
                 "SOURCE" => raw.source = Some(value),
+                "TELEMETRY" => raw.telemetry = Some(value),
+                "SCRAPE_CONCURRENCY" => {
+                    raw.scrape_concurrency = Some(value.parse().map_err(|_| num("a count"))?)
+                }
                 "SIM_NODES" => sim.nodes = Some(value.parse().map_err(|_| num("a node count"))?),
                 "SIM_SEED" => sim.seed = Some(value.parse().map_err(|_| num("an integer seed"))?),
                 "SIM_SPEED" => sim.speed = Some(value.parse().map_err(|_| num("a number"))?),
@@ -222,6 +242,20 @@ impl Config {
                 ))
             }
         };
+        let telemetry = match raw.telemetry.as_deref() {
+            None | Some("scrape") => TelemetryKind::Scrape,
+            Some("direct") => TelemetryKind::Direct,
+            Some(other) => {
+                return Err(invalid(
+                    "telemetry",
+                    format!("{other:?} is not one of: scrape, direct"),
+                ))
+            }
+        };
+        let scrape_concurrency = raw.scrape_concurrency.unwrap_or(d.scrape_concurrency);
+        if !(1..=1024).contains(&scrape_concurrency) {
+            return Err(invalid("scrape_concurrency", "must be between 1 and 1024"));
+        }
         let cluster_name = raw.cluster_name.unwrap_or(d.cluster_name);
         if cluster_name.is_empty() || cluster_name.len() > 64 {
             return Err(invalid("cluster_name", "must be 1 to 64 characters"));
@@ -247,6 +281,8 @@ impl Config {
             live_interval_ms,
             request_timeout_ms,
             source,
+            telemetry,
+            scrape_concurrency,
             sim,
         })
     }

@@ -94,7 +94,8 @@ pub fn router(state: AppState) -> Router {
     let mut r = Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
-        .route("/api/live", get(live_sse));
+        .route("/api/live", get(live_sse))
+        .route("/api/targets", get(targets));
     if state.simulated {
         r = r
             .route("/sim/truth", get(sim_truth))
@@ -139,6 +140,11 @@ async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
         )],
         st.live.metrics.render(),
     )
+}
+
+/// Health of every scrape target: last success, last error, duration, samples.
+async fn targets(State(st): State<AppState>) -> impl IntoResponse {
+    Json(serde_json::json!({ "targets": &*st.live.targets() }))
 }
 
 #[derive(Deserialize)]

@@ -3,6 +3,7 @@
 pub mod aggregate;
 pub mod config;
 pub mod http;
+pub mod ingest;
 pub mod live;
 pub mod metrics;
 pub mod scrape;

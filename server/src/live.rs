@@ -40,6 +40,7 @@ pub struct SimFrame {
 pub struct Live {
     current: RwLock<Option<Arc<Tick>>>,
     sim_frame: RwLock<Option<Arc<SimFrame>>>,
+    targets: RwLock<Arc<Vec<crate::scrape::TargetHealth>>>,
     tx: broadcast::Sender<Arc<Tick>>,
     truths: Mutex<VecDeque<(u64, Arc<SimTruth>)>>,
     pub metrics: Arc<Metrics>,
@@ -51,6 +52,7 @@ impl Live {
         Arc::new(Live {
             current: RwLock::new(None),
             sim_frame: RwLock::new(None),
+            targets: RwLock::new(Arc::new(Vec::new())),
             tx,
             truths: Mutex::new(VecDeque::new()),
             metrics,
@@ -71,9 +73,25 @@ impl Live {
         self.sim_frame.read().ok().and_then(|g| g.clone())
     }
 
-    fn set_sim_frame(&self, frame: SimFrame) {
+    fn set_sim_frame(&self, frame: SimFrame) -> Arc<SimFrame> {
+        let frame = Arc::new(frame);
         if let Ok(mut f) = self.sim_frame.write() {
-            *f = Some(Arc::new(frame));
+            *f = Some(Arc::clone(&frame));
+        }
+        frame
+    }
+
+    /// Health of every scrape target, as of the last round.
+    pub fn targets(&self) -> Arc<Vec<crate::scrape::TargetHealth>> {
+        self.targets
+            .read()
+            .map(|t| Arc::clone(&t))
+            .unwrap_or_default()
+    }
+
+    fn set_targets(&self, t: Vec<crate::scrape::TargetHealth>) {
+        if let Ok(mut g) = self.targets.write() {
+            *g = Arc::new(t);
         }
     }
 
@@ -335,6 +353,8 @@ pub struct SimSource {
     pub start_ms: UnixMs,
     pub speed: f64,
     pub interval_ms: u64,
+    /// Scrape the simulator's exporters (the embedded default) instead of reading it directly.
+    pub ingest: Option<crate::ingest::Ingest>,
 }
 
 /// Runs the simulator as the live source until `shutdown` turns true.
@@ -349,6 +369,7 @@ pub async fn run_sim_source(
         start_ms,
         speed,
         interval_ms,
+        mut ingest,
     } = src;
     q.send(StoreWrite::Inventory(Box::new(sim.inventory().clone())));
     record_events(&q, sim.drain_events());
@@ -371,22 +392,37 @@ pub async fn run_sim_source(
         sim.advance_to(sim_t);
         record_events(&q, sim.drain_events());
         let readings: Readings = sim.readings();
-        seq += 1;
-        let ov = crate::aggregate::overview(
-            sim.inventory(),
-            &readings,
-            seq,
-            interval_ms as i64,
-            wall_now_ms(),
-        );
-        for r in rollups.add(&ov) {
-            q.send(StoreWrite::Rollup(r));
-        }
-        live.publish(ov, Some(sim.truth_with(&readings)));
-        live.set_sim_frame(SimFrame {
+        let truth = sim.truth_with(&readings);
+        // Publish the frame first: the simulator's exporters serve it to the scrapes below,
+        // so everything this tick shows comes from one instant.
+        let frame = live.set_sim_frame(SimFrame {
             inventory: Arc::clone(&inventory),
             readings,
         });
+        let view = match ingest.as_mut() {
+            None => frame.readings.clone(),
+            Some(ing) => {
+                let round = ing.scrape_all(wall_now_ms()).await;
+                live.metrics.record_scrape_round(&round);
+                live.set_targets(ing.health());
+                let r = &frame.readings;
+                ing.readings(
+                    &inventory,
+                    wall_now_ms(),
+                    r.at_ms,
+                    2 * interval_ms as i64,
+                    r.nodes.clone(),
+                    r.jobs.clone(),
+                )
+            }
+        };
+        seq += 1;
+        let ov =
+            crate::aggregate::overview(&inventory, &view, seq, interval_ms as i64, wall_now_ms());
+        for r in rollups.add(&ov) {
+            q.send(StoreWrite::Rollup(r));
+        }
+        live.publish(ov, Some(truth));
         live.metrics.live_tick_duration_us.store(
             began.elapsed().as_micros() as u64,
             std::sync::atomic::Ordering::Relaxed,

@@ -19,6 +19,10 @@ pub struct Metrics {
     pub store_writes_total: AtomicU64,
     pub store_errors_total: AtomicU64,
     pub store_queue_dropped_total: AtomicU64,
+    pub scrapes_total: AtomicU64,
+    pub scrape_failures_total: AtomicU64,
+    pub scrape_samples_total: AtomicU64,
+    pub scrape_line_errors_total: AtomicU64,
 }
 
 /// Decrements the SSE client gauge when a stream ends, however it ends.
@@ -29,6 +33,16 @@ impl Metrics {
         self.sse_clients.fetch_add(1, Relaxed);
         self.sse_connections_total.fetch_add(1, Relaxed);
         SseClientGuard(Arc::clone(self))
+    }
+
+    pub fn record_scrape_round(&self, r: &crate::ingest::RoundStats) {
+        self.scrapes_total.fetch_add(r.targets as u64, Relaxed);
+        self.scrape_failures_total
+            .fetch_add(r.failed as u64, Relaxed);
+        self.scrape_samples_total
+            .fetch_add(r.samples as u64, Relaxed);
+        self.scrape_line_errors_total
+            .fetch_add(r.line_errors as u64, Relaxed);
     }
 
     /// The exposition text.
@@ -96,6 +110,30 @@ impl Metrics {
             "counter",
             "Store writes dropped because the writer fell behind.",
             self.store_queue_dropped_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_scrapes_total",
+            "counter",
+            "Exporter scrapes attempted.",
+            self.scrapes_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_scrape_failures_total",
+            "counter",
+            "Exporter scrapes that failed (see /api/targets).",
+            self.scrape_failures_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_scrape_samples_total",
+            "counter",
+            "Samples read from exporters.",
+            self.scrape_samples_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_scrape_line_errors_total",
+            "counter",
+            "Exporter lines that could not be read.",
+            self.scrape_line_errors_total.load(Relaxed).to_string(),
         );
         out
     }

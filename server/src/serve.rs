@@ -8,10 +8,12 @@ use leptos::config::LeptosOptions;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::config::{Config, SourceKind};
+use crate::config::{Config, SourceKind, TelemetryKind};
 use crate::http::{router, AppState};
+use crate::ingest::{self, Ingest, PowerMapping};
 use crate::live::{self, Live, SimSource};
 use crate::metrics::Metrics;
+use crate::scrape::{Client, ScrapeConfig};
 use crate::sim::Sim;
 use crate::store::Store;
 
@@ -57,41 +59,15 @@ impl Running {
     }
 }
 
-/// Starts Gantry with `cfg`, listening on `cfg.listen` (port 0 picks a free port).
+/// Starts Gantry with `cfg`, listening on `cfg.listen` (port 0 picks a free port). The
+/// listener is bound and serving before the source starts, because with the simulator the
+/// source scrapes the server's own exporter endpoints.
 pub async fn start(cfg: Config) -> Result<Running, ServeError> {
     let store = Store::connect(cfg.database_url.expose()).await?;
     let metrics = Arc::new(Metrics::default());
     let live = Live::new(Arc::clone(&metrics));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (queue, writer) = live::spawn_store_writer(store.clone(), Arc::clone(&metrics));
-
-    let mut tasks = Vec::new();
-    match cfg.source {
-        SourceKind::Simulator => {
-            let start_ms = cfg.sim.start_ms.unwrap_or_else(live::wall_now_ms);
-            let (nodes, seed, name) = (
-                cfg.sim.nodes as usize,
-                cfg.sim.seed,
-                cfg.cluster_name.clone(),
-            );
-            let sim = tokio::task::spawn_blocking(move || Sim::new(nodes, seed, &name, start_ms))
-                .await
-                .map_err(|e| ServeError::Sim(e.to_string()))?;
-            let src = SimSource {
-                sim,
-                start_ms,
-                speed: cfg.sim.speed,
-                interval_ms: cfg.live_interval_ms,
-            };
-            tasks.push(tokio::spawn(live::run_sim_source(
-                src,
-                Arc::clone(&live),
-                queue,
-                shutdown_rx.clone(),
-            )));
-        }
-    }
-    tasks.push(writer);
 
     let listener = TcpListener::bind(cfg.listen)
         .await
@@ -119,7 +95,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         request_timeout: Duration::from_millis(cfg.request_timeout_ms),
     };
     let app = router(state);
-    let mut rx = shutdown_rx;
+    let mut rx = shutdown_rx.clone();
     let server = tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(async move {
@@ -127,6 +103,58 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             })
             .await
     });
+
+    let mut tasks = Vec::new();
+    match cfg.source {
+        SourceKind::Simulator => {
+            let start_ms = cfg.sim.start_ms.unwrap_or_else(live::wall_now_ms);
+            let (nodes, seed, name) = (
+                cfg.sim.nodes as usize,
+                cfg.sim.seed,
+                cfg.cluster_name.clone(),
+            );
+            let sim = tokio::task::spawn_blocking(move || Sim::new(nodes, seed, &name, start_ms))
+                .await
+                .map_err(|e| ServeError::Sim(e.to_string()))?;
+            let ingest = match cfg.telemetry {
+                TelemetryKind::Direct => None,
+                TelemetryKind::Scrape => {
+                    // The simulator's exporters, on this server. A scrape must finish within
+                    // the tick that serves its frame.
+                    let base = format!("http://{addr}/sim/exporter");
+                    let targets = ingest::targets(
+                        sim.inventory(),
+                        &format!("{base}/dcgm/{{node}}/metrics"),
+                        &format!("{base}/ipmi/{{node}}/metrics"),
+                    );
+                    let client = Client::new(ScrapeConfig {
+                        timeout: Duration::from_millis(cfg.live_interval_ms * 4 / 5),
+                        ..ScrapeConfig::default()
+                    });
+                    Some(Ingest::new(
+                        client,
+                        targets,
+                        PowerMapping::default(),
+                        cfg.scrape_concurrency,
+                    ))
+                }
+            };
+            let src = SimSource {
+                sim,
+                start_ms,
+                speed: cfg.sim.speed,
+                interval_ms: cfg.live_interval_ms,
+                ingest,
+            };
+            tasks.push(tokio::spawn(live::run_sim_source(
+                src,
+                Arc::clone(&live),
+                queue,
+                shutdown_rx.clone(),
+            )));
+        }
+    }
+    tasks.push(writer);
     Ok(Running {
         addr,
         live,

@@ -175,16 +175,10 @@ pub fn render_ipmi(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
     Some(out)
 }
 
-/// A node's total power as its BMC reports it, from the simulator's rack model: GPUs plus
-/// host. `None` when the node is down.
+/// A node's total power as its BMC reports it; `None` when the node is down.
 pub fn node_power_watts(r: &Readings, node: &str) -> Option<f64> {
-    let gpus: Vec<_> = r.gpus.iter().filter(|g| g.node == node).collect();
-    if gpus.is_empty() || gpus.iter().all(|g| g.power_watts.is_none()) {
-        return None;
-    }
-    let gpu_watts: f64 = gpus.iter().filter_map(|g| g.power_watts).sum();
-    let load: f64 = gpus.iter().filter_map(|g| g.sm_active_ratio).sum::<f64>() / gpus.len() as f64;
-    Some(gpu_watts + super::HOST_IDLE_WATTS + super::HOST_LOAD_WATTS * load)
+    let i = r.nodes.iter().position(|(n, _)| n == node)?;
+    r.node_power_watts.get(i).copied().flatten()
 }
 
 /// Node -> rack, for callers that sum node power per rack.

@@ -520,6 +520,7 @@ impl Sim {
                 inlet_celsius: Some(self.inlet_celsius(i, self.t_ms)),
             })
             .collect();
+        let mut node_power = Vec::with_capacity(self.nodes.len());
         let jobs_by_id: std::collections::HashMap<u64, &SimJob> =
             self.active.iter().map(|j| (j.job.id, j)).collect();
         for (i, n) in self.nodes.iter().enumerate() {
@@ -534,14 +535,13 @@ impl Sim {
                 gpus.push(r);
             }
             let responding = !matches!(n.state, NodeState::Down | NodeState::NotResponding);
-            let host = if responding {
-                HOST_IDLE_WATTS + HOST_LOAD_WATTS * load
-            } else {
-                0.0
-            };
-            if let Some(p) = racks[n.rack].pdu_power_watts.as_mut() {
-                *p += node_gpu_watts + host;
+            // Node power as its BMC measures it: whole watts; nothing from a node that is off.
+            let node_watts = responding
+                .then(|| (node_gpu_watts + HOST_IDLE_WATTS + HOST_LOAD_WATTS * load).round());
+            if let (Some(p), Some(w)) = (racks[n.rack].pdu_power_watts.as_mut(), node_watts) {
+                *p += w;
             }
+            node_power.push(node_watts);
         }
         let nodes = self
             .nodes
@@ -555,6 +555,7 @@ impl Sim {
             gpus,
             racks,
             nodes,
+            node_power_watts: node_power,
             jobs,
         }
     }
@@ -619,6 +620,8 @@ pub struct Readings {
     pub racks: Vec<RackReading>,
     /// Scheduler state per node.
     pub nodes: Vec<(String, NodeState)>,
+    /// Each node's total power (BMC), in the order of `nodes`; `None` when not reported.
+    pub node_power_watts: Vec<Option<f64>>,
     /// Pending and running jobs.
     pub jobs: Vec<Job>,
 }

@@ -100,6 +100,63 @@ async fn overview_html_shows_the_simulators_truth_at_its_sequence() {
 }
 
 #[tokio::test]
+async fn the_overview_is_read_from_scraped_exporter_text() {
+    let r = start(64, 300).await;
+    // Two rounds, so every target has been tried.
+    let first = r.live.current().map(|t| t.overview.seq).unwrap_or(0);
+    while r.live.current().map(|t| t.overview.seq).unwrap_or(0) < first + 2 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let t = get(r.addr, "/api/targets").await.json();
+    let targets = t["targets"].as_array().expect("targets");
+    assert_eq!(targets.len(), 128, "a GPU and a BMC exporter per node");
+    for h in targets {
+        let url = h["url"].as_str().expect("url");
+        if url.contains("/gpu061/") {
+            // The simulated down node: its exporters do not answer.
+            assert_eq!(h["last_error"], "HTTP status 503", "{url}");
+            assert!(h["consecutive_failures"].as_u64().unwrap_or(0) >= 1);
+        } else {
+            assert!(h["last_success_ms"].is_i64(), "{url}: {h}");
+            assert!(h["last_samples"].as_u64().unwrap_or(0) > 0, "{url}");
+        }
+    }
+    let m = get(r.addr, "/metrics").await.text();
+    let count = |name: &str| {
+        m.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{name} in {m}"))
+    };
+    assert!(count("gantry_scrapes_total") >= 256);
+    assert!(count("gantry_scrape_samples_total") > 0);
+    assert_eq!(count("gantry_scrape_line_errors_total"), 0);
+    r.stop().await.expect("stops");
+}
+
+#[tokio::test]
+async fn direct_telemetry_shows_the_same_truth() {
+    let mut cfg = support::test_config(support::sqlite_url(), 16, 1.0, 200);
+    cfg.telemetry = server::config::TelemetryKind::Direct;
+    let r = server::serve::start(cfg).await.expect("server starts");
+    support::wait_ready(&r).await;
+    let html = get(r.addr, "/").await.text();
+    let seq = attr(&html, "data-seq");
+    let t = get(r.addr, &format!("/sim/truth?seq={seq}")).await.json();
+    assert_eq!(
+        data_test(&html, "power-now"),
+        units::power(t["truth"]["power_watts"].as_f64())
+    );
+    assert_eq!(
+        get(r.addr, "/api/targets").await.json()["targets"]
+            .as_array()
+            .map(Vec::len),
+        Some(0)
+    );
+    r.stop().await.expect("stops");
+}
+
+#[tokio::test]
 async fn live_stream_sends_a_snapshot_then_deltas_that_apply_exactly() {
     let r = start(64, 200).await;
     let mut sse = SseStream::open(r.addr, "/api/live").await;

@@ -1,0 +1,338 @@
+//! The scrape source of telemetry: every node's exporters (dcgm-exporter per GPU, and a
+//! BMC exporter for node power and inlet temperature), fetched with bounded concurrency,
+//! decoded, and kept as the latest reading per node. `readings` assembles what aggregation
+//! needs from the fresh ones plus the scheduler's state; a node not refreshed for two
+//! scrape intervals contributes nothing (shown as missing, never as zero).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use futures_util::stream::{self, StreamExt};
+
+use app::model::{GpuReading, Inventory, Job, NodeState, RackReading, UnixMs};
+
+use crate::scrape::{Client, ScrapeError, TargetHealth};
+use crate::sim::Readings;
+use crate::telemetry::{dcgm, exposition};
+
+/// Which metrics of the BMC/PDU exporter carry node power and inlet temperature: a site
+/// maps its own exporter's names here (defaults: ipmi_exporter's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PowerMapping {
+    pub power_metric: String,
+    pub inlet_metric: String,
+    /// The label that picks the inlet sensor among the temperature sensors, if any.
+    pub inlet_label: Option<(String, String)>,
+}
+
+impl Default for PowerMapping {
+    fn default() -> Self {
+        PowerMapping {
+            power_metric: "ipmi_dcmi_power_consumption_watts".into(),
+            inlet_metric: "ipmi_temperature_celsius".into(),
+            inlet_label: Some(("name".into(), "Inlet Temp".into())),
+        }
+    }
+}
+
+/// One node's exporters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeTarget {
+    pub node: String,
+    pub gpu_url: String,
+    pub bmc_url: String,
+}
+
+/// Targets for every node of `inv` from URL templates in which `{node}` is the node name.
+pub fn targets(inv: &Inventory, gpu_template: &str, bmc_template: &str) -> Vec<NodeTarget> {
+    inv.nodes
+        .iter()
+        .map(|n| NodeTarget {
+            node: n.name.clone(),
+            gpu_url: gpu_template.replace("{node}", &n.name),
+            bmc_url: bmc_template.replace("{node}", &n.name),
+        })
+        .collect()
+}
+
+#[derive(Clone, Debug, Default)]
+struct NodeLatest {
+    gpus_at_ms: Option<UnixMs>,
+    gpus: Vec<GpuReading>,
+    bmc_at_ms: Option<UnixMs>,
+    power_watts: Option<f64>,
+    inlet_celsius: Option<f64>,
+}
+
+/// Totals of one round of scrapes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RoundStats {
+    pub targets: usize,
+    pub failed: usize,
+    pub samples: usize,
+    pub line_errors: usize,
+}
+
+/// The scrape source's state.
+pub struct Ingest {
+    client: Client,
+    targets: Vec<NodeTarget>,
+    mapping: PowerMapping,
+    concurrency: usize,
+    latest: HashMap<String, NodeLatest>,
+    health: BTreeMap<String, TargetHealth>,
+}
+
+enum Kind {
+    Gpu,
+    Bmc,
+}
+
+impl Ingest {
+    pub fn new(
+        client: Client,
+        targets: Vec<NodeTarget>,
+        mapping: PowerMapping,
+        concurrency: usize,
+    ) -> Ingest {
+        let health = targets
+            .iter()
+            .flat_map(|t| [&t.gpu_url, &t.bmc_url])
+            .map(|u| (u.clone(), TargetHealth::new(u)))
+            .collect();
+        Ingest {
+            client,
+            targets,
+            mapping,
+            concurrency: concurrency.max(1),
+            latest: HashMap::new(),
+            health,
+        }
+    }
+
+    /// Scrapes every target once, `concurrency` at a time; a slow or failing target holds
+    /// up only its own slot. `now_ms` stamps what arrives.
+    pub async fn scrape_all(&mut self, now_ms: UnixMs) -> RoundStats {
+        let jobs: Vec<(String, String, Kind)> = self
+            .targets
+            .iter()
+            .flat_map(|t| {
+                [
+                    (t.node.clone(), t.gpu_url.clone(), Kind::Gpu),
+                    (t.node.clone(), t.bmc_url.clone(), Kind::Bmc),
+                ]
+            })
+            .collect();
+        let client = self.client.clone();
+        let results: Vec<(String, String, Kind, Result<Vec<u8>, ScrapeError>, Duration)> =
+            stream::iter(jobs)
+                .map(|(node, url, kind)| {
+                    let client = client.clone();
+                    async move {
+                        let t = Instant::now();
+                        let r = client.fetch(&url).await;
+                        (node, url, kind, r, t.elapsed())
+                    }
+                })
+                .buffer_unordered(self.concurrency)
+                .collect()
+                .await;
+        let mut stats = RoundStats {
+            targets: results.len(),
+            ..RoundStats::default()
+        };
+        for (node, url, kind, res, took) in results {
+            let outcome = match res {
+                Ok(body) => {
+                    let (samples, errors) = self.take(&node, kind, &body, now_ms);
+                    stats.samples += samples;
+                    stats.line_errors += errors;
+                    Ok(samples)
+                }
+                Err(e) => {
+                    stats.failed += 1;
+                    Err(e)
+                }
+            };
+            if let Some(h) = self.health.get_mut(&url) {
+                match &outcome {
+                    Ok(n) => h.record(now_ms, took, Ok(*n)),
+                    Err(e) => h.record(now_ms, took, Err(e)),
+                }
+            }
+        }
+        stats
+    }
+
+    /// Decodes one body into the node's latest readings; returns (samples, line errors).
+    fn take(&mut self, node: &str, kind: Kind, body: &[u8], now_ms: UnixMs) -> (usize, usize) {
+        let latest = self.latest.entry(node.to_string()).or_default();
+        match kind {
+            Kind::Gpu => {
+                let scrape = dcgm::decode(body, node);
+                // The exporter's own host label may differ (a pod name); the target is the node.
+                latest.gpus = scrape
+                    .gpus
+                    .iter()
+                    .filter(|g| g.mig_instance.is_none())
+                    .map(|g| GpuReading {
+                        node: node.to_string(),
+                        ..g.to_reading()
+                    })
+                    .collect();
+                latest.gpus_at_ms = Some(now_ms);
+                (scrape.samples, scrape.line_errors)
+            }
+            Kind::Bmc => {
+                let m = &self.mapping;
+                let (mut power, mut inlet) = (None, None);
+                let report = exposition::parse(body, |s| {
+                    if s.name == m.power_metric && s.value.is_finite() {
+                        power = Some(s.value);
+                    } else if s.name == m.inlet_metric
+                        && s.value.is_finite()
+                        && m.inlet_label
+                            .as_ref()
+                            .is_none_or(|(k, v)| s.label(k) == Some(v.as_str()))
+                    {
+                        inlet = Some(s.value);
+                    }
+                });
+                latest.power_watts = power;
+                latest.inlet_celsius = inlet;
+                latest.bmc_at_ms = Some(now_ms);
+                (report.samples, report.error_count)
+            }
+        }
+    }
+
+    /// Every target's health, by URL.
+    pub fn health(&self) -> Vec<TargetHealth> {
+        self.health.values().cloned().collect()
+    }
+
+    /// Readings as of `now_ms` from what was scraped no longer than `fresh_ms` ago, with the
+    /// scheduler's view of nodes and jobs.
+    pub fn readings(
+        &self,
+        inv: &Inventory,
+        now_ms: UnixMs,
+        at_ms: UnixMs,
+        fresh_ms: i64,
+        nodes: Vec<(String, NodeState)>,
+        jobs: Vec<Job>,
+    ) -> Readings {
+        let fresh = |t: Option<UnixMs>| t.is_some_and(|t| now_ms - t <= fresh_ms);
+        let mut gpus = Vec::new();
+        let mut node_power = Vec::with_capacity(nodes.len());
+        let mut rack_power: HashMap<&str, f64> = HashMap::new();
+        let mut rack_inlet: HashMap<&str, f64> = HashMap::new();
+        let rack_of: HashMap<&str, &str> = inv
+            .nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.rack.as_str()))
+            .collect();
+        for (name, _) in &nodes {
+            let l = self.latest.get(name);
+            if let Some(l) = l.filter(|l| fresh(l.gpus_at_ms)) {
+                gpus.extend(l.gpus.iter().cloned());
+            }
+            let bmc = l.filter(|l| fresh(l.bmc_at_ms));
+            let power = bmc.and_then(|l| l.power_watts);
+            node_power.push(power);
+            if let Some(rack) = rack_of.get(name.as_str()) {
+                if let Some(p) = power {
+                    *rack_power.entry(rack).or_default() += p;
+                }
+                if let Some(t) = bmc.and_then(|l| l.inlet_celsius) {
+                    let e = rack_inlet.entry(rack).or_insert(t);
+                    *e = e.max(t);
+                }
+            }
+        }
+        let racks = inv
+            .racks
+            .iter()
+            .map(|r| RackReading {
+                rack: r.name.clone(),
+                pdu_power_watts: rack_power.get(r.name.as_str()).copied(),
+                inlet_celsius: rack_inlet.get(r.name.as_str()).copied(),
+            })
+            .collect();
+        Readings {
+            at_ms,
+            gpus,
+            racks,
+            nodes,
+            node_power_watts: node_power,
+            jobs,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_name_every_node() {
+        let inv = crate::sim::layout(16, "t");
+        let t = targets(
+            &inv,
+            "http://{node}:9400/metrics",
+            "http://bmc-{node}:9290/metrics",
+        );
+        assert_eq!(t.len(), 16);
+        assert_eq!(t[2].gpu_url, "http://gpu003:9400/metrics");
+        assert_eq!(t[2].bmc_url, "http://bmc-gpu003:9290/metrics");
+    }
+
+    #[test]
+    fn bmc_mapping_picks_the_inlet_sensor() {
+        let mut ing = Ingest::new(
+            Client::new(Default::default()),
+            Vec::new(),
+            PowerMapping::default(),
+            4,
+        );
+        let body = b"ipmi_dcmi_power_consumption_watts 5412\n\
+                     ipmi_temperature_celsius{id=\"1\",name=\"Exhaust Temp\"} 48\n\
+                     ipmi_temperature_celsius{id=\"2\",name=\"Inlet Temp\"} 24\n";
+        ing.take("n1", Kind::Bmc, body, 1000);
+        let l = &ing.latest["n1"];
+        assert_eq!((l.power_watts, l.inlet_celsius), (Some(5412.0), Some(24.0)));
+    }
+
+    #[test]
+    fn stale_nodes_contribute_nothing() {
+        let inv = crate::sim::layout(8, "t");
+        let mut ing = Ingest::new(
+            Client::new(Default::default()),
+            Vec::new(),
+            PowerMapping::default(),
+            4,
+        );
+        ing.take(
+            "gpu001",
+            Kind::Bmc,
+            b"ipmi_dcmi_power_consumption_watts 5000\n",
+            1_000,
+        );
+        ing.take(
+            "gpu002",
+            Kind::Bmc,
+            b"ipmi_dcmi_power_consumption_watts 4000\n",
+            9_000,
+        );
+        let nodes: Vec<_> = inv
+            .nodes
+            .iter()
+            .map(|n| (n.name.clone(), NodeState::Idle))
+            .collect();
+        let r = ing.readings(&inv, 10_000, 10_000, 2_000, nodes.clone(), Vec::new());
+        assert_eq!(r.racks[0].pdu_power_watts, Some(4000.0));
+        assert_eq!(r.node_power_watts[0], None);
+        let r = ing.readings(&inv, 20_000, 20_000, 2_000, nodes, Vec::new());
+        assert_eq!(r.racks[0].pdu_power_watts, None);
+    }
+}
