@@ -88,6 +88,15 @@ enum Kind {
     Bmc,
 }
 
+/// One target's answer in a round.
+struct Fetched {
+    node: String,
+    url: String,
+    kind: Kind,
+    result: Result<Vec<u8>, ScrapeError>,
+    took: Duration,
+}
+
 impl Ingest {
     pub fn new(
         client: Client,
@@ -124,25 +133,37 @@ impl Ingest {
             })
             .collect();
         let client = self.client.clone();
-        let results: Vec<(String, String, Kind, Result<Vec<u8>, ScrapeError>, Duration)> =
-            stream::iter(jobs)
-                .map(|(node, url, kind)| {
-                    let client = client.clone();
-                    async move {
-                        let t = Instant::now();
-                        let r = client.fetch(&url).await;
-                        (node, url, kind, r, t.elapsed())
+        let results: Vec<Fetched> = stream::iter(jobs)
+            .map(|(node, url, kind)| {
+                let client = client.clone();
+                async move {
+                    let t = Instant::now();
+                    let result = client.fetch(&url).await;
+                    Fetched {
+                        node,
+                        url,
+                        kind,
+                        result,
+                        took: t.elapsed(),
                     }
-                })
-                .buffer_unordered(self.concurrency)
-                .collect()
-                .await;
+                }
+            })
+            .buffer_unordered(self.concurrency)
+            .collect()
+            .await;
         let mut stats = RoundStats {
             targets: results.len(),
             ..RoundStats::default()
         };
-        for (node, url, kind, res, took) in results {
-            let outcome = match res {
+        for Fetched {
+            node,
+            url,
+            kind,
+            result,
+            took,
+        } in results
+        {
+            let outcome = match result {
                 Ok(body) => {
                     let (samples, errors) = self.take(&node, kind, &body, now_ms);
                     stats.samples += samples;
