@@ -176,6 +176,7 @@ fn read_bounded(src: &str) -> std::io::Result<Vec<u8>> {
         let client = server::scrape::Client::new(server::scrape::ScrapeConfig {
             timeout: std::time::Duration::from_secs(10),
             max_body_bytes: MAX_SCRAPE_BYTES as usize,
+            gzip: true,
         });
         return rt
             .block_on(client.fetch(src))

@@ -20,6 +20,8 @@ pub struct ScrapeConfig {
     pub timeout: Duration,
     /// Largest body accepted, after gzip decoding.
     pub max_body_bytes: usize,
+    /// Ask for gzip: worth it across a network, wasted CPU on loopback.
+    pub gzip: bool,
 }
 
 impl Default for ScrapeConfig {
@@ -27,6 +29,7 @@ impl Default for ScrapeConfig {
         ScrapeConfig {
             timeout: Duration::from_secs(5),
             max_body_bytes: 16 << 20,
+            gzip: true,
         }
     }
 }
@@ -79,7 +82,10 @@ impl Client {
         }
         let req = hyper::Request::get(uri)
             .header(header::ACCEPT, "text/plain;version=0.0.4;q=0.9,*/*;q=0.1")
-            .header(header::ACCEPT_ENCODING, "gzip")
+            .header(
+                header::ACCEPT_ENCODING,
+                if self.cfg.gzip { "gzip" } else { "identity" },
+            )
             .header(
                 header::USER_AGENT,
                 concat!("gantry/", env!("CARGO_PKG_VERSION")),

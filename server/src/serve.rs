@@ -129,6 +129,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                     );
                     let client = Client::new(ScrapeConfig {
                         timeout: Duration::from_millis(cfg.live_interval_ms * 4 / 5),
+                        gzip: false,
                         ..ScrapeConfig::default()
                     });
                     Some(Ingest::new(

@@ -73,6 +73,7 @@ fn client(timeout_ms: u64, max: usize) -> Client {
     Client::new(ScrapeConfig {
         timeout: Duration::from_millis(timeout_ms),
         max_body_bytes: max,
+        gzip: true,
     })
 }
 
