@@ -5,6 +5,7 @@
 //! - `cargo xtask test`: fmt, clippy (server and wasm builds separately), the dependency
 //!   fence, unit and integration tests (SQLite and a private PostgreSQL), and Playwright
 //!   in Debian's Chromium, hydrated and with JavaScript off.
+//! - `cargo xtask test --fuzz`: all of the above, then each cargo-fuzz target for 60 s.
 //! - `cargo xtask bench size`: the release wasm + js, raw and brotli-compressed.
 //!
 //! Tools are pinned and installed once into `~/.cargo/bin`; every install says what it
@@ -21,6 +22,8 @@ use std::time::{Duration, Instant};
 
 const CARGO_LEPTOS_VERSION: &str = "0.3.10";
 const WASM_TARGET: &str = "wasm32-unknown-unknown";
+/// cargo-fuzz targets under server/fuzz.
+const FUZZ_TARGETS: &[&str] = &["exposition"];
 /// Crates the browser build must never contain.
 const FENCED: &[&str] = &[
     "sqlx",
@@ -505,9 +508,7 @@ fn fence() -> Result {
 
 fn test(args: &[String]) -> Result {
     let started = Instant::now();
-    if args.iter().any(|a| a == "--fuzz") {
-        return Err("--fuzz: no fuzz targets yet (they come with the telemetry parser)".into());
-    }
+    let with_fuzz = args.iter().any(|a| a == "--fuzz");
     bootstrap(true, false)?;
 
     step("rustfmt");
@@ -554,7 +555,47 @@ fn test(args: &[String]) -> Result {
     ensure_apt(&["chromium"], "browser tests run in Debian's Chromium")?;
     leptos_build(false, false)?;
     end2end()?;
+    if with_fuzz {
+        fuzz(Duration::from_secs(60))?;
+    }
     println!("\nall checks passed in {} s", started.elapsed().as_secs());
+    Ok(())
+}
+
+/// Runs every cargo-fuzz target for `each` (nightly, cargo-fuzz installed if missing).
+fn fuzz(each: Duration) -> Result {
+    let toolchains = output(Command::new("rustup").args(["toolchain", "list"])).unwrap_or_default();
+    if !toolchains.lines().any(|l| l.starts_with("nightly")) {
+        return Err("--fuzz needs a nightly toolchain (cargo-fuzz uses -Z flags): rustup toolchain install nightly".into());
+    }
+    if !have("cargo-fuzz") {
+        step("installing cargo-fuzz (runs libFuzzer targets; compiles once, a few minutes)");
+        run_cmd(cargo().args(["install", "cargo-fuzz", "--locked"]))?;
+    }
+    for &target in FUZZ_TARGETS {
+        let corpus = target_dir().join("fuzz-corpus").join(target);
+        fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
+        step(&format!("fuzzing {target} for {} s", each.as_secs()));
+        run_cmd(
+            Command::new("cargo")
+                .current_dir(root())
+                .args([
+                    "+nightly",
+                    "fuzz",
+                    "run",
+                    "--fuzz-dir",
+                    "server/fuzz",
+                    target,
+                ])
+                .arg(&corpus)
+                .arg(root().join("server/fuzz/seeds").join(target))
+                .arg("--")
+                .arg(format!("-max_total_time={}", each.as_secs()))
+                .arg("-rss_limit_mb=2048")
+                .env_remove("CARGO")
+                .env_remove("RUSTUP_TOOLCHAIN"),
+        )?;
+    }
     Ok(())
 }
 

@@ -1,0 +1,22 @@
+//! Fuzzes the Prometheus exposition parser with arbitrary bytes: it must never panic,
+//! every sample it reports must be well-formed, and its report must stay bounded.
+#![no_main]
+
+#[path = "../../src/telemetry/exposition.rs"]
+#[allow(dead_code)]
+mod exposition;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let mut seen = 0usize;
+    let report = exposition::parse(data, |s| {
+        seen += 1;
+        assert!(!s.name.is_empty());
+        assert!(s.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':'));
+        for (k, _) in &s.labels {
+            assert!(!k.is_empty());
+        }
+    });
+    assert_eq!(report.samples, seen);
+    assert!(report.errors.len() <= exposition::MAX_REPORTED_ERRORS);
+    assert!(report.error_count >= report.errors.len());
+});
