@@ -5,6 +5,10 @@
 //! pure and compile in both; `backend` is the server's port into the app and exists only
 //! under `ssr`.
 
+// Leptos views are deeply nested types; release builds (without `erase_components`) need
+// more than the default depth to compute their layout.
+#![recursion_limit = "256"]
+
 pub mod live;
 pub mod model;
 pub mod units;

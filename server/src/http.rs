@@ -22,7 +22,7 @@ use serde::Deserialize;
 use tokio::sync::{broadcast, watch};
 use tower_http::compression::CompressionLayer;
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
 use crate::live::{wall_now_ms, Live, Tick};
 use crate::store::Store;
@@ -116,7 +116,11 @@ pub fn router(state: AppState) -> Router {
         StatusCode::REQUEST_TIMEOUT,
         timeout,
     ))
-    .layer(TraceLayer::new_for_http())
+    // Failures that matter are logged once, where they become an `ApiError`; a 503 from a
+    // simulated down node's exporter every second is not news.
+    .layer(
+        TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+    )
     .with_state(state)
 }
 

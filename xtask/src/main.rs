@@ -7,6 +7,7 @@
 //!   in Debian's Chromium, hydrated and with JavaScript off.
 //! - `cargo xtask test --fuzz`: all of the above, then each cargo-fuzz target for 60 s.
 //! - `cargo xtask bench size`: the release wasm + js, raw and brotli-compressed.
+//! - `cargo xtask bench ingest`: parse throughput on 512 nodes' dcgm-exporter text.
 //!
 //! Tools are pinned and installed once into `~/.cargo/bin`; every install says what it
 //! installs and why before it starts. No dependencies: std only, so it builds in seconds.
@@ -36,7 +37,7 @@ const FENCED: &[&str] = &[
     "leptos_axum",
 ];
 const USAGE: &str =
-    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench size | fence | bootstrap>";
+    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench <size | ingest> | fence | bootstrap>";
 
 type Result<T = ()> = std::result::Result<T, String>;
 
@@ -655,8 +656,97 @@ fn end2end() -> Result {
 fn bench(args: &[String]) -> Result {
     match args.first().map(String::as_str) {
         Some("size") => bench_size(),
-        _ => Err("usage: cargo xtask bench size".into()),
+        Some("ingest") => bench_ingest(),
+        _ => Err("usage: cargo xtask bench <size | ingest>".into()),
     }
+}
+
+/// GETs `path` and returns the body (the server answers with Content-Length and closes).
+fn http_get(addr: SocketAddr, path: &str) -> Result<Vec<u8>> {
+    let mut s =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| e.to_string())?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).map_err(|e| e.to_string())?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or("no HTTP head")?;
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    if !head.starts_with("HTTP/1.1 200") {
+        return Err(format!("GET {path}: {}", head.lines().next().unwrap_or("")));
+    }
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return Err(format!("GET {path}: chunked answer not expected"));
+    }
+    Ok(raw[split + 4..].to_vec())
+}
+
+/// Parse throughput on real-format input at 512 nodes x 8 GPUs: the simulator's
+/// dcgm-exporter text for every node, parsed by a release build of the parser, against a
+/// bare line-splitting baseline in the same run.
+fn bench_ingest() -> Result {
+    step("building gantry to produce the input");
+    run_cmd(cargo().args(["build", "-p", "server", "--bin", "gantry"]))?;
+    let port = free_port()?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let dir = target_dir().join("bench");
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let child = Command::new(target_dir().join("debug").join("gantry"))
+        .env("GANTRY_LISTEN", addr.to_string())
+        .env(
+            "GANTRY_DATABASE_URL",
+            format!("sqlite://{}", dir.join("bench.db").display()),
+        )
+        .env("GANTRY_SIM_NODES", "512")
+        .env("GANTRY_TELEMETRY", "direct")
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .map_err(|e| format!("cannot start gantry: {e}"))?;
+    let server = Guard(Some(child), "gantry");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while http_status(addr, "/healthz") != Some(200) {
+        if Instant::now() > deadline {
+            return Err("gantry did not become healthy".into());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    step("collecting dcgm-exporter text of 512 simulated nodes (8 x H100 each)");
+    let mut all = Vec::new();
+    for n in 1..=512 {
+        match http_get(addr, &format!("/sim/exporter/dcgm/gpu{n:03}/metrics")) {
+            Ok(body) => all.extend_from_slice(&body),
+            // The simulated cluster's down nodes answer 503, as a dead exporter would not answer.
+            Err(e) if e.contains("503") => {}
+            Err(e) => return Err(e),
+        }
+    }
+    drop(server);
+    let input = dir.join("dcgm-512-nodes.prom");
+    fs::write(&input, &all).map_err(|e| format!("{}: {e}", input.display()))?;
+    step("parse throughput (release build of the parser)");
+    run_cmd(
+        cargo()
+            .args([
+                "run",
+                "--quiet",
+                "--release",
+                "--manifest-path",
+                "server/bench/Cargo.toml",
+                "--",
+            ])
+            .arg(&input)
+            .arg("5"),
+    )
 }
 
 /// Release wasm + js, raw and brotli (quality 11, as a CDN would serve them).

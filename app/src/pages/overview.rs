@@ -96,7 +96,6 @@ fn OverviewBody(snap: LiveSnapshot) -> impl IntoView {
 
     let stale = Memo::new(move |_| fresh.get().age_ms(now.get()) > 2 * interval_ms.max(1));
     let cluster = move || state.with(|s| s.cluster.clone());
-    let sum = move || state.with(|s| s.summary.clone());
 
     view! {
         <div class="overview" data-test="overview"
@@ -106,25 +105,7 @@ fn OverviewBody(snap: LiveSnapshot) -> impl IntoView {
                 <h1>"Overview " <span class="muted">{cluster}</span></h1>
                 <LiveStatus state conn stale/>
             </div>
-            <section aria-labelledby="gpus-h" class="cards" class:stale=move || stale.get()>
-                <h2 id="gpus-h" class="sr-only">"Cluster now"</h2>
-                <dl class="stats">
-                    <Stat label="GPUs total" test="gpus-total" value=Signal::derive(move || units::count(sum().gpus.total as u64))/>
-                    <Stat label="Allocated" test="gpus-allocated" state="allocated" value=Signal::derive(move || units::count(sum().gpus.allocated as u64))/>
-                    <Stat label="Idle" test="gpus-idle" state="idle" value=Signal::derive(move || units::count(sum().gpus.idle as u64))/>
-                    <Stat label="Drained" test="gpus-drained" state="drained" value=Signal::derive(move || units::count(sum().gpus.drained as u64))/>
-                    <Stat label="Down" test="gpus-down" state="down" value=Signal::derive(move || units::count(sum().gpus.down as u64))/>
-                    <Stat label="Mean SM activity" test="sm-active" value=Signal::derive(move || units::percent(sum().sm_active_mean))
-                        hint="DCGM_FI_PROF_SM_ACTIVE averaged over allocated GPUs: the best simple proxy for useful GPU work."/>
-                    <Stat label="Power now" test="power-now" value=Signal::derive(move || units::power(Some(sum().power_watts)))/>
-                    <Stat label="Power capacity" test="power-capacity" value=Signal::derive(move || units::power(Some(sum().power_capacity_watts)))
-                        hint="Sum of the racks' power limits."/>
-                    <Stat label="GPUs throttling" test="gpus-throttling" value=Signal::derive(move || units::count(sum().gpus_throttling as u64))
-                        hint="GPUs whose clocks are held down by power cap, thermal or hardware slowdown right now."/>
-                    <Stat label="Jobs running" test="jobs-running" value=Signal::derive(move || units::count(sum().jobs_running as u64))/>
-                    <Stat label="Jobs pending" test="jobs-pending" value=Signal::derive(move || units::count(sum().jobs_pending as u64))/>
-                </dl>
-            </section>
+            <Stats state stale/>
             <section aria-labelledby="racks-h" class:stale=move || stale.get()>
                 <h2 id="racks-h">"Racks"</h2>
                 <p class="legend" aria-hidden="true">
@@ -135,6 +116,32 @@ fn OverviewBody(snap: LiveSnapshot) -> impl IntoView {
                 <RackMap state/>
             </section>
         </div>
+    }
+}
+
+#[component]
+fn Stats(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
+    let sum = move || state.with(|s| s.summary.clone());
+    view! {
+        <section aria-labelledby="gpus-h" class="cards" class:stale=move || stale.get()>
+            <h2 id="gpus-h" class="sr-only">"Cluster now"</h2>
+            <dl class="stats">
+                <Stat label="GPUs total" test="gpus-total" value=Signal::derive(move || units::count(sum().gpus.total as u64))/>
+                <Stat label="Allocated" test="gpus-allocated" state="allocated" value=Signal::derive(move || units::count(sum().gpus.allocated as u64))/>
+                <Stat label="Idle" test="gpus-idle" state="idle" value=Signal::derive(move || units::count(sum().gpus.idle as u64))/>
+                <Stat label="Drained" test="gpus-drained" state="drained" value=Signal::derive(move || units::count(sum().gpus.drained as u64))/>
+                <Stat label="Down" test="gpus-down" state="down" value=Signal::derive(move || units::count(sum().gpus.down as u64))/>
+                <Stat label="Mean SM activity" test="sm-active" value=Signal::derive(move || units::percent(sum().sm_active_mean))
+                    hint="DCGM_FI_PROF_SM_ACTIVE averaged over allocated GPUs: the best simple proxy for useful GPU work."/>
+                <Stat label="Power now" test="power-now" value=Signal::derive(move || units::power(Some(sum().power_watts)))/>
+                <Stat label="Power capacity" test="power-capacity" value=Signal::derive(move || units::power(Some(sum().power_capacity_watts)))
+                    hint="Sum of the racks' power limits."/>
+                <Stat label="GPUs throttling" test="gpus-throttling" value=Signal::derive(move || units::count(sum().gpus_throttling as u64))
+                    hint="GPUs whose clocks are held down by power cap, thermal or hardware slowdown right now."/>
+                <Stat label="Jobs running" test="jobs-running" value=Signal::derive(move || units::count(sum().jobs_running as u64))/>
+                <Stat label="Jobs pending" test="jobs-pending" value=Signal::derive(move || units::count(sum().jobs_pending as u64))/>
+            </dl>
+        </section>
     }
 }
 
