@@ -207,7 +207,8 @@ impl Sim {
             nodes_needed,
             node_idx: Vec::new(),
             duration_ms,
-            intensity: 0.55 + 0.4 * self.rng.unit(),
+            // 0.45 to 0.9: a full rack of busy nodes runs near, not past, a 40 kW limit.
+            intensity: 0.45 + 0.45 * self.rng.unit(),
             training,
             ckpt_interval_ms,
             next_ckpt_ms: 0,

@@ -16,7 +16,7 @@ const NODES_PER_BLOCK: usize = 16;
 
 /// The floor and fabric of a simulated cluster of `nodes` nodes: 8 nodes (8 x H100 SXM
 /// each, one NVSwitch domain per node) per rack and per IB leaf switch, leaves under
-/// spines at 2:1, Slurm blocks of 16 nodes, air-cooled racks limited to 40 kW except the
+/// spines at 2:1, Slurm blocks of 16 nodes, air-cooled racks limited to 44 kW except the
 /// last rack of the first row, liquid-cooled at 60 kW.
 pub fn layout(nodes: usize, cluster: &str) -> Inventory {
     let racks_n = nodes.div_ceil(NODES_PER_RACK).max(1);
@@ -43,7 +43,7 @@ pub fn layout(nodes: usize, cluster: &str) -> Inventory {
                 name: format!("{}{:02}", row_name(row), pos + 1),
                 row: row_name(row),
                 position: pos as u32,
-                power_limit_watts: if liquid { 60_000.0 } else { 40_000.0 },
+                power_limit_watts: if liquid { 60_000.0 } else { 44_000.0 },
                 cooling: if liquid {
                     Cooling::Liquid
                 } else {
