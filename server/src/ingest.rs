@@ -122,6 +122,19 @@ impl Ingest {
     /// Scrapes every target once, `concurrency` at a time; a slow or failing target holds
     /// up only its own slot. `now_ms` stamps what arrives.
     pub async fn scrape_all(&mut self, now_ms: UnixMs) -> RoundStats {
+        self.scrape_due(now_ms, Duration::ZERO).await
+    }
+
+    /// Scrapes the targets that are due at `now_ms` for a round `interval`: healthy ones
+    /// every round, failing ones after their backoff (doubling per failure, up to
+    /// [`crate::scrape::MAX_BACKOFF`]), so a dead exporter costs one attempt now and then.
+    pub async fn scrape_due(&mut self, now_ms: UnixMs, interval: Duration) -> RoundStats {
+        let health = &self.health;
+        let due = |url: &str| {
+            health
+                .get(url)
+                .is_none_or(|h| h.consecutive_failures == 0 || h.next_due_ms(interval) <= now_ms)
+        };
         let jobs: Vec<(String, String, Kind)> = self
             .targets
             .iter()
@@ -131,6 +144,7 @@ impl Ingest {
                     (t.node.clone(), t.bmc_url.clone(), Kind::Bmc),
                 ]
             })
+            .filter(|(_, url, _)| due(url))
             .collect();
         let client = self.client.clone();
         let results: Vec<Fetched> = stream::iter(jobs)
@@ -322,6 +336,35 @@ mod tests {
         ing.take("n1", Kind::Bmc, body, 1000);
         let l = &ing.latest["n1"];
         assert_eq!((l.power_watts, l.inlet_celsius), (Some(5412.0), Some(24.0)));
+    }
+
+    #[tokio::test]
+    async fn failing_targets_wait_their_backoff() {
+        // A port nobody listens on: every attempt fails at once.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("port");
+        let url = format!("http://{closed}/metrics");
+        let t = vec![NodeTarget {
+            node: "n1".into(),
+            gpu_url: url.clone(),
+            bmc_url: url.clone() + "?bmc",
+        }];
+        let mut ing = Ingest::new(
+            Client::new(Default::default()),
+            t,
+            PowerMapping::default(),
+            4,
+        );
+        let i = Duration::from_secs(1);
+        assert_eq!(ing.scrape_due(0, i).await.targets, 2);
+        // Failed once: not due again until 2 s later.
+        assert_eq!(ing.scrape_due(1_000, i).await.targets, 0);
+        assert_eq!(ing.scrape_due(2_000, i).await.targets, 2);
+        // Failed twice: 4 s.
+        assert_eq!(ing.scrape_due(4_000, i).await.targets, 0);
+        assert_eq!(ing.scrape_due(6_000, i).await.targets, 2);
+        assert!(ing.health().iter().all(|h| h.consecutive_failures == 3));
     }
 
     #[test]

@@ -402,7 +402,9 @@ pub async fn run_sim_source(
         let view = match ingest.as_mut() {
             None => frame.readings.clone(),
             Some(ing) => {
-                let round = ing.scrape_all(wall_now_ms()).await;
+                let round = ing
+                    .scrape_due(wall_now_ms(), Duration::from_millis(interval_ms))
+                    .await;
                 live.metrics.record_scrape_round(&round);
                 live.set_targets(ing.health());
                 let r = &frame.readings;

@@ -128,7 +128,8 @@ async fn the_overview_is_read_from_scraped_exporter_text() {
             .and_then(|v| v.parse::<u64>().ok())
             .unwrap_or_else(|| panic!("{name} in {m}"))
     };
-    assert!(count("gantry_scrapes_total") >= 256);
+    // Two rounds at least; the down node's two targets may be in backoff for one of them.
+    assert!(count("gantry_scrapes_total") >= 2 * 126);
     assert!(count("gantry_scrape_samples_total") > 0);
     assert_eq!(count("gantry_scrape_line_errors_total"), 0);
     r.stop().await.expect("stops");
