@@ -70,6 +70,8 @@ pub struct Config {
     pub telemetry: TelemetryKind,
     /// Scrapes in flight at once.
     pub scrape_concurrency: usize,
+    /// Which metrics of the node BMC/PDU exporter carry power and inlet temperature.
+    pub power_mapping: crate::ingest::PowerMapping,
     pub sim: SimConfig,
 }
 
@@ -85,6 +87,7 @@ impl Default for Config {
             source: SourceKind::Simulator,
             telemetry: TelemetryKind::Scrape,
             scrape_concurrency: 64,
+            power_mapping: crate::ingest::PowerMapping::default(),
             sim: SimConfig {
                 nodes: 64,
                 seed: 42,
@@ -129,7 +132,30 @@ struct FileConfig {
     source: Option<String>,
     telemetry: Option<String>,
     scrape_concurrency: Option<usize>,
+    power_mapping: Option<FilePowerMapping>,
     sim: Option<FileSim>,
+}
+
+/// `[power_mapping]`: metric names, and `label=value` sensor pickers.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePowerMapping {
+    power_metric: Option<String>,
+    power_label: Option<String>,
+    inlet_metric: Option<String>,
+    inlet_label: Option<String>,
+}
+
+/// `label=value` (empty: no picker).
+fn label_picker(field: &str, v: Option<String>) -> Result<Option<(String, String)>, ConfigError> {
+    match v {
+        None => Ok(None),
+        Some(s) if s.is_empty() => Ok(None),
+        Some(s) => match s.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok(Some((k.trim().into(), v.trim().into()))),
+            _ => Err(invalid(field, format!("{s:?} is not label=value"))),
+        },
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -256,6 +282,21 @@ impl Config {
         if !(1..=1024).contains(&scrape_concurrency) {
             return Err(invalid("scrape_concurrency", "must be between 1 and 1024"));
         }
+        let power_mapping = match raw.power_mapping {
+            None => d.power_mapping,
+            Some(m) => {
+                let defaults = crate::ingest::PowerMapping::default();
+                crate::ingest::PowerMapping {
+                    power_metric: m.power_metric.unwrap_or(defaults.power_metric),
+                    power_label: label_picker("power_mapping.power_label", m.power_label)?,
+                    inlet_metric: m.inlet_metric.unwrap_or(defaults.inlet_metric),
+                    inlet_label: match m.inlet_label {
+                        None => defaults.inlet_label,
+                        some => label_picker("power_mapping.inlet_label", some)?,
+                    },
+                }
+            }
+        };
         let cluster_name = raw.cluster_name.unwrap_or(d.cluster_name);
         if cluster_name.is_empty() || cluster_name.len() > 64 {
             return Err(invalid("cluster_name", "must be 1 to 64 characters"));
@@ -283,6 +324,7 @@ impl Config {
             source,
             telemetry,
             scrape_concurrency,
+            power_mapping,
             sim,
         })
     }
@@ -340,6 +382,35 @@ mod tests {
         std::fs::write(&f, "[sim]\nnodez = 3\n").expect("write");
         let e = Config::load(Some(&f), env(&[])).expect_err("typo");
         assert!(e.to_string().contains("nodez"), "{e}");
+    }
+
+    #[test]
+    fn power_mapping_section() {
+        let dir = std::env::temp_dir().join(format!("gantry-cfg3-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let f = dir.join("gantry.toml");
+        std::fs::write(
+            &f,
+            "[power_mapping]\npower_metric = \"node_hwmon_power_average_watt\"\npower_label = \"sensor=power1\"\n",
+        )
+        .expect("write");
+        let c = Config::load(Some(&f), env(&[])).expect("valid");
+        assert_eq!(
+            c.power_mapping.power_metric,
+            "node_hwmon_power_average_watt"
+        );
+        assert_eq!(
+            c.power_mapping.power_label,
+            Some(("sensor".into(), "power1".into()))
+        );
+        // Unset fields keep ipmi_exporter's defaults.
+        assert_eq!(
+            c.power_mapping.inlet_label,
+            Some(("name".into(), "Inlet Temp".into()))
+        );
+        std::fs::write(&f, "[power_mapping]\ninlet_label = \"nolabel\"\n").expect("write");
+        let e = Config::load(Some(&f), env(&[])).expect_err("bad label");
+        assert!(e.to_string().contains("power_mapping.inlet_label"), "{e}");
     }
 
     #[test]

@@ -20,6 +20,8 @@ use crate::telemetry::{dcgm, exposition};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PowerMapping {
     pub power_metric: String,
+    /// The label that picks the power sensor, if the metric has several.
+    pub power_label: Option<(String, String)>,
     pub inlet_metric: String,
     /// The label that picks the inlet sensor among the temperature sensors, if any.
     pub inlet_label: Option<(String, String)>,
@@ -29,6 +31,7 @@ impl Default for PowerMapping {
     fn default() -> Self {
         PowerMapping {
             power_metric: "ipmi_dcmi_power_consumption_watts".into(),
+            power_label: None,
             inlet_metric: "ipmi_temperature_celsius".into(),
             inlet_label: Some(("name".into(), "Inlet Temp".into())),
         }
@@ -222,13 +225,15 @@ impl Ingest {
                 let m = &self.mapping;
                 let (mut power, mut inlet) = (None, None);
                 let report = exposition::parse(body, |s| {
-                    if s.name == m.power_metric && s.value.is_finite() {
+                    let picks = |want: &Option<(String, String)>| {
+                        want.as_ref()
+                            .is_none_or(|(k, v)| s.label(k) == Some(v.as_str()))
+                    };
+                    if s.name == m.power_metric && s.value.is_finite() && picks(&m.power_label) {
                         power = Some(s.value);
                     } else if s.name == m.inlet_metric
                         && s.value.is_finite()
-                        && m.inlet_label
-                            .as_ref()
-                            .is_none_or(|(k, v)| s.label(k) == Some(v.as_str()))
+                        && picks(&m.inlet_label)
                     {
                         inlet = Some(s.value);
                     }
@@ -336,6 +341,24 @@ mod tests {
         ing.take("n1", Kind::Bmc, body, 1000);
         let l = &ing.latest["n1"];
         assert_eq!((l.power_watts, l.inlet_celsius), (Some(5412.0), Some(24.0)));
+    }
+
+    #[test]
+    fn a_site_maps_its_own_exporter_names() {
+        // node_exporter's hwmon collector on an ACPI power meter.
+        let mapping = PowerMapping {
+            power_metric: "node_hwmon_power_average_watt".into(),
+            power_label: Some(("sensor".into(), "power1".into())),
+            inlet_metric: "node_hwmon_temp_celsius".into(),
+            inlet_label: Some(("sensor".into(), "temp1".into())),
+        };
+        let mut ing = Ingest::new(Client::new(Default::default()), Vec::new(), mapping, 4);
+        let body = b"node_hwmon_power_average_watt{chip=\"acpi_power_meter\",sensor=\"power2\"} 12\n\
+                     node_hwmon_power_average_watt{chip=\"acpi_power_meter\",sensor=\"power1\"} 5120.5\n\
+                     node_hwmon_temp_celsius{chip=\"platform_coretemp\",sensor=\"temp1\"} 23\n";
+        ing.take("n1", Kind::Bmc, body, 1000);
+        let l = &ing.latest["n1"];
+        assert_eq!((l.power_watts, l.inlet_celsius), (Some(5120.5), Some(23.0)));
     }
 
     #[tokio::test]

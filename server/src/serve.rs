@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use crate::config::{Config, SourceKind, TelemetryKind};
 use crate::http::{router, AppState};
-use crate::ingest::{self, Ingest, PowerMapping};
+use crate::ingest::{self, Ingest};
 use crate::live::{self, Live, SimSource};
 use crate::metrics::Metrics;
 use crate::scrape::{Client, ScrapeConfig};
@@ -135,7 +135,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                     Some(Ingest::new(
                         client,
                         targets,
-                        PowerMapping::default(),
+                        cfg.power_mapping.clone(),
                         cfg.scrape_concurrency,
                     ))
                 }
