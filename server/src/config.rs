@@ -41,6 +41,8 @@ pub enum TelemetryKind {
     Scrape,
     /// Take the simulator's readings directly, skipping HTTP (for very large simulations).
     Direct,
+    /// Query a PromQL-compatible store (`promql_url`) that scrapes the exporters.
+    PromQl,
 }
 
 /// The simulated cluster's shape and pace.
@@ -70,6 +72,8 @@ pub struct Config {
     pub telemetry: TelemetryKind,
     /// Scrapes in flight at once.
     pub scrape_concurrency: usize,
+    /// The PromQL store's base URL (`http://prometheus:9090`), for `telemetry = "promql"`.
+    pub promql_url: Option<String>,
     /// Which metrics of the node BMC/PDU exporter carry power and inlet temperature.
     pub power_mapping: crate::ingest::PowerMapping,
     pub sim: SimConfig,
@@ -87,6 +91,7 @@ impl Default for Config {
             source: SourceKind::Simulator,
             telemetry: TelemetryKind::Scrape,
             scrape_concurrency: 64,
+            promql_url: None,
             power_mapping: crate::ingest::PowerMapping::default(),
             sim: SimConfig {
                 nodes: 64,
@@ -132,6 +137,7 @@ struct FileConfig {
     source: Option<String>,
     telemetry: Option<String>,
     scrape_concurrency: Option<usize>,
+    promql_url: Option<String>,
     power_mapping: Option<FilePowerMapping>,
     sim: Option<FileSim>,
 }
@@ -209,6 +215,7 @@ impl Config {
                 }
                 "SOURCE" => raw.source = Some(value),
                 "TELEMETRY" => raw.telemetry = Some(value),
+                "PROMQL_URL" => raw.promql_url = Some(value),
                 "SCRAPE_CONCURRENCY" => {
                     raw.scrape_concurrency = Some(value.parse().map_err(|_| num("a count"))?)
                 }
@@ -271,13 +278,26 @@ impl Config {
         let telemetry = match raw.telemetry.as_deref() {
             None | Some("scrape") => TelemetryKind::Scrape,
             Some("direct") => TelemetryKind::Direct,
+            Some("promql") => TelemetryKind::PromQl,
             Some(other) => {
                 return Err(invalid(
                     "telemetry",
-                    format!("{other:?} is not one of: scrape, direct"),
+                    format!("{other:?} is not one of: scrape, direct, promql"),
                 ))
             }
         };
+        let promql_url = raw.promql_url.filter(|u| !u.is_empty());
+        if let Some(u) = &promql_url {
+            if !u.starts_with("http://") {
+                return Err(invalid("promql_url", "must be an http:// URL"));
+            }
+        }
+        if telemetry == TelemetryKind::PromQl && promql_url.is_none() {
+            return Err(invalid(
+                "promql_url",
+                "is required when telemetry is \"promql\"",
+            ));
+        }
         let scrape_concurrency = raw.scrape_concurrency.unwrap_or(d.scrape_concurrency);
         if !(1..=1024).contains(&scrape_concurrency) {
             return Err(invalid("scrape_concurrency", "must be between 1 and 1024"));
@@ -324,6 +344,7 @@ impl Config {
             source,
             telemetry,
             scrape_concurrency,
+            promql_url,
             power_mapping,
             sim,
         })
@@ -382,6 +403,21 @@ mod tests {
         std::fs::write(&f, "[sim]\nnodez = 3\n").expect("write");
         let e = Config::load(Some(&f), env(&[])).expect_err("typo");
         assert!(e.to_string().contains("nodez"), "{e}");
+    }
+
+    #[test]
+    fn promql_telemetry_needs_a_url() {
+        let e = Config::load(None, env(&[("GANTRY_TELEMETRY", "promql")])).expect_err("no url");
+        assert!(e.to_string().contains("promql_url"), "{e}");
+        let c = Config::load(
+            None,
+            env(&[
+                ("GANTRY_TELEMETRY", "promql"),
+                ("GANTRY_PROMQL_URL", "http://127.0.0.1:9090"),
+            ]),
+        )
+        .expect("valid");
+        assert_eq!(c.telemetry, TelemetryKind::PromQl);
     }
 
     #[test]

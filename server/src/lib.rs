@@ -6,6 +6,7 @@ pub mod http;
 pub mod ingest;
 pub mod live;
 pub mod metrics;
+pub mod promql;
 pub mod scrape;
 pub mod serve;
 pub mod sim;

@@ -355,6 +355,8 @@ pub struct SimSource {
     pub interval_ms: u64,
     /// Scrape the simulator's exporters (the embedded default) instead of reading it directly.
     pub ingest: Option<crate::ingest::Ingest>,
+    /// With `ingest`: query this PromQL store (which scrapes the exporters) instead of scraping.
+    pub promql: Option<crate::promql::PromQl>,
 }
 
 /// Runs the simulator as the live source until `shutdown` turns true.
@@ -370,6 +372,7 @@ pub async fn run_sim_source(
         speed,
         interval_ms,
         mut ingest,
+        promql,
     } = src;
     q.send(StoreWrite::Inventory(Box::new(sim.inventory().clone())));
     record_events(&q, sim.drain_events());
@@ -402,9 +405,24 @@ pub async fn run_sim_source(
         let view = match ingest.as_mut() {
             None => frame.readings.clone(),
             Some(ing) => {
-                let round = ing
-                    .scrape_due(wall_now_ms(), Duration::from_millis(interval_ms))
-                    .await;
+                let round = match &promql {
+                    None => {
+                        ing.scrape_due(wall_now_ms(), Duration::from_millis(interval_ms))
+                            .await
+                    }
+                    Some(prom) => match ing.query_promql(prom, wall_now_ms()).await {
+                        Ok(r) => r,
+                        Err(e) => {
+                            // Logged once per failing tick, counted; the data ages and shows stale.
+                            tracing::warn!(error = %e, "PromQL query failed");
+                            crate::ingest::RoundStats {
+                                targets: 3,
+                                failed: 3,
+                                ..Default::default()
+                            }
+                        }
+                    },
+                };
                 live.metrics.record_scrape_round(&round);
                 live.set_targets(ing.health());
                 let r = &frame.readings;

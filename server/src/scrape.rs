@@ -47,10 +47,17 @@ pub enum ScrapeError {
     Status(u16),
     #[error("body larger than {0} bytes")]
     TooLarge(usize),
-    #[error("not metrics: content type {0:?}")]
+    #[error("unexpected content type {0:?}")]
     NotMetrics(String),
     #[error("bad gzip body: {0}")]
     Gzip(String),
+}
+
+/// What a GET must answer with.
+#[derive(Clone, Copy)]
+enum Expect {
+    Metrics,
+    Json,
 }
 
 /// An HTTP client for exporters; cheap to clone, shares connections.
@@ -74,6 +81,15 @@ impl Client {
 
     /// GETs `url` and returns its decoded body.
     pub async fn fetch(&self, url: &str) -> Result<Vec<u8>, ScrapeError> {
+        self.get(url, Expect::Metrics).await
+    }
+
+    /// GETs `url` from a JSON API (the Prometheus HTTP API), with the same limits.
+    pub async fn fetch_json(&self, url: &str) -> Result<Vec<u8>, ScrapeError> {
+        self.get(url, Expect::Json).await
+    }
+
+    async fn get(&self, url: &str, expect: Expect) -> Result<Vec<u8>, ScrapeError> {
         let uri: hyper::Uri = url
             .parse()
             .map_err(|_| ScrapeError::BadUrl(url.chars().take(200).collect()))?;
@@ -105,7 +121,13 @@ impl Client {
                 return Err(ScrapeError::Status(status.as_u16()));
             }
             let ctype = header_str(resp.headers(), header::CONTENT_TYPE);
-            if ctype.starts_with("text/html") || ctype.starts_with("application/json") {
+            let wrong = match expect {
+                Expect::Metrics => {
+                    ctype.starts_with("text/html") || ctype.starts_with("application/json")
+                }
+                Expect::Json => !ctype.starts_with("application/json"),
+            };
+            if wrong {
                 return Err(ScrapeError::NotMetrics(ctype.chars().take(100).collect()));
             }
             let gzip =

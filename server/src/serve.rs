@@ -13,6 +13,7 @@ use crate::http::{router, AppState};
 use crate::ingest::{self, Ingest};
 use crate::live::{self, Live, SimSource};
 use crate::metrics::Metrics;
+use crate::promql::PromQl;
 use crate::scrape::{Client, ScrapeConfig};
 use crate::sim::Sim;
 use crate::store::Store;
@@ -116,28 +117,43 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             let sim = tokio::task::spawn_blocking(move || Sim::new(nodes, seed, &name, start_ms))
                 .await
                 .map_err(|e| ServeError::Sim(e.to_string()))?;
-            let ingest = match cfg.telemetry {
-                TelemetryKind::Direct => None,
-                TelemetryKind::Scrape => {
-                    // The simulator's exporters, on this server. A scrape must finish within
-                    // the tick that serves its frame.
-                    let base = format!("http://{addr}/sim/exporter");
-                    let targets = ingest::targets(
-                        sim.inventory(),
-                        &format!("{base}/dcgm/{{node}}/metrics"),
-                        &format!("{base}/ipmi/{{node}}/metrics"),
-                    );
-                    let client = Client::new(ScrapeConfig {
-                        timeout: Duration::from_millis(cfg.live_interval_ms * 4 / 5),
-                        gzip: false,
-                        ..ScrapeConfig::default()
-                    });
+            // The simulator's exporters, on this server: scraped by Gantry, or by a PromQL
+            // store that Gantry queries.
+            let base = format!("http://{addr}/sim/exporter");
+            let targets = ingest::targets(
+                sim.inventory(),
+                &format!("{base}/dcgm/{{node}}/metrics"),
+                &format!("{base}/ipmi/{{node}}/metrics"),
+            );
+            // A scrape or query must finish within the tick that serves its frame.
+            let client = Client::new(ScrapeConfig {
+                timeout: Duration::from_millis(cfg.live_interval_ms * 4 / 5),
+                gzip: false,
+                ..ScrapeConfig::default()
+            });
+            let (ingest, promql) = match cfg.telemetry {
+                TelemetryKind::Direct => (None, None),
+                TelemetryKind::Scrape => (
                     Some(Ingest::new(
                         client,
                         targets,
                         cfg.power_mapping.clone(),
                         cfg.scrape_concurrency,
-                    ))
+                    )),
+                    None,
+                ),
+                TelemetryKind::PromQl => {
+                    let url = cfg.promql_url.clone().unwrap_or_default();
+                    let prom = PromQl::new(client.clone(), &url);
+                    (
+                        Some(Ingest::new(
+                            client,
+                            Vec::new(),
+                            cfg.power_mapping.clone(),
+                            cfg.scrape_concurrency,
+                        )),
+                        Some(prom),
+                    )
                 }
             };
             let src = SimSource {
@@ -146,6 +162,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                 speed: cfg.sim.speed,
                 interval_ms: cfg.live_interval_ms,
                 ingest,
+                promql,
             };
             tasks.push(tokio::spawn(live::run_sim_source(
                 src,

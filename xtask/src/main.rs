@@ -543,6 +543,10 @@ fn test(args: &[String]) -> Result {
     ]))?;
     fence()?;
 
+    ensure_apt(
+        &["prometheus"],
+        "the PromQL source is tested against a real Prometheus",
+    )?;
     let pg = Postgres::start()?;
     step("unit and integration tests (SQLite and PostgreSQL)");
     run_cmd(cargo().args(["test", "-p", "app", "--features", "ssr", "--lib"]))?;

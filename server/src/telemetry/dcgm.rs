@@ -114,6 +114,66 @@ fn field_of(metric: &str) -> Option<(u32, Field, bool)> {
     })
 }
 
+/// Every metric name `field_of` knows (keep in step: a test checks each one resolves).
+const FIELD_NAMES: &[&str] = &[
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_BOARD_POWER_WATTS",
+    "dcgm_power_usage",
+    "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
+    "DCGM_FI_DEV_BOARD_POWER_LIMIT_ENFORCED_WATTS",
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_GPU_TEMP_CELSIUS",
+    "dcgm_gpu_temp",
+    "DCGM_FI_DEV_MEMORY_TEMP",
+    "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS",
+    "dcgm_memory_temp",
+    "DCGM_FI_DEV_SM_CLOCK",
+    "dcgm_sm_clock",
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_GPU_UTIL_RATIO",
+    "dcgm_gpu_utilization",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO",
+    "dcgm_fi_prof_gr_engine_active",
+    "DCGM_FI_PROF_SM_ACTIVE",
+    "DCGM_FI_PROF_SM_UTIL_RATIO",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    "DCGM_FI_PROF_TENSOR_UTIL_RATIO",
+    "dcgm_fi_prof_pipe_tensor_active",
+    "DCGM_FI_PROF_DRAM_ACTIVE",
+    "DCGM_FI_PROF_DRAM_UTIL_RATIO",
+    "dcgm_fi_prof_dram_active",
+    "DCGM_FI_PROF_NVLINK_TX_BYTES",
+    "DCGM_FI_PROF_NVLINK_RX_BYTES",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+    "DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL",
+    "dcgm_nvlink_bandwidth_total",
+    "DCGM_FI_PROF_PCIE_TX_BYTES",
+    "dcgm_fi_prof_pcie_tx_bytes",
+    "DCGM_FI_PROF_PCIE_RX_BYTES",
+    "dcgm_fi_prof_pcie_rx_bytes",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    "DCGM_FI_DEV_PCIE_REPLAY_TOTAL",
+    "dcgm_pcie_replay_counter",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+    "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL",
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+    "DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+    "DCGM_FI_DEV_ROW_REMAP_FAILED",
+    "DCGM_FI_DEV_XID_ERRORS",
+    "DCGM_FI_DEV_XID_ERROR",
+    "dcgm_xid_errors",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+    "dcgm_total_energy_consumption",
+];
+
 /// DCGM's int64 "blank" values (no data, not found, not supported, no permission) start
 /// at 0x7ffffffffffffff0; as f64 every one of them rounds to 2^63.
 const INT64_BLANK_F64: f64 = 9_223_372_036_854_775_792.0;
@@ -204,20 +264,39 @@ const MAX_IGNORED: usize = 50;
 /// Decodes a dcgm-exporter body. `default_host` names the GPUs' host when the exporter
 /// sends no `Hostname`/`hostname` label (`--no-hostname`): usually the scrape target.
 pub fn decode(body: &[u8], default_host: &str) -> DcgmScrape {
-    let mut gpus: BTreeMap<(String, u32, Option<String>), DcgmGpu> = BTreeMap::new();
-    let mut ignored: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
-    let report: Report = exposition::parse(body, |s: Sample<'_>| {
-        let Some((_, field, fp64)) = field_of(s.name) else {
+    let mut d = Decoder::default();
+    let report: Report = exposition::parse(body, |s: Sample<'_>| d.push(&s, default_host));
+    let mut out = d.finish();
+    out.samples = report.samples;
+    out.line_errors = report.error_count;
+    out.errors = report.errors.iter().map(ToString::to_string).collect();
+    out
+}
+
+/// Turns samples from any origin (exposition text, a PromQL result) into GPUs.
+#[derive(Default)]
+pub struct Decoder {
+    gpus: BTreeMap<(String, u32, Option<String>), DcgmGpu>,
+    ignored: std::collections::BTreeSet<String>,
+    samples: usize,
+}
+
+impl Decoder {
+    /// Takes one sample; `default_host` names its host when no `Hostname` label does.
+    pub fn push(&mut self, s: &Sample<'_>, default_host: &str) {
+        self.samples += 1;
+        let ignore = |ignored: &mut std::collections::BTreeSet<String>| {
             if ignored.len() < MAX_IGNORED {
                 ignored.insert(s.name.to_string());
             }
+        };
+        let Some((_, field, fp64)) = field_of(s.name) else {
+            ignore(&mut self.ignored);
             return;
         };
         let Some(gpu) = s.label("gpu").and_then(|g| g.parse::<u32>().ok()) else {
             // NVSwitch, link or CPU entities: not a GPU reading.
-            if ignored.len() < MAX_IGNORED {
-                ignored.insert(s.name.to_string());
-            }
+            ignore(&mut self.ignored);
             return;
         };
         let host = s
@@ -226,7 +305,8 @@ pub fn decode(body: &[u8], default_host: &str) -> DcgmScrape {
             .unwrap_or(default_host)
             .to_string();
         let mig = s.label("GPU_I_ID").map(str::to_string);
-        let g = gpus
+        let g = self
+            .gpus
             .entry((host.clone(), gpu, mig.clone()))
             .or_insert_with(|| DcgmGpu {
                 host,
@@ -272,18 +352,28 @@ pub fn decode(body: &[u8], default_host: &str) -> DcgmScrape {
         }
         // Duplicate series (one per hpc_job): same GPU, same value; the last one wins.
         g.readings.insert(field, s.value);
-    });
-    let mut gpus: Vec<DcgmGpu> = gpus.into_values().collect();
-    for g in &mut gpus {
-        g.no_data.retain(|f| !g.readings.contains_key(f));
     }
-    DcgmScrape {
-        gpus,
-        ignored_metrics: ignored.into_iter().collect(),
-        samples: report.samples,
-        line_errors: report.error_count,
-        errors: report.errors.iter().map(ToString::to_string).collect(),
+
+    /// The GPUs seen, in (host, index, MIG instance) order.
+    pub fn finish(self) -> DcgmScrape {
+        let mut gpus: Vec<DcgmGpu> = self.gpus.into_values().collect();
+        for g in &mut gpus {
+            g.no_data.retain(|f| !g.readings.contains_key(f));
+        }
+        DcgmScrape {
+            gpus,
+            ignored_metrics: self.ignored.into_iter().collect(),
+            samples: self.samples,
+            line_errors: 0,
+            errors: Vec::new(),
+        }
     }
+}
+
+/// The regular expression of every metric name the field table knows, for a PromQL
+/// `{__name__=~"..."}` selector.
+pub fn metric_names_regex() -> String {
+    FIELD_NAMES.join("|")
 }
 
 #[cfg(test)]
@@ -370,6 +460,16 @@ DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT{nvswitch="nvswitch0",hostname="gpu017"}
         let s = decode(t.as_bytes(), "a");
         assert_eq!(s.gpus[0].get(Field::MemoryTempCelsius), None);
         assert_eq!(s.gpus[0].no_data, vec![Field::MemoryTempCelsius]);
+    }
+
+    #[test]
+    fn every_listed_name_is_a_known_field_and_the_regex_selects_them() {
+        for n in FIELD_NAMES {
+            assert!(field_of(n).is_some(), "{n}");
+        }
+        let re = metric_names_regex();
+        assert!(re.contains("|DCGM_FI_DEV_BOARD_POWER_WATTS|"));
+        assert!(!re.contains('"') && !re.contains('\\'));
     }
 
     #[test]

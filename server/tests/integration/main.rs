@@ -4,10 +4,12 @@
 //! - `http`: a real server on a real socket: pages, live SSE, health, metrics, shutdown.
 //! - `cli`: the `gantry` binary's operator commands.
 //! - `scrape`: exporters over real sockets, including ones that hang, flood or lie.
+//! - `promql`: the same readings through a real Prometheus.
 
 mod support;
 
 mod cli;
 mod http;
+mod promql;
 mod scrape;
 mod storage;

@@ -1,0 +1,178 @@
+//! The PromQL path against a real Prometheus (Debian's `prometheus`) that scrapes the
+//! simulator's exporters: what Gantry shows through Prometheus equals the simulator's truth.
+
+use std::time::Duration;
+
+use server::promql::PromQl;
+use server::scrape::{Client, ScrapeConfig};
+
+use crate::support::{self, get};
+
+fn prometheus() -> Option<&'static str> {
+    let bin = "/usr/bin/prometheus";
+    if std::path::Path::new(bin).exists() {
+        return Some(bin);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "Debian's prometheus must be installed in CI"
+    );
+    eprintln!("prometheus not installed: PromQL test skipped (apt-get install prometheus)");
+    None
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("port")
+}
+
+/// Prometheus's configuration: scrape every simulated node's two exporters on Gantry,
+/// labelled as a real site would be (instance = node:port).
+fn prometheus_yml(gantry: std::net::SocketAddr, nodes: u32) -> String {
+    let targets: Vec<String> = (1..=nodes).map(|n| format!("\"gpu{n:03}\"")).collect();
+    let job = |name: &str, port: u16| {
+        format!(
+            "  - job_name: {name}\n    static_configs:\n      - targets: [{t}]\n    relabel_configs:\n\
+             \x20     - source_labels: [__address__]\n        target_label: __metrics_path__\n        replacement: /sim/exporter/{name}/${{1}}/metrics\n\
+             \x20     - source_labels: [__address__]\n        target_label: instance\n        replacement: ${{1}}:{port}\n\
+             \x20     - target_label: __address__\n        replacement: {gantry}\n",
+            t = targets.join(", ")
+        )
+    };
+    format!(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n{}{}",
+        job("dcgm", 9400),
+        job("ipmi", 9290)
+    )
+}
+
+#[tokio::test]
+async fn the_overview_reads_through_a_real_prometheus() {
+    let Some(bin) = prometheus() else { return };
+    let prom_port = free_port();
+    let prom_url = format!("http://127.0.0.1:{prom_port}");
+    // A frozen simulation: readings stay the same, so Prometheus's samples must equal them.
+    let mut cfg = support::test_config(support::sqlite_url(), 64, 1e-6, 500);
+    cfg.telemetry = server::config::TelemetryKind::PromQl;
+    cfg.promql_url = Some(prom_url.clone());
+    let r = server::serve::start(cfg).await.expect("gantry");
+    support::wait_ready(&r).await;
+
+    let dir = std::env::temp_dir().join(format!("gantry-prom-{}-{prom_port}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("prometheus.yml"), prometheus_yml(r.addr, 64)).expect("config");
+    let mut child = tokio::process::Command::new(bin)
+        .arg(format!(
+            "--config.file={}",
+            dir.join("prometheus.yml").display()
+        ))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+        .arg("--log.level=warn")
+        .kill_on_drop(true)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start prometheus");
+
+    let prom = PromQl::new(Client::new(ScrapeConfig::default()), &prom_url);
+    // Every answering node scraped: 63 nodes x 8 GPUs (gpu061 is down and does not answer).
+    let mut seen = 0;
+    for _ in 0..150 {
+        seen = match prom
+            .query(
+                "count(DCGM_FI_DEV_POWER_USAGE) + count(ipmi_dcmi_power_consumption_watts)",
+                None,
+            )
+            .await
+        {
+            Ok(s) => s
+                .first()
+                .and_then(|s| s.points.last())
+                .map(|p| p.1 as i64)
+                .unwrap_or(0),
+            Err(_) => 0,
+        };
+        if seen == 63 * 8 + 63 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        seen,
+        63 * 8 + 63,
+        "Prometheus did not scrape every exporter in 30 s"
+    );
+    let complete_at = server::live::wall_now_ms();
+
+    // The overview, computed from PromQL answers, equals the truth at its tick.
+    let mut matched = false;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let Some(tick) = r.live.current() else {
+            continue;
+        };
+        let Some(truth) = r.live.truth(Some(tick.overview.seq)) else {
+            continue;
+        };
+        let ov = &tick.overview;
+        if ov.summary.power_watts == truth.power_watts
+            && ov.summary.gpus_throttling == truth.gpus_throttling
+            && ov
+                .racks
+                .iter()
+                .zip(&truth.racks)
+                .all(|(a, b)| a.power_watts == Some(b.power_watts))
+        {
+            matched = true;
+            break;
+        }
+    }
+    assert!(
+        matched,
+        "the overview read through Prometheus never equalled the truth"
+    );
+    let targets = get(r.addr, "/api/targets").await.json();
+    assert_eq!(
+        targets["targets"].as_array().map(Vec::len),
+        Some(0),
+        "nothing scraped directly"
+    );
+
+    // History through query_range: gpu001's GPU 0 power since the data was complete is the
+    // frame's, at every step.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let frame = r.live.sim_frame().expect("frame");
+    let want = frame
+        .readings
+        .gpus
+        .iter()
+        .find(|g| g.node == "gpu001" && g.index == 0)
+        .and_then(|g| g.power_watts);
+    let now = server::live::wall_now_ms();
+    let series = prom
+        .query_range(
+            "DCGM_FI_DEV_POWER_USAGE{Hostname=\"gpu001\",gpu=\"0\"}",
+            complete_at,
+            now,
+            500,
+        )
+        .await
+        .expect("range");
+    assert_eq!(series.len(), 1);
+    assert!(series[0].points.len() >= 3, "{:?}", series[0].points);
+    for (_, v) in &series[0].points {
+        assert!(
+            (Some(*v) == want.map(|w| (w * 1e6).round() / 1e6)),
+            "{v} vs {want:?}"
+        );
+    }
+    let _ = child.kill().await;
+    r.stop().await.expect("stop");
+    let _ = std::fs::remove_dir_all(dir);
+}
