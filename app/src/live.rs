@@ -48,6 +48,10 @@ pub struct RackTile {
     pub cooling: Cooling,
     pub gpus_throttling: u32,
     pub nodes_unavailable: u32,
+    /// Nodes up in the scheduler whose power reading is missing or stale: the rack's
+    /// power is then a lower bound, and says so.
+    #[serde(default)]
+    pub nodes_not_reporting: u32,
 }
 
 impl RackTile {
@@ -64,7 +68,7 @@ impl RackTile {
         match self.load_ratio() {
             Some(r) if r > 1.0 => Severity::Critical,
             Some(r) if r > 0.9 => Severity::Warning,
-            _ if self.gpus_throttling > 0 => Severity::Warning,
+            _ if self.gpus_throttling > 0 || self.nodes_not_reporting > 0 => Severity::Warning,
             _ => Severity::Ok,
         }
     }
@@ -213,6 +217,7 @@ mod tests {
             cooling: Cooling::Air,
             gpus_throttling: 0,
             nodes_unavailable: 0,
+            nodes_not_reporting: 0,
         }
     }
 
@@ -284,6 +289,9 @@ mod tests {
         assert_eq!(tile("x", 41_000.0).severity(), Severity::Critical);
         let mut t = tile("x", 10_000.0);
         t.gpus_throttling = 3;
+        assert_eq!(t.severity(), Severity::Warning);
+        t.gpus_throttling = 0;
+        t.nodes_not_reporting = 1;
         assert_eq!(t.severity(), Severity::Warning);
         t.power_watts = None;
         assert_eq!(t.load_ratio(), None);

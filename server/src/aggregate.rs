@@ -63,6 +63,16 @@ pub fn overview(
         }
     }
 
+    // Up in the scheduler, yet no fresh power reading: the rack's sum is incomplete.
+    let mut not_reporting = vec![0u32; inv.racks.len()];
+    for ((name, st), power) in r.nodes.iter().zip(&r.node_power_watts) {
+        let down = matches!(st, NodeState::Down | NodeState::NotResponding);
+        if power.is_none() && !down {
+            if let Some(&ri) = node_rack.get(name.as_str()) {
+                not_reporting[ri] += 1;
+            }
+        }
+    }
     let mut throttling = vec![0u32; inv.racks.len()];
     let mut gpu_watts = vec![0.0f64; inv.racks.len()];
     let (mut sm_sum, mut sm_n) = (0.0, 0u32);
@@ -106,6 +116,7 @@ pub fn overview(
                 cooling: rack.cooling,
                 gpus_throttling: throttling[i],
                 nodes_unavailable: unavailable[i],
+                nodes_not_reporting: not_reporting[i],
             }
         })
         .collect();
@@ -161,6 +172,26 @@ mod tests {
         }
         let g = ov.summary.gpus;
         assert_eq!(g.allocated + g.idle + g.drained + g.down, g.total);
+    }
+
+    #[test]
+    fn a_rack_with_a_silent_node_says_its_power_is_incomplete() {
+        let sim = Sim::new(64, 42, "t", T0);
+        let mut r = sim.readings();
+        let ov = overview(sim.inventory(), &r, 1, 1000, T0);
+        assert!(
+            ov.racks.iter().all(|t| t.nodes_not_reporting == 0),
+            "the down node is not 'not reporting'"
+        );
+        let i = r
+            .nodes
+            .iter()
+            .position(|(n, _)| n == "gpu002")
+            .expect("node");
+        r.node_power_watts[i] = None;
+        let ov = overview(sim.inventory(), &r, 1, 1000, T0);
+        assert_eq!(ov.racks[0].nodes_not_reporting, 1);
+        assert_eq!(ov.racks[1].nodes_not_reporting, 0);
     }
 
     #[test]

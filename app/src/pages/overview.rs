@@ -232,13 +232,20 @@ fn RackTileView(r: RackTile) -> impl IntoView {
     let power = units::power(r.power_watts);
     let limit = units::power(Some(r.power_limit_watts));
     let inlet = units::celsius(r.inlet_celsius);
-    let sev_text = match sev {
-        crate::live::Severity::Ok => "",
-        crate::live::Severity::Warning => "near limit",
-        crate::live::Severity::Critical => "over limit",
+    let sev_text = match (sev, r.load_ratio()) {
+        (crate::live::Severity::Critical, _) => "over limit",
+        (crate::live::Severity::Warning, Some(x)) if x > 0.9 => "near limit",
+        _ => "",
     };
+    let silent = r.nodes_not_reporting;
+    let silent_text = (silent > 0).then(|| {
+        format!(
+            "power incomplete: {silent} node{} not reporting",
+            if silent == 1 { "" } else { "s" }
+        )
+    });
     let label = format!(
-        "Rack {}: {} of {} ({}), inlet {}, {} GPUs throttling{}",
+        "Rack {}: {} of {} ({}), inlet {}, {} GPUs throttling{}{}",
         r.name,
         power,
         limit,
@@ -249,7 +256,11 @@ fn RackTileView(r: RackTile) -> impl IntoView {
             String::new()
         } else {
             format!(", {sev_text}")
-        }
+        },
+        silent_text
+            .as_ref()
+            .map(|t| format!(", {t}"))
+            .unwrap_or_default()
     );
     let fill = r
         .load_ratio()
@@ -264,6 +275,7 @@ fn RackTileView(r: RackTile) -> impl IntoView {
             <span class="bar" aria-hidden="true"><span class="fill" style=format!("width:{fill}%")></span></span>
             <span class="rack-pct num">{pct}{(!sev_text.is_empty()).then(|| format!(" · {sev_text}"))}</span>
             <span class="rack-inlet num">{format!("inlet {inlet}")}</span>
+            {silent_text.map(|t| view! { <span class="rack-silent" data-test="rack-silent">{t}</span> })}
             {(r.gpus_throttling > 0).then(|| view! {
                 <span class="rack-throttle num">{format!("{} throttling", r.gpus_throttling)}</span>
             })}

@@ -221,3 +221,51 @@ async fn html_errors_refusals_gzip_and_garbage() {
     assert!(scrape.gpus.is_empty());
     assert!(scrape.line_errors > 0);
 }
+
+#[tokio::test]
+async fn a_live_node_whose_exporters_fail_marks_its_rack_incomplete() {
+    let cfg = support::test_config(support::sqlite_url(), 16, 1.0, 200);
+    let r = server::serve::start(cfg).await.expect("server");
+    support::wait_ready(&r).await;
+    while r.live.sim_frame().is_none() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let frame = r.live.sim_frame().expect("frame");
+    let base = format!("http://{}/sim/exporter", r.addr);
+    let mut targets = server::ingest::targets(
+        &frame.inventory,
+        &format!("{base}/dcgm/{{node}}/metrics"),
+        &format!("{base}/ipmi/{{node}}/metrics"),
+    );
+    // gpu003 is up, but its exporters are unreachable.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port");
+    targets[2].gpu_url = format!("http://{closed}/metrics");
+    targets[2].bmc_url = format!("http://{closed}/metrics");
+    let mut ing = server::ingest::Ingest::new(
+        client(2_000, 1 << 20),
+        targets,
+        server::ingest::PowerMapping::default(),
+        8,
+    );
+    let now = server::live::wall_now_ms();
+    let round = ing.scrape_all(now).await;
+    // gpu003's two, and the two of the simulated cluster's down node (gpu016 at 16 nodes).
+    assert_eq!(round.failed, 4);
+    let rd = &frame.readings;
+    let view = ing.readings(
+        &frame.inventory,
+        now,
+        rd.at_ms,
+        2_000,
+        rd.nodes.clone(),
+        rd.jobs.clone(),
+    );
+    let ov = server::aggregate::overview(&frame.inventory, &view, 1, 200, now);
+    assert_eq!(ov.racks[0].nodes_not_reporting, 1);
+    assert_eq!(ov.racks[1].nodes_not_reporting, 0);
+    // Its GPUs are missing, not zero.
+    assert!(view.gpus.iter().all(|g| g.node != "gpu003"));
+    r.stop().await.expect("stop");
+}
