@@ -9,6 +9,8 @@ const USAGE: &str = "\
 usage: gantry [serve] [--config FILE]
        gantry inspect metrics FILE|URL|-
        gantry inspect topology FILE
+       gantry inspect slurm-nodes FILE|-
+       gantry inspect slurm-jobs FILE|-
 
 serve    Runs Gantry. Configuration: defaults, then FILE (or $GANTRY_CONFIG), then GANTRY_*
          variables.
@@ -19,6 +21,9 @@ inspect metrics
          the metrics it ignored and the lines it could not read.
 inspect topology
          Prints a Slurm topology.conf (tree or block) as JSON, hostlists expanded.
+inspect slurm-nodes, inspect slurm-jobs
+         Prints Slurm's node or job JSON (sinfo/squeue/scontrol --json or slurmrestd, API
+         v0.0.37 to v0.0.44) as Gantry normalizes it: states, hostlists expanded, GPUs.
 ";
 
 /// The largest scrape `inspect` reads; a larger one is refused rather than read whole.
@@ -163,7 +168,35 @@ fn inspect(args: &[String]) -> ExitCode {
                 }
             }
         }
-        _ => usage_error("inspect takes: metrics FILE|URL|- or topology FILE"),
+        (Some(kind @ ("slurm-nodes" | "slurm-jobs")), Some(src), 2) => {
+            let body = match read_bounded(src) {
+                Ok(b) => b,
+                Err(e) => {
+                    eprintln!("gantry: {src}: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let out = if kind == "slurm-nodes" {
+                server::slurm::json::parse_nodes(&body).map(|n| serde_json::json!({ "nodes": n }))
+            } else {
+                server::slurm::json::parse_jobs(&body).map(|j| serde_json::json!({ "jobs": j }))
+            };
+            match out.map(|v| serde_json::to_string_pretty(&v)) {
+                Ok(Ok(s)) => {
+                    println!("{s}");
+                    ExitCode::SUCCESS
+                }
+                Ok(Err(e)) => {
+                    eprintln!("gantry: {e}");
+                    ExitCode::FAILURE
+                }
+                Err(e) => {
+                    eprintln!("gantry: {src}: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        _ => usage_error("inspect takes: metrics FILE|URL|-, topology FILE, slurm-nodes FILE|-, slurm-jobs FILE|-"),
     }
 }
 

@@ -2,5 +2,6 @@
 //! transports (CLI, slurmrestd) and the poller build on these.
 
 pub mod hostlist;
+pub mod json;
 pub mod state;
 pub mod topology;
