@@ -49,6 +49,7 @@ fn main() -> ExitCode {
         Some("test") => test(rest),
         Some("bench") => bench(rest),
         Some("fence") => fence(),
+        Some("slurm") => slurm_cmd(rest),
         Some("bootstrap") => bootstrap(true, true),
         _ => Err(USAGE.to_string()),
     };
@@ -548,13 +549,16 @@ fn test(args: &[String]) -> Result {
         "the PromQL source is tested against a real Prometheus",
     )?;
     let pg = Postgres::start()?;
-    step("unit and integration tests (SQLite and PostgreSQL)");
+    let slurm = SlurmCluster::start(false)?;
+    step("unit and integration tests (SQLite, PostgreSQL, Prometheus, Slurm)");
     run_cmd(cargo().args(["test", "-p", "app", "--features", "ssr", "--lib"]))?;
     run_cmd(
         cargo()
             .args(["test", "-p", "server"])
-            .env("GANTRY_TEST_PG_URL", &pg.url),
+            .env("GANTRY_TEST_PG_URL", &pg.url)
+            .env("GANTRY_TEST_SLURM_CONF", &slurm.conf),
     )?;
+    drop(slurm);
     drop(pg);
 
     ensure_apt(&["chromium"], "browser tests run in Debian's Chromium")?;
@@ -653,6 +657,212 @@ fn end2end() -> Result {
         eprintln!("server log kept in {}", tmp.join("gantry.log").display());
     }
     res
+}
+
+// ---------------------------------------------------------------- slurm
+
+/// A real 16-node Slurm 22.05 cluster on this machine (Debian's packages): gpu001-012
+/// with 8 H100 each, gpu013-016 with 4 A100, one slurmd per node on its own port, GPUs as
+/// GRES backed by /dev/null. A fresh state directory per start; stopped on drop.
+struct SlurmCluster {
+    dir: PathBuf,
+    conf: PathBuf,
+    keep: bool,
+}
+
+const SLURMCTLD_PORT: u16 = 6817;
+
+fn slurm_conf(dir: &Path) -> String {
+    let d = dir.display();
+    format!(
+        "ClusterName=gantry-test\nSlurmctldHost=localhost\nSlurmctldPort={SLURMCTLD_PORT}\nSlurmUser=root\nSlurmdUser=root\n\
+AuthType=auth/munge\nCredType=cred/munge\nStateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool/%n\n\
+SlurmctldPidFile={d}/run/slurmctld.pid\nSlurmdPidFile={d}/run/slurmd-%n.pid\nSlurmctldLogFile={d}/log/slurmctld.log\n\
+SlurmdLogFile={d}/log/slurmd-%n.log\nSlurmctldDebug=info\nSlurmdDebug=info\nProctrackType=proctrack/linuxproc\n\
+TaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n\
+JobCompType=jobcomp/filetxt\nJobCompLoc={d}/log/jobcomp.txt\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core_Memory\n\
+DefMemPerCPU=4096\nSlurmdParameters=config_overrides\nReturnToService=2\nTreeWidth=65533\nMpiDefault=none\n\
+MailProg=/bin/true\nMinJobAge=300\nSlurmdTimeout=30\nGresTypes=gpu\n\
+NodeName=gpu[001-012] NodeHostname=localhost NodeAddr=127.0.0.1 Port=17001-17012 CPUs=64 Sockets=2 CoresPerSocket=32 ThreadsPerCore=1 RealMemory=512000 Gres=gpu:h100:8 Features=h100 State=UNKNOWN\n\
+NodeName=gpu[013-016] NodeHostname=localhost NodeAddr=127.0.0.1 Port=17013-17016 CPUs=32 Sockets=2 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=256000 Gres=gpu:a100:4 Features=a100 State=UNKNOWN\n\
+PartitionName=gpu Nodes=gpu[001-016] Default=YES MaxTime=INFINITE State=UP\nPartitionName=debug Nodes=gpu[013-016] MaxTime=01:00:00 State=UP\n"
+    )
+}
+
+fn slurm_run(conf: &Path, program: &str, args: &[&str]) -> Option<String> {
+    output(Command::new(program).args(args).env("SLURM_CONF", conf))
+}
+
+impl SlurmCluster {
+    fn start(keep: bool) -> Result<SlurmCluster> {
+        ensure_apt(
+            &["slurmctld", "slurmd", "slurm-client", "munge"],
+            "drain, resume and requeue are tested against a real Slurm",
+        )?;
+        if !is_root() {
+            return Err("the Slurm test cluster runs as root (SlurmUser=root, 16 slurmd)".into());
+        }
+        if TcpStream::connect_timeout(
+            &SocketAddr::from(([127, 0, 0, 1], SLURMCTLD_PORT)),
+            Duration::from_millis(300),
+        )
+        .is_ok()
+        {
+            return Err(format!(
+                "port {SLURMCTLD_PORT} is taken: another slurmctld runs here (stop it: cargo xtask slurm down DIR)"
+            ));
+        }
+        let dir = env::temp_dir().join(format!("gantry-slurm-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        for sub in ["etc", "state", "spool", "run", "log", "dev"] {
+            fs::create_dir_all(dir.join(sub)).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        for i in 0..8 {
+            let link = dir.join("dev").join(format!("nvidia{i}"));
+            std::os::unix::fs::symlink("/dev/null", &link)
+                .map_err(|e| format!("{}: {e}", link.display()))?;
+        }
+        let conf = dir.join("etc").join("slurm.conf");
+        let dev = dir.join("dev").display().to_string();
+        fs::write(&conf, slurm_conf(&dir)).map_err(|e| e.to_string())?;
+        fs::write(
+            dir.join("etc").join("gres.conf"),
+            format!(
+                "AutoDetect=off\nNodeName=gpu[001-012] Name=gpu Type=h100 File={dev}/nvidia[0-7]\nNodeName=gpu[013-016] Name=gpu Type=a100 File={dev}/nvidia[0-3]\n"
+            ),
+        )
+        .map_err(|e| e.to_string())?;
+        step(&format!("starting a 16-node Slurm in {}", dir.display()));
+        // munged: one per machine, shared; start it if it is not running.
+        if !Path::new("/run/munge/munge.socket.2").exists() {
+            run_cmd(Command::new("install").args([
+                "-d",
+                "-o",
+                "munge",
+                "-g",
+                "munge",
+                "-m",
+                "755",
+                "/run/munge",
+            ]))?;
+            if !Path::new("/etc/munge/munge.key").exists() {
+                run_cmd(
+                    Command::new("mungekey").args(["--create", "--keyfile=/etc/munge/munge.key"]),
+                )?;
+                run_cmd(Command::new("chown").args(["munge:munge", "/etc/munge/munge.key"]))?;
+            }
+            run_cmd(Command::new("runuser").args(["-u", "munge", "--", "/usr/sbin/munged"]))?;
+        }
+        let cluster = SlurmCluster { dir, conf, keep };
+        let daemon = |args: &[&str]| {
+            run_cmd(
+                Command::new("setsid")
+                    .args(args)
+                    .env("SLURM_CONF", &cluster.conf)
+                    .stdin(Stdio::null()),
+            )
+        };
+        daemon(&["/usr/sbin/slurmctld", "-i"])?;
+        for n in 1..=16 {
+            daemon(&["/usr/sbin/slurmd", "-N", &format!("gpu{n:03}")])?;
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let states =
+                slurm_run(&cluster.conf, "sinfo", &["-h", "-N", "-o", "%N %T"]).unwrap_or_default();
+            // Nodes in two partitions are listed twice: count names.
+            let mut idle: Vec<&str> = states
+                .lines()
+                .filter(|l| l.ends_with(" idle"))
+                .filter_map(|l| l.split(' ').next())
+                .collect();
+            idle.sort_unstable();
+            idle.dedup();
+            let idle = idle.len();
+            if idle == 16 {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "Slurm did not bring 16 nodes to idle in 60 s:\n{states}\nlogs in {}",
+                    cluster.dir.join("log").display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        println!("ok: 16 nodes idle (SLURM_CONF={})", cluster.conf.display());
+        Ok(cluster)
+    }
+}
+
+/// Stops the daemons of a cluster directory: jobs first (their slurmstepd outlive slurmd),
+/// then the controller and every slurmd, politely, then by force.
+fn slurm_stop(dir: &Path) {
+    let conf = dir.join("etc").join("slurm.conf");
+    if let Some(ids) = slurm_run(&conf, "squeue", &["-h", "-o", "%i"]) {
+        for id in ids.split_whitespace() {
+            let _ = slurm_run(&conf, "scancel", &[id]);
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline
+        && slurm_run(&conf, "squeue", &["-h", "-o", "%i"]).is_some_and(|s| !s.trim().is_empty())
+    {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = slurm_run(&conf, "scontrol", &["shutdown"]);
+    let pids: Vec<String> = fs::read_dir(dir.join("run"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| fs::read_to_string(e.path()).ok())
+                .map(|s| s.trim().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    let alive = |pid: &str| Path::new("/proc").join(pid).exists();
+    for signal in ["-TERM", "-KILL"] {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline && pids.iter().any(|p| alive(p)) {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        for pid in pids.iter().filter(|p| alive(p)) {
+            let _ = Command::new("kill")
+                .args([signal, pid])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+impl Drop for SlurmCluster {
+    fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
+        slurm_stop(&self.dir);
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `cargo xtask slurm up` (prints SLURM_CONF and leaves it running) / `slurm down DIR`.
+fn slurm_cmd(args: &[String]) -> Result {
+    match (args.first().map(String::as_str), args.get(1)) {
+        (Some("up"), None) => {
+            let c = SlurmCluster::start(true)?;
+            println!(
+                "export SLURM_CONF={}\nstop with: cargo xtask slurm down {}",
+                c.conf.display(),
+                c.dir.display()
+            );
+            Ok(())
+        }
+        (Some("down"), Some(dir)) => {
+            slurm_stop(Path::new(dir));
+            Ok(())
+        }
+        _ => Err("usage: cargo xtask slurm <up | down DIR>".into()),
+    }
 }
 
 // ---------------------------------------------------------------- bench

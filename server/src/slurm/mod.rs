@@ -1,6 +1,7 @@
 //! Slurm: the pure parts first (hostlists, topology.conf, state normalization). The
 //! transports (CLI, slurmrestd) and the poller build on these.
 
+pub mod cli;
 pub mod hostlist;
 pub mod json;
 pub mod state;

@@ -5,6 +5,7 @@
 //! - `cli`: the `gantry` binary's operator commands.
 //! - `scrape`: exporters over real sockets, including ones that hang, flood or lie.
 //! - `promql`: the same readings through a real Prometheus.
+//! - `slurm`: the Slurm CLI transport against a real 16-node Slurm.
 
 mod support;
 
@@ -12,4 +13,5 @@ mod cli;
 mod http;
 mod promql;
 mod scrape;
+mod slurm;
 mod storage;

@@ -1,0 +1,242 @@
+//! The Slurm CLI on a submit host: reads through `--json`, actions through `scontrol`.
+//!
+//! Every call is an argument vector (never a shell), has a deadline, and is killed when
+//! it passes it. Node names and reasons are validated before anything runs, so hostile
+//! text is refused or passed as one argument and stored verbatim.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
+
+use super::json::{parse_jobs, parse_nodes, JsonError, SlurmJob, SlurmNode};
+
+/// Why a CLI call failed. The message names the program and what it said.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("invalid node name {0:?}: letters, digits, '.', '_' and '-' only, at most 64")]
+    BadNodeName(String),
+    #[error("invalid reason: {0}")]
+    BadReason(&'static str),
+    #[error("cannot run {program}: {message}")]
+    Spawn { program: String, message: String },
+    #[error("{program} did not answer within {ms} ms")]
+    Timeout { program: String, ms: u64 },
+    #[error("{program} failed (exit {code}): {stderr}")]
+    Failed {
+        program: String,
+        code: i32,
+        stderr: String,
+    },
+    #[error("{0}")]
+    Json(#[from] JsonError),
+}
+
+/// Longest reason Gantry passes to Slurm.
+pub const MAX_REASON_BYTES: usize = 1000;
+
+/// A Slurm node name: `[A-Za-z0-9._-]{1,64}`, not starting with '-'.
+pub fn validate_node_name(name: &str) -> Result<(), CliError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(CliError::BadNodeName(name.chars().take(80).collect()))
+    }
+}
+
+/// A drain reason: not empty, at most [`MAX_REASON_BYTES`], no control characters
+/// (a newline would split Slurm's one-line reason).
+pub fn validate_reason(reason: &str) -> Result<(), CliError> {
+    if reason.trim().is_empty() {
+        return Err(CliError::BadReason("a reason is required"));
+    }
+    if reason.len() > MAX_REASON_BYTES {
+        return Err(CliError::BadReason("longer than 1000 bytes"));
+    }
+    if reason.chars().any(char::is_control) {
+        return Err(CliError::BadReason(
+            "control characters (newlines, tabs) are not allowed",
+        ));
+    }
+    Ok(())
+}
+
+const NODES_UNKNOWN: u8 = 0;
+const NODES_SCONTROL: u8 = 1;
+const NODES_SINFO: u8 = 2;
+
+/// The Slurm CLI.
+pub struct Cli {
+    /// Where the Slurm programs are; `None` searches PATH.
+    bin_dir: Option<PathBuf>,
+    /// Extra environment (`SLURM_CONF`).
+    env: Vec<(String, String)>,
+    timeout: Duration,
+    /// Which command lists nodes as JSON here (scontrol from 23.02, sinfo before).
+    nodes_via: AtomicU8,
+}
+
+impl Cli {
+    pub fn new(bin_dir: Option<PathBuf>, env: Vec<(String, String)>, timeout: Duration) -> Cli {
+        Cli {
+            bin_dir,
+            env,
+            timeout,
+            nodes_via: AtomicU8::new(NODES_UNKNOWN),
+        }
+    }
+
+    async fn run(&self, program: &str, args: &[&str]) -> Result<Vec<u8>, CliError> {
+        let path = self
+            .bin_dir
+            .as_ref()
+            .map(|d| d.join(program))
+            .unwrap_or_else(|| PathBuf::from(program));
+        let child = tokio::process::Command::new(&path)
+            .args(args)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| CliError::Spawn {
+                program: program.into(),
+                message: e.to_string(),
+            })?;
+        let out = tokio::time::timeout(self.timeout, child.wait_with_output())
+            .await
+            .map_err(|_| CliError::Timeout {
+                program: program.into(),
+                ms: self.timeout.as_millis() as u64,
+            })?
+            .map_err(|e| CliError::Spawn {
+                program: program.into(),
+                message: e.to_string(),
+            })?;
+        if out.status.success() {
+            Ok(out.stdout)
+        } else {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            Err(CliError::Failed {
+                program: program.into(),
+                code: out.status.code().unwrap_or(-1),
+                stderr: stderr.trim().chars().take(500).collect(),
+            })
+        }
+    }
+
+    /// Every node, normalized.
+    pub async fn nodes(&self) -> Result<Vec<SlurmNode>, CliError> {
+        if self.nodes_via.load(Ordering::Relaxed) != NODES_SINFO {
+            match self.run("scontrol", &["show", "node", "--json"]).await {
+                Ok(body) => {
+                    self.nodes_via.store(NODES_SCONTROL, Ordering::Relaxed);
+                    return Ok(parse_nodes(&body)?);
+                }
+                // Slurm 22.05's scontrol has no --json; its sinfo --json lists nodes.
+                Err(CliError::Failed { ref stderr, .. })
+                    if stderr.contains("unrecognized option") =>
+                {
+                    self.nodes_via.store(NODES_SINFO, Ordering::Relaxed);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(parse_nodes(&self.run("sinfo", &["--json"]).await?)?)
+    }
+
+    /// Every job Slurm still knows, normalized.
+    pub async fn jobs(&self) -> Result<Vec<SlurmJob>, CliError> {
+        Ok(parse_jobs(&self.run("squeue", &["--json"]).await?)?)
+    }
+
+    /// Sets DRAIN with `reason` (validated; passed as one argument, stored verbatim).
+    pub async fn drain(&self, node: &str, reason: &str) -> Result<(), CliError> {
+        validate_node_name(node)?;
+        validate_reason(reason)?;
+        let n = format!("NodeName={node}");
+        let r = format!("Reason={reason}");
+        self.run("scontrol", &["update", &n, "State=DRAIN", &r])
+            .await
+            .map(drop)
+    }
+
+    /// Clears DRAIN/DOWN (State=RESUME).
+    pub async fn resume(&self, node: &str) -> Result<(), CliError> {
+        validate_node_name(node)?;
+        let n = format!("NodeName={node}");
+        self.run("scontrol", &["update", &n, "State=RESUME"])
+            .await
+            .map(drop)
+    }
+
+    /// Requeues a job (`scontrol requeue`), or requeues and holds it.
+    pub async fn requeue(&self, job_id: u64, hold: bool) -> Result<(), CliError> {
+        let id = job_id.to_string();
+        self.run(
+            "scontrol",
+            &[if hold { "requeuehold" } else { "requeue" }, &id],
+        )
+        .await
+        .map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_names_are_validated() {
+        for ok in ["gpu001", "dgx-a100.rack1", "n_1"] {
+            assert!(validate_node_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "-x",
+            "gpu001; reboot",
+            "a b",
+            "gpu$(id)",
+            "gpu\n1",
+            &"x".repeat(65),
+            "gpü1",
+        ] {
+            assert!(
+                matches!(validate_node_name(bad), Err(CliError::BadNodeName(_))),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn reasons_are_validated() {
+        assert!(
+            validate_reason("XID 79: GPU fell off the bus; $(rm -rf /) \"quoted\" 'single'")
+                .is_ok()
+        );
+        assert!(validate_reason("   ").is_err());
+        assert!(validate_reason("line1\nline2").is_err());
+        assert!(validate_reason(&"r".repeat(10_000)).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_and_a_slow_one_fail_clearly() {
+        let cli = Cli::new(
+            Some(PathBuf::from("/nonexistent/slurm/bin")),
+            Vec::new(),
+            Duration::from_secs(1),
+        );
+        let e = cli.jobs().await.expect_err("no squeue");
+        assert!(e.to_string().starts_with("cannot run squeue"), "{e}");
+        // `sleep` stands in for a hung scontrol: killed at the deadline.
+        let slow = Cli::new(None, Vec::new(), Duration::from_millis(200));
+        let e = slow.run("sleep", &["5"]).await.expect_err("timeout");
+        assert!(matches!(e, CliError::Timeout { ms: 200, .. }), "{e}");
+    }
+}
