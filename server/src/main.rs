@@ -84,120 +84,88 @@ fn main() -> ExitCode {
 }
 
 fn inspect(args: &[String]) -> ExitCode {
-    match (args.first().map(String::as_str), args.get(1), args.len()) {
-        (Some("metrics"), Some(src), 2) => match read_bounded(src) {
-            Ok(body) => {
-                // Without a Hostname label the GPUs belong to where they came from.
-                let host = match src.as_str() {
-                    "-" => "stdin",
-                    url if url.starts_with("http://") => url
-                        .trim_start_matches("http://")
-                        .split(['/', ':'])
-                        .next()
-                        .unwrap_or(url),
-                    path => path,
-                };
-                let scrape = server::telemetry::dcgm::decode(&body, host);
-                let gpus: Vec<serde_json::Value> = scrape
-                    .gpus
-                    .iter()
-                    .map(|g| {
-                        let mut v = serde_json::to_value(g).unwrap_or_default();
-                        if let (Some(obj), Some(t)) = (v.as_object_mut(), g.throttle()) {
-                            obj.insert("throttle_reasons".into(), t.names().into());
-                            obj.insert("throttling".into(), t.is_throttling().into());
-                        }
-                        v
-                    })
-                    .collect();
-                let out = serde_json::json!({
-                    "units": {
-                        "power_watts": "W", "power_limit_watts": "W", "gpu_temp_celsius": "°C",
-                        "memory_temp_celsius": "°C", "sm_clock_mhz": "MHz", "*_ratio": "0..1",
-                        "gpu_util_percent": "%", "*_bytes_per_second": "B/s",
-                        "total_energy_millijoules": "mJ"
-                    },
-                    "gpus": gpus,
-                    "samples": scrape.samples,
-                    "ignored_metrics": scrape.ignored_metrics,
-                    "line_errors": scrape.line_errors,
-                    "errors": scrape.errors,
-                });
-                match serde_json::to_string_pretty(&out) {
-                    Ok(s) => {
-                        println!("{s}");
-                        ExitCode::SUCCESS
-                    }
-                    Err(e) => {
-                        eprintln!("gantry: {e}");
-                        ExitCode::FAILURE
-                    }
+    let (Some(kind), Some(src), 2) = (args.first().map(String::as_str), args.get(1), args.len())
+    else {
+        return usage_error("inspect takes: metrics FILE|URL|-, topology FILE, slurm-nodes FILE|-, slurm-jobs FILE|-");
+    };
+    if !["metrics", "topology", "slurm-nodes", "slurm-jobs"].contains(&kind) {
+        return usage_error(&format!("no inspect command {kind:?}"));
+    }
+    let body = match read_bounded(src) {
+        Ok(b) => b,
+        Err(e) => return fail(src, &e),
+    };
+    match kind {
+        "metrics" => {
+            // Without a Hostname label the GPUs belong to where they came from.
+            let host = match src.as_str() {
+                "-" => "stdin",
+                url if url.starts_with("http://") => {
+                    url.trim_start_matches("http://").split(['/', ':']).next().unwrap_or(url)
                 }
-            }
-            Err(e) => {
-                eprintln!("gantry: {src}: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        (Some("topology"), Some(path), 2) => {
-            let text = match read_bounded(path).map(String::from_utf8) {
-                Ok(Ok(t)) => t,
-                Ok(Err(_)) => {
-                    eprintln!("gantry: {path}: not UTF-8 text");
-                    return ExitCode::FAILURE;
-                }
-                Err(e) => {
-                    eprintln!("gantry: {path}: {e}");
-                    return ExitCode::FAILURE;
-                }
+                path => path,
             };
-            match server::slurm::topology::parse(&text) {
-                Ok(t) => match serde_json::to_string_pretty(&t) {
-                    Ok(s) => {
-                        println!("{s}");
-                        ExitCode::SUCCESS
+            let scrape = server::telemetry::dcgm::decode(&body, host);
+            let gpus: Vec<serde_json::Value> = scrape
+                .gpus
+                .iter()
+                .map(|g| {
+                    let mut v = serde_json::to_value(g).unwrap_or_default();
+                    if let (Some(obj), Some(t)) = (v.as_object_mut(), g.throttle()) {
+                        obj.insert("throttle_reasons".into(), t.names().into());
+                        obj.insert("throttling".into(), t.is_throttling().into());
                     }
-                    Err(e) => {
-                        eprintln!("gantry: {e}");
-                        ExitCode::FAILURE
-                    }
+                    v
+                })
+                .collect();
+            print_json(&serde_json::json!({
+                "units": {
+                    "power_watts": "W", "power_limit_watts": "W", "gpu_temp_celsius": "°C",
+                    "memory_temp_celsius": "°C", "sm_clock_mhz": "MHz", "*_ratio": "0..1",
+                    "gpu_util_percent": "%", "*_bytes_per_second": "B/s",
+                    "total_energy_millijoules": "mJ"
                 },
-                Err(e) => {
-                    eprintln!("gantry: {path}: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+                "gpus": gpus,
+                "samples": scrape.samples,
+                "ignored_metrics": scrape.ignored_metrics,
+                "line_errors": scrape.line_errors,
+                "errors": scrape.errors,
+            }))
         }
-        (Some(kind @ ("slurm-nodes" | "slurm-jobs")), Some(src), 2) => {
-            let body = match read_bounded(src) {
-                Ok(b) => b,
-                Err(e) => {
-                    eprintln!("gantry: {src}: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            let out = if kind == "slurm-nodes" {
-                server::slurm::json::parse_nodes(&body).map(|n| serde_json::json!({ "nodes": n }))
-            } else {
-                server::slurm::json::parse_jobs(&body).map(|j| serde_json::json!({ "jobs": j }))
-            };
-            match out.map(|v| serde_json::to_string_pretty(&v)) {
-                Ok(Ok(s)) => {
-                    println!("{s}");
-                    ExitCode::SUCCESS
-                }
-                Ok(Err(e)) => {
-                    eprintln!("gantry: {e}");
-                    ExitCode::FAILURE
-                }
-                Err(e) => {
-                    eprintln!("gantry: {src}: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        "topology" => match String::from_utf8(body) {
+            Err(_) => fail(src, &"not UTF-8 text"),
+            Ok(text) => match server::slurm::topology::parse(&text) {
+                Ok(t) => print_json(&t),
+                Err(e) => fail(src, &e),
+            },
+        },
+        "slurm-nodes" => match server::slurm::json::parse_nodes(&body) {
+            Ok(n) => print_json(&serde_json::json!({ "nodes": n })),
+            Err(e) => fail(src, &e),
+        },
+        "slurm-jobs" => match server::slurm::json::parse_jobs(&body) {
+            Ok(j) => print_json(&serde_json::json!({ "jobs": j })),
+            Err(e) => fail(src, &e),
+        },
         _ => usage_error("inspect takes: metrics FILE|URL|-, topology FILE, slurm-nodes FILE|-, slurm-jobs FILE|-"),
     }
+}
+
+/// Prints `v` as pretty JSON; a failure to print is an error exit.
+fn print_json(v: &impl serde::Serialize) -> ExitCode {
+    match serde_json::to_string_pretty(v) {
+        Ok(s) => {
+            println!("{s}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail("output", &e),
+    }
+}
+
+/// Reports an error about `what` on stderr and exits with failure.
+fn fail(what: &str, e: &dyn std::fmt::Display) -> ExitCode {
+    eprintln!("gantry: {what}: {e}");
+    ExitCode::FAILURE
 }
 
 fn read_bounded(src: &str) -> std::io::Result<Vec<u8>> {

@@ -43,95 +43,86 @@ pub fn render_dcgm(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
         .first()
         .map(|j| format!(",hpc_job=\"{}\"", j.id))
         .unwrap_or_default();
-    let mut family = |name: &str,
-                      kind: &str,
-                      help: &str,
-                      value: &dyn Fn(usize) -> Option<String>,
-                      with_job: bool| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        for (i, l) in labels.iter().enumerate() {
-            if let Some(v) = value(i) {
-                let job = if with_job { job_label.as_str() } else { "" };
-                let _ = writeln!(out, "{name}{{{l}{job}}} {v}");
+    // One family: HELP, TYPE, then a line per GPU that has a value (with extra labels).
+    let mut family =
+        |name: &str, kind: &str, help: &str, value: &dyn Fn(usize) -> Option<(String, String)>| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (i, l) in labels.iter().enumerate() {
+                if let Some((extra, v)) = value(i) {
+                    let _ = writeln!(out, "{name}{{{l}{extra}}} {v}");
+                }
             }
-        }
-    };
+        };
+    let plain = |v: Option<String>| v.map(|v| (String::new(), v));
+    let with_job = |v: Option<String>| v.map(|v| (job_label.clone(), v));
     let int = |v: Option<f64>| v.map(|x| format!("{}", x.round() as i64));
     let float = |v: Option<f64>| v.map(|x| format!("{x:.6}"));
     family(
         "DCGM_FI_DEV_SM_CLOCK",
         "gauge",
         "SM clock frequency (in MHz).",
-        &|i| int(gpus[i].sm_clock_mhz),
-        false,
+        &|i| plain(int(gpus[i].sm_clock_mhz)),
     );
     family(
         "DCGM_FI_DEV_GPU_TEMP",
         "gauge",
         "GPU temperature (in C).",
-        &|i| int(gpus[i].temp_celsius),
-        false,
+        &|i| plain(int(gpus[i].temp_celsius)),
     );
     family(
         "DCGM_FI_DEV_POWER_USAGE",
         "gauge",
         "Power draw (in W).",
-        &|i| float(gpus[i].power_watts),
-        true,
+        &|i| with_job(float(gpus[i].power_watts)),
     );
     family(
         "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
         "gauge",
         "Current clock throttle reasons.",
-        &|i| gpus[i].throttle.map(|t| t.0.to_string()),
-        false,
+        &|i| plain(gpus[i].throttle.map(|t| t.0.to_string())),
     );
     family(
         "DCGM_FI_PROF_SM_ACTIVE",
         "gauge",
         "The ratio of cycles an SM has at least 1 warp assigned (in %).",
-        &|i| float(gpus[i].sm_active_ratio),
-        true,
+        &|i| with_job(float(gpus[i].sm_active_ratio)),
     );
     family(
         "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
         "counter",
         "Total number of double-bit persistent ECC errors.",
-        &|i| gpus[i].ecc_dbe_total.map(|v| v.to_string()),
-        false,
+        &|i| plain(gpus[i].ecc_dbe_total.map(|v| v.to_string())),
     );
     // The last XID, with the exporter's err_code/err_msg labels; 0 when there was none.
-    let _ = writeln!(
-        out,
-        "# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.\n# TYPE DCGM_FI_DEV_XID_ERRORS gauge"
+    family(
+        "DCGM_FI_DEV_XID_ERRORS",
+        "gauge",
+        "Value of the last XID error encountered.",
+        &|i| {
+            Some(match gpus[i].last_xid {
+                Some(x) => {
+                    let msg = if x == 48 {
+                        "DBE (Double Bit Error) ECC Error"
+                    } else {
+                        ""
+                    };
+                    (
+                        format!(",err_code=\"{x}\",err_msg=\"{msg}\""),
+                        x.to_string(),
+                    )
+                }
+                None => (String::new(), "0".into()),
+            })
+        },
     );
-    for (g, l) in gpus.iter().zip(&labels) {
-        match g.last_xid {
-            Some(x) => {
-                let msg = if x == 48 {
-                    "DBE (Double Bit Error) ECC Error"
-                } else {
-                    ""
-                };
-                let _ = writeln!(
-                    out,
-                    "DCGM_FI_DEV_XID_ERRORS{{{l},err_code=\"{x}\",err_msg=\"{msg}\"}} {x}"
-                );
-            }
-            None => {
-                let _ = writeln!(out, "DCGM_FI_DEV_XID_ERRORS{{{l}}} 0");
-            }
-        }
-    }
     // H100 HBM3 reports memory temperature; the simulator does not model it, so it sends
     // DCGM's "not supported" sentinel, as real exporters do for fields they cannot read.
-    let _ = writeln!(
-        out,
-        "# HELP DCGM_FI_DEV_MEMORY_TEMP Memory temperature (in C).\n# TYPE DCGM_FI_DEV_MEMORY_TEMP gauge"
+    family(
+        "DCGM_FI_DEV_MEMORY_TEMP",
+        "gauge",
+        "Memory temperature (in C).",
+        &|_| Some((String::new(), "9223372036854775794".into())),
     );
-    for l in &labels {
-        let _ = writeln!(out, "DCGM_FI_DEV_MEMORY_TEMP{{{l}}} 9223372036854775794");
-    }
     Some(out)
 }
 
@@ -146,32 +137,30 @@ pub fn render_ipmi(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
         .find(|x| x.rack == n.rack)
         .and_then(|x| x.inlet_celsius)?;
     let mut out = String::with_capacity(512);
-    let _ = writeln!(
-        out,
-        "# HELP ipmi_dcmi_power_consumption_watts Current power consumption in Watts."
+    let mut gauge = |name: &str, help: &str, labels: &str, value: i64| {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{labels} {value}"
+        );
+    };
+    gauge(
+        "ipmi_dcmi_power_consumption_watts",
+        "Current power consumption in Watts.",
+        "",
+        watts.round() as i64,
     );
-    let _ = writeln!(out, "# TYPE ipmi_dcmi_power_consumption_watts gauge");
-    let _ = writeln!(
-        out,
-        "ipmi_dcmi_power_consumption_watts {}",
-        watts.round() as i64
+    gauge(
+        "ipmi_temperature_celsius",
+        "Temperature reading in degree Celsius.",
+        "{id=\"1\",name=\"Inlet Temp\"}",
+        inlet.round() as i64,
     );
-    let _ = writeln!(
-        out,
-        "# HELP ipmi_temperature_celsius Temperature reading in degree Celsius."
+    gauge(
+        "ipmi_up",
+        "'1' if a scrape of the IPMI device was successful, '0' otherwise.",
+        "{collector=\"dcmi\"}",
+        1,
     );
-    let _ = writeln!(out, "# TYPE ipmi_temperature_celsius gauge");
-    let _ = writeln!(
-        out,
-        "ipmi_temperature_celsius{{id=\"1\",name=\"Inlet Temp\"}} {}",
-        inlet.round() as i64
-    );
-    let _ = writeln!(
-        out,
-        "# HELP ipmi_up '1' if a scrape of the IPMI device was successful, '0' otherwise."
-    );
-    let _ = writeln!(out, "# TYPE ipmi_up gauge");
-    let _ = writeln!(out, "ipmi_up{{collector=\"dcmi\"}} 1");
     Some(out)
 }
 
