@@ -100,6 +100,12 @@ impl Store {
     /// Connects and runs the migrations of the URL's dialect. A SQLite file is created if
     /// missing and put in WAL mode.
     pub async fn connect(url: &str) -> Result<Store> {
+        Self::connect_with(url, None).await
+    }
+
+    /// As [`Store::connect`], with at most `max_connections` (tests use 1 to make
+    /// per-connection behaviour deterministic).
+    pub async fn connect_with(url: &str, max_connections: Option<u32>) -> Result<Store> {
         sqlx::any::install_default_drivers();
         let dialect = dialect_of(url)?;
         let url = match dialect {
@@ -110,7 +116,11 @@ impl Store {
         };
         let opts = AnyConnectOptions::from_str(&url)?;
         let pool = AnyPoolOptions::new()
-            .max_connections(if dialect == Dialect::Sqlite { 4 } else { 8 })
+            .max_connections(max_connections.unwrap_or(if dialect == Dialect::Sqlite {
+                4
+            } else {
+                8
+            }))
             .acquire_timeout(std::time::Duration::from_secs(10))
             .connect_with(opts)
             .await?;
@@ -427,21 +437,32 @@ impl Store {
 
     /// Writes (or rewrites) one minute's rollup.
     pub async fn put_rollup(&self, r: &Rollup) -> Result<()> {
-        sqlx::query(
+        // A missing double is written as a literal NULL, never bound: sqlx 0.8's Any driver
+        // declares a bound NULL double as float4 on PostgreSQL, and a statement prepared so
+        // then refuses every real double on that connection (see ARCHITECTURE.md).
+        let (sm, thr, n) = if r.sm_active_mean.is_some() {
+            ("$4", "$5", "$6")
+        } else {
+            ("NULL", "$4", "$5")
+        };
+        let sql = format!(
             "INSERT INTO rollup_1m (scope, at_ms, power_watts_mean, sm_active_mean, gpus_throttling_max, samples) \
-             VALUES ($1, $2, $3, $4, $5, $6) \
+             VALUES ($1, $2, $3, {sm}, {thr}, {n}) \
              ON CONFLICT (scope, at_ms) DO UPDATE SET power_watts_mean = excluded.power_watts_mean, \
                 sm_active_mean = excluded.sm_active_mean, gpus_throttling_max = excluded.gpus_throttling_max, \
-                samples = excluded.samples",
-        )
-        .bind(&r.scope)
-        .bind(r.at_ms)
-        .bind(r.power_watts_mean)
-        .bind(r.sm_active_mean)
-        .bind(i64::from(r.gpus_throttling_max))
-        .bind(i64::from(r.samples))
-        .execute(&self.pool)
-        .await?;
+                samples = excluded.samples"
+        );
+        let mut q = sqlx::query(&sql)
+            .bind(&r.scope)
+            .bind(r.at_ms)
+            .bind(r.power_watts_mean);
+        if let Some(v) = r.sm_active_mean {
+            q = q.bind(v);
+        }
+        q.bind(i64::from(r.gpus_throttling_max))
+            .bind(i64::from(r.samples))
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 

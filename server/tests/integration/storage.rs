@@ -251,6 +251,47 @@ async fn simulated_history_reaches_postgres() {
     }
 }
 
+/// On one connection, a rollup without SM activity and then one with it. sqlx 0.8's Any
+/// driver once made the second fail on PostgreSQL ("incorrect binary data format in bind
+/// parameter 4"): a bound NULL double was declared float4.
+async fn null_double_then_value(url: &str) {
+    let store = Store::connect_with(url, Some(1)).await.expect("connect");
+    for (i, sm) in [None, Some(0.5), None, Some(0.25)].into_iter().enumerate() {
+        let r = Rollup {
+            scope: "cluster".into(),
+            at_ms: T0 + i as i64 * 60_000,
+            power_watts_mean: 1.0,
+            sm_active_mean: sm,
+            gpus_throttling_max: 0,
+            samples: 1,
+        };
+        store
+            .put_rollup(&r)
+            .await
+            .unwrap_or_else(|e| panic!("write {i} ({sm:?}): {e}"));
+    }
+    let got: Vec<_> = store
+        .rollups("cluster", 0, i64::MAX)
+        .await
+        .expect("read")
+        .into_iter()
+        .map(|r| r.sm_active_mean)
+        .collect();
+    assert_eq!(got, vec![None, Some(0.5), None, Some(0.25)]);
+}
+
+#[tokio::test]
+async fn a_missing_double_then_a_value_on_sqlite() {
+    null_double_then_value(&support::sqlite_url()).await;
+}
+
+#[tokio::test]
+async fn a_missing_double_then_a_value_on_postgres() {
+    if let Some(url) = support::postgres_url().await {
+        null_double_then_value(&url).await;
+    }
+}
+
 #[tokio::test]
 async fn a_bad_database_url_is_a_clear_error() {
     let e = Store::connect("mysql://x").await.expect_err("unsupported");
