@@ -55,6 +55,8 @@ pub enum ApiError {
     NotFound,
     #[error("node is down: its exporter does not answer")]
     NodeDown,
+    #[error("{0}")]
+    BadRequest(String),
     #[error("storage unavailable")]
     Storage(#[source] crate::store::StoreError),
 }
@@ -65,6 +67,7 @@ impl IntoResponse for ApiError {
             ApiError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::NotFound => StatusCode::NOT_FOUND,
             ApiError::NodeDown => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Storage(e) => {
                 // Logged once, here; the client gets no internals.
                 tracing::error!(error = %e, "storage error");
@@ -95,7 +98,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/api/live", get(live_sse))
-        .route("/api/targets", get(targets));
+        .route("/api/targets", get(targets))
+        .route("/api/history", get(history));
     if state.simulated {
         r = r
             .route("/sim/truth", get(sim_truth))
@@ -149,6 +153,39 @@ async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
 /// Health of every scrape target: last success, last error, duration, samples.
 async fn targets(State(st): State<AppState>) -> impl IntoResponse {
     Json(serde_json::json!({ "targets": &*st.live.targets() }))
+}
+
+#[derive(Deserialize)]
+struct HistoryQuery {
+    scope: String,
+    metric: String,
+    since_ms: Option<i64>,
+}
+
+/// A series of the hot window: `?scope=cluster|rack:A01|node:gpu001|gpu:gpu001:3
+/// &metric=power_watts|temp_celsius|sm_active_ratio|sm_clock_mhz|inlet_celsius|gpus_throttling`.
+async fn history(
+    State(st): State<AppState>,
+    Query(q): Query<HistoryQuery>,
+) -> Result<Response, ApiError> {
+    use crate::window::{Metric, Scope};
+    let scope = Scope::parse(&q.scope).ok_or_else(|| {
+        ApiError::BadRequest("scope must be cluster, rack:NAME, node:NAME or gpu:NODE:INDEX".into())
+    })?;
+    let metric = Metric::parse(&q.metric).ok_or_else(|| {
+        ApiError::BadRequest(
+            "metric must be power_watts, temp_celsius, sm_active_ratio, sm_clock_mhz, inlet_celsius or gpus_throttling"
+                .into(),
+        )
+    })?;
+    let points = st
+        .live
+        .history(&scope, metric, q.since_ms.unwrap_or(0))
+        .ok_or(ApiError::NotFound)?;
+    Ok(
+        Json(serde_json::json!({ "scope": q.scope, "metric": metric, "points": points }))
+            .into_response(),
+    )
 }
 
 #[derive(Deserialize)]

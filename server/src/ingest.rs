@@ -351,10 +351,23 @@ impl Ingest {
             .iter()
             .map(|n| (n.name.as_str(), n.rack.as_str()))
             .collect();
+        let gpus_of: HashMap<&str, Vec<u32>> = inv
+            .nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.gpus.iter().map(|g| g.index).collect()))
+            .collect();
         for (name, _) in &nodes {
             let l = self.latest.get(name);
-            if let Some(l) = l.filter(|l| fresh(l.gpus_at_ms)) {
-                gpus.extend(l.gpus.iter().cloned());
+            match l.filter(|l| fresh(l.gpus_at_ms)) {
+                Some(l) => gpus.extend(l.gpus.iter().cloned()),
+                // Not reporting: its GPUs are there, with nothing known about them.
+                None => gpus.extend(gpus_of.get(name.as_str()).into_iter().flatten().map(
+                    |&index| GpuReading {
+                        node: name.clone(),
+                        index,
+                        ..GpuReading::default()
+                    },
+                )),
             }
             let bmc = l.filter(|l| fresh(l.bmc_at_ms));
             let power = bmc.and_then(|l| l.power_watts);

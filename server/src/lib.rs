@@ -13,3 +13,4 @@ pub mod sim;
 pub mod slurm;
 pub mod store;
 pub mod telemetry;
+pub mod window;

@@ -27,6 +27,10 @@ pub struct Tick {
     pub from_seq: u64,
 }
 
+/// The hot window: an hour at 10 s resolution (the usual scrape interval).
+pub const HOT_WINDOW_SPAN_MS: i64 = 3_600_000;
+pub const HOT_WINDOW_RESOLUTION_MS: i64 = 10_000;
+
 /// How many ticks of ground truth `/sim/truth?seq=` can still answer for.
 const TRUTH_KEEP: usize = 300;
 
@@ -41,6 +45,8 @@ pub struct Live {
     current: RwLock<Option<Arc<Tick>>>,
     sim_frame: RwLock<Option<Arc<SimFrame>>>,
     targets: RwLock<Arc<Vec<crate::scrape::TargetHealth>>>,
+    /// The last hour at 10 s resolution, per GPU, node, rack and cluster.
+    window: Mutex<crate::window::HotWindow>,
     tx: broadcast::Sender<Arc<Tick>>,
     truths: Mutex<VecDeque<(u64, Arc<SimTruth>)>>,
     pub metrics: Arc<Metrics>,
@@ -53,6 +59,10 @@ impl Live {
             current: RwLock::new(None),
             sim_frame: RwLock::new(None),
             targets: RwLock::new(Arc::new(Vec::new())),
+            window: Mutex::new(crate::window::HotWindow::new(
+                HOT_WINDOW_SPAN_MS,
+                HOT_WINDOW_RESOLUTION_MS,
+            )),
             tx,
             truths: Mutex::new(VecDeque::new()),
             metrics,
@@ -79,6 +89,27 @@ impl Live {
             *f = Some(Arc::clone(&frame));
         }
         frame
+    }
+
+    /// A series of the hot window since `from_ms`; `None` if the window has no such series.
+    pub fn history(
+        &self,
+        scope: &crate::window::Scope,
+        metric: crate::window::Metric,
+        from_ms: UnixMs,
+    ) -> Option<Vec<(UnixMs, Option<f32>)>> {
+        self.window.lock().ok()?.query(scope, metric, from_ms)
+    }
+
+    fn record_window(&self, readings: &Readings, ov: &Overview) {
+        if let Ok(mut w) = self.window.lock() {
+            if w.push(readings.at_ms, readings, ov) {
+                self.metrics.hot_window_bytes.store(
+                    w.memory_bytes() as u64,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+            }
+        }
     }
 
     /// Health of every scrape target, as of the last round.
@@ -442,6 +473,7 @@ pub async fn run_sim_source(
         for r in rollups.add(&ov) {
             q.send(StoreWrite::Rollup(r));
         }
+        live.record_window(&view, &ov);
         live.publish(ov, Some(truth));
         live.metrics.live_tick_duration_us.store(
             began.elapsed().as_micros() as u64,

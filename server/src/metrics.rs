@@ -23,6 +23,7 @@ pub struct Metrics {
     pub scrape_failures_total: AtomicU64,
     pub scrape_samples_total: AtomicU64,
     pub scrape_line_errors_total: AtomicU64,
+    pub hot_window_bytes: AtomicU64,
 }
 
 /// Decrements the SSE client gauge when a stream ends, however it ends.
@@ -134,6 +135,12 @@ impl Metrics {
             "counter",
             "Exporter lines that could not be read.",
             self.scrape_line_errors_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_hot_window_bytes",
+            "gauge",
+            "Memory held by the hot window (last hour of readings).",
+            self.hot_window_bytes.load(Relaxed).to_string(),
         );
         out
     }

@@ -269,3 +269,57 @@ async fn health_metrics_errors_and_compression() {
     assert_eq!(gz.header("content-encoding"), Some("gzip"));
     r.stop().await.expect("stops");
 }
+
+#[tokio::test]
+async fn the_hot_window_serves_the_last_hour_per_scope() {
+    // 30x: a 10 s point every couple of 200 ms ticks.
+    let cfg = support::test_config(support::sqlite_url(), 64, 30.0, 200);
+    let r = server::serve::start(cfg).await.expect("server starts");
+    support::wait_ready(&r).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let h = get(r.addr, "/api/history?scope=rack:A01&metric=power_watts").await;
+    assert_eq!(h.status, 200, "{}", h.text());
+    let v = h.json();
+    let pts = v["points"].as_array().expect("points");
+    assert!(pts.len() >= 3, "{v}");
+    let times: Vec<i64> = pts.iter().map(|p| p[0].as_i64().expect("time")).collect();
+    assert!(times.windows(2).all(|w| w[1] - w[0] >= 10_000), "{times:?}");
+    assert!(
+        pts.iter().all(|p| p[1]
+            .as_f64()
+            .is_some_and(|w| (1_000.0..60_000.0).contains(&w))),
+        "{v}"
+    );
+    // The down node's GPUs: every point missing, never zero.
+    let down = get(r.addr, "/api/history?scope=gpu:gpu061:0&metric=power_watts")
+        .await
+        .json();
+    assert!(
+        down["points"]
+            .as_array()
+            .expect("points")
+            .iter()
+            .all(|p| p[1].is_null()),
+        "{down}"
+    );
+    // Bad queries are 400 with a clear message; an unknown series is 404.
+    let bad = get(r.addr, "/api/history?scope=disk:a&metric=power_watts").await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.json()["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("scope must be"));
+    assert_eq!(
+        get(r.addr, "/api/history?scope=node:nope&metric=power_watts")
+            .await
+            .status,
+        404
+    );
+    let m = get(r.addr, "/metrics").await.text();
+    assert!(
+        m.lines()
+            .any(|l| l.starts_with("gantry_hot_window_bytes ") && !l.ends_with(" 0")),
+        "{m}"
+    );
+    r.stop().await.expect("stops");
+}

@@ -265,7 +265,11 @@ async fn a_live_node_whose_exporters_fail_marks_its_rack_incomplete() {
     let ov = server::aggregate::overview(&frame.inventory, &view, 1, 200, now);
     assert_eq!(ov.racks[0].nodes_not_reporting, 1);
     assert_eq!(ov.racks[1].nodes_not_reporting, 0);
-    // Its GPUs are missing, not zero.
-    assert!(view.gpus.iter().all(|g| g.node != "gpu003"));
+    // Its GPUs are there, and missing, not zero.
+    let silent: Vec<_> = view.gpus.iter().filter(|g| g.node == "gpu003").collect();
+    assert_eq!(silent.len(), 8);
+    assert!(silent
+        .iter()
+        .all(|g| g.power_watts.is_none() && g.temp_celsius.is_none()));
     r.stop().await.expect("stop");
 }

@@ -1,0 +1,276 @@
+//! The hot window: the last hour of readings in memory, per GPU, node, rack and cluster,
+//! at a fixed resolution (a point is taken when at least one resolution has passed since
+//! the last; readings in between are skipped).
+//!
+//! Every series is a ring of `f32` allocated once (missing = NaN), so memory is
+//! `series x points x 4 bytes` plus one shared ring of slot times, known up front and
+//! never growing with time. Pure: time is a parameter.
+
+use std::collections::HashMap;
+
+use app::live::Overview;
+use app::model::UnixMs;
+
+use crate::sim::Readings;
+
+/// What a series measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    PowerWatts,
+    TempCelsius,
+    SmActiveRatio,
+    SmClockMhz,
+    InletCelsius,
+    GpusThrottling,
+}
+
+impl Metric {
+    pub fn parse(s: &str) -> Option<Metric> {
+        Some(match s {
+            "power_watts" => Metric::PowerWatts,
+            "temp_celsius" => Metric::TempCelsius,
+            "sm_active_ratio" => Metric::SmActiveRatio,
+            "sm_clock_mhz" => Metric::SmClockMhz,
+            "inlet_celsius" => Metric::InletCelsius,
+            "gpus_throttling" => Metric::GpusThrottling,
+            _ => return None,
+        })
+    }
+}
+
+/// Whose series it is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Scope {
+    Cluster,
+    Rack(String),
+    Node(String),
+    Gpu(String, u32),
+}
+
+impl Scope {
+    /// `cluster`, `rack:A01`, `node:gpu001`, `gpu:gpu001:3`.
+    pub fn parse(s: &str) -> Option<Scope> {
+        let mut parts = s.splitn(3, ':');
+        Some(match (parts.next()?, parts.next(), parts.next()) {
+            ("cluster", None, None) => Scope::Cluster,
+            ("rack", Some(r), None) if !r.is_empty() => Scope::Rack(r.into()),
+            ("node", Some(n), None) if !n.is_empty() => Scope::Node(n.into()),
+            ("gpu", Some(n), Some(i)) if !n.is_empty() => Scope::Gpu(n.into(), i.parse().ok()?),
+            _ => return None,
+        })
+    }
+}
+
+/// The window.
+pub struct HotWindow {
+    resolution_ms: i64,
+    points: usize,
+    /// Index of the newest slot; `len` slots are filled.
+    head: usize,
+    len: usize,
+    times: Vec<UnixMs>,
+    series: HashMap<(Scope, Metric), Vec<f32>>,
+}
+
+impl HotWindow {
+    /// A window of `span_ms` at `resolution_ms` per point.
+    pub fn new(span_ms: i64, resolution_ms: i64) -> HotWindow {
+        let resolution_ms = resolution_ms.max(1);
+        let points = (span_ms / resolution_ms).max(1) as usize;
+        HotWindow {
+            resolution_ms,
+            points,
+            head: 0,
+            len: 0,
+            times: vec![0; points],
+            series: HashMap::new(),
+        }
+    }
+
+    /// Bytes held by the rings (the bound the window keeps).
+    pub fn memory_bytes(&self) -> usize {
+        self.series.len() * self.points * std::mem::size_of::<f32>()
+            + self.points * std::mem::size_of::<UnixMs>()
+    }
+
+    pub fn series_count(&self) -> usize {
+        self.series.len()
+    }
+
+    /// Takes one instant's readings and overview, if `at_ms` starts a new slot.
+    pub fn push(&mut self, at_ms: UnixMs, readings: &Readings, overview: &Overview) -> bool {
+        if self.len > 0 && at_ms < self.times[self.head] + self.resolution_ms {
+            return false;
+        }
+        self.head = if self.len == 0 {
+            0
+        } else {
+            (self.head + 1) % self.points
+        };
+        self.len = (self.len + 1).min(self.points);
+        self.times[self.head] = at_ms;
+        // Every known series gets a point this slot: missing unless written below.
+        for ring in self.series.values_mut() {
+            ring[self.head] = f32::NAN;
+        }
+        let mut put = |scope: Scope, metric: Metric, v: Option<f64>| {
+            let points = self.points;
+            let ring = self
+                .series
+                .entry((scope, metric))
+                .or_insert_with(|| vec![f32::NAN; points]);
+            ring[self.head] = v.map(|x| x as f32).unwrap_or(f32::NAN);
+        };
+        for g in &readings.gpus {
+            let s = || Scope::Gpu(g.node.clone(), g.index);
+            put(s(), Metric::PowerWatts, g.power_watts);
+            put(s(), Metric::TempCelsius, g.temp_celsius);
+            put(s(), Metric::SmActiveRatio, g.sm_active_ratio);
+            put(s(), Metric::SmClockMhz, g.sm_clock_mhz);
+        }
+        for ((name, _), power) in readings.nodes.iter().zip(&readings.node_power_watts) {
+            put(Scope::Node(name.clone()), Metric::PowerWatts, *power);
+        }
+        for r in &overview.racks {
+            put(
+                Scope::Rack(r.name.clone()),
+                Metric::PowerWatts,
+                r.power_watts,
+            );
+            put(
+                Scope::Rack(r.name.clone()),
+                Metric::InletCelsius,
+                r.inlet_celsius,
+            );
+            put(
+                Scope::Rack(r.name.clone()),
+                Metric::GpusThrottling,
+                Some(f64::from(r.gpus_throttling)),
+            );
+        }
+        let s = &overview.summary;
+        put(Scope::Cluster, Metric::PowerWatts, Some(s.power_watts));
+        put(Scope::Cluster, Metric::SmActiveRatio, s.sm_active_mean);
+        put(
+            Scope::Cluster,
+            Metric::GpusThrottling,
+            Some(f64::from(s.gpus_throttling)),
+        );
+        true
+    }
+
+    /// The series' points with `at_ms >= from_ms`, oldest first; `None` for missing. An
+    /// unknown series is `None`.
+    pub fn query(
+        &self,
+        scope: &Scope,
+        metric: Metric,
+        from_ms: UnixMs,
+    ) -> Option<Vec<(UnixMs, Option<f32>)>> {
+        let ring = self.series.get(&(scope.clone(), metric))?;
+        let oldest = (self.head + self.points + 1 - self.len) % self.points;
+        Some(
+            (0..self.len)
+                .map(|k| (oldest + k) % self.points)
+                .filter(|&i| self.times[i] >= from_ms)
+                .map(|i| (self.times[i], Some(ring[i]).filter(|v| !v.is_nan())))
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::Sim;
+
+    const T0: i64 = 1_795_968_000_000;
+
+    fn step(sim: &mut Sim, w: &mut HotWindow, t: i64) -> Overview {
+        sim.advance_to(t);
+        let r = sim.readings();
+        let ov = crate::aggregate::overview(sim.inventory(), &r, 1, 1000, t);
+        w.push(t, &r, &ov);
+        ov
+    }
+
+    #[test]
+    fn one_point_per_slot_and_the_window_wraps() {
+        let mut sim = Sim::new(16, 1, "t", T0);
+        let mut w = HotWindow::new(60_000, 10_000); // 6 points
+        for s in 0..25 {
+            step(&mut sim, &mut w, T0 + s * 3_000); // 3 s ticks into 10 s slots
+        }
+        let pts = w
+            .query(&Scope::Cluster, Metric::PowerWatts, 0)
+            .expect("series");
+        let times: Vec<i64> = pts.iter().map(|p| (p.0 - T0) / 1000).collect();
+        // A point is taken when at least 10 s passed since the last one: 0, 12, 24, ... 72;
+        // the window keeps the newest 6.
+        assert_eq!(times, vec![12, 24, 36, 48, 60, 72]);
+        let ov = step(&mut sim, &mut w, T0 + 84_000);
+        let pts = w
+            .query(&Scope::Cluster, Metric::PowerWatts, 0)
+            .expect("series");
+        assert_eq!(pts.len(), 6);
+        assert_eq!(
+            pts.last().and_then(|p| p.1),
+            Some(ov.summary.power_watts as f32)
+        );
+        assert_eq!(
+            w.query(&Scope::Cluster, Metric::PowerWatts, T0 + 60_000)
+                .map(|p| p.len()),
+            Some(3)
+        );
+    }
+
+    #[test]
+    fn per_gpu_node_and_rack_series_with_missing_as_none() {
+        let mut sim = Sim::new(64, 2, "t", T0);
+        let mut w = HotWindow::new(3_600_000, 10_000);
+        let ov = step(&mut sim, &mut w, T0);
+        let rack = &ov.racks[0];
+        let got = w
+            .query(&Scope::Rack(rack.name.clone()), Metric::PowerWatts, 0)
+            .expect("rack");
+        assert_eq!(got, vec![(T0, rack.power_watts.map(|p| p as f32))]);
+        assert!(w
+            .query(&Scope::Gpu("gpu001".into(), 7), Metric::TempCelsius, 0)
+            .is_some());
+        // The down node (gpu061) reports nothing: its points are missing, not zero.
+        let down = w
+            .query(&Scope::Gpu("gpu061".into(), 0), Metric::PowerWatts, 0)
+            .expect("series");
+        assert_eq!(down, vec![(T0, None)]);
+        assert!(w
+            .query(&Scope::Node("nope".into()), Metric::PowerWatts, 0)
+            .is_none());
+        // 512 GPUs x 4 + 64 nodes + 8 racks x 3 + 3 cluster series, 360 points each.
+        assert_eq!(w.series_count(), 512 * 4 + 64 + 8 * 3 + 3);
+        assert_eq!(w.memory_bytes(), w.series_count() * 360 * 4 + 360 * 8);
+    }
+
+    #[test]
+    fn scopes_and_metrics_parse() {
+        assert_eq!(Scope::parse("cluster"), Some(Scope::Cluster));
+        assert_eq!(Scope::parse("rack:A01"), Some(Scope::Rack("A01".into())));
+        assert_eq!(
+            Scope::parse("gpu:gpu001:3"),
+            Some(Scope::Gpu("gpu001".into(), 3))
+        );
+        for bad in [
+            "",
+            "rack",
+            "rack:",
+            "gpu:gpu001",
+            "gpu:gpu001:x",
+            "cluster:x",
+            "disk:a",
+        ] {
+            assert_eq!(Scope::parse(bad), None, "{bad}");
+        }
+        assert_eq!(Metric::parse("power_watts"), Some(Metric::PowerWatts));
+        assert_eq!(Metric::parse("watts"), None);
+    }
+}
