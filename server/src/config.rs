@@ -74,6 +74,13 @@ pub struct Config {
     pub scrape_concurrency: usize,
     /// The PromQL store's base URL (`http://prometheus:9090`), for `telemetry = "promql"`.
     pub promql_url: Option<String>,
+    /// Each node's GPU (dcgm-exporter) and BMC/PDU exporter URLs, `{node}` standing for the
+    /// node name. Unset: the simulator's own exporter endpoints.
+    pub gpu_exporter_url: Option<String>,
+    pub bmc_exporter_url: Option<String>,
+    /// How often each target is scraped. Unset: 10 s for configured targets; the live
+    /// interval for the simulator's own endpoints (so each tick shows one instant).
+    pub scrape_interval_ms: Option<u64>,
     /// Which metrics of the node BMC/PDU exporter carry power and inlet temperature.
     pub power_mapping: crate::ingest::PowerMapping,
     pub sim: SimConfig,
@@ -92,6 +99,9 @@ impl Default for Config {
             telemetry: TelemetryKind::Scrape,
             scrape_concurrency: 64,
             promql_url: None,
+            gpu_exporter_url: None,
+            bmc_exporter_url: None,
+            scrape_interval_ms: None,
             power_mapping: crate::ingest::PowerMapping::default(),
             sim: SimConfig {
                 nodes: 64,
@@ -138,6 +148,9 @@ struct FileConfig {
     telemetry: Option<String>,
     scrape_concurrency: Option<usize>,
     promql_url: Option<String>,
+    gpu_exporter_url: Option<String>,
+    bmc_exporter_url: Option<String>,
+    scrape_interval_ms: Option<u64>,
     power_mapping: Option<FilePowerMapping>,
     sim: Option<FileSim>,
 }
@@ -216,6 +229,11 @@ impl Config {
                 "SOURCE" => raw.source = Some(value),
                 "TELEMETRY" => raw.telemetry = Some(value),
                 "PROMQL_URL" => raw.promql_url = Some(value),
+                "GPU_EXPORTER_URL" => raw.gpu_exporter_url = Some(value),
+                "BMC_EXPORTER_URL" => raw.bmc_exporter_url = Some(value),
+                "SCRAPE_INTERVAL_MS" => {
+                    raw.scrape_interval_ms = Some(value.parse().map_err(|_| num("milliseconds"))?)
+                }
                 "SCRAPE_CONCURRENCY" => {
                     raw.scrape_concurrency = Some(value.parse().map_err(|_| num("a count"))?)
                 }
@@ -292,6 +310,33 @@ impl Config {
                 return Err(invalid("promql_url", "must be an http:// URL"));
             }
         }
+        for (field, t) in [
+            ("gpu_exporter_url", &raw.gpu_exporter_url),
+            ("bmc_exporter_url", &raw.bmc_exporter_url),
+        ] {
+            if let Some(t) = t {
+                if !t.starts_with("http://") || !t.contains("{node}") {
+                    return Err(invalid(
+                        field,
+                        "must be an http:// URL template containing {node}",
+                    ));
+                }
+            }
+        }
+        if raw.gpu_exporter_url.is_some() != raw.bmc_exporter_url.is_some() {
+            return Err(invalid(
+                "bmc_exporter_url",
+                "gpu_exporter_url and bmc_exporter_url go together",
+            ));
+        }
+        if let Some(i) = raw.scrape_interval_ms {
+            if !(100..=600_000).contains(&i) {
+                return Err(invalid(
+                    "scrape_interval_ms",
+                    "must be between 100 and 600000",
+                ));
+            }
+        }
         if telemetry == TelemetryKind::PromQl && promql_url.is_none() {
             return Err(invalid(
                 "promql_url",
@@ -345,6 +390,9 @@ impl Config {
             telemetry,
             scrape_concurrency,
             promql_url,
+            gpu_exporter_url: raw.gpu_exporter_url,
+            bmc_exporter_url: raw.bmc_exporter_url,
+            scrape_interval_ms: raw.scrape_interval_ms,
             power_mapping,
             sim,
         })
@@ -403,6 +451,32 @@ mod tests {
         std::fs::write(&f, "[sim]\nnodez = 3\n").expect("write");
         let e = Config::load(Some(&f), env(&[])).expect_err("typo");
         assert!(e.to_string().contains("nodez"), "{e}");
+    }
+
+    #[test]
+    fn exporter_templates_name_the_node_and_go_together() {
+        let e = Config::load(
+            None,
+            env(&[("GANTRY_GPU_EXPORTER_URL", "http://x:9400/metrics")]),
+        )
+        .expect_err("no {node}");
+        assert!(e.to_string().contains("gpu_exporter_url"), "{e}");
+        let e = Config::load(
+            None,
+            env(&[("GANTRY_GPU_EXPORTER_URL", "http://{node}:9400/metrics")]),
+        )
+        .expect_err("alone");
+        assert!(e.to_string().contains("bmc_exporter_url"), "{e}");
+        let c = Config::load(
+            None,
+            env(&[
+                ("GANTRY_GPU_EXPORTER_URL", "http://{node}:9400/metrics"),
+                ("GANTRY_BMC_EXPORTER_URL", "http://{node}-bmc:9290/metrics"),
+                ("GANTRY_SCRAPE_INTERVAL_MS", "15000"),
+            ]),
+        )
+        .expect("valid");
+        assert_eq!(c.scrape_interval_ms, Some(15_000));
     }
 
     #[test]

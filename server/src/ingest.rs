@@ -85,6 +85,20 @@ pub struct Ingest {
     concurrency: usize,
     latest: HashMap<String, NodeLatest>,
     health: BTreeMap<String, TargetHealth>,
+    /// With jitter, each target keeps its own phase in the interval (a stable hash of its
+    /// URL), so scrapes spread over the interval instead of arriving all at once.
+    jitter: bool,
+    /// When the first round ran; first scrapes are due at this plus each target's phase.
+    started_ms: Option<UnixMs>,
+}
+
+/// A stable offset in `[0, interval)` for `url` (FNV-1a).
+fn phase_ms(url: &str, interval: Duration) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in url.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % (interval.as_millis().max(1) as u64)) as i64
 }
 
 enum Kind {
@@ -120,7 +134,15 @@ impl Ingest {
             concurrency: concurrency.max(1),
             latest: HashMap::new(),
             health,
+            jitter: false,
+            started_ms: None,
         }
+    }
+
+    /// Spreads each target's scrapes over the interval (for real sites; off by default).
+    pub fn with_jitter(mut self) -> Ingest {
+        self.jitter = true;
+        self
     }
 
     /// Scrapes every target once, `concurrency` at a time; a slow or failing target holds
@@ -134,10 +156,16 @@ impl Ingest {
     /// [`crate::scrape::MAX_BACKOFF`]), so a dead exporter costs one attempt now and then.
     pub async fn scrape_due(&mut self, now_ms: UnixMs, interval: Duration) -> RoundStats {
         let health = &self.health;
-        let due = |url: &str| {
-            health
-                .get(url)
-                .is_none_or(|h| h.consecutive_failures == 0 || h.next_due_ms(interval) <= now_ms)
+        let jitter = self.jitter;
+        let started = *self.started_ms.get_or_insert(now_ms);
+        let due = |url: &str| match health.get(url) {
+            None => true,
+            Some(h) if jitter => match h.last_attempt_ms {
+                // First scrape at this target's phase after the first round.
+                None => now_ms >= started + phase_ms(url, interval),
+                Some(_) => h.next_due_ms(interval) <= now_ms,
+            },
+            Some(h) => h.consecutive_failures == 0 || h.next_due_ms(interval) <= now_ms,
         };
         let jobs: Vec<(String, String, Kind)> = self
             .targets
@@ -480,6 +508,56 @@ mod tests {
         assert_eq!(ing.scrape_due(4_000, i).await.targets, 0);
         assert_eq!(ing.scrape_due(6_000, i).await.targets, 2);
         assert!(ing.health().iter().all(|h| h.consecutive_failures == 3));
+    }
+
+    #[test]
+    fn jitter_spreads_targets_over_the_interval() {
+        let i = Duration::from_secs(10);
+        let phases: Vec<i64> = (0..64)
+            .map(|n| phase_ms(&format!("http://gpu{n:03}:9400/metrics"), i))
+            .collect();
+        assert!(phases.iter().all(|p| (0..10_000).contains(p)));
+        // Spread: every 2.5 s quarter of the interval holds some targets.
+        for q in 0..4 {
+            assert!(
+                phases.iter().any(|p| p / 2_500 == q),
+                "quarter {q} empty: {phases:?}"
+            );
+        }
+        assert_eq!(
+            phase_ms("http://a/metrics", i),
+            phase_ms("http://a/metrics", i),
+            "stable"
+        );
+    }
+
+    #[tokio::test]
+    async fn with_jitter_every_target_is_first_scraped_within_one_interval() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("port");
+        let targets: Vec<NodeTarget> = (0..20)
+            .map(|n| NodeTarget {
+                node: format!("n{n}"),
+                gpu_url: format!("http://{closed}/gpu{n}"),
+                bmc_url: format!("http://{closed}/bmc{n}"),
+            })
+            .collect();
+        let mut ing = Ingest::new(
+            Client::new(Default::default()),
+            targets,
+            PowerMapping::default(),
+            8,
+        )
+        .with_jitter();
+        let i = Duration::from_secs(10);
+        // Ticks every 3 s never line up with every phase; still, all 40 start within 10 s.
+        let mut first_round = 0;
+        for t in [0, 3_000, 6_000, 9_000, 10_000] {
+            first_round += ing.scrape_due(t, i).await.targets;
+        }
+        assert_eq!(first_round, 40);
+        assert!(ing.health().iter().all(|h| h.last_attempt_ms.is_some()));
     }
 
     #[test]

@@ -388,6 +388,8 @@ pub struct SimSource {
     pub ingest: Option<crate::ingest::Ingest>,
     /// With `ingest`: query this PromQL store (which scrapes the exporters) instead of scraping.
     pub promql: Option<crate::promql::PromQl>,
+    /// How often each target is scraped; data older than two of these is stale.
+    pub scrape_interval_ms: u64,
 }
 
 /// Runs the simulator as the live source until `shutdown` turns true.
@@ -404,6 +406,7 @@ pub async fn run_sim_source(
         interval_ms,
         mut ingest,
         promql,
+        scrape_interval_ms,
     } = src;
     q.send(StoreWrite::Inventory(Box::new(sim.inventory().clone())));
     record_events(&q, sim.drain_events());
@@ -438,7 +441,7 @@ pub async fn run_sim_source(
             Some(ing) => {
                 let round = match &promql {
                     None => {
-                        ing.scrape_due(wall_now_ms(), Duration::from_millis(interval_ms))
+                        ing.scrape_due(wall_now_ms(), Duration::from_millis(scrape_interval_ms))
                             .await
                     }
                     Some(prom) => match ing.query_promql(prom, wall_now_ms()).await {
@@ -461,7 +464,7 @@ pub async fn run_sim_source(
                     &inventory,
                     wall_now_ms(),
                     r.at_ms,
-                    2 * interval_ms as i64,
+                    2 * scrape_interval_ms.max(interval_ms) as i64,
                     r.nodes.clone(),
                     r.jobs.clone(),
                 )

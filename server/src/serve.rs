@@ -117,31 +117,51 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             let sim = tokio::task::spawn_blocking(move || Sim::new(nodes, seed, &name, start_ms))
                 .await
                 .map_err(|e| ServeError::Sim(e.to_string()))?;
-            // The simulator's exporters, on this server: scraped by Gantry, or by a PromQL
-            // store that Gantry queries.
-            let base = format!("http://{addr}/sim/exporter");
-            let targets = ingest::targets(
-                sim.inventory(),
-                &format!("{base}/dcgm/{{node}}/metrics"),
-                &format!("{base}/ipmi/{{node}}/metrics"),
-            );
-            // A scrape or query must finish within the tick that serves its frame.
+            // Configured exporters, or the simulator's own, on this server (scraped by
+            // Gantry, or by a PromQL store that Gantry queries).
+            let own = format!("http://{addr}/sim/exporter");
+            let external = cfg
+                .gpu_exporter_url
+                .clone()
+                .zip(cfg.bmc_exporter_url.clone());
+            let (gpu_t, bmc_t) = external.clone().unwrap_or_else(|| {
+                (
+                    format!("{own}/dcgm/{{node}}/metrics"),
+                    format!("{own}/ipmi/{{node}}/metrics"),
+                )
+            });
+            let targets = ingest::targets(sim.inventory(), &gpu_t, &bmc_t);
+            // The simulator's own exporters are scraped every tick, so a tick shows one
+            // simulated instant; configured ones every 10 s, spread over the interval.
+            let scrape_interval_ms = cfg.scrape_interval_ms.unwrap_or(if external.is_some() {
+                10_000
+            } else {
+                cfg.live_interval_ms
+            });
+            // A scrape or query runs within the tick that uses it.
             let client = Client::new(ScrapeConfig {
                 timeout: Duration::from_millis(cfg.live_interval_ms * 4 / 5),
-                gzip: false,
+                gzip: external.is_some(),
                 ..ScrapeConfig::default()
             });
             let (ingest, promql) = match cfg.telemetry {
                 TelemetryKind::Direct => (None, None),
-                TelemetryKind::Scrape => (
-                    Some(Ingest::new(
+                TelemetryKind::Scrape => {
+                    let ing = Ingest::new(
                         client,
                         targets,
                         cfg.power_mapping.clone(),
                         cfg.scrape_concurrency,
-                    )),
-                    None,
-                ),
+                    );
+                    (
+                        Some(if external.is_some() {
+                            ing.with_jitter()
+                        } else {
+                            ing
+                        }),
+                        None,
+                    )
+                }
                 TelemetryKind::PromQl => {
                     let url = cfg.promql_url.clone().unwrap_or_default();
                     let prom = PromQl::new(client.clone(), &url);
@@ -163,6 +183,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                 interval_ms: cfg.live_interval_ms,
                 ingest,
                 promql,
+                scrape_interval_ms,
             };
             tasks.push(tokio::spawn(live::run_sim_source(
                 src,

@@ -8,7 +8,7 @@ use server::telemetry::dcgm;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::support;
+use crate::support::{self, get};
 
 /// What a fake target does with each connection.
 #[derive(Clone)]
@@ -272,4 +272,60 @@ async fn a_live_node_whose_exporters_fail_marks_its_rack_incomplete() {
         .iter()
         .all(|g| g.power_watts.is_none() && g.temp_celsius.is_none()));
     r.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn configured_exporter_targets_are_scraped_with_jitter() {
+    // Gantry A only serves its simulated exporters; Gantry B scrapes them as a site's
+    // configured targets. Both simulate the same frozen cluster, so B's view equals its truth.
+    let mut a_cfg = support::test_config(support::sqlite_url(), 16, 1e-6, 200);
+    a_cfg.telemetry = server::config::TelemetryKind::Direct;
+    let a = server::serve::start(a_cfg).await.expect("gantry A");
+    support::wait_ready(&a).await;
+    let mut b_cfg = support::test_config(support::sqlite_url(), 16, 1e-6, 200);
+    b_cfg.gpu_exporter_url = Some(format!(
+        "http://{}/sim/exporter/dcgm/{{node}}/metrics",
+        a.addr
+    ));
+    b_cfg.bmc_exporter_url = Some(format!(
+        "http://{}/sim/exporter/ipmi/{{node}}/metrics",
+        a.addr
+    ));
+    b_cfg.scrape_interval_ms = Some(1_000);
+    let b = server::serve::start(b_cfg).await.expect("gantry B");
+    support::wait_ready(&b).await;
+    let mut matched = false;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let Some(tick) = b.live.current() else {
+            continue;
+        };
+        let Some(truth) = b.live.truth(Some(tick.overview.seq)) else {
+            continue;
+        };
+        if tick.overview.summary.power_watts == truth.power_watts
+            && tick
+                .overview
+                .racks
+                .iter()
+                .all(|r| r.nodes_not_reporting == 0)
+        {
+            matched = true;
+            break;
+        }
+    }
+    assert!(matched, "B never showed A's exporters completely");
+    let t = get(b.addr, "/api/targets").await.json();
+    let urls: Vec<&str> = t["targets"]
+        .as_array()
+        .expect("targets")
+        .iter()
+        .filter_map(|h| h["url"].as_str())
+        .collect();
+    assert_eq!(urls.len(), 32);
+    assert!(urls
+        .iter()
+        .all(|u| u.starts_with(&format!("http://{}/sim/exporter/", a.addr))));
+    b.stop().await.expect("stop B");
+    a.stop().await.expect("stop A");
 }
