@@ -960,9 +960,203 @@ fn bench_ingest() -> Result {
             ])
             .arg(&input)
             .arg("5"),
-    )
+    )?;
+    bench_vs_prometheus(&dir)
 }
 
+/// CPU seconds (user + system) and (RSS, peak RSS) in KiB of a process, from /proc.
+fn proc_usage(pid: u32) -> Option<(f64, u64, u64)> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    let hz = output(Command::new("getconf").arg("CLK_TCK"))
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .unwrap_or(100.0);
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+    };
+    Some((ticks / hz, kib("VmRSS:")?, kib("VmHWM:")?))
+}
+
+/// A counter's value from a Prometheus text page.
+fn metric_value(addr: SocketAddr, path: &str, name: &str) -> Option<f64> {
+    let body = http_get(addr, path).ok()?;
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// Prometheus 2.42 (Debian) and Gantry, side by side in one run: each scrapes the same 512
+/// simulated nodes (8 GPUs each, every 10 s) for GANTRY_BENCH_SECONDS (default 300).
+/// Gantry is a release build and is measured whole: scraping, parsing, aggregation,
+/// rollups, SSE, and the simulated scheduler it also runs.
+fn bench_vs_prometheus(dir: &Path) -> Result {
+    let secs: u64 = env::var("GANTRY_BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
+    ensure_apt(
+        &["prometheus"],
+        "the ingest benchmark compares Gantry with Prometheus",
+    )?;
+    step("building gantry (release) for the side-by-side");
+    run_cmd(cargo().args(["build", "--release", "-p", "server", "--bin", "gantry"]))?;
+    let exe = target_dir().join("release").join("gantry");
+    let (pa, pb, pp) = (free_port()?, free_port()?, free_port()?);
+    let (a, b, p) = (
+        SocketAddr::from(([127, 0, 0, 1], pa)),
+        SocketAddr::from(([127, 0, 0, 1], pb)),
+        SocketAddr::from(([127, 0, 0, 1], pp)),
+    );
+    let start_ms = "1795968000000";
+    let spawn = |addr: SocketAddr, db: &str, extra: &[(&str, String)]| -> Result<Child> {
+        let mut c = Command::new(&exe);
+        c.env("GANTRY_LISTEN", addr.to_string())
+            .env(
+                "GANTRY_DATABASE_URL",
+                format!("sqlite://{}", dir.join(db).display()),
+            )
+            .env("GANTRY_SIM_NODES", "512")
+            .env("GANTRY_SIM_START_MS", start_ms)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null());
+        for (k, v) in extra {
+            c.env(k, v);
+        }
+        c.spawn().map_err(|e| format!("cannot start gantry: {e}"))
+    };
+    for db in ["exporters.db", "gantry.db"] {
+        let _ = fs::remove_file(dir.join(db));
+    }
+    // A: the 512 nodes' exporters (it reads its simulator directly; not measured).
+    let exporters = Guard(
+        Some(spawn(
+            a,
+            "exporters.db",
+            &[("GANTRY_TELEMETRY", "direct".into())],
+        )?),
+        "exporters",
+    );
+    let wait_healthy = |addr: SocketAddr| {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while http_status(addr, "/healthz") != Some(200) {
+            if Instant::now() > deadline {
+                return Err(format!("{addr} did not become healthy"));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(())
+    };
+    wait_healthy(a)?;
+    // B: Gantry scraping A's exporters as configured targets, every 10 s.
+    let gantry = Guard(
+        Some(spawn(
+            b,
+            "gantry.db",
+            &[
+                (
+                    "GANTRY_GPU_EXPORTER_URL",
+                    format!("http://{a}/sim/exporter/dcgm/{{node}}/metrics"),
+                ),
+                (
+                    "GANTRY_BMC_EXPORTER_URL",
+                    format!("http://{a}/sim/exporter/ipmi/{{node}}/metrics"),
+                ),
+                ("GANTRY_SCRAPE_INTERVAL_MS", "10000".into()),
+            ],
+        )?),
+        "gantry",
+    );
+    // C: Prometheus scraping the same exporters, every 10 s.
+    let targets: Vec<String> = (1..=512).map(|n| format!("\"gpu{n:03}\"")).collect();
+    let job = |name: &str| {
+        format!(
+            "  - job_name: {name}\n    static_configs:\n      - targets: [{}]\n    relabel_configs:\n      - source_labels: [__address__]\n        target_label: __metrics_path__\n        replacement: /sim/exporter/{name}/${{1}}/metrics\n      - source_labels: [__address__]\n        target_label: instance\n      - target_label: __address__\n        replacement: {a}\n",
+            targets.join(", ")
+        )
+    };
+    let pdir = dir.join("prometheus");
+    let _ = fs::remove_dir_all(&pdir);
+    fs::create_dir_all(&pdir).map_err(|e| e.to_string())?;
+    fs::write(
+        pdir.join("prometheus.yml"),
+        format!(
+            "global:\n  scrape_interval: 10s\n  scrape_timeout: 5s\nscrape_configs:\n{}{}",
+            job("dcgm"),
+            job("ipmi")
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let prom = Guard(
+        Some(
+            Command::new("prometheus")
+                .arg(format!(
+                    "--config.file={}",
+                    pdir.join("prometheus.yml").display()
+                ))
+                .arg(format!(
+                    "--storage.tsdb.path={}",
+                    pdir.join("data").display()
+                ))
+                .arg(format!("--web.listen-address={p}"))
+                .arg("--log.level=warn")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("cannot start prometheus: {e}"))?,
+        ),
+        "prometheus",
+    );
+    wait_healthy(b)?;
+    let ids = |g: &Guard| g.0.as_ref().map(Child::id).unwrap_or(0);
+    let (gpid, ppid) = (ids(&gantry), ids(&prom));
+    // Let both reach steady state (one full interval), then measure.
+    std::thread::sleep(Duration::from_secs(15));
+    let g0 = proc_usage(gpid).ok_or("cannot read gantry's /proc")?;
+    let p0 = proc_usage(ppid).ok_or("cannot read prometheus's /proc")?;
+    let gs0 = metric_value(b, "/metrics", "gantry_scrape_samples_total").unwrap_or(0.0);
+    let ps0 =
+        metric_value(p, "/metrics", "prometheus_tsdb_head_samples_appended_total").unwrap_or(0.0);
+    step(&format!("measuring for {secs} s: Prometheus and Gantry each scrape 512 nodes x (8 GPUs + BMC) every 10 s"));
+    std::thread::sleep(Duration::from_secs(secs));
+    let g1 = proc_usage(gpid).ok_or("cannot read gantry's /proc")?;
+    let p1 = proc_usage(ppid).ok_or("cannot read prometheus's /proc")?;
+    let gs1 = metric_value(b, "/metrics", "gantry_scrape_samples_total").unwrap_or(0.0);
+    let ps1 =
+        metric_value(p, "/metrics", "prometheus_tsdb_head_samples_appended_total").unwrap_or(0.0);
+    let series = metric_value(p, "/metrics", "prometheus_tsdb_head_series").unwrap_or(0.0);
+    drop(prom);
+    drop(gantry);
+    drop(exporters);
+    let (gcpu, pcpu) = (g1.0 - g0.0, p1.0 - p0.0);
+    let (gsamples, psamples) = (gs1 - gs0, ps1 - ps0);
+    let per = |cpu: f64, n: f64| if n > 0.0 { cpu / n * 1e6 } else { f64::NAN };
+    println!("series in Prometheus's head: {series:.0}");
+    println!(
+        "prometheus: {pcpu:7.2} CPU s  {psamples:10.0} samples  {:6.2} us CPU/sample  RSS {:6.1} MiB (peak {:6.1} MiB)",
+        per(pcpu, psamples),
+        p1.1 as f64 / 1024.0,
+        p1.2 as f64 / 1024.0
+    );
+    println!(
+        "gantry:     {gcpu:7.2} CPU s  {gsamples:10.0} samples  {:6.2} us CPU/sample  RSS {:6.1} MiB (peak {:6.1} MiB)",
+        per(gcpu, gsamples),
+        g1.1 as f64 / 1024.0,
+        g1.2 as f64 / 1024.0
+    );
+    println!(
+        "gantry / prometheus: CPU per sample {:.2}x, peak RSS {:.2}x (goal: at or under 0.20x each)",
+        per(gcpu, gsamples) / per(pcpu, psamples),
+        g1.2 as f64 / p1.2 as f64
+    );
+    Ok(())
+}
 /// Release wasm + js, raw and brotli (quality 11, as a CDN would serve them).
 fn bench_size() -> Result {
     bootstrap(true, false)?;
