@@ -896,13 +896,30 @@ fn http_get(addr: SocketAddr, path: &str) -> Result<Vec<u8>> {
     if !head.starts_with("HTTP/1.1 200") {
         return Err(format!("GET {path}: {}", head.lines().next().unwrap_or("")));
     }
-    if head
+    let body = &raw[split + 4..];
+    if !head
         .to_ascii_lowercase()
         .contains("transfer-encoding: chunked")
     {
-        return Err(format!("GET {path}: chunked answer not expected"));
+        return Ok(body.to_vec());
     }
-    Ok(raw[split + 4..].to_vec())
+    // Chunked: hex size line, data, CRLF; until a zero-size chunk.
+    let (mut out, mut rest) = (Vec::new(), body);
+    loop {
+        let eol = rest
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or("bad chunk")?;
+        let size_text = String::from_utf8_lossy(&rest[..eol]).to_string();
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|_| format!("bad chunk size {size_text:?}"))?;
+        if size == 0 {
+            return Ok(out);
+        }
+        let data = rest.get(eol + 2..eol + 2 + size).ok_or("truncated chunk")?;
+        out.extend_from_slice(data);
+        rest = rest.get(eol + 2 + size + 2..).ok_or("truncated chunk")?;
+    }
 }
 
 /// Parse throughput on real-format input at 512 nodes x 8 GPUs: the simulator's
@@ -984,12 +1001,28 @@ fn proc_usage(pid: u32) -> Option<(f64, u64, u64)> {
     Some((ticks / hz, kib("VmRSS:")?, kib("VmHWM:")?))
 }
 
-/// A counter's value from a Prometheus text page.
+/// A metric's value from a Prometheus text page: the sum over its series (Prometheus 2.42
+/// labels some counters, e.g. `{type="float"}`).
 fn metric_value(addr: SocketAddr, path: &str, name: &str) -> Option<f64> {
     let body = http_get(addr, path).ok()?;
-    String::from_utf8_lossy(&body)
+    let text = String::from_utf8_lossy(&body);
+    let values: Vec<f64> = text
         .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            let rest = if rest.starts_with('{') {
+                &rest[rest.find('}')? + 1..]
+            } else {
+                rest
+            };
+            rest.strip_prefix(' ')?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum())
 }
 
 /// Prometheus 2.42 (Debian) and Gantry, side by side in one run: each scrapes the same 512
