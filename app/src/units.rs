@@ -90,26 +90,6 @@ pub fn utc(ms: UnixMs) -> String {
     )
 }
 
-/// `16:05:12` (UTC), for "stale since" marks.
-pub fn utc_time_of_day(ms: UnixMs) -> String {
-    let sod = ms.div_euclid(1000).rem_euclid(86_400);
-    format!("{:02}:{:02}:{:02}", sod / 3600, (sod % 3600) / 60, sod % 60)
-}
-
-/// How long ago, for recency: `12 s ago`, `4 min ago`, `3 h 10 min ago`, `2 d 5 h ago`.
-pub fn ago(then: UnixMs, now: UnixMs) -> String {
-    let s = ((now - then).max(0)) / 1000;
-    if s < 60 {
-        format!("{s} s ago")
-    } else if s < 3600 {
-        format!("{} min ago", s / 60)
-    } else if s < 86_400 {
-        format!("{} h {} min ago", s / 3600, (s % 3600) / 60)
-    } else {
-        format!("{} d {} h ago", s / 86_400, (s % 86_400) / 3600)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,15 +129,5 @@ mod tests {
         // 2026-11-29 16:05:12 UTC
         assert_eq!(utc(1_795_968_312_000), "2026-11-29 16:05:12 UTC");
         assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00 UTC");
-        assert_eq!(utc_time_of_day(1_795_968_312_999), "16:05:12");
-    }
-
-    #[test]
-    fn recency() {
-        assert_eq!(ago(0, 12_000), "12 s ago");
-        assert_eq!(ago(0, 240_000), "4 min ago");
-        assert_eq!(ago(0, (3 * 3600 + 600) * 1000), "3 h 10 min ago");
-        assert_eq!(ago(0, (2 * 86_400 + 5 * 3600) * 1000), "2 d 5 h ago");
-        assert_eq!(ago(10_000, 0), "0 s ago");
     }
 }

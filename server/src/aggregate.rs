@@ -6,9 +6,23 @@
 use std::collections::HashMap;
 
 use app::live::{GpuCounts, Overview, RackTile, Summary};
-use app::model::{Inventory, JobState, NodeState, UnixMs};
+use app::model::{GpuReading, Inventory, Job, JobState, NodeState, RackReading, UnixMs};
 
-use crate::sim::Readings;
+/// Everything a source reports at one instant: the input of aggregation, whichever
+/// source (simulator, scrape, PromQL) produced it.
+#[derive(Clone, Debug)]
+pub struct Readings {
+    pub at_ms: UnixMs,
+    /// Every GPU of the inventory; one whose node is not reporting has no values.
+    pub gpus: Vec<GpuReading>,
+    pub racks: Vec<RackReading>,
+    /// Scheduler state per node.
+    pub nodes: Vec<(String, NodeState)>,
+    /// Each node's total power (BMC), in the order of `nodes`; `None` when not reported.
+    pub node_power_watts: Vec<Option<f64>>,
+    /// Pending and running jobs.
+    pub jobs: Vec<Job>,
+}
 
 /// The overview of `inv` from `r`, numbered `seq`.
 pub fn overview(

@@ -209,7 +209,7 @@ async fn sim_truth(
 fn sim_exporter(
     st: &AppState,
     node: &str,
-    render: fn(&app::model::Inventory, &crate::sim::Readings, &str) -> Option<String>,
+    render: fn(&app::model::Inventory, &crate::aggregate::Readings, &str) -> Option<String>,
 ) -> Result<Response, ApiError> {
     let frame = st.live.sim_frame().ok_or(ApiError::NotReady)?;
     if !frame.inventory.nodes.iter().any(|n| n.name == node) {

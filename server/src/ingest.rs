@@ -11,9 +11,9 @@ use futures_util::stream::{self, StreamExt};
 
 use app::model::{GpuReading, Inventory, Job, NodeState, RackReading, UnixMs};
 
+use crate::aggregate::Readings;
 use crate::promql::{PromError, PromQl};
 use crate::scrape::{Client, ScrapeError, TargetHealth};
-use crate::sim::Readings;
 use crate::telemetry::{dcgm, exposition};
 
 /// Which metrics of the BMC/PDU exporter carry node power and inlet temperature: a site

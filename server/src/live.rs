@@ -14,8 +14,9 @@ use app::live::Overview;
 use app::model::{Checkpoint, Inventory, Job, UnixMs};
 use tokio::sync::{broadcast, mpsc, watch};
 
+use crate::aggregate::Readings;
 use crate::metrics::Metrics;
-use crate::sim::{Readings, Sim, SimEvent, SimTruth};
+use crate::sim::{Sim, SimEvent, SimTruth};
 use crate::store::{Rollup, Store};
 
 /// One published update.
@@ -436,8 +437,9 @@ pub async fn run_sim_source(
             inventory: Arc::clone(&inventory),
             readings,
         });
-        let view = match ingest.as_mut() {
-            None => frame.readings.clone(),
+        let scraped;
+        let view: &Readings = match ingest.as_mut() {
+            None => &frame.readings,
             Some(ing) => {
                 let round = match &promql {
                     None => {
@@ -460,23 +462,24 @@ pub async fn run_sim_source(
                 live.metrics.record_scrape_round(&round);
                 live.set_targets(ing.health());
                 let r = &frame.readings;
-                ing.readings(
+                scraped = ing.readings(
                     &inventory,
                     wall_now_ms(),
                     r.at_ms,
                     2 * scrape_interval_ms.max(interval_ms) as i64,
                     r.nodes.clone(),
                     r.jobs.clone(),
-                )
+                );
+                &scraped
             }
         };
         seq += 1;
         let ov =
-            crate::aggregate::overview(&inventory, &view, seq, interval_ms as i64, wall_now_ms());
+            crate::aggregate::overview(&inventory, view, seq, interval_ms as i64, wall_now_ms());
         for r in rollups.add(&ov) {
             q.send(StoreWrite::Rollup(r));
         }
-        live.record_window(&view, &ov);
+        live.record_window(view, &ov);
         live.publish(ov, Some(truth));
         live.metrics.live_tick_duration_us.store(
             began.elapsed().as_micros() as u64,

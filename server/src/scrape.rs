@@ -238,12 +238,6 @@ impl TargetHealth {
         let wait = (interval * factor).min(MAX_BACKOFF.max(interval));
         last + wait.as_millis() as i64
     }
-
-    /// Whether the data of this target is stale: no success within two intervals.
-    pub fn is_stale(&self, now_ms: UnixMs, interval: Duration) -> bool {
-        self.last_success_ms
-            .is_none_or(|t| now_ms - t > 2 * interval.as_millis() as i64)
-    }
 }
 
 #[cfg(test)]
@@ -273,16 +267,6 @@ mod tests {
             (h.consecutive_failures, h.last_samples, h.last_error.clone()),
             (0, 240, None)
         );
-    }
-
-    #[test]
-    fn staleness_is_two_intervals_without_success() {
-        let i = Duration::from_secs(10);
-        let mut h = TargetHealth::new("u");
-        assert!(h.is_stale(0, i));
-        h.record(1_000, Duration::ZERO, Ok(1));
-        assert!(!h.is_stale(21_000, i));
-        assert!(h.is_stale(21_001, i));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use app::live::Overview;
 use app::model::UnixMs;
 
-use crate::sim::Readings;
+use crate::aggregate::Readings;
 
 /// What a series measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

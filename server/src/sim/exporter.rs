@@ -3,12 +3,11 @@
 //! them, so Gantry's scrape path reads the simulator like a real cluster. Pure: readings
 //! in, text out.
 
-use std::collections::HashMap;
 use std::fmt::Write;
 
 use app::model::{Inventory, Job, JobState};
 
-use super::Readings;
+use crate::aggregate::Readings;
 
 const DRIVER_VERSION: &str = "580.105.08";
 
@@ -170,19 +169,12 @@ pub fn node_power_watts(r: &Readings, node: &str) -> Option<f64> {
     r.node_power_watts.get(i).copied().flatten()
 }
 
-/// Node -> rack, for callers that sum node power per rack.
-pub fn rack_of(inv: &Inventory) -> HashMap<&str, &str> {
-    inv.nodes
-        .iter()
-        .map(|n| (n.name.as_str(), n.rack.as_str()))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::sim::Sim;
     use crate::telemetry::dcgm::{decode, Field};
+    use std::collections::HashMap;
 
     const T0: i64 = 1_795_968_000_000;
 
@@ -260,7 +252,12 @@ mod tests {
         let sim = Sim::new(64, 42, "t", T0);
         let r = sim.readings();
         let truth = sim.truth();
-        let racks = rack_of(sim.inventory());
+        let racks: HashMap<&str, &str> = sim
+            .inventory()
+            .nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.rack.as_str()))
+            .collect();
         let mut per_rack: HashMap<&str, f64> = HashMap::new();
         for n in &sim.inventory().nodes {
             if let Some(text) = render_ipmi(sim.inventory(), &r, &n.name) {

@@ -21,6 +21,8 @@ use app::model::{
 };
 use rng::{hash_unit, Rng};
 
+pub use crate::aggregate::Readings;
+
 /// GPUs per node and the H100 SXM's numbers the model uses.
 pub const GPUS_PER_NODE: usize = 8;
 pub const GPU_MAX_POWER_WATTS: f64 = 700.0;
@@ -71,14 +73,6 @@ struct SimJob {
     step: u64,
     /// When this job will crash because it sits on a faulty GPU.
     fail_at_ms: Option<i64>,
-}
-
-/// Sizes of the cluster, derived from the node count.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Shape {
-    pub nodes: usize,
-    pub racks: usize,
-    pub nodes_per_rack: usize,
 }
 
 /// The simulated cluster.
@@ -417,14 +411,6 @@ impl Sim {
         &self.inv
     }
 
-    pub fn shape(&self) -> Shape {
-        Shape {
-            nodes: self.nodes.len(),
-            racks: self.inv.racks.len(),
-            nodes_per_rack: self.nodes.len().div_ceil(self.inv.racks.len().max(1)),
-        }
-    }
-
     /// Rack inlet temperature: a daily cycle peaking at 15:00 UTC; the weak-cooling rack
     /// (the sixth, or the last of small clusters) climbs about 17 °C higher in warm hours.
     fn inlet_celsius(&self, rack: usize, t: UnixMs) -> f64 {
@@ -611,20 +597,6 @@ enum Next {
     End(usize),
     Fail(usize),
     Checkpoint(usize),
-}
-
-/// Everything a source reports at one instant: the input of aggregation.
-#[derive(Clone, Debug)]
-pub struct Readings {
-    pub at_ms: UnixMs,
-    pub gpus: Vec<GpuReading>,
-    pub racks: Vec<RackReading>,
-    /// Scheduler state per node.
-    pub nodes: Vec<(String, NodeState)>,
-    /// Each node's total power (BMC), in the order of `nodes`; `None` when not reported.
-    pub node_power_watts: Vec<Option<f64>>,
-    /// Pending and running jobs.
-    pub jobs: Vec<Job>,
 }
 
 #[cfg(test)]
