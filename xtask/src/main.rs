@@ -733,8 +733,15 @@ impl SlurmCluster {
         )
         .map_err(|e| e.to_string())?;
         step(&format!("starting a 16-node Slurm in {}", dir.display()));
-        // munged: one per machine, shared; start it if it is not running.
-        if !Path::new("/run/munge/munge.socket.2").exists() {
+        // munged: one per machine, shared; start it unless one answers. A socket file alone
+        // proves nothing: /run is not a tmpfs here, so a dead munged leaves its socket behind.
+        let munge_answers = Command::new("munge")
+            .arg("-n")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !munge_answers {
             run_cmd(Command::new("install").args([
                 "-d",
                 "-o",
@@ -751,7 +758,14 @@ impl SlurmCluster {
                 )?;
                 run_cmd(Command::new("chown").args(["munge:munge", "/etc/munge/munge.key"]))?;
             }
-            run_cmd(Command::new("runuser").args(["-u", "munge", "--", "/usr/sbin/munged"]))?;
+            // --force: remove the stale socket of a munged that died.
+            run_cmd(Command::new("runuser").args([
+                "-u",
+                "munge",
+                "--",
+                "/usr/sbin/munged",
+                "--force",
+            ]))?;
         }
         let cluster = SlurmCluster { dir, conf, keep };
         let daemon = |args: &[&str]| {
@@ -783,9 +797,18 @@ impl SlurmCluster {
                 break;
             }
             if Instant::now() > deadline {
+                let log = cluster.dir.join("log");
+                let tail = |name: &str| {
+                    let text = fs::read_to_string(log.join(name)).unwrap_or_default();
+                    let lines: Vec<&str> = text.lines().collect();
+                    lines[lines.len().saturating_sub(15)..].join("\n")
+                };
                 return Err(format!(
-                    "Slurm did not bring 16 nodes to idle in 60 s:\n{states}\nlogs in {}",
-                    cluster.dir.join("log").display()
+                    "Slurm did not bring 16 nodes to idle in 60 s:\n{states}\n\
+                     --- slurmctld.log (last lines)\n{}\n--- slurmd-gpu001.log (last lines)\n{}\nlogs in {}",
+                    tail("slurmctld.log"),
+                    tail("slurmd-gpu001.log"),
+                    log.display()
                 ));
             }
             std::thread::sleep(Duration::from_millis(250));
