@@ -1,17 +1,39 @@
 //! The server's port into the app (server builds only).
 //!
-//! Server functions reach live state and storage only through [`Backend`], which the
-//! server implements and provides as context when it registers the routes. The app knows
-//! nothing of axum state, sqlx or the simulator.
+//! Server functions reach live state, storage and the scheduler only through [`Backend`],
+//! which the server implements and provides as context when it registers the routes. The
+//! app knows nothing of axum state, sqlx or the simulator.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::actions::{
+    ActionKind, ActionResult, ActionTargets, AuditEntry, AuditFilter, Me, Preview,
+};
 use crate::live::Overview;
+use crate::views::NodesView;
+
+pub type BackendFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
 
 /// What server functions may ask of the server.
 pub trait Backend: Send + Sync + 'static {
     /// The newest overview, or `None` before the first tick.
     fn overview(&self) -> Option<Arc<Overview>>;
+    /// Nodes and jobs as of the last scheduler poll, or `None` before the first.
+    fn nodes_view(&self) -> Option<NodesView>;
+    /// What an action would do. Errors are plain words meant for the operator.
+    fn preview<'a>(&'a self, kind: ActionKind, t: &'a ActionTargets) -> BackendFuture<'a, Preview>;
+    /// Runs an action as `me` (audited, verified).
+    fn act<'a>(
+        &'a self,
+        me: &'a Me,
+        kind: ActionKind,
+        t: &'a ActionTargets,
+        reason: Option<&'a str>,
+    ) -> BackendFuture<'a, ActionResult>;
+    /// Audit entries matching `f`, newest first.
+    fn audit<'a>(&'a self, f: &'a AuditFilter) -> BackendFuture<'a, Vec<AuditEntry>>;
 }
 
 /// The handle provided as Leptos context.
@@ -23,4 +45,14 @@ pub fn backend() -> Result<Arc<dyn Backend>, leptos::prelude::ServerFnError> {
     leptos::prelude::use_context::<BackendHandle>()
         .map(|h| h.0)
         .ok_or_else(|| leptos::prelude::ServerFnError::new("server not ready"))
+}
+
+/// Who made this request, as the server's guard resolved it.
+pub fn me() -> Me {
+    leptos::prelude::use_context::<http::request::Parts>()
+        .and_then(|p| p.extensions.get::<Me>().cloned())
+        .unwrap_or(Me {
+            user: None,
+            role: None,
+        })
 }

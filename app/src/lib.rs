@@ -9,9 +9,11 @@
 // more than the default depth to compute their layout.
 #![recursion_limit = "256"]
 
+pub mod actions;
 pub mod live;
 pub mod model;
 pub mod units;
+pub mod views;
 
 mod pages;
 
@@ -26,6 +28,12 @@ use leptos_router::{
 };
 
 pub use pages::overview::get_overview;
+
+/// Who is signed in (for the top bar).
+#[server(endpoint = "me")]
+pub async fn get_me() -> Result<actions::Me, ServerFnError> {
+    Ok(backend::me())
+}
 
 /// The HTML document around the app, rendered on the server.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -60,14 +68,46 @@ pub fn App() -> impl IntoView {
                 <span class="brand">"Gantry"</span>
                 <nav aria-label="Pages">
                     <A href="/">"Overview"</A>
+                    <A href="/nodes">"Nodes"</A>
+                    <A href="/jobs">"Jobs"</A>
+                    <A href="/audit">"Audit"</A>
                 </nav>
+                <span class="spacer"></span>
+                <WhoAmI/>
             </header>
             <main id="main" tabindex="-1">
                 <Routes fallback=|| view! { <NotFound/> }>
                     <Route path=StaticSegment("") view=pages::overview::OverviewPage ssr=SsrMode::Async/>
+                    <Route path=StaticSegment("login") view=pages::login::LoginPage/>
+                    <Route path=StaticSegment("nodes") view=pages::nodes::NodesPage ssr=SsrMode::Async/>
+                    <Route path=StaticSegment("jobs") view=pages::nodes::JobsPage ssr=SsrMode::Async/>
+                    <Route path=StaticSegment("audit") view=pages::audit::AuditPage ssr=SsrMode::Async/>
                 </Routes>
             </main>
         </Router>
+    }
+}
+
+/// The signed-in user and role, with sign-out; or a sign-in link.
+#[component]
+fn WhoAmI() -> impl IntoView {
+    let me = Resource::new(|| (), |_| get_me());
+    view! {
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                match me.await {
+                    Ok(actions::Me { user: Some(u), role }) => view! {
+                        <span class="whoami" data-test="whoami">
+                            {u}" "<span class="muted">{format!("({})", role.map(|r| r.as_str()).unwrap_or("?"))}</span>
+                        </span>
+                        <form method="post" action="/auth/logout" class="inline">
+                            <button type="submit" class="link">"Sign out"</button>
+                        </form>
+                    }.into_any(),
+                    _ => view! { <a href="/login" data-test="sign-in">"Sign in"</a> }.into_any(),
+                }
+            })}
+        </Suspense>
     }
 }
 

@@ -90,9 +90,43 @@ pub fn utc(ms: UnixMs) -> String {
     )
 }
 
+/// A duration: `45 s`, `12 min`, `3 h 20 min`, `2 d 5 h`. Negative counts as 0.
+pub fn duration_ms(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min", s / 60),
+        3600..86_400 => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+        _ => format!("{} d {} h", s / 86_400, (s % 86_400) / 3600),
+    }
+}
+
+/// Node names for a table cell: all of them up to three, else the first, the last and
+/// how many.
+pub fn hostlist_short(nodes: &[String]) -> String {
+    match nodes {
+        [] => "—".into(),
+        [_] | [_, _] | [_, _, _] => nodes.join(", "),
+        [first, .., last] => format!("{first} … {last} ({} nodes)", nodes.len()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_and_node_lists() {
+        assert_eq!(duration_ms(-5), "0 s");
+        assert_eq!(duration_ms(45_000), "45 s");
+        assert_eq!(duration_ms(12 * 60_000 + 5_000), "12 min");
+        assert_eq!(duration_ms(3 * 3_600_000 + 20 * 60_000), "3 h 20 min");
+        assert_eq!(duration_ms(2 * 86_400_000 + 5 * 3_600_000), "2 d 5 h");
+        let n = |k: usize| (1..=k).map(|i| format!("gpu{i:03}")).collect::<Vec<_>>();
+        assert_eq!(hostlist_short(&[]), "—");
+        assert_eq!(hostlist_short(&n(2)), "gpu001, gpu002");
+        assert_eq!(hostlist_short(&n(32)), "gpu001 … gpu032 (32 nodes)");
+    }
 
     #[test]
     fn power_follows_the_ui_conventions() {

@@ -32,6 +32,34 @@ impl<T> fmt::Debug for Secret<T> {
 pub enum SourceKind {
     /// The built-in simulated cluster (the embedded default).
     Simulator,
+    /// A real Slurm, through its CLI on this host (`[slurm]`).
+    Slurm,
+}
+
+/// `[slurm]`: how to reach a real Slurm.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlurmConfig {
+    /// Where `sinfo`, `squeue` and `scontrol` are; `None` searches PATH.
+    pub bin_dir: Option<PathBuf>,
+    /// `SLURM_CONF` for the Slurm commands; `None` uses Slurm's own default.
+    pub conf: Option<PathBuf>,
+    /// How often Gantry polls the controller (once, for every browser).
+    pub poll_interval_ms: u64,
+    /// Deadline of one Slurm command.
+    pub timeout_ms: u64,
+}
+
+/// Sign-in and sessions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AuthConfig {
+    /// Whether pages and read APIs are open without signing in (read-only). Off by default;
+    /// `cargo xtask run` (the demo) turns it on.
+    pub anonymous_read: bool,
+    pub session_hours: u64,
+    /// Mark the session cookie `Secure` (set when Gantry is served over TLS).
+    pub secure_cookies: bool,
+    /// Actions per user per minute.
+    pub actions_per_minute: u32,
 }
 
 /// How telemetry reaches the live views.
@@ -84,6 +112,8 @@ pub struct Config {
     /// Which metrics of the node BMC/PDU exporter carry power and inlet temperature.
     pub power_mapping: crate::ingest::PowerMapping,
     pub sim: SimConfig,
+    pub slurm: SlurmConfig,
+    pub auth: AuthConfig,
 }
 
 impl Default for Config {
@@ -108,6 +138,18 @@ impl Default for Config {
                 seed: 42,
                 speed: 1.0,
                 start_ms: None,
+            },
+            slurm: SlurmConfig {
+                bin_dir: None,
+                conf: None,
+                poll_interval_ms: 5000,
+                timeout_ms: 10_000,
+            },
+            auth: AuthConfig {
+                anonymous_read: false,
+                session_hours: 12,
+                secure_cookies: false,
+                actions_per_minute: 30,
             },
         }
     }
@@ -153,6 +195,37 @@ struct FileConfig {
     scrape_interval_ms: Option<u64>,
     power_mapping: Option<FilePowerMapping>,
     sim: Option<FileSim>,
+    slurm: Option<FileSlurm>,
+    auth: Option<FileAuth>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSlurm {
+    bin_dir: Option<PathBuf>,
+    conf: Option<PathBuf>,
+    poll_interval_ms: Option<u64>,
+    timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileAuth {
+    anonymous_read: Option<bool>,
+    session_hours: Option<u64>,
+    secure_cookies: Option<bool>,
+    actions_per_minute: Option<u32>,
+}
+
+fn flag(key: &str, value: &str) -> Result<bool, ConfigError> {
+    match value {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(invalid(
+            key,
+            format!("expected true or false, got {value:?}"),
+        )),
+    }
 }
 
 /// `[power_mapping]`: metric names, and `label=value` sensor pickers.
@@ -205,6 +278,8 @@ impl Config {
             }
             None => FileConfig::default(),
         };
+        let mut slurm = raw.slurm.take().unwrap_or_default();
+        let mut auth = raw.auth.take().unwrap_or_default();
         let sim = raw.sim.get_or_insert_with(FileSim::default);
         let mut listen_from = "listen";
         for (key, value) in env {
@@ -243,10 +318,22 @@ impl Config {
                 "SIM_START_MS" => {
                     sim.start_ms = Some(value.parse().map_err(|_| num("Unix milliseconds"))?)
                 }
+                "SLURM_BIN_DIR" => slurm.bin_dir = Some(value.into()),
+                "SLURM_CONF" => slurm.conf = Some(value.into()),
+                "SLURM_POLL_INTERVAL_MS" => {
+                    slurm.poll_interval_ms = Some(value.parse().map_err(|_| num("milliseconds"))?)
+                }
+                "ANONYMOUS_READ" => auth.anonymous_read = Some(flag(&key, &value)?),
+                "SECURE_COOKIES" => auth.secure_cookies = Some(flag(&key, &value)?),
+                "ACTIONS_PER_MINUTE" => {
+                    auth.actions_per_minute = Some(value.parse().map_err(|_| num("a count"))?)
+                }
                 // Other GANTRY_* names belong to tools around Gantry (tests, xtask).
                 _ => {}
             }
         }
+        raw.slurm = Some(slurm);
+        raw.auth = Some(auth);
         Self::validate(raw, listen_from)
     }
 
@@ -286,10 +373,11 @@ impl Config {
         }
         let source = match raw.source.as_deref() {
             None | Some("simulator") => SourceKind::Simulator,
+            Some("slurm") => SourceKind::Slurm,
             Some(other) => {
                 return Err(invalid(
                     "source",
-                    format!("{other:?} is not one of: simulator"),
+                    format!("{other:?} is not one of: simulator, slurm"),
                 ))
             }
         };
@@ -379,7 +467,44 @@ impl Config {
         if !(sim.speed.is_finite() && sim.speed > 0.0 && sim.speed <= 100_000.0) {
             return Err(invalid("sim.speed", "must be above 0 and at most 100000"));
         }
+        let sl = raw.slurm.unwrap_or_default();
+        let slurm = SlurmConfig {
+            bin_dir: sl.bin_dir,
+            conf: sl.conf,
+            poll_interval_ms: sl.poll_interval_ms.unwrap_or(d.slurm.poll_interval_ms),
+            timeout_ms: sl.timeout_ms.unwrap_or(d.slurm.timeout_ms),
+        };
+        if !(500..=600_000).contains(&slurm.poll_interval_ms) {
+            return Err(invalid(
+                "slurm.poll_interval_ms",
+                "must be between 500 and 600000",
+            ));
+        }
+        if !(100..=120_000).contains(&slurm.timeout_ms) {
+            return Err(invalid(
+                "slurm.timeout_ms",
+                "must be between 100 and 120000",
+            ));
+        }
+        let a = raw.auth.unwrap_or_default();
+        let auth = AuthConfig {
+            anonymous_read: a.anonymous_read.unwrap_or(d.auth.anonymous_read),
+            session_hours: a.session_hours.unwrap_or(d.auth.session_hours),
+            secure_cookies: a.secure_cookies.unwrap_or(d.auth.secure_cookies),
+            actions_per_minute: a.actions_per_minute.unwrap_or(d.auth.actions_per_minute),
+        };
+        if !(1..=24 * 30).contains(&auth.session_hours) {
+            return Err(invalid("auth.session_hours", "must be between 1 and 720"));
+        }
+        if !(1..=10_000).contains(&auth.actions_per_minute) {
+            return Err(invalid(
+                "auth.actions_per_minute",
+                "must be between 1 and 10000",
+            ));
+        }
         Ok(Config {
+            slurm,
+            auth,
             listen,
             database_url: Secret::new(database_url),
             site_root: raw.site_root.unwrap_or(d.site_root),

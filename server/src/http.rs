@@ -13,7 +13,7 @@ use axum::extract::{FromRef, Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::stream::{self, Stream};
 use leptos::prelude::*;
@@ -38,6 +38,8 @@ pub struct AppState {
     /// Whether `/sim/truth` exists (only when the simulator is the source).
     pub simulated: bool,
     pub request_timeout: Duration,
+    pub auth: crate::config::AuthConfig,
+    pub actions: Arc<crate::actions::Actions>,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -59,6 +61,29 @@ pub enum ApiError {
     BadRequest(String),
     #[error("storage unavailable")]
     Storage(#[source] crate::store::StoreError),
+    #[error("sign in first")]
+    Unauthenticated,
+    #[error("forbidden: {0}")]
+    Forbidden(&'static str),
+    #[error("{0}")]
+    TooMany(String),
+    /// The scheduler refused or did not answer; its words are meant for operators.
+    #[error("{0}")]
+    Scheduler(String),
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl From<crate::actions::ActionError> for ApiError {
+    fn from(e: crate::actions::ActionError) -> ApiError {
+        use crate::actions::ActionError as A;
+        match e {
+            A::Invalid(m) => ApiError::BadRequest(m),
+            A::RateLimited(_) => ApiError::TooMany(e.to_string()),
+            A::Scheduler(s) => ApiError::Scheduler(s.to_string()),
+            A::Audit(s) => ApiError::Storage(s),
+        }
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -73,59 +98,229 @@ impl IntoResponse for ApiError {
                 tracing::error!(error = %e, "storage error");
                 StatusCode::SERVICE_UNAVAILABLE
             }
+            ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Scheduler(m) => {
+                tracing::warn!(error = %m, "scheduler call failed");
+                StatusCode::BAD_GATEWAY
+            }
+            ApiError::Internal(m) => {
+                tracing::error!(error = %m, "internal error");
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         };
         let body = serde_json::json!({ "error": { "status": status.as_u16(), "message": self.to_string() } });
         (status, Json(body)).into_response()
     }
 }
 
-/// Server functions see live state only through this.
-struct LiveBackend(Arc<Live>);
+/// Server functions see live state, the store and actions only through this.
+struct LiveBackend {
+    live: Arc<Live>,
+    actions: Arc<crate::actions::Actions>,
+    store: Store,
+}
 
-impl Backend for LiveBackend {
-    fn overview(&self) -> Option<Arc<Overview>> {
-        self.0.current().map(|t| Arc::clone(&t.overview))
+/// An action error in words for the operator; storage internals are logged, not shown.
+fn action_message(e: crate::actions::ActionError) -> String {
+    match e {
+        crate::actions::ActionError::Audit(inner) => {
+            tracing::error!(error = %inner, "audit write failed");
+            "the audit log cannot be written, so nothing was done".into()
+        }
+        other => other.to_string(),
     }
 }
 
-/// The whole application router.
-pub fn router(state: AppState) -> Router {
+impl Backend for LiveBackend {
+    fn overview(&self) -> Option<Arc<Overview>> {
+        self.live.current().map(|t| Arc::clone(&t.overview))
+    }
+
+    fn nodes_view(&self) -> Option<app::views::NodesView> {
+        let s = self.live.sched()?;
+        let inv = self.live.inventory();
+        let rack_of = |n: &str| {
+            inv.as_ref()
+                .and_then(|i| i.nodes.iter().find(|x| x.name == n).map(|x| x.rack.clone()))
+                .unwrap_or_default()
+        };
+        let mut jobs_on: std::collections::HashMap<&str, Vec<u64>> = Default::default();
+        for j in s
+            .jobs
+            .iter()
+            .filter(|j| j.job.state == app::model::JobState::Running)
+        {
+            for n in &j.job.nodes {
+                jobs_on.entry(n.as_str()).or_default().push(j.job.id);
+            }
+        }
+        Some(app::views::NodesView {
+            me: app::actions::Me {
+                user: None,
+                role: None,
+            },
+            at_ms: s.at_ms,
+            polled_ms: s.polled_ms,
+            server_now_ms: wall_now_ms(),
+            interval_ms: s.interval_ms,
+            racks: inv
+                .as_ref()
+                .map(|i| i.racks.iter().map(|r| r.name.clone()).collect())
+                .unwrap_or_default(),
+            nodes: s
+                .nodes
+                .iter()
+                .map(|n| app::views::NodeRow {
+                    name: n.name.clone(),
+                    rack: rack_of(&n.name),
+                    state: n.state,
+                    raw_state: n.raw_state.join("+"),
+                    reason: n.reason.clone(),
+                    gpus_total: n.gpus_total,
+                    gpus_used: n.gpus_used,
+                    jobs: jobs_on.get(n.name.as_str()).cloned().unwrap_or_default(),
+                })
+                .collect(),
+            jobs: s
+                .jobs
+                .iter()
+                .filter(|j| !j.job.state.is_finished())
+                .map(|j| app::views::JobRow {
+                    id: j.job.id,
+                    name: j.job.name.clone(),
+                    user: j.job.user.clone(),
+                    state: j.job.state,
+                    nodes: j.job.nodes.clone(),
+                    gpus: j.job.gpus,
+                    start_ms: j.job.start_ms,
+                    restart_count: j.restart_count,
+                    reason: j.state_reason.clone(),
+                })
+                .collect(),
+        })
+    }
+
+    fn preview<'a>(
+        &'a self,
+        kind: app::actions::ActionKind,
+        t: &'a app::actions::ActionTargets,
+    ) -> app::backend::BackendFuture<'a, app::actions::Preview> {
+        Box::pin(async move { self.actions.preview(kind, t).await.map_err(action_message) })
+    }
+
+    fn act<'a>(
+        &'a self,
+        me: &'a app::actions::Me,
+        kind: app::actions::ActionKind,
+        t: &'a app::actions::ActionTargets,
+        reason: Option<&'a str>,
+    ) -> app::backend::BackendFuture<'a, app::actions::ActionResult> {
+        Box::pin(async move {
+            let caller = crate::auth::Caller {
+                user: me.user.clone(),
+                role: me.role,
+            };
+            self.actions
+                .run(&caller, kind, t, reason)
+                .await
+                .map_err(action_message)
+        })
+    }
+
+    fn audit<'a>(
+        &'a self,
+        f: &'a app::actions::AuditFilter,
+    ) -> app::backend::BackendFuture<'a, Vec<app::actions::AuditEntry>> {
+        Box::pin(async move {
+            self.store.audit(f).await.map_err(|e| {
+                tracing::error!(error = %e, "audit read failed");
+                "storage unavailable".to_string()
+            })
+        })
+    }
+}
+
+/// Records every path it routes, so tests can enumerate the router.
+struct Table {
+    router: Router<AppState>,
+    paths: Vec<String>,
+}
+
+impl Table {
+    fn route(mut self, path: &str, m: axum::routing::MethodRouter<AppState>) -> Table {
+        self.paths.push(path.to_string());
+        self.router = self.router.route(path, m);
+        self
+    }
+}
+
+/// The whole application router, and every path it serves (axum routes, pages, server functions), for the
+/// test that proves each one is guarded.
+pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
     let routes = generate_route_list(app::App);
-    let backend = BackendHandle(Arc::new(LiveBackend(Arc::clone(&state.live))));
+    let backend = BackendHandle(Arc::new(LiveBackend {
+        live: Arc::clone(&state.live),
+        actions: Arc::clone(&state.actions),
+        store: state.store.clone(),
+    }));
     let leptos = state.leptos.clone();
     let timeout = state.request_timeout;
-    let mut r = Router::new()
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
-        .route("/api/live", get(live_sse))
-        .route("/api/targets", get(targets))
-        .route("/api/history", get(history));
+    let mut t = Table {
+        router: Router::new(),
+        paths: Vec::new(),
+    }
+    .route("/healthz", get(healthz))
+    .route("/metrics", get(metrics))
+    .route("/auth/login", post(crate::auth::login))
+    .route("/auth/logout", post(crate::auth::logout))
+    .route("/api/whoami", get(crate::auth::whoami))
+    .route("/api/live", get(live_sse))
+    .route("/api/targets", get(targets))
+    .route("/api/history", get(history))
+    .route("/api/nodes", get(nodes))
+    .route("/api/jobs", get(jobs))
+    .route("/api/actions/preview", post(action_preview))
+    .route("/api/actions/drain", post(action_drain))
+    .route("/api/actions/resume", post(action_resume))
+    .route("/api/actions/requeue", post(action_requeue))
+    .route("/api/audit", get(audit));
     if state.simulated {
-        r = r
+        t = t
             .route("/sim/truth", get(sim_truth))
             .route("/sim/exporter/dcgm/{node}/metrics", get(sim_dcgm))
             .route("/sim/exporter/ipmi/{node}/metrics", get(sim_ipmi));
     }
-    r.leptos_routes_with_context(
-        &state,
-        routes,
-        move || provide_context(backend.clone()),
-        move || app::shell(leptos.clone()),
-    )
-    .fallback(leptos_axum::file_and_error_handler::<AppState, _>(
-        app::shell,
-    ))
-    .layer(CompressionLayer::new())
-    .layer(TimeoutLayer::with_status_code(
-        StatusCode::REQUEST_TIMEOUT,
-        timeout,
-    ))
-    // Failures that matter are logged once, where they become an `ApiError`; a 503 from a
-    // simulated down node's exporter every second is not news.
-    .layer(
-        TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
-    )
-    .with_state(state)
+    let mut paths = t.paths;
+    paths.extend(routes.iter().map(|r| r.path().to_string()));
+    paths.extend(leptos::server_fn::axum::server_fn_paths().map(|(p, _)| p.to_string()));
+    let guard = axum::middleware::from_fn_with_state(state.clone(), crate::auth::guard);
+    let router = t
+        .router
+        .leptos_routes_with_context(
+            &state,
+            routes,
+            move || provide_context(backend.clone()),
+            move || app::shell(leptos.clone()),
+        )
+        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(
+            app::shell,
+        ))
+        .layer(guard)
+        .layer(CompressionLayer::new())
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            timeout,
+        ))
+        // Failures that matter are logged once, where they become an `ApiError`; a 503 from a
+        // simulated down node's exporter every second is not news.
+        .layer(
+            TraceLayer::new_for_http()
+                .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+        )
+        .with_state(state);
+    (router, paths)
 }
 
 async fn healthz(State(st): State<AppState>) -> Result<Response, ApiError> {
@@ -310,4 +505,168 @@ async fn live_sse(
         }
     });
     Ok(Sse::new(s).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// `GET /api/nodes`: every node as of the last scheduler poll.
+async fn nodes(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let s = st.live.sched().ok_or(ApiError::NotReady)?;
+    Ok(Json(serde_json::json!({
+        "at_ms": s.at_ms,
+        "polled_ms": s.polled_ms,
+        "nodes": &s.nodes,
+    }))
+    .into_response())
+}
+
+/// `GET /api/jobs`: pending and running jobs as of the last scheduler poll.
+async fn jobs(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let s = st.live.sched().ok_or(ApiError::NotReady)?;
+    Ok(Json(serde_json::json!({
+        "at_ms": s.at_ms,
+        "polled_ms": s.polled_ms,
+        "jobs": &s.jobs,
+    }))
+    .into_response())
+}
+
+/// The body of every action: targets, plus a reason (drain) or hold (requeue).
+#[derive(Deserialize)]
+struct ActionBody {
+    /// Only for `/api/actions/preview`.
+    action: Option<app::actions::ActionKind>,
+    #[serde(flatten)]
+    targets: app::actions::ActionTargets,
+    reason: Option<String>,
+    #[serde(default)]
+    hold: bool,
+}
+
+fn json_body(
+    body: Result<Json<ActionBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<ActionBody, ApiError> {
+    body.map(|Json(b)| b)
+        .map_err(|e| ApiError::BadRequest(format!("invalid request body: {}", e.body_text())))
+}
+
+type BodyResult = Result<Json<ActionBody>, axum::extract::rejection::JsonRejection>;
+
+async fn action_preview(
+    State(st): State<AppState>,
+    body: BodyResult,
+) -> Result<Response, ApiError> {
+    let b = json_body(body)?;
+    let kind = b.action.ok_or_else(|| {
+        ApiError::BadRequest("action is required: drain, resume, requeue or requeue_hold".into())
+    })?;
+    Ok(Json(st.actions.preview(kind, &b.targets).await?).into_response())
+}
+
+async fn run_action(
+    st: &AppState,
+    caller: &crate::auth::Caller,
+    kind: app::actions::ActionKind,
+    b: &ActionBody,
+) -> Result<Response, ApiError> {
+    let result = st
+        .actions
+        .run(caller, kind, &b.targets, b.reason.as_deref())
+        .await?;
+    let status = if result.all_ok() {
+        StatusCode::OK
+    } else {
+        // Some target failed or could not be verified: the body says which.
+        StatusCode::MULTI_STATUS
+    };
+    Ok((status, Json(result)).into_response())
+}
+
+async fn action_drain(
+    State(st): State<AppState>,
+    axum::Extension(c): axum::Extension<crate::auth::Caller>,
+    body: BodyResult,
+) -> Result<Response, ApiError> {
+    let b = json_body(body)?;
+    run_action(&st, &c, app::actions::ActionKind::Drain, &b).await
+}
+
+async fn action_resume(
+    State(st): State<AppState>,
+    axum::Extension(c): axum::Extension<crate::auth::Caller>,
+    body: BodyResult,
+) -> Result<Response, ApiError> {
+    let b = json_body(body)?;
+    run_action(&st, &c, app::actions::ActionKind::Resume, &b).await
+}
+
+async fn action_requeue(
+    State(st): State<AppState>,
+    axum::Extension(c): axum::Extension<crate::auth::Caller>,
+    body: BodyResult,
+) -> Result<Response, ApiError> {
+    let b = json_body(body)?;
+    let kind = if b.hold {
+        app::actions::ActionKind::RequeueHold
+    } else {
+        app::actions::ActionKind::Requeue
+    };
+    run_action(&st, &c, kind, &b).await
+}
+
+#[derive(Deserialize)]
+struct AuditQuery {
+    #[serde(flatten)]
+    filter: app::actions::AuditFilter,
+    format: Option<String>,
+}
+
+/// One CSV field: quoted, quotes doubled, and a leading `= + - @` defused so a
+/// spreadsheet does not run a hostile reason as a formula.
+fn csv_field(s: &str) -> String {
+    let s = if s.starts_with(['=', '+', '-', '@']) {
+        format!("'{s}")
+    } else {
+        s.to_string()
+    };
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// `GET /api/audit?user=&action=&target=&limit=&format=csv`.
+async fn audit(
+    State(st): State<AppState>,
+    Query(q): Query<AuditQuery>,
+) -> Result<Response, ApiError> {
+    let rows = st.store.audit(&q.filter).await.map_err(ApiError::Storage)?;
+    if q.format.as_deref() == Some("csv") {
+        let mut out =
+            String::from("id,at_utc,user,role,action,target,detail,status,result,finished_utc\n");
+        for r in &rows {
+            let fields = [
+                r.id.to_string(),
+                app::units::utc(r.at_ms),
+                r.user.clone(),
+                r.role.clone(),
+                r.action.clone(),
+                r.target.clone(),
+                r.detail.clone(),
+                r.status.clone(),
+                r.result.clone(),
+                r.finished_ms.map(app::units::utc).unwrap_or_default(),
+            ];
+            let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+            out.push_str(&line.join(","));
+            out.push('\n');
+        }
+        return Ok((
+            [
+                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+                (
+                    header::CONTENT_DISPOSITION,
+                    "attachment; filename=\"gantry-audit.csv\"",
+                ),
+            ],
+            out,
+        )
+            .into_response());
+    }
+    Ok(Json(serde_json::json!({ "entries": rows })).into_response())
 }

@@ -1,12 +1,15 @@
 //! Gantry's server: everything that runs only on the server (see ARCHITECTURE.md).
 
+pub mod actions;
 pub mod aggregate;
+pub mod auth;
 pub mod config;
 pub mod http;
 pub mod ingest;
 pub mod live;
 pub mod metrics;
 pub mod promql;
+pub mod scheduler;
 pub mod scrape;
 pub mod serve;
 pub mod sim;

@@ -41,8 +41,25 @@ pub struct SimFrame {
     pub readings: Readings,
 }
 
+/// The scheduler's state as of the last poll (one poll for every browser).
+#[derive(Debug)]
+pub struct SchedSnapshot {
+    /// The source's time of the poll (simulated time with the simulator).
+    pub at_ms: UnixMs,
+    /// Wall-clock time of the poll, for staleness.
+    pub polled_ms: UnixMs,
+    /// How often the scheduler is polled.
+    pub interval_ms: i64,
+    pub nodes: Vec<crate::slurm::json::SlurmNode>,
+    pub jobs: Vec<crate::slurm::json::SlurmJob>,
+}
+
 /// Live state, shared by the HTTP layer and the source task.
 pub struct Live {
+    inventory: RwLock<Option<Arc<Inventory>>>,
+    sched: RwLock<Option<Arc<SchedSnapshot>>>,
+    /// Wakes the source early (after an action) so browsers see the effect at once.
+    poke: tokio::sync::Notify,
     current: RwLock<Option<Arc<Tick>>>,
     sim_frame: RwLock<Option<Arc<SimFrame>>>,
     targets: RwLock<Arc<Vec<crate::scrape::TargetHealth>>>,
@@ -57,6 +74,9 @@ impl Live {
     pub fn new(metrics: Arc<Metrics>) -> Arc<Live> {
         let (tx, _) = broadcast::channel(16);
         Arc::new(Live {
+            inventory: RwLock::new(None),
+            sched: RwLock::new(None),
+            poke: tokio::sync::Notify::new(),
             current: RwLock::new(None),
             sim_frame: RwLock::new(None),
             targets: RwLock::new(Arc::new(Vec::new())),
@@ -68,6 +88,37 @@ impl Live {
             truths: Mutex::new(VecDeque::new()),
             metrics,
         })
+    }
+
+    /// The cluster's layout, once the source knows it.
+    pub fn inventory(&self) -> Option<Arc<Inventory>> {
+        self.inventory.read().ok().and_then(|g| g.clone())
+    }
+
+    pub fn set_inventory(&self, inv: Arc<Inventory>) {
+        if let Ok(mut g) = self.inventory.write() {
+            *g = Some(inv);
+        }
+    }
+
+    /// The scheduler's state as of the last poll.
+    pub fn sched(&self) -> Option<Arc<SchedSnapshot>> {
+        self.sched.read().ok().and_then(|g| g.clone())
+    }
+
+    pub fn set_sched(&self, s: SchedSnapshot) {
+        if let Ok(mut g) = self.sched.write() {
+            *g = Some(Arc::new(s));
+        }
+    }
+
+    /// Asks the source to poll now rather than at its next interval.
+    pub fn poke(&self) {
+        self.poke.notify_one();
+    }
+
+    pub async fn poked(&self) {
+        self.poke.notified().await
     }
 
     /// The newest tick, if any.
@@ -296,6 +347,11 @@ pub fn record_events(q: &StoreQueue, events: Vec<SimEvent>) {
                     detail: String::new(),
                 })
             }
+            SimEvent::JobRequeued { job, at_ms } => q.send(StoreWrite::Job {
+                job: Box::new(job),
+                at_ms,
+                detail: "requeued by an operator".into(),
+            }),
             SimEvent::Checkpoint { checkpoint } => q.send(StoreWrite::Checkpoint(checkpoint)),
             SimEvent::Xid {
                 node,
@@ -398,6 +454,7 @@ pub async fn run_sim_source(
     src: SimSource,
     live: Arc<Live>,
     q: StoreQueue,
+    mut ops: mpsc::Receiver<crate::scheduler::SimOp>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let SimSource {
@@ -412,24 +469,41 @@ pub async fn run_sim_source(
     q.send(StoreWrite::Inventory(Box::new(sim.inventory().clone())));
     record_events(&q, sim.drain_events());
     let inventory = Arc::new(sim.inventory().clone());
+    live.set_inventory(Arc::clone(&inventory));
     let wall_start = Instant::now();
     let mut ticker = tokio::time::interval(Duration::from_millis(interval_ms));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut seq = 0u64;
     let mut rollups = MinuteRollups::default();
     loop {
+        let sim_now = || start_ms + (wall_start.elapsed().as_millis() as f64 * speed) as i64;
         tokio::select! {
             _ = ticker.tick() => {}
             _ = shutdown.changed() => break,
+            // After an action: publish its effect now rather than at the next interval.
+            _ = live.poked() => {}
+            Some(op) = ops.recv() => {
+                // Scheduler calls act on the simulator as of now, between ticks.
+                sim.advance_to(sim_now());
+                crate::scheduler::serve_sim_op(&mut sim, op);
+                record_events(&q, sim.drain_events());
+                continue;
+            }
         }
         if *shutdown.borrow() {
             break;
         }
         let began = Instant::now();
-        let sim_t = start_ms + (wall_start.elapsed().as_millis() as f64 * speed) as i64;
-        sim.advance_to(sim_t);
+        sim.advance_to(sim_now());
         record_events(&q, sim.drain_events());
         let readings: Readings = sim.readings();
+        live.set_sched(SchedSnapshot {
+            at_ms: sim.now_ms(),
+            polled_ms: wall_now_ms(),
+            interval_ms: interval_ms as i64,
+            nodes: sim.slurm_nodes(),
+            jobs: sim.slurm_jobs(),
+        });
         let truth = sim.truth_with(&readings);
         // Publish the frame first: the simulator's exporters serve it to the scrapes below,
         // so everything this tick shows comes from one instant.

@@ -11,6 +11,7 @@ usage: gantry [serve] [--config FILE]
        gantry inspect topology FILE
        gantry inspect slurm-nodes FILE|-
        gantry inspect slurm-jobs FILE|-
+       gantry user add NAME --role viewer|operator|manager|admin [--config FILE]
 
 serve    Runs Gantry. Configuration: defaults, then FILE (or $GANTRY_CONFIG), then GANTRY_*
          variables.
@@ -24,6 +25,9 @@ inspect topology
 inspect slurm-nodes, inspect slurm-jobs
          Prints Slurm's node or job JSON (sinfo/squeue/scontrol --json or slurmrestd, API
          v0.0.37 to v0.0.44) as Gantry normalizes it: states, hostlists expanded, GPUs.
+user add Creates a user in the configured database, or sets a new password and role for an
+         existing one. The password is read from $GANTRY_PASSWORD, or else as one line of
+         standard input (at least 10 characters); it is stored only as an argon2id hash.
 ";
 
 /// The largest scrape `inspect` reads; a larger one is refused rather than read whole.
@@ -40,6 +44,9 @@ fn main() -> ExitCode {
     let all: Vec<String> = std::env::args().skip(1).collect();
     if all.first().map(String::as_str) == Some("inspect") {
         return inspect(&all[1..]);
+    }
+    if all.first().map(String::as_str) == Some("user") {
+        return user(&all[1..]);
     }
     let mut args = all.into_iter();
     let mut config: Option<PathBuf> = std::env::var_os("GANTRY_CONFIG").map(PathBuf::from);
@@ -80,6 +87,80 @@ fn main() -> ExitCode {
             eprintln!("gantry: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!("gantry: cannot start the runtime: {e}");
+            None
+        }
+    }
+}
+
+/// `gantry user add NAME --role ROLE [--config FILE]`.
+fn user(args: &[String]) -> ExitCode {
+    let mut it = args.iter();
+    if it.next().map(String::as_str) != Some("add") {
+        return usage_error("user takes: add NAME --role ROLE");
+    }
+    let Some(name) = it.next() else {
+        return usage_error("user add needs a NAME");
+    };
+    let mut role = None;
+    let mut config: Option<PathBuf> = std::env::var_os("GANTRY_CONFIG").map(PathBuf::from);
+    while let Some(a) = it.next() {
+        match (a.as_str(), it.next()) {
+            ("--role", Some(r)) => match app::actions::Role::parse(r) {
+                Some(r) => role = Some(r),
+                None => return usage_error("--role is one of: viewer, operator, manager, admin"),
+            },
+            ("--config", Some(p)) => config = Some(p.into()),
+            _ => return usage_error(&format!("unknown or incomplete argument {a:?}")),
+        }
+    }
+    let Some(role) = role else {
+        return usage_error("user add needs --role");
+    };
+    let password = match std::env::var("GANTRY_PASSWORD") {
+        Ok(p) => p,
+        Err(_) => {
+            let mut line = String::new();
+            if let Err(e) = std::io::stdin().read_line(&mut line) {
+                return fail("standard input", &e.to_string());
+            }
+            line.trim_end_matches(['\r', '\n']).to_string()
+        }
+    };
+    let cfg = match Config::load(config.as_deref(), std::env::vars()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("gantry: configuration refused: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let Some(rt) = runtime() else {
+        return ExitCode::FAILURE;
+    };
+    let done = rt.block_on(async {
+        let store = server::store::Store::connect(cfg.database_url.expose())
+            .await
+            .map_err(|e| e.to_string())?;
+        server::auth::add_user(&store, name, &password, role)
+            .await
+            .map_err(|e| e.to_string())
+    });
+    match done {
+        Ok(()) => {
+            println!("user {name} ({}) saved", role.as_str());
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail("user add", &e),
     }
 }
 

@@ -24,6 +24,8 @@ pub struct Metrics {
     pub scrape_samples_total: AtomicU64,
     pub scrape_line_errors_total: AtomicU64,
     pub hot_window_bytes: AtomicU64,
+    pub slurm_polls_total: AtomicU64,
+    pub slurm_poll_errors_total: AtomicU64,
 }
 
 /// Decrements the SSE client gauge when a stream ends, however it ends.
@@ -111,6 +113,18 @@ impl Metrics {
             "counter",
             "Store writes dropped because the writer fell behind.",
             self.store_queue_dropped_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_slurm_polls_total",
+            "counter",
+            "Successful polls of the scheduler (one per interval, whatever the number of viewers).",
+            self.slurm_polls_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_slurm_poll_errors_total",
+            "counter",
+            "Scheduler polls that failed; views go stale meanwhile.",
+            self.slurm_poll_errors_total.load(Relaxed).to_string(),
         );
         one(
             "gantry_scrapes_total",

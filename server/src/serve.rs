@@ -9,7 +9,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::config::{Config, SourceKind, TelemetryKind};
-use crate::http::{router, AppState};
+use crate::http::{router_with_paths, AppState};
 use crate::ingest::{self, Ingest};
 use crate::live::{self, Live, SimSource};
 use crate::metrics::Metrics;
@@ -39,6 +39,8 @@ pub struct Running {
     pub addr: std::net::SocketAddr,
     pub live: Arc<Live>,
     pub store: Store,
+    /// Every path the router serves (for the test that proves each one is guarded).
+    pub paths: Vec<String>,
     shutdown: watch::Sender<bool>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -87,6 +89,34 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         .site_pkg_dir("pkg")
         .site_addr(addr)
         .build();
+    // The scheduler: the simulator (through its task) or Slurm's CLI.
+    let (sched, sim_ops): (crate::scheduler::SharedScheduler, _) = match cfg.source {
+        SourceKind::Simulator => {
+            let (s, rx) = crate::scheduler::SimScheduler::new();
+            (Arc::new(s), Some(rx))
+        }
+        SourceKind::Slurm => {
+            let env = cfg
+                .slurm
+                .conf
+                .iter()
+                .map(|c| ("SLURM_CONF".to_string(), c.to_string_lossy().to_string()))
+                .collect();
+            let cli = crate::slurm::cli::Cli::new(
+                cfg.slurm.bin_dir.clone(),
+                env,
+                Duration::from_millis(cfg.slurm.timeout_ms),
+            );
+            (Arc::new(cli), None)
+        }
+    };
+    let actions = Arc::new(crate::actions::Actions::new(
+        Arc::clone(&sched),
+        store.clone(),
+        Arc::clone(&live),
+        cfg.auth.actions_per_minute,
+    ));
+    crate::auth::prune_sessions_now(&store, live::wall_now_ms()).await;
     let state = AppState {
         leptos,
         live: Arc::clone(&live),
@@ -94,8 +124,10 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         shutdown: shutdown_rx.clone(),
         simulated: cfg.source == SourceKind::Simulator,
         request_timeout: Duration::from_millis(cfg.request_timeout_ms),
+        auth: cfg.auth.clone(),
+        actions,
     };
-    let app = router(state);
+    let (app, paths) = router_with_paths(state);
     let mut rx = shutdown_rx.clone();
     let server = tokio::spawn(async move {
         axum::serve(listener, app)
@@ -185,7 +217,22 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                 promql,
                 scrape_interval_ms,
             };
+            let ops = sim_ops.unwrap_or_else(|| tokio::sync::mpsc::channel(1).1);
             tasks.push(tokio::spawn(live::run_sim_source(
+                src,
+                Arc::clone(&live),
+                queue,
+                ops,
+                shutdown_rx.clone(),
+            )));
+        }
+        SourceKind::Slurm => {
+            let src = crate::slurm::source::SlurmSource {
+                sched,
+                cluster: cfg.cluster_name.clone(),
+                interval_ms: cfg.slurm.poll_interval_ms,
+            };
+            tasks.push(tokio::spawn(crate::slurm::source::run_slurm_source(
                 src,
                 Arc::clone(&live),
                 queue,
@@ -198,6 +245,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         addr,
         live,
         store,
+        paths,
         shutdown: shutdown_tx,
         server,
         tasks,

@@ -9,6 +9,7 @@
 //! The simulator knows the ground truth ([`Sim::truth`]), which is computed from its own
 //! state and never from readings, so tests can compare what Gantry shows with what is so.
 
+mod control;
 pub mod exporter;
 mod model;
 mod rng;
@@ -51,6 +52,8 @@ struct SimGpuFault {
 struct SimNode {
     rack: usize,
     state: NodeState,
+    /// Why it is drained or down, as Slurm would keep it.
+    reason: Option<String>,
     job: Option<u64>,
     ecc_dbe: [u64; GPUS_PER_NODE],
     last_xid: [Option<u32>; GPUS_PER_NODE],
@@ -73,6 +76,12 @@ struct SimJob {
     step: u64,
     /// When this job will crash because it sits on a faulty GPU.
     fail_at_ms: Option<i64>,
+    /// Requeues so far.
+    restart_count: u32,
+    /// Held after a requeue-hold: never started until released.
+    held: bool,
+    /// A requeued job waits until then (Slurm's BeginTime of about two minutes).
+    eligible_ms: UnixMs,
 }
 
 /// The simulated cluster.
@@ -105,6 +114,7 @@ impl Sim {
             .map(|n| SimNode {
                 rack: inv.racks.iter().position(|r| r.name == n.rack).unwrap_or(0),
                 state: NodeState::Idle,
+                reason: None,
                 job: None,
                 ecc_dbe: [0; GPUS_PER_NODE],
                 last_xid: [None; GPUS_PER_NODE],
@@ -121,7 +131,9 @@ impl Sim {
                 onset_ms: start_ms + 2 * HOUR_MS,
             });
             sim_nodes[nodes * 50 / 64].state = NodeState::Drained;
+            sim_nodes[nodes * 50 / 64].reason = Some("root: PSU replacement".into());
             sim_nodes[nodes * 60 / 64].state = NodeState::Down;
+            sim_nodes[nodes * 60 / 64].reason = Some("Not responding".into());
         }
         // Arrivals keep about 85% of what the long runs and broken nodes leave busy.
         let left_nodes = nodes.saturating_sub(long_run_nodes(nodes) + 3).max(1);
@@ -209,6 +221,9 @@ impl Sim {
             ckpt_until_ms: 0,
             step: 0,
             fail_at_ms: None,
+            restart_count: 0,
+            held: false,
+            eligible_ms: 0,
         });
         self.events.push(SimEvent::JobSubmitted {
             job: self.active[self.active.len() - 1].job.clone(),
@@ -238,7 +253,8 @@ impl Sim {
     fn schedule(&mut self) {
         let t = self.t_ms;
         for j in 0..self.active.len() {
-            if self.active[j].job.state != JobState::Pending {
+            let sj = &self.active[j];
+            if sj.job.state != JobState::Pending || sj.held || sj.eligible_ms > t {
                 continue;
             }
             let need = self.active[j].nodes_needed;
@@ -321,6 +337,7 @@ impl Sim {
         while let Some((when, what)) = self.next_event(t_ms) {
             self.t_ms = when;
             match what {
+                Next::Eligible => self.schedule(),
                 Next::Arrival => {
                     self.submit_random();
                     self.next_arrival_ms = when + 1 + self.rng.exp(self.arrival_mean_ms) as i64;
@@ -385,6 +402,9 @@ impl Sim {
         consider(self.next_arrival_ms, Next::Arrival);
         for (j, sj) in self.active.iter().enumerate() {
             let Some(start) = sj.job.start_ms else {
+                if !sj.held && sj.eligible_ms > self.t_ms {
+                    consider(sj.eligible_ms, Next::Eligible);
+                }
                 continue;
             };
             consider(start + sj.duration_ms, Next::End(j));
@@ -594,6 +614,8 @@ pub fn weak_rack(racks: usize) -> usize {
 
 enum Next {
     Arrival,
+    /// A requeued job may start again.
+    Eligible,
     End(usize),
     Fail(usize),
     Checkpoint(usize),

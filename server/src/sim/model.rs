@@ -154,6 +154,11 @@ pub enum SimEvent {
     JobEnded {
         job: Job,
     },
+    /// Requeued by an operator: back to pending, its run ended at `at_ms`.
+    JobRequeued {
+        job: Job,
+        at_ms: UnixMs,
+    },
     Checkpoint {
         checkpoint: Checkpoint,
     },

@@ -4,5 +4,6 @@
 pub mod cli;
 pub mod hostlist;
 pub mod json;
+pub mod source;
 pub mod state;
 pub mod topology;

@@ -1,5 +1,6 @@
 //! Gantry's one integration-test binary (one link step on a 2-core machine).
 //!
+//! - `actions`: sign-in, roles, the guard on every route, actions and their audit trail.
 //! - `storage`: the same storage story on SQLite and on PostgreSQL.
 //! - `http`: a real server on a real socket: pages, live SSE, health, metrics, shutdown.
 //! - `cli`: the `gantry` binary's operator commands.
@@ -9,6 +10,7 @@
 
 mod support;
 
+mod actions;
 mod cli;
 mod http;
 mod promql;

@@ -180,3 +180,195 @@ async fn drain_resume_and_requeue_on_a_real_slurm() {
         .env("SLURM_CONF", &conf)
         .status();
 }
+
+fn scontrol_show(conf: &str, what: &str, id: &str) -> String {
+    let out = std::process::Command::new("scontrol")
+        .args(["show", what, id])
+        .env("SLURM_CONF", conf)
+        .output()
+        .expect("scontrol");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The whole path an operator takes: Gantry polls the real Slurm, a job submitted by a
+/// non-root user shows up, a viewer cannot act, an operator drains, resumes and requeues
+/// through Gantry's HTTP API, and Slurm itself is read back to prove each effect.
+#[tokio::test]
+async fn operators_act_on_a_real_slurm_through_gantry() {
+    use crate::support::{self, add_users, login, post_json};
+    use serde_json::json;
+    if cluster().is_none() {
+        return;
+    }
+    let conf = std::env::var("GANTRY_TEST_SLURM_CONF").unwrap_or_default();
+    let mut cfg = support::test_config(support::sqlite_url(), 16, 1.0, 200);
+    cfg.auth.anonymous_read = false;
+    cfg.source = server::config::SourceKind::Slurm;
+    cfg.slurm.conf = Some(conf.clone().into());
+    cfg.slurm.poll_interval_ms = 500;
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    add_users(&r.store).await;
+    let op = login(r.addr, "operator1").await;
+    let viewer = login(r.addr, "viewer1").await;
+
+    // Submitted as `nobody`, not root, on gpu007 (the CLI test uses gpu005).
+    let out = std::process::Command::new("runuser")
+        .args([
+            "-u",
+            "nobody",
+            "--",
+            "sbatch",
+            "--parsable",
+            "-N1",
+            "-w",
+            "gpu007",
+            "--gres=gpu:h100:8",
+            "-p",
+            "gpu",
+            "--chdir=/tmp",
+            "-J",
+            "gantry-e2e",
+            "--wrap",
+            "sleep 600",
+        ])
+        .env("SLURM_CONF", &conf)
+        .output()
+        .expect("runuser sbatch");
+    assert!(
+        out.status.success(),
+        "sbatch as nobody: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job: u64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .split(';')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .expect("job id");
+    let mut seen = serde_json::Value::Null;
+    for _ in 0..100 {
+        let jobs = support::get_with(r.addr, "/api/jobs", &[("Cookie", &op)])
+            .await
+            .json();
+        if let Some(j) = jobs["jobs"]
+            .as_array()
+            .and_then(|a| a.iter().find(|j| j["job"]["id"] == job))
+        {
+            if j["job"]["state"] == "running" {
+                seen = j.clone();
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(seen["job"]["user"], "nobody", "{seen}");
+    assert_eq!(seen["job"]["nodes"], json!(["gpu007"]));
+    assert_eq!(seen["job"]["gpus"], 8);
+
+    // A viewer's drain is refused and Slurm is untouched.
+    let v = post_json(
+        r.addr,
+        "/api/actions/drain",
+        Some(&viewer),
+        &json!({"nodes": ["gpu007"], "reason": "no"}),
+    )
+    .await;
+    assert_eq!(v.status, 403);
+    assert!(!scontrol_show(&conf, "node", "gpu007").contains("DRAIN"));
+
+    // Preview names the job and its GPUs.
+    let p = post_json(
+        r.addr,
+        "/api/actions/preview",
+        Some(&op),
+        &json!({"action": "drain", "nodes": ["gpu007"]}),
+    )
+    .await;
+    assert_eq!(p.status, 200, "{}", p.text());
+    let p = p.json();
+    assert_eq!(p["gpus_affected"], 8);
+    assert_eq!(p["jobs"][0]["id"], job);
+
+    // Drain: Slurm shows DRAIN and the reason with the operator's name.
+    let d = post_json(
+        r.addr,
+        "/api/actions/drain",
+        Some(&op),
+        &json!({"nodes": ["gpu007"], "reason": "gantry-test: fan swap"}),
+    )
+    .await;
+    assert_eq!(d.status, 200, "{}", d.text());
+    assert_eq!(d.json()["outcomes"][0]["status"], "ok", "{}", d.text());
+    let shown = scontrol_show(&conf, "node", "gpu007");
+    assert!(shown.contains("DRAIN"), "{shown}");
+    assert!(
+        shown.contains("Reason=operator1: gantry-test: fan swap"),
+        "{shown}"
+    );
+
+    // Resume: the DRAIN is gone.
+    let res = post_json(
+        r.addr,
+        "/api/actions/resume",
+        Some(&op),
+        &json!({"nodes": ["gpu007"]}),
+    )
+    .await;
+    assert_eq!(res.json()["outcomes"][0]["status"], "ok", "{}", res.text());
+    assert!(!scontrol_show(&conf, "node", "gpu007").contains("DRAIN"));
+
+    // Requeue: Slurm counts a restart; Gantry's job history records the requeue.
+    let rq = post_json(
+        r.addr,
+        "/api/actions/requeue",
+        Some(&op),
+        &json!({"jobs": [job]}),
+    )
+    .await;
+    assert_eq!(rq.json()["outcomes"][0]["status"], "ok", "{}", rq.text());
+    let shown = scontrol_show(&conf, "job", &job.to_string());
+    assert!(shown.contains("Restarts=1"), "{shown}");
+    let mut events = Vec::new();
+    for _ in 0..100 {
+        events = r.store.job_events(job).await.expect("events");
+        if events.iter().any(|e| e.state == JobState::Requeued) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let states: Vec<JobState> = events.iter().map(|e| e.state).collect();
+    assert!(
+        states.contains(&JobState::Running) && states.contains(&JobState::Requeued),
+        "{states:?}"
+    );
+
+    // One poll per interval whatever the number of viewers: five live streams open for
+    // three seconds add no polls beyond the interval's.
+    let polls = |m: String| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("gantry_slurm_polls_total "))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let before = polls(support::get(r.addr, "/metrics").await.text());
+    let mut streams = Vec::new();
+    for _ in 0..5 {
+        streams
+            .push(support::SseStream::open_with(r.addr, "/api/live", &[("Cookie", &viewer)]).await);
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = polls(support::get(r.addr, "/metrics").await.text());
+    assert!(
+        after - before <= 8,
+        "{} polls in 3 s at a 500 ms interval",
+        after - before
+    );
+    drop(streams);
+
+    let _ = std::process::Command::new("scancel")
+        .arg(job.to_string())
+        .env("SLURM_CONF", &conf)
+        .status();
+    r.stop().await.expect("stop");
+}

@@ -108,13 +108,35 @@ fn dechunk(mut raw: &[u8]) -> Vec<u8> {
 
 /// GET `path` with extra headers; reads the whole response (`Connection: close`).
 pub async fn get_with(addr: std::net::SocketAddr, path: &str, extra: &[(&str, &str)]) -> Resp {
+    request(addr, "GET", path, extra, None).await
+}
+
+/// Any request; `body` is (content type, bytes). Reads the whole response.
+pub async fn request(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    extra: &[(&str, &str)],
+    body: Option<(&str, &[u8])>,
+) -> Resp {
     let mut s = TcpStream::connect(addr).await.expect("connect");
-    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in extra {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes()).await.expect("write");
+    match body {
+        Some((ct, b)) => req.push_str(&format!(
+            "Content-Type: {ct}\r\nContent-Length: {}\r\n\r\n",
+            b.len()
+        )),
+        None if method != "GET" && method != "HEAD" => req.push_str("Content-Length: 0\r\n\r\n"),
+        None => req.push_str("\r\n"),
+    }
+    let mut bytes = req.into_bytes();
+    if let Some((_, b)) = body {
+        bytes.extend_from_slice(b);
+    }
+    s.write_all(&bytes).await.expect("write");
     let mut raw = Vec::new();
     tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut raw))
         .await
@@ -134,6 +156,60 @@ pub async fn get_with(addr: std::net::SocketAddr, path: &str, extra: &[(&str, &s
         headers,
         body: if chunked { dechunk(&body) } else { body },
     }
+}
+
+/// POST JSON with a session cookie (if any).
+pub async fn post_json(
+    addr: std::net::SocketAddr,
+    path: &str,
+    cookie: Option<&str>,
+    body: &serde_json::Value,
+) -> Resp {
+    let b = body.to_string();
+    let headers: Vec<(&str, &str)> = cookie.map(|c| ("Cookie", c)).into_iter().collect();
+    request(
+        addr,
+        "POST",
+        path,
+        &headers,
+        Some(("application/json", b.as_bytes())),
+    )
+    .await
+}
+
+/// The password every test user has.
+pub const PASSWORD: &str = "correct horse battery staple";
+
+/// Test users: one per role, and a second operator.
+pub async fn add_users(store: &server::store::Store) {
+    use app::actions::Role;
+    for (name, role) in [
+        ("viewer1", Role::Viewer),
+        ("operator1", Role::Operator),
+        ("operator2", Role::Operator),
+        ("manager1", Role::Manager),
+        ("admin1", Role::Admin),
+    ] {
+        server::auth::add_user(store, name, PASSWORD, role)
+            .await
+            .expect("add user");
+    }
+}
+
+/// Signs in through the form; returns the `Cookie` header value.
+pub async fn login(addr: std::net::SocketAddr, name: &str) -> String {
+    let form = format!("name={name}&password={}&next=/", PASSWORD.replace(' ', "+"));
+    let r = request(
+        addr,
+        "POST",
+        "/auth/login",
+        &[],
+        Some(("application/x-www-form-urlencoded", form.as_bytes())),
+    )
+    .await;
+    assert_eq!(r.status, 303, "sign-in of {name}: {}", r.text());
+    let set = r.header("set-cookie").expect("a session cookie");
+    set.split(';').next().expect("cookie").to_string()
 }
 
 pub async fn get(addr: std::net::SocketAddr, path: &str) -> Resp {
@@ -159,9 +235,22 @@ pub struct SseStream {
 
 impl SseStream {
     pub async fn open(addr: std::net::SocketAddr, path: &str) -> SseStream {
+        Self::open_with(addr, path, &[]).await
+    }
+
+    /// As [`SseStream::open`], with extra headers (a session cookie).
+    pub async fn open_with(
+        addr: std::net::SocketAddr,
+        path: &str,
+        extra: &[(&str, &str)],
+    ) -> SseStream {
         let mut s = TcpStream::connect(addr).await.expect("connect");
-        let req =
-            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
+        let mut req =
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n");
+        for (k, v) in extra {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
         s.write_all(req.as_bytes()).await.expect("write");
         let mut buf = Vec::new();
         loop {
@@ -263,6 +352,7 @@ pub fn test_config(
             "GANTRY_LIVE_INTERVAL_MS".to_string(),
             interval_ms.to_string(),
         ),
+        ("GANTRY_ANONYMOUS_READ".to_string(), "true".to_string()),
         (
             "GANTRY_SIM_START_MS".to_string(),
             "1795968000000".to_string(),

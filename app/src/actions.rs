@@ -1,0 +1,189 @@
+//! Wire types of users, roles, actions and the audit log, shared by the server and the
+//! browser. No I/O here.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::UnixMs;
+
+/// What a user may do. Ordered: each role can do everything the ones before it can.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Reads every page.
+    Viewer,
+    /// Drains, resumes and requeues; reads the audit log.
+    Operator,
+    /// Reads reports and costs (and everything a viewer reads).
+    Manager,
+    /// Everything, including users.
+    Admin,
+}
+
+impl Role {
+    pub const ALL: [Role; 4] = [Role::Viewer, Role::Operator, Role::Manager, Role::Admin];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+            Role::Manager => "manager",
+            Role::Admin => "admin",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// Whether this role may drain, resume and requeue. A manager reviews; it does not act.
+    pub fn can_act(self) -> bool {
+        matches!(self, Role::Operator | Role::Admin)
+    }
+}
+
+/// Who is looking at the page.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Me {
+    /// `None` when anonymous read-only viewing is on and nobody is signed in.
+    pub user: Option<String>,
+    pub role: Option<Role>,
+}
+
+impl Me {
+    pub fn can_act(&self) -> bool {
+        self.role.is_some_and(Role::can_act)
+    }
+}
+
+/// The actions Gantry can take on the scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionKind {
+    Drain,
+    Resume,
+    Requeue,
+    RequeueHold,
+}
+
+impl ActionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionKind::Drain => "drain",
+            ActionKind::Resume => "resume",
+            ActionKind::Requeue => "requeue",
+            ActionKind::RequeueHold => "requeue_hold",
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            ActionKind::Drain => "Drain",
+            ActionKind::Resume => "Resume",
+            ActionKind::Requeue => "Requeue",
+            ActionKind::RequeueHold => "Requeue and hold",
+        }
+    }
+
+    pub fn on_nodes(self) -> bool {
+        matches!(self, ActionKind::Drain | ActionKind::Resume)
+    }
+}
+
+/// One request: an action on nodes (given by name, or all nodes of a rack) or on jobs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionTargets {
+    #[serde(default)]
+    pub nodes: Vec<String>,
+    /// Every node of this rack (bulk drain for maintenance).
+    #[serde(default)]
+    pub rack: Option<String>,
+    #[serde(default)]
+    pub jobs: Vec<u64>,
+}
+
+/// A job an action would touch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AffectedJob {
+    pub id: u64,
+    pub name: String,
+    pub user: String,
+    pub gpus: u32,
+    pub nodes: Vec<String>,
+    pub running_since_ms: Option<UnixMs>,
+    /// Age of its newest complete checkpoint, when Gantry knows one.
+    pub last_checkpoint_age_ms: Option<i64>,
+    /// GPU-hours since that checkpoint (or since the start, with none): what a kill loses.
+    pub work_at_risk_gpu_hours: Option<f64>,
+}
+
+/// What an action would do, shown before the confirm button.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Preview {
+    pub action: ActionKind,
+    /// The nodes or job ids acted on, resolved (a rack expanded to its nodes).
+    pub targets: Vec<String>,
+    /// Targets already in the requested state (nothing will be called for them).
+    pub already: Vec<String>,
+    /// Running jobs affected: killed by a requeue, left to finish by a drain.
+    pub jobs: Vec<AffectedJob>,
+    pub gpus_affected: u32,
+    pub work_at_risk_gpu_hours: Option<f64>,
+    /// Plain words: what will happen.
+    pub summary: String,
+}
+
+/// The end of one action on one target.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetOutcome {
+    pub target: String,
+    /// `ok`, `already` (nothing to do), `failed`, or `unverified` (the call succeeded but
+    /// reading the scheduler back did not show the end state in time).
+    pub status: String,
+    pub message: String,
+    pub audit_id: i64,
+}
+
+/// The answer to an action.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionResult {
+    pub action: ActionKind,
+    pub outcomes: Vec<TargetOutcome>,
+}
+
+impl ActionResult {
+    pub fn all_ok(&self) -> bool {
+        self.outcomes
+            .iter()
+            .all(|o| o.status == "ok" || o.status == "already")
+    }
+}
+
+/// One row of the audit log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub id: i64,
+    pub at_ms: UnixMs,
+    pub user: String,
+    pub role: String,
+    pub action: String,
+    pub target: String,
+    pub detail: String,
+    /// `started` until the end state was read back; then `ok`, `already`, `failed` or
+    /// `unverified`. A row left `started` means the server stopped mid-action.
+    pub status: String,
+    pub result: String,
+    pub finished_ms: Option<UnixMs>,
+}
+
+/// Filters of the audit log.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditFilter {
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub action: Option<String>,
+    #[serde(default)]
+    pub target: Option<String>,
+    #[serde(default)]
+    pub limit: Option<u32>,
+}

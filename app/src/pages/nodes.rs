@@ -1,0 +1,492 @@
+//! `/nodes` and `/jobs`: the scheduler's nodes and jobs as of its last poll, with drain,
+//! resume and requeue for those allowed. Every action opens a preview first (jobs, GPUs,
+//! last checkpoint, work at risk; a reason for a drain); the confirm button names the
+//! action and its target; the verified result links to its audit entry.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+
+use crate::actions::{ActionKind, ActionResult, ActionTargets, Me, Preview};
+use crate::model::NodeState;
+use crate::units;
+use crate::views::{JobRow, NodeRow, NodesView};
+
+/// Nodes and jobs as of the last scheduler poll, and who is asking.
+#[server(endpoint = "nodes_view")]
+pub async fn get_nodes_view() -> Result<NodesView, ServerFnError> {
+    let backend = crate::backend::backend()?;
+    let mut v = backend
+        .nodes_view()
+        .ok_or_else(|| ServerFnError::new("no data yet: the scheduler has not been polled"))?;
+    v.me = crate::backend::me();
+    Ok(v)
+}
+
+/// What an action would do (operators only: the route guard refuses others).
+#[server(endpoint = "preview_action", input = server_fn::codec::Json)]
+pub async fn preview_action(
+    kind: ActionKind,
+    targets: ActionTargets,
+) -> Result<Preview, ServerFnError> {
+    let backend = crate::backend::backend()?;
+    backend
+        .preview(kind, &targets)
+        .await
+        .map_err(ServerFnError::new)
+}
+
+/// Runs an action: audited, called, verified.
+#[server(endpoint = "run_action", input = server_fn::codec::Json)]
+pub async fn run_action(
+    kind: ActionKind,
+    targets: ActionTargets,
+    reason: Option<String>,
+) -> Result<ActionResult, ServerFnError> {
+    let backend = crate::backend::backend()?;
+    let me = crate::backend::me();
+    backend
+        .act(&me, kind, &targets, reason.as_deref())
+        .await
+        .map_err(ServerFnError::new)
+}
+
+/// The action being previewed: what, on which targets, and how it reads in a button.
+#[derive(Clone, Debug, PartialEq)]
+struct Pending {
+    kind: ActionKind,
+    targets: ActionTargets,
+    label: String,
+}
+
+fn state_class(s: NodeState) -> &'static str {
+    match s {
+        NodeState::Idle => "state-idle",
+        NodeState::Allocated | NodeState::Mixed => "state-allocated",
+        NodeState::Draining => "state-draining",
+        NodeState::Drained => "state-drained",
+        NodeState::Down | NodeState::NotResponding => "state-down",
+        _ => "state-other",
+    }
+}
+
+/// Shared by both pages: loads the view, refreshes it each poll interval after hydration,
+/// and marks it stale when the last poll is older than three intervals.
+#[component]
+fn WithView(children: fn(RwSignal<NodesView>, Memo<bool>) -> AnyView) -> impl IntoView {
+    let data = Resource::new(|| (), |_| get_nodes_view());
+    view! {
+        <Suspense fallback=|| view! { <p class="loading">"Loading the scheduler's state…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(v) => {
+                        // Both on one clock: the server's here, the browser's after hydration.
+                        let now = RwSignal::new(v.server_now_ms);
+                        let polled_at = RwSignal::new(v.polled_ms);
+                        let interval = v.interval_ms.max(500);
+                        #[cfg(feature = "hydrate")]
+                        let age = v.server_now_ms - v.polled_ms;
+                        let state = RwSignal::new(v);
+                        let stale = Memo::new(move |_| now.get() - polled_at.get() > 3 * interval);
+                        #[cfg(feature = "hydrate")]
+                        client::refresh(state, now, polled_at, age, interval);
+                        children(state, stale)
+                    }
+                    Err(e) => view! {
+                        <p class="error" role="alert">{format!("Cannot show the scheduler's state: {e}")}</p>
+                    }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn PollStatus(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
+    let text = move || {
+        let at = state.with(|v| v.at_ms);
+        if stale.get() {
+            format!("Stale: scheduler state of {}", units::utc(at))
+        } else {
+            format!("Scheduler state of {}", units::utc(at))
+        }
+    };
+    view! {
+        <p class=move || if stale.get() { "live-status stale" } else { "live-status live" }
+            data-test="poll-status" role="status" aria-live="polite">
+            <span class="dot" aria-hidden="true"></span>{text}
+        </p>
+    }
+}
+
+/// Why the action buttons are disabled, or `None` when they are not.
+fn cannot_act(me: &Me) -> Option<&'static str> {
+    match me.role {
+        None => Some("Sign in as an operator to act"),
+        Some(r) if !r.can_act() => Some("Your role cannot drain, resume or requeue"),
+        Some(_) => None,
+    }
+}
+
+#[component]
+pub fn NodesPage() -> impl IntoView {
+    view! {
+        <Title text="Nodes"/>
+        <WithView children=|state, stale| view! { <NodesBody state stale/> }.into_any()/>
+    }
+}
+
+#[component]
+fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
+    let pending: RwSignal<Option<Pending>> = RwSignal::new(None);
+    let filter = RwSignal::new(String::new());
+    let me = move || state.with(|v| v.me.clone());
+    let rows = move || {
+        let f = filter.get().to_lowercase();
+        state.with(|v| {
+            v.nodes
+                .iter()
+                .filter(|n| {
+                    f.is_empty()
+                        || n.name.to_lowercase().contains(&f)
+                        || n.state.label().contains(&f)
+                        || n.rack.to_lowercase().contains(&f)
+                })
+                .cloned()
+                .collect::<Vec<NodeRow>>()
+        })
+    };
+    let racks = move || state.with(|v| v.racks.clone());
+    let rack_pick = RwSignal::new(String::new());
+    view! {
+        <div class="page-head">
+            <h1>"Nodes"</h1>
+            <PollStatus state stale/>
+        </div>
+        <div class="toolbar">
+            <label for="node-filter">"Filter"</label>
+            <input id="node-filter" type="search" placeholder="name, state or rack"
+                prop:value=move || filter.get()
+                on:input=move |ev| filter.set(event_target_value(&ev))/>
+            <span class="spacer"></span>
+            <label for="rack-pick">"Rack"</label>
+            <select id="rack-pick" on:change=move |ev| rack_pick.set(event_target_value(&ev))>
+                <option value="">"choose…"</option>
+                {move || racks().into_iter().map(|r| view! { <option value=r.clone()>{r.clone()}</option> }).collect_view()}
+            </select>
+            {move || {
+                let why = cannot_act(&me());
+                view! {
+                    <button type="button" data-test="drain-rack"
+                        disabled=move || why.is_some() || rack_pick.get().is_empty()
+                        title=why.unwrap_or("Drain every node of the rack, with a preview first")
+                        on:click=move |_| {
+                            let rack = rack_pick.get_untracked();
+                            pending.set(Some(Pending {
+                                kind: ActionKind::Drain,
+                                label: format!("rack {rack}"),
+                                targets: ActionTargets { rack: Some(rack), ..Default::default() },
+                            }));
+                        }>
+                        "Drain rack…"
+                    </button>
+                }
+            }}
+        </div>
+        {move || pending.get().map(|p| view! { <ActionPanel p pending state/> })}
+        <table class="grid" class:stale=move || stale.get() data-test="nodes-table">
+            <caption class="sr-only">"Nodes, their scheduler state and jobs"</caption>
+            <thead><tr>
+                <th scope="col">"Node"</th><th scope="col">"Rack"</th><th scope="col">"State"</th>
+                <th scope="col">"Reason"</th><th scope="col" class="num">"GPUs used"</th>
+                <th scope="col">"Jobs"</th><th scope="col">"Actions"</th>
+            </tr></thead>
+            <tbody>
+                {move || {
+                    let why = cannot_act(&me());
+                    rows().into_iter().map(|n| {
+                        let drained = matches!(n.state, NodeState::Drained | NodeState::Draining | NodeState::Down);
+                        let (kind, verb) = if drained { (ActionKind::Resume, "Resume") } else { (ActionKind::Drain, "Drain") };
+                        let name = n.name.clone();
+                        let gpus = match (n.gpus_used, n.gpus_total) {
+                            (Some(u), Some(t)) => format!("{u} / {t}"),
+                            (None, Some(t)) => format!("? / {t}"),
+                            _ => "—".into(),
+                        };
+                        view! {
+                            <tr data-test="node-row" data-node=n.name.clone() data-state=n.state.label()>
+                                <th scope="row">{n.name.clone()}</th>
+                                <td>{n.rack.clone()}</td>
+                                <td><span class=format!("badge {}", state_class(n.state)) title=n.raw_state.clone()>{n.state.label()}</span></td>
+                                <td class="reason" data-test="node-reason">{n.reason.clone().unwrap_or_default()}</td>
+                                <td class="num">{gpus}</td>
+                                <td>{n.jobs.iter().map(|j| j.to_string()).collect::<Vec<_>>().join(", ")}</td>
+                                <td>
+                                    <button type="button" data-test="node-action"
+                                        disabled=why.is_some() title=why.unwrap_or("")
+                                        on:click=move |_| pending.set(Some(Pending {
+                                            kind,
+                                            label: name.clone(),
+                                            targets: ActionTargets { nodes: vec![name.clone()], ..Default::default() },
+                                        }))>
+                                        {format!("{verb}…")}
+                                    </button>
+                                </td>
+                            </tr>
+                        }
+                    }).collect_view()
+                }}
+            </tbody>
+        </table>
+    }
+}
+
+#[component]
+pub fn JobsPage() -> impl IntoView {
+    view! {
+        <Title text="Jobs"/>
+        <WithView children=|state, stale| view! { <JobsBody state stale/> }.into_any()/>
+    }
+}
+
+#[component]
+fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
+    let pending: RwSignal<Option<Pending>> = RwSignal::new(None);
+    let me = move || state.with(|v| v.me.clone());
+    let rows = move || state.with(|v| v.jobs.clone());
+    let now = move || state.with(|v| v.at_ms);
+    view! {
+        <div class="page-head">
+            <h1>"Jobs"</h1>
+            <PollStatus state stale/>
+        </div>
+        {move || pending.get().map(|p| view! { <ActionPanel p pending state/> })}
+        <table class="grid" class:stale=move || stale.get() data-test="jobs-table">
+            <caption class="sr-only">"Pending and running jobs"</caption>
+            <thead><tr>
+                <th scope="col" class="num">"Job"</th><th scope="col">"Name"</th><th scope="col">"User"</th>
+                <th scope="col">"State"</th><th scope="col" class="num">"GPUs"</th><th scope="col">"Nodes"</th>
+                <th scope="col" class="num">"Running for"</th><th scope="col" class="num">"Requeues"</th>
+                <th scope="col">"Actions"</th>
+            </tr></thead>
+            <tbody>
+                {move || {
+                    let why = cannot_act(&me());
+                    let t = now();
+                    rows().into_iter().map(|j: JobRow| {
+                        let running = j.state == crate::model::JobState::Running;
+                        let id = j.id;
+                        let dis = why.or((!running).then_some("Only running jobs can be requeued"));
+                        view! {
+                            <tr data-test="job-row" data-job=j.id.to_string() data-state=j.state.label()>
+                                <th scope="row" class="num">{j.id}</th>
+                                <td>{j.name.clone()}</td>
+                                <td>{j.user.clone()}</td>
+                                <td>{j.state.label()}{j.reason.clone().filter(|r| r != "None").map(|r| format!(" ({r})"))}</td>
+                                <td class="num">{j.gpus}</td>
+                                <td>{units::hostlist_short(&j.nodes)}</td>
+                                <td class="num">{j.start_ms.map(|s| units::duration_ms(t - s)).unwrap_or_else(|| "—".into())}</td>
+                                <td class="num" data-test="job-restarts">{j.restart_count}</td>
+                                <td>
+                                    <button type="button" data-test="job-requeue"
+                                        disabled=dis.is_some() title=dis.unwrap_or("")
+                                        on:click=move |_| pending.set(Some(Pending {
+                                            kind: ActionKind::Requeue,
+                                            label: format!("job {id}"),
+                                            targets: ActionTargets { jobs: vec![id], ..Default::default() },
+                                        }))>
+                                        "Requeue…"
+                                    </button>
+                                </td>
+                            </tr>
+                        }
+                    }).collect_view()
+                }}
+            </tbody>
+        </table>
+    }
+}
+
+/// Preview, reason, confirm, result. Rendered only in the browser (it opens on a click).
+#[component]
+fn ActionPanel(
+    p: Pending,
+    pending: RwSignal<Option<Pending>>,
+    state: RwSignal<NodesView>,
+) -> impl IntoView {
+    let Pending {
+        kind,
+        targets,
+        label,
+    } = p;
+    let t2 = targets.clone();
+    let preview = LocalResource::new(move || preview_action(kind, t2.clone()));
+    let reason = RwSignal::new(String::new());
+    let t3 = targets.clone();
+    let run = Action::new_local(move |r: &Option<String>| run_action(kind, t3.clone(), r.clone()));
+    let result = run.value();
+    let busy = run.pending();
+    let close = move || pending.set(None);
+    let needs_reason = kind == ActionKind::Drain;
+    let confirm_text = format!("{} {label}", kind.label());
+    let heading = format!("{} {label}: preview", kind.label());
+    let panel = NodeRef::<leptos::html::Section>::new();
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| {
+        if let Some(el) = panel.get() {
+            let _ = el.focus();
+        }
+    });
+    view! {
+        <section class="action-panel" role="dialog" aria-modal="false" aria-labelledby="action-h"
+            tabindex="-1" node_ref=panel data-test="action-panel"
+            on:keydown=move |ev| if ev.key() == "Escape" { close() }>
+            <h2 id="action-h">{heading}</h2>
+            <Suspense fallback=|| view! { <p>"Asking the scheduler what this affects…"</p> }>
+                {move || Suspend::new(async move {
+                    match preview.await {
+                        Ok(pv) => view! { <PreviewView pv/> }.into_any(),
+                        Err(e) => view! { <p class="error" role="alert">{format!("No preview: {e}")}</p> }.into_any(),
+                    }
+                })}
+            </Suspense>
+            <form class="action-form" on:submit=move |ev| {
+                ev.prevent_default();
+                let r = reason.get_untracked();
+                if needs_reason && r.trim().is_empty() {
+                    return;
+                }
+                run.dispatch(needs_reason.then_some(r));
+            }>
+                {needs_reason.then(|| view! {
+                    <label for="action-reason">"Reason (required; stored in Slurm with your name)"</label>
+                    <input id="action-reason" data-test="action-reason" type="text" required maxlength="900"
+                        prop:value=move || reason.get()
+                        on:input=move |ev| reason.set(event_target_value(&ev))/>
+                })}
+                <div class="buttons">
+                    <button type="submit" class="danger" data-test="action-confirm"
+                        disabled=move || busy.get() || result.with(|r| r.is_some())>
+                        {confirm_text}
+                    </button>
+                    <button type="button" data-test="action-cancel" on:click=move |_| close()>
+                        {move || if result.with(|r| r.is_some()) { "Close" } else { "Cancel" }}
+                    </button>
+                </div>
+            </form>
+            <div role="status" aria-live="polite" data-test="action-result">
+                {move || busy.get().then(|| view! { <p>"Working: calling the scheduler, then reading it back…"</p> })}
+                {move || result.get().map(|r| match r {
+                    Ok(res) => {
+                        #[cfg(feature = "hydrate")]
+                        client::refetch(state);
+                        #[cfg(not(feature = "hydrate"))]
+                        let _ = state;
+                        view! {
+                            <ul class="outcomes">
+                                {res.outcomes.into_iter().map(|o| view! {
+                                    <li class=format!("outcome outcome-{}", o.status) data-test="action-outcome" data-status=o.status.clone()>
+                                        <strong>{o.target.clone()}</strong>": "{o.status.clone()}" — "{o.message.clone()}" "
+                                        <a href=format!("/audit?target={}", o.target)>{format!("audit #{}", o.audit_id)}</a>
+                                    </li>
+                                }).collect_view()}
+                            </ul>
+                        }.into_any()
+                    }
+                    Err(e) => view! { <p class="error" role="alert">{format!("Not done: {e}")}</p> }.into_any(),
+                })}
+            </div>
+        </section>
+    }
+}
+
+#[component]
+fn PreviewView(pv: Preview) -> impl IntoView {
+    let risk = pv
+        .work_at_risk_gpu_hours
+        .map(|h| format!("{} GPU-hours", units::thousands(h.round() as u64)))
+        .unwrap_or_else(|| "unknown".into());
+    let jobs = pv.jobs.clone();
+    view! {
+        <p data-test="preview-summary">{pv.summary.clone()}</p>
+        {(!pv.already.is_empty()).then(|| view! {
+            <p class="muted">{format!("Already done, nothing to call: {}", pv.already.join(", "))}</p>
+        })}
+        {(!jobs.is_empty()).then(|| view! {
+            <table class="grid compact" data-test="preview-jobs">
+                <caption>{format!("Affected jobs: {} on {} GPUs; work at risk {}", pv.jobs.len(), pv.gpus_affected, risk)}</caption>
+                <thead><tr>
+                    <th scope="col" class="num">"Job"</th><th scope="col">"Name"</th><th scope="col">"User"</th>
+                    <th scope="col" class="num">"GPUs"</th><th scope="col" class="num">"Last checkpoint"</th>
+                    <th scope="col" class="num">"Work at risk"</th>
+                </tr></thead>
+                <tbody>
+                    {jobs.into_iter().map(|j| view! {
+                        <tr>
+                            <th scope="row" class="num">{j.id}</th>
+                            <td>{j.name}</td>
+                            <td>{j.user}</td>
+                            <td class="num">{j.gpus}</td>
+                            <td class="num">{j.last_checkpoint_age_ms.map(|a| format!("{} ago", units::duration_ms(a))).unwrap_or_else(|| "none known".into())}</td>
+                            <td class="num">{j.work_at_risk_gpu_hours.map(|h| format!("{h:.1} GPU-h")).unwrap_or_else(|| "unknown".into())}</td>
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
+        })}
+    }
+}
+
+#[cfg(feature = "hydrate")]
+mod client {
+    use super::*;
+    use crate::model::UnixMs;
+    use std::time::Duration;
+
+    fn local_now() -> UnixMs {
+        js_sys::Date::now() as UnixMs
+    }
+
+    /// Re-reads the view every poll interval, and ticks the clock that ages it.
+    pub fn refresh(
+        state: RwSignal<NodesView>,
+        now: RwSignal<UnixMs>,
+        polled_at: RwSignal<UnixMs>,
+        age_ms: i64,
+        interval_ms: i64,
+    ) {
+        polled_at.set(local_now() - age_ms.max(0));
+        now.set(local_now());
+        let clock =
+            set_interval_with_handle(move || now.set(local_now()), Duration::from_millis(1000))
+                .ok();
+        let poll = set_interval_with_handle(
+            move || {
+                leptos::task::spawn_local(async move {
+                    if let Ok(v) = get_nodes_view().await {
+                        polled_at.set(local_now() - (v.server_now_ms - v.polled_ms).max(0));
+                        state.set(v);
+                    }
+                });
+            },
+            Duration::from_millis(interval_ms.clamp(1000, 10_000) as u64),
+        )
+        .ok();
+        on_cleanup(move || {
+            if let Some(c) = clock {
+                c.clear();
+            }
+            if let Some(p) = poll {
+                p.clear();
+            }
+        });
+    }
+
+    /// Re-reads the view now (after an action).
+    pub fn refetch(state: RwSignal<NodesView>) {
+        leptos::task::spawn_local(async move {
+            if let Ok(v) = get_nodes_view().await {
+                state.set(v);
+            }
+        });
+    }
+}

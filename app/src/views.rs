@@ -1,0 +1,50 @@
+//! Wire types of the node and job views. No I/O here.
+
+use serde::{Deserialize, Serialize};
+
+use crate::actions::Me;
+use crate::model::{JobState, NodeState, UnixMs};
+
+/// One node as the scheduler last reported it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeRow {
+    pub name: String,
+    pub rack: String,
+    pub state: NodeState,
+    /// Slurm's own words (`MIXED+DRAIN`).
+    pub raw_state: String,
+    pub reason: Option<String>,
+    pub gpus_total: Option<u32>,
+    pub gpus_used: Option<u32>,
+    pub jobs: Vec<u64>,
+}
+
+/// A pending or running job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobRow {
+    pub id: u64,
+    pub name: String,
+    pub user: String,
+    pub state: JobState,
+    pub nodes: Vec<String>,
+    pub gpus: u32,
+    pub start_ms: Option<UnixMs>,
+    pub restart_count: u32,
+    pub reason: Option<String>,
+}
+
+/// The nodes page's data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodesView {
+    pub me: Me,
+    /// The source's time of the poll.
+    pub at_ms: UnixMs,
+    /// Wall-clock time of the poll, and the server's clock when this was sent.
+    pub polled_ms: UnixMs,
+    pub server_now_ms: UnixMs,
+    /// How often the scheduler is polled; older than three of these is stale.
+    pub interval_ms: i64,
+    pub racks: Vec<String>,
+    pub nodes: Vec<NodeRow>,
+    pub jobs: Vec<JobRow>,
+}

@@ -1,0 +1,293 @@
+//! A real Slurm as the live source: one poll per interval for every browser (so
+//! slurmctld's RPC count does not grow with viewers), job history from transitions, and
+//! an overview published after each successful poll. A failed poll publishes nothing, so
+//! views age into "stale" instead of showing old data as current.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::model::{Cooling, Gpu, GpuReading, Inventory, JobState, Node, Rack, RackReading};
+use tokio::sync::watch;
+
+use super::json::{SlurmJob, SlurmNode};
+use crate::aggregate::Readings;
+use crate::live::{wall_now_ms, Live, SchedSnapshot, StoreQueue, StoreWrite};
+use crate::scheduler::Scheduler;
+
+/// Nodes per rack when Slurm is the only source of layout.
+const NODES_PER_RACK: usize = 8;
+
+/// A layout from Slurm's node list alone: nodes in name order, eight to a rack, one row.
+/// (Rows, U positions, PDUs and rack limits come from a layout file; see ARCHITECTURE.md.)
+pub fn inventory_from_nodes(cluster: &str, nodes: &[SlurmNode]) -> Inventory {
+    let mut names: Vec<&SlurmNode> = nodes.iter().collect();
+    names.sort_by(|a, b| a.name.cmp(&b.name));
+    let racks: Vec<Rack> = (0..names.len().div_ceil(NODES_PER_RACK))
+        .map(|i| Rack {
+            name: format!("rack{:02}", i + 1),
+            row: "row1".into(),
+            position: i as u32,
+            power_limit_watts: 44_000.0,
+            cooling: Cooling::Air,
+            inlet_limit_celsius: 35.0,
+        })
+        .collect();
+    let nodes = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Node {
+            name: n.name.clone(),
+            rack: format!("rack{:02}", i / NODES_PER_RACK + 1),
+            u_position: (i % NODES_PER_RACK) as u32 * 5 + 1,
+            u_height: 4,
+            gpus: (0..n.gpus_total.unwrap_or(0))
+                .map(|g| Gpu {
+                    index: g,
+                    uuid: String::new(),
+                    model: String::new(),
+                    max_power_watts: 700.0,
+                })
+                .collect(),
+            domains: Vec::new(),
+        })
+        .collect();
+    Inventory {
+        cluster: cluster.into(),
+        rows: vec!["row1".into()],
+        racks,
+        nodes,
+        domains: Vec::new(),
+    }
+}
+
+/// Job transitions between two polls, as store writes: a new job, a state change, a
+/// requeue (seen as a higher restart count, even when both polls say PENDING or RUNNING).
+pub fn transitions(
+    prev: &HashMap<u64, (JobState, u32)>,
+    jobs: &[SlurmJob],
+    at_ms: i64,
+) -> Vec<StoreWrite> {
+    let mut out = Vec::new();
+    for j in jobs {
+        let before = prev.get(&j.job.id);
+        if let Some(&(_, restarts)) = before {
+            if j.restart_count > restarts {
+                let mut requeued = j.job.clone();
+                requeued.state = JobState::Requeued;
+                out.push(StoreWrite::Job {
+                    job: Box::new(requeued),
+                    at_ms,
+                    detail: format!("restart {}", j.restart_count),
+                });
+            }
+        }
+        if before.is_none_or(|&(s, r)| s != j.job.state || r != j.restart_count) {
+            out.push(StoreWrite::Job {
+                job: Box::new(j.job.clone()),
+                at_ms,
+                detail: j.state_reason.clone().unwrap_or_default(),
+            });
+        }
+    }
+    out
+}
+
+/// Settings of the Slurm source task.
+pub struct SlurmSource {
+    pub sched: Arc<dyn Scheduler>,
+    pub cluster: String,
+    pub interval_ms: u64,
+}
+
+/// Polls Slurm until `shutdown` turns true.
+pub async fn run_slurm_source(
+    src: SlurmSource,
+    live: Arc<Live>,
+    q: StoreQueue,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut ticker = tokio::time::interval(Duration::from_millis(src.interval_ms));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut seq = 0u64;
+    let mut inventory: Option<Arc<Inventory>> = None;
+    let mut prev: HashMap<u64, (JobState, u32)> = HashMap::new();
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = live.poked() => {}
+            _ = shutdown.changed() => break,
+        }
+        if *shutdown.borrow() {
+            break;
+        }
+        let polled = async {
+            Ok::<_, crate::scheduler::SchedError>((
+                src.sched.nodes().await?,
+                src.sched.jobs().await?,
+            ))
+        };
+        let (nodes, jobs) = match polled.await {
+            Ok(x) => {
+                if failing {
+                    tracing::info!("Slurm answers again");
+                    failing = false;
+                }
+                x
+            }
+            Err(e) => {
+                // Logged when it starts failing, counted always; views go stale.
+                if !failing {
+                    tracing::warn!(error = %e, "Slurm poll failed");
+                    failing = true;
+                }
+                live.metrics
+                    .slurm_poll_errors_total
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                continue;
+            }
+        };
+        let now = wall_now_ms();
+        let same_nodes = inventory.as_ref().is_some_and(|inv| {
+            inv.nodes.len() == nodes.len()
+                && nodes
+                    .iter()
+                    .all(|n| inv.nodes.iter().any(|m| m.name == n.name))
+        });
+        if !same_nodes {
+            let inv = Arc::new(inventory_from_nodes(&src.cluster, &nodes));
+            q.send(StoreWrite::Inventory(Box::new((*inv).clone())));
+            live.set_inventory(Arc::clone(&inv));
+            inventory = Some(inv);
+        }
+        let Some(inv) = inventory.clone() else {
+            continue;
+        };
+        for w in transitions(&prev, &jobs, now) {
+            q.send(w);
+        }
+        prev = jobs
+            .iter()
+            .map(|j| (j.job.id, (j.job.state, j.restart_count)))
+            .collect();
+        // No telemetry from this source: every GPU is present and not reporting.
+        let readings = Readings {
+            at_ms: now,
+            gpus: inv
+                .nodes
+                .iter()
+                .flat_map(|n| {
+                    n.gpus.iter().map(|g| GpuReading {
+                        node: n.name.clone(),
+                        index: g.index,
+                        ..GpuReading::default()
+                    })
+                })
+                .collect(),
+            racks: inv
+                .racks
+                .iter()
+                .map(|r| RackReading {
+                    rack: r.name.clone(),
+                    ..RackReading::default()
+                })
+                .collect(),
+            nodes: nodes.iter().map(|n| (n.name.clone(), n.state)).collect(),
+            node_power_watts: vec![None; nodes.len()],
+            jobs: jobs
+                .iter()
+                .filter(|j| matches!(j.job.state, JobState::Pending | JobState::Running))
+                .map(|j| j.job.clone())
+                .collect(),
+        };
+        live.set_sched(SchedSnapshot {
+            at_ms: now,
+            polled_ms: now,
+            interval_ms: src.interval_ms as i64,
+            nodes,
+            jobs,
+        });
+        seq += 1;
+        let ov = crate::aggregate::overview(&inv, &readings, seq, src.interval_ms as i64, now);
+        live.publish(ov, None);
+        live.metrics
+            .slurm_polls_total
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    tracing::info!("Slurm source stopped");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use app::model::{Job, NodeState};
+
+    fn job(id: u64, state: JobState, restarts: u32) -> SlurmJob {
+        SlurmJob {
+            job: Job {
+                id,
+                name: "train".into(),
+                user: "alice".into(),
+                account: "a".into(),
+                partition: "gpu".into(),
+                state,
+                nodes: vec!["gpu001".into()],
+                gpus: 8,
+                submit_ms: 0,
+                start_ms: None,
+                end_ms: None,
+            },
+            raw_state: vec![],
+            state_reason: None,
+            restart_count: restarts,
+            exit_code: None,
+        }
+    }
+
+    fn states(w: &[StoreWrite]) -> Vec<JobState> {
+        w.iter()
+            .filter_map(|w| match w {
+                StoreWrite::Job { job, .. } => Some(job.state),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn transitions_record_changes_and_requeues_once() {
+        let mut prev = HashMap::new();
+        let first = [job(1, JobState::Running, 0)];
+        assert_eq!(states(&transitions(&prev, &first, 1)), [JobState::Running]);
+        prev.insert(1, (JobState::Running, 0));
+        // Unchanged: nothing written.
+        assert!(transitions(&prev, &first, 2).is_empty());
+        // Requeued between polls and already running again: the requeue still shows.
+        let again = [job(1, JobState::Running, 1)];
+        assert_eq!(
+            states(&transitions(&prev, &again, 3)),
+            [JobState::Requeued, JobState::Running]
+        );
+    }
+
+    #[test]
+    fn a_layout_from_slurm_alone() {
+        let nodes: Vec<SlurmNode> = (1..=10)
+            .rev()
+            .map(|i| SlurmNode {
+                name: format!("gpu{i:03}"),
+                state: NodeState::Idle,
+                raw_state: vec!["IDLE".into()],
+                reason: None,
+                partitions: vec![],
+                gpus_total: Some(8),
+                gpus_used: None,
+            })
+            .collect();
+        let inv = inventory_from_nodes("c", &nodes);
+        assert_eq!(inv.racks.len(), 2);
+        assert_eq!(inv.nodes[0].name, "gpu001");
+        assert_eq!(inv.nodes[9].rack, "rack02");
+        assert_eq!(inv.gpu_count(), 80);
+    }
+}

@@ -1,0 +1,526 @@
+//! Sign-in, roles, the route guard, and actions with their audit trail, over real HTTP,
+//! against the simulator as scheduler, on SQLite and on PostgreSQL.
+
+use serde_json::json;
+
+use crate::support::{self, add_users, login, post_json, request};
+
+async fn start(db: String, anonymous_read: bool) -> server::serve::Running {
+    let mut cfg = support::test_config(db, 16, 1.0, 200);
+    cfg.auth.anonymous_read = anonymous_read;
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    add_users(&r.store).await;
+    r
+}
+
+/// A path with its parameters filled in.
+fn concrete(path: &str) -> String {
+    path.split('/')
+        .map(|seg| {
+            if seg.starts_with('{') || seg.starts_with(':') || seg.starts_with('*') {
+                "gpu001"
+            } else {
+                seg
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+#[tokio::test]
+async fn every_route_is_guarded() {
+    use server::auth::{access_for, Access, READ_ONLY_POSTS};
+    let r = start(support::sqlite_url(), false).await;
+    let viewer = login(r.addr, "viewer1").await;
+    let manager = login(r.addr, "manager1").await;
+    assert!(
+        r.paths.len() >= 20,
+        "the router lists its paths: {:?}",
+        r.paths
+    );
+    for must in ["/api/actions/drain", "/api/audit", "/", "/api/overview"] {
+        assert!(r.paths.iter().any(|p| p == must), "{must} in {:?}", r.paths);
+    }
+    let mut checked = 0;
+    for p in &r.paths {
+        let path = concrete(p);
+        for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
+            let m: axum::http::Method = method.parse().expect("method");
+            let access = access_for(&m, &path);
+            if access == Access::Public {
+                // Public routes only read, or sign in and out.
+                if method != "GET" && !path.starts_with("/auth/") {
+                    let resp = request(r.addr, method, &path, &[], None).await;
+                    assert_eq!(resp.status, 405, "{method} {path} is public and not a read");
+                }
+                continue;
+            }
+            // The live stream never ends; its guard is checked anonymously only.
+            let endless = method == "GET" && path == "/api/live";
+            let anon = request(r.addr, method, &path, &[], None).await;
+            assert!(
+                anon.status == 401 || (anon.status == 303 && method == "GET"),
+                "anonymous {method} {path}: {} {}",
+                anon.status,
+                anon.text()
+            );
+            if endless {
+                continue;
+            }
+            let mutating = method != "GET";
+            if mutating && !READ_ONLY_POSTS.contains(&path.as_str()) {
+                for (who, cookie) in [("viewer", &viewer), ("manager", &manager)] {
+                    let resp =
+                        request(r.addr, method, &path, &[("Cookie", cookie.as_str())], None).await;
+                    assert_eq!(
+                        resp.status,
+                        403,
+                        "{who} {method} {path} must be refused: {}",
+                        resp.text()
+                    );
+                }
+                assert_eq!(access, Access::Act);
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 50, "checked {checked} route x method pairs");
+    r.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn sign_in_sessions_and_cross_site_requests() {
+    let r = start(support::sqlite_url(), false).await;
+    // A page without a session sends the browser to sign in; an API call gets 401.
+    let page = support::get_with(r.addr, "/", &[("Accept", "text/html")]).await;
+    assert_eq!(page.status, 303);
+    assert_eq!(page.header("location"), Some("/login?next=/"));
+    assert_eq!(support::get(r.addr, "/api/whoami").await.status, 401);
+    let login_page = support::get_with(r.addr, "/login", &[("Accept", "text/html")]).await;
+    assert_eq!(login_page.status, 200);
+    assert!(login_page.text().contains("name=\"password\""));
+
+    // A wrong password: back to the form, no cookie.
+    let bad = request(
+        r.addr,
+        "POST",
+        "/auth/login",
+        &[],
+        Some((
+            "application/x-www-form-urlencoded",
+            b"name=operator1&password=wrong+password+here",
+        )),
+    )
+    .await;
+    assert_eq!(bad.status, 303);
+    assert!(bad
+        .header("location")
+        .unwrap_or("")
+        .starts_with("/login?error=1"));
+    assert!(bad.header("set-cookie").is_none());
+
+    // The right one: an HttpOnly, SameSite=Strict session cookie.
+    let form = format!(
+        "name=operator1&password={}&next=/nodes",
+        support::PASSWORD.replace(' ', "+")
+    );
+    let ok = request(
+        r.addr,
+        "POST",
+        "/auth/login",
+        &[],
+        Some(("application/x-www-form-urlencoded", form.as_bytes())),
+    )
+    .await;
+    assert_eq!(ok.status, 303);
+    assert_eq!(ok.header("location"), Some("/nodes"));
+    let set = ok.header("set-cookie").expect("cookie");
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
+    let cookie = set.split(';').next().expect("cookie").to_string();
+    let me = support::get_with(r.addr, "/api/whoami", &[("Cookie", &cookie)]).await;
+    assert_eq!(me.json()["role"], "operator");
+
+    // A cross-site post with a valid cookie is refused, and nothing happens.
+    let before = support::get_with(r.addr, "/api/nodes", &[("Cookie", &cookie)])
+        .await
+        .json();
+    let b = json!({"nodes": ["gpu001"], "reason": "csrf"}).to_string();
+    let cross = request(
+        r.addr,
+        "POST",
+        "/api/actions/drain",
+        &[
+            ("Cookie", &cookie),
+            ("Origin", "http://evil.example"),
+            ("Sec-Fetch-Site", "cross-site"),
+        ],
+        Some(("application/json", b.as_bytes())),
+    )
+    .await;
+    assert_eq!(cross.status, 403);
+    let after = support::get_with(r.addr, "/api/nodes", &[("Cookie", &cookie)])
+        .await
+        .json();
+    assert_eq!(before["nodes"][0]["state"], after["nodes"][0]["state"]);
+
+    // Signing out ends the session on the server, not just in the browser.
+    let out = request(r.addr, "POST", "/auth/logout", &[("Cookie", &cookie)], None).await;
+    assert_eq!(out.status, 303);
+    let me = support::get_with(r.addr, "/api/whoami", &[("Cookie", &cookie)]).await;
+    assert_eq!(me.status, 401);
+    r.stop().await.expect("stop");
+}
+
+/// The node of a running job, and the job.
+async fn busy_node(addr: std::net::SocketAddr, cookie: &str) -> (String, u64, u64) {
+    let jobs = support::get_with(addr, "/api/jobs", &[("Cookie", cookie)])
+        .await
+        .json();
+    let j = jobs["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .find(|j| {
+            j["job"]["state"] == "running"
+                && j["job"]["nodes"].as_array().is_some_and(|n| n.len() == 1)
+        })
+        .expect("a running one-node job")
+        .clone();
+    (
+        j["job"]["nodes"][0].as_str().expect("node").to_string(),
+        j["job"]["id"].as_u64().expect("id"),
+        j["job"]["gpus"].as_u64().expect("gpus"),
+    )
+}
+
+async fn node_json(addr: std::net::SocketAddr, cookie: &str, name: &str) -> serde_json::Value {
+    let nodes = support::get_with(addr, "/api/nodes", &[("Cookie", cookie)])
+        .await
+        .json();
+    nodes["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .find(|n| n["name"] == name)
+        .expect("node listed")
+        .clone()
+}
+
+async fn action_story(db: String) {
+    let r = start(db, false).await;
+    let op = login(r.addr, "operator1").await;
+    let op2 = login(r.addr, "operator2").await;
+    let viewer = login(r.addr, "viewer1").await;
+    let (node, job, gpus) = busy_node(r.addr, &op).await;
+
+    // Preview: the running job and its GPUs, before anything is done.
+    let p = post_json(
+        r.addr,
+        "/api/actions/preview",
+        Some(&op),
+        &json!({"action": "drain", "nodes": [node]}),
+    )
+    .await;
+    assert_eq!(p.status, 200, "{}", p.text());
+    let p = p.json();
+    assert_eq!(p["targets"], json!([node]));
+    assert_eq!(p["gpus_affected"].as_u64(), Some(gpus));
+    assert!(p["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .any(|j| j["id"] == job));
+    assert!(p["work_at_risk_gpu_hours"]
+        .as_f64()
+        .is_some_and(|h| h >= 0.0));
+
+    // A viewer's drain is refused and changes nothing.
+    let v = post_json(
+        r.addr,
+        "/api/actions/drain",
+        Some(&viewer),
+        &json!({"nodes": [node], "reason": "x"}),
+    )
+    .await;
+    assert_eq!(v.status, 403);
+    assert_eq!(node_json(r.addr, &op, &node).await["state"], "allocated");
+
+    // Bad input: a reason is required; hostile names are refused before anything runs.
+    let e = post_json(
+        r.addr,
+        "/api/actions/drain",
+        Some(&op),
+        &json!({"nodes": [node]}),
+    )
+    .await;
+    assert_eq!(e.status, 400);
+    assert!(e.json()["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("reason"));
+    let e = post_json(
+        r.addr,
+        "/api/actions/drain",
+        Some(&op),
+        &json!({"nodes": ["gpu001; reboot"], "reason": "x"}),
+    )
+    .await;
+    assert_eq!(e.status, 400);
+    let e = post_json(
+        r.addr,
+        "/api/actions/drain",
+        Some(&op),
+        &json!({"nodes": ["gpu999"], "reason": "x"}),
+    )
+    .await;
+    assert_eq!(e.status, 400);
+    let e = request(
+        r.addr,
+        "POST",
+        "/api/actions/drain",
+        &[("Cookie", &op)],
+        Some(("application/json", b"{not json")),
+    )
+    .await;
+    assert_eq!(e.status, 400);
+
+    // Two operators drain the same node at once: they serialize; one drains, the other
+    // finds it drained; both get the outcome.
+    let reason = "XID 48 $(reboot) `id` \"dbe\" 'x' ; | =cmd";
+    let body = json!({"nodes": [node], "reason": reason});
+    let (a, b) = tokio::join!(
+        post_json(r.addr, "/api/actions/drain", Some(&op), &body),
+        post_json(r.addr, "/api/actions/drain", Some(&op2), &body)
+    );
+    assert_eq!(
+        (a.status, b.status),
+        (200, 200),
+        "{} / {}",
+        a.text(),
+        b.text()
+    );
+    let mut statuses = [
+        a.json()["outcomes"][0]["status"]
+            .as_str()
+            .unwrap_or("")
+            .to_string(),
+        b.json()["outcomes"][0]["status"]
+            .as_str()
+            .unwrap_or("")
+            .to_string(),
+    ];
+    statuses.sort();
+    assert_eq!(statuses, ["already", "ok"]);
+    let n = node_json(r.addr, &op, &node).await;
+    assert_eq!(n["state"], "draining", "{n}");
+    let stored = n["reason"].as_str().expect("reason");
+    assert!(
+        stored.ends_with(&format!(": {reason}")),
+        "stored verbatim, prefixed with the user: {stored}"
+    );
+
+    // Resume, then requeue the job: each verified by reading the scheduler back.
+    let res = post_json(
+        r.addr,
+        "/api/actions/resume",
+        Some(&op),
+        &json!({"nodes": [node]}),
+    )
+    .await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    assert_eq!(res.json()["outcomes"][0]["status"], "ok");
+    let rq = post_json(
+        r.addr,
+        "/api/actions/requeue",
+        Some(&op),
+        &json!({"jobs": [job]}),
+    )
+    .await;
+    assert_eq!(rq.status, 200, "{}", rq.text());
+    assert_eq!(rq.json()["outcomes"][0]["status"], "ok", "{}", rq.text());
+    let jobs = support::get_with(r.addr, "/api/jobs", &[("Cookie", &op)])
+        .await
+        .json();
+    let j = jobs["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .find(|j| j["job"]["id"] == job)
+        .expect("job")
+        .clone();
+    assert_eq!(j["restart_count"], 1);
+    assert_eq!(j["job"]["state"], "pending");
+    // A retry of the requeue does nothing and says so.
+    let again = post_json(
+        r.addr,
+        "/api/actions/requeue",
+        Some(&op),
+        &json!({"jobs": [job]}),
+    )
+    .await;
+    assert_eq!(again.json()["outcomes"][0]["status"], "already");
+
+    // The audit log: every attempt, who, what, and the verified result.
+    let audit = support::get_with(r.addr, "/api/audit", &[("Cookie", &op)]).await;
+    assert_eq!(audit.status, 200);
+    let entries = audit.json()["entries"].as_array().expect("entries").clone();
+    let mine: Vec<_> = entries
+        .iter()
+        .filter(|e| e["target"] == node.as_str() || e["target"] == job.to_string())
+        .collect();
+    assert_eq!(mine.len(), 5, "{mine:?}");
+    assert!(mine
+        .iter()
+        .all(|e| e["finished_ms"].is_i64() && e["status"] != "started"));
+    for who in ["operator1", "operator2"] {
+        assert!(
+            mine.iter()
+                .any(|e| e["action"] == "drain" && e["user"] == who),
+            "{who}"
+        );
+    }
+    let csv = support::get_with(
+        r.addr,
+        "/api/audit?format=csv&action=drain",
+        &[("Cookie", &op)],
+    )
+    .await;
+    assert_eq!(csv.header("content-type"), Some("text/csv; charset=utf-8"));
+    let text = csv.text();
+    assert!(
+        text.starts_with("id,at_utc,user,role,action,target,detail,status,result,finished_utc\n")
+    );
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(!text.contains("resume"));
+    // A viewer may not read the audit log.
+    assert_eq!(
+        support::get_with(r.addr, "/api/audit", &[("Cookie", &viewer)])
+            .await
+            .status,
+        403
+    );
+
+    // The job's history shows the requeue.
+    let mut events = Vec::new();
+    for _ in 0..50 {
+        events = r.store.job_events(job).await.expect("events");
+        if events
+            .iter()
+            .any(|e| e.state == app::model::JobState::Requeued)
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        events
+            .iter()
+            .any(|e| e.state == app::model::JobState::Requeued),
+        "{events:?}"
+    );
+    assert_eq!(r.store.requeue_count(job).await.expect("count"), Some(1));
+    r.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn actions_are_previewed_audited_and_verified_on_sqlite() {
+    action_story(support::sqlite_url()).await;
+}
+
+#[tokio::test]
+async fn actions_are_previewed_audited_and_verified_on_postgres() {
+    let Some(url) = support::postgres_url().await else {
+        return;
+    };
+    action_story(url).await;
+}
+
+#[tokio::test]
+async fn actions_are_rate_limited_per_user() {
+    let mut cfg = support::test_config(support::sqlite_url(), 16, 1.0, 200);
+    cfg.auth.anonymous_read = false;
+    cfg.auth.actions_per_minute = 2;
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    add_users(&r.store).await;
+    let op = login(r.addr, "operator1").await;
+    let admin = login(r.addr, "admin1").await;
+    let body = json!({"nodes": ["gpu001"], "reason": "rate"});
+    for _ in 0..2 {
+        assert_eq!(
+            post_json(r.addr, "/api/actions/drain", Some(&op), &body)
+                .await
+                .status,
+            200
+        );
+    }
+    let third = post_json(r.addr, "/api/actions/drain", Some(&op), &body).await;
+    assert_eq!(third.status, 429, "{}", third.text());
+    // Another user is not limited by the first.
+    assert_eq!(
+        post_json(
+            r.addr,
+            "/api/actions/resume",
+            Some(&admin),
+            &json!({"nodes": ["gpu001"]})
+        )
+        .await
+        .status,
+        200
+    );
+    r.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn a_scheduler_that_does_not_answer_leaves_nothing_half_done() {
+    let mut cfg = support::test_config(support::sqlite_url(), 16, 1.0, 200);
+    cfg.auth.anonymous_read = false;
+    cfg.source = server::config::SourceKind::Slurm;
+    cfg.slurm.bin_dir = Some("/nonexistent/slurm/bin".into());
+    cfg.slurm.poll_interval_ms = 500;
+    let r = server::serve::start(cfg).await.expect("start");
+    add_users(&r.store).await;
+    let op = login(r.addr, "operator1").await;
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    // No poll succeeded: not ready, and no data shown as current.
+    assert_eq!(support::get(r.addr, "/healthz").await.status, 503);
+    assert_eq!(
+        support::get_with(r.addr, "/api/nodes", &[("Cookie", &op)])
+            .await
+            .status,
+        503
+    );
+    // An action fails with a clear message, before anything is written or called.
+    let e = post_json(
+        r.addr,
+        "/api/actions/drain",
+        Some(&op),
+        &json!({"nodes": ["gpu001"], "reason": "x"}),
+    )
+    .await;
+    assert_eq!(e.status, 502, "{}", e.text());
+    let msg = e.json()["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(msg.contains("cannot run"), "{msg}");
+    assert!(r
+        .store
+        .audit(&Default::default())
+        .await
+        .expect("audit")
+        .is_empty());
+    // Failing polls are counted, for alerting on Gantry itself.
+    let m = support::get(r.addr, "/metrics").await.text();
+    let errors = m
+        .lines()
+        .find_map(|l| l.strip_prefix("gantry_slurm_poll_errors_total "))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(errors >= 2, "{m}");
+    r.stop().await.expect("stop");
+}
