@@ -370,7 +370,9 @@ async fn action_story(db: String) {
     let entries = audit.json()["entries"].as_array().expect("entries").clone();
     let mine: Vec<_> = entries
         .iter()
-        .filter(|e| e["target"] == node.as_str() || e["target"] == job.to_string())
+        .filter(|e| {
+            e["target"] == node.as_str() || e["target"].as_str() == Some(job.to_string().as_str())
+        })
         .collect();
     assert_eq!(mine.len(), 5, "{mine:?}");
     assert!(mine
