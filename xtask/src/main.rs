@@ -361,19 +361,57 @@ fn run(args: &[String]) -> Result {
     let exe = target_dir()
         .join(if release { "release" } else { "debug" })
         .join("gantry");
+    let db = env::var("GANTRY_DATABASE_URL")
+        .unwrap_or_else(|_| format!("sqlite://{}", data.join("gantry.db").display()));
+    // The demo: anonymous read-only viewing, and an operator and a manager to sign in as.
+    // Their passwords are random, made once and kept in .gantry/demo-accounts.txt.
+    let accounts = data.join("demo-accounts.txt");
+    let known = fs::read_to_string(&accounts).unwrap_or_default();
+    let mut lines = Vec::new();
+    for role in ["operator", "manager"] {
+        let password = known
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{role} ")))
+            .map(str::to_string)
+            .unwrap_or_else(random_password);
+        run_cmd(
+            Command::new(&exe)
+                .current_dir(root())
+                .args(["user", "add", role, "--role", role])
+                .env("GANTRY_DATABASE_URL", &db)
+                .env("GANTRY_PASSWORD", &password)
+                .stdout(Stdio::null()),
+        )?;
+        lines.push(format!("{role} {password}"));
+    }
+    fs::write(&accounts, lines.join("\n") + "\n")
+        .map_err(|e| format!("{}: {e}", accounts.display()))?;
+    step("demo accounts (user password), also in .gantry/demo-accounts.txt");
+    for l in &lines {
+        println!("  {l}");
+    }
     step("starting Gantry on its embedded default (SQLite in .gantry/, simulated 64-node cluster)");
     let mut c = Command::new(&exe);
     c.current_dir(root()).args(pass);
-    if env::var_os("GANTRY_DATABASE_URL").is_none() {
-        c.env(
-            "GANTRY_DATABASE_URL",
-            format!("sqlite://{}", data.join("gantry.db").display()),
-        );
+    c.env("GANTRY_DATABASE_URL", &db);
+    if env::var_os("GANTRY_ANONYMOUS_READ").is_none() {
+        c.env("GANTRY_ANONYMOUS_READ", "true");
     }
     if env::var_os("GANTRY_SITE_ROOT").is_none() {
         c.env("GANTRY_SITE_ROOT", root().join("target").join("site"));
     }
     run_cmd(&mut c)
+}
+
+/// 16 random bytes as hex, from the kernel.
+fn random_password() -> String {
+    use std::io::Read;
+    let mut b = [0u8; 16];
+    if let Err(e) = fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)) {
+        eprintln!("xtask: /dev/urandom: {e}");
+        std::process::exit(1);
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 // ---------------------------------------------------------------- test
@@ -618,14 +656,24 @@ fn end2end() -> Result {
         "browser tests: Gantry on {addr}, Playwright in /usr/bin/chromium"
     ));
     let exe = target_dir().join("debug").join("gantry");
+    let db = format!("sqlite://{}", tmp.join("gantry.db").display());
+    // Users for the action tests; the browser tests read the password from the environment.
+    let password = random_password();
+    for (name, role) in [("operator1", "operator"), ("viewer1", "viewer")] {
+        run_cmd(
+            Command::new(&exe)
+                .args(["user", "add", name, "--role", role])
+                .env("GANTRY_DATABASE_URL", &db)
+                .env("GANTRY_PASSWORD", &password)
+                .stdout(Stdio::null()),
+        )?;
+    }
     let log = fs::File::create(tmp.join("gantry.log")).map_err(|e| e.to_string())?;
     let child = Command::new(&exe)
         .current_dir(root())
         .env("GANTRY_LISTEN", addr.to_string())
-        .env(
-            "GANTRY_DATABASE_URL",
-            format!("sqlite://{}", tmp.join("gantry.db").display()),
-        )
+        .env("GANTRY_DATABASE_URL", &db)
+        .env("GANTRY_ANONYMOUS_READ", "true")
         .env("GANTRY_SITE_ROOT", root().join("target").join("site"))
         .env("RUST_LOG", "warn")
         .stdout(log.try_clone().map_err(|e| e.to_string())?)
@@ -648,6 +696,7 @@ fn end2end() -> Result {
             .args(["playwright", "test"])
             .current_dir(root().join("end2end"))
             .env("GANTRY_URL", format!("http://{addr}"))
+            .env("GANTRY_E2E_PASSWORD", &password)
             .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1"),
     );
     drop(server);

@@ -118,6 +118,14 @@ fn PollStatus(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
     }
 }
 
+/// "true" once the page is interactive (effects run only in the browser), for tests and
+/// for styling; "false" in the server-rendered HTML.
+fn hydrated_marker() -> impl Fn() -> &'static str + Copy {
+    let hydrated = RwSignal::new(false);
+    Effect::new(move |_| hydrated.set(true));
+    move || if hydrated.get() { "true" } else { "false" }
+}
+
 /// Why the action buttons are disabled, or `None` when they are not.
 fn cannot_act(me: &Me) -> Option<&'static str> {
     match me.role {
@@ -158,7 +166,7 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
     let racks = move || state.with(|v| v.racks.clone());
     let rack_pick = RwSignal::new(String::new());
     view! {
-        <div class="page-head">
+        <div class="page-head" data-test="nodes-page" data-hydrated=hydrated_marker()>
             <h1>"Nodes"</h1>
             <PollStatus state stale/>
         </div>
@@ -255,7 +263,7 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
     let rows = move || state.with(|v| v.jobs.clone());
     let now = move || state.with(|v| v.at_ms);
     view! {
-        <div class="page-head">
+        <div class="page-head" data-test="jobs-page" data-hydrated=hydrated_marker()>
             <h1>"Jobs"</h1>
             <PollStatus state stale/>
         </div>
