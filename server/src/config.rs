@@ -45,8 +45,24 @@ pub struct SlurmConfig {
     pub conf: Option<PathBuf>,
     /// How often Gantry polls the controller (once, for every browser).
     pub poll_interval_ms: u64,
-    /// Deadline of one Slurm command.
+    /// Deadline of one Slurm command or REST call.
     pub timeout_ms: u64,
+    /// Reads through slurmrestd instead of the CLI (`rest_url` set). The CLI stays the
+    /// fallback for what the REST API version cannot do.
+    pub rest: Option<SlurmRest>,
+}
+
+/// `[slurm] rest_url = ...`: slurmrestd.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlurmRest {
+    /// `http://host:6820` or `unix:/path/slurmrestd.socket`.
+    pub url: String,
+    /// `X-SLURM-USER-NAME` (with a SlurmUser/root token acting for a user).
+    pub user: Option<String>,
+    /// The JWT (`scontrol token`); none for a UNIX socket with local auth.
+    pub token: Option<Secret<String>>,
+    /// Pin the API version (`38` for v0.0.38); unset: detected from `/openapi/v3`.
+    pub version: Option<u32>,
 }
 
 /// Sign-in and sessions.
@@ -144,6 +160,7 @@ impl Default for Config {
                 conf: None,
                 poll_interval_ms: 5000,
                 timeout_ms: 10_000,
+                rest: None,
             },
             auth: AuthConfig {
                 anonymous_read: false,
@@ -206,6 +223,10 @@ struct FileSlurm {
     conf: Option<PathBuf>,
     poll_interval_ms: Option<u64>,
     timeout_ms: Option<u64>,
+    rest_url: Option<String>,
+    rest_user: Option<String>,
+    rest_token: Option<String>,
+    rest_version: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -320,6 +341,10 @@ impl Config {
                 }
                 "SLURM_BIN_DIR" => slurm.bin_dir = Some(value.into()),
                 "SLURM_CONF" => slurm.conf = Some(value.into()),
+                "SLURM_REST_URL" => slurm.rest_url = Some(value),
+                "SLURM_REST_USER" => slurm.rest_user = Some(value),
+                "SLURM_REST_TOKEN" => slurm.rest_token = Some(value),
+                "SLURM_REST_VERSION" => slurm.rest_version = Some(value),
                 "SLURM_POLL_INTERVAL_MS" => {
                     slurm.poll_interval_ms = Some(value.parse().map_err(|_| num("milliseconds"))?)
                 }
@@ -468,11 +493,45 @@ impl Config {
             return Err(invalid("sim.speed", "must be above 0 and at most 100000"));
         }
         let sl = raw.slurm.unwrap_or_default();
+        let rest = match sl.rest_url.filter(|u| !u.is_empty()) {
+            None => None,
+            Some(url) => {
+                if crate::slurm::rest::Address::parse(&url).is_err() {
+                    return Err(invalid(
+                        "slurm.rest_url",
+                        "must be http://host:port or unix:/absolute/path",
+                    ));
+                }
+                let version = match sl.rest_version.as_deref() {
+                    None | Some("") => None,
+                    Some(v) => {
+                        let n = v
+                            .trim_start_matches("v0.0.")
+                            .parse::<u32>()
+                            .ok()
+                            .filter(|n| {
+                                (crate::slurm::rest::MIN_VERSION..=crate::slurm::rest::MAX_VERSION)
+                                    .contains(n)
+                            });
+                        Some(n.ok_or_else(|| {
+                            invalid("slurm.rest_version", "must be v0.0.37 to v0.0.44")
+                        })?)
+                    }
+                };
+                Some(SlurmRest {
+                    url,
+                    user: sl.rest_user.filter(|u| !u.is_empty()),
+                    token: sl.rest_token.filter(|t| !t.is_empty()).map(Secret::new),
+                    version,
+                })
+            }
+        };
         let slurm = SlurmConfig {
             bin_dir: sl.bin_dir,
             conf: sl.conf,
             poll_interval_ms: sl.poll_interval_ms.unwrap_or(d.slurm.poll_interval_ms),
             timeout_ms: sl.timeout_ms.unwrap_or(d.slurm.timeout_ms),
+            rest,
         };
         if !(500..=600_000).contains(&slurm.poll_interval_ms) {
             return Err(invalid(

@@ -32,6 +32,8 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
     #[error("simulator start failed: {0}")]
     Sim(String),
+    #[error("scheduler: {0}")]
+    Scheduler(String),
 }
 
 /// A running server, for `main` and for tests.
@@ -102,12 +104,24 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                 .iter()
                 .map(|c| ("SLURM_CONF".to_string(), c.to_string_lossy().to_string()))
                 .collect();
-            let cli = crate::slurm::cli::Cli::new(
-                cfg.slurm.bin_dir.clone(),
-                env,
-                Duration::from_millis(cfg.slurm.timeout_ms),
-            );
-            (Arc::new(cli), None)
+            let timeout = Duration::from_millis(cfg.slurm.timeout_ms);
+            let cli = crate::slurm::cli::Cli::new(cfg.slurm.bin_dir.clone(), env, timeout);
+            match &cfg.slurm.rest {
+                None => (Arc::new(cli), None),
+                Some(r) => {
+                    let addr = crate::slurm::rest::Address::parse(&r.url)
+                        .map_err(|e| ServeError::Scheduler(e.to_string()))?;
+                    let rest = crate::slurm::rest::Rest::new(
+                        addr,
+                        r.user.clone(),
+                        r.token.as_ref().map(|t| t.expose().clone()),
+                        r.version,
+                        timeout,
+                        Some(cli),
+                    );
+                    (Arc::new(rest), None)
+                }
+            }
         }
     };
     let actions = Arc::new(crate::actions::Actions::new(

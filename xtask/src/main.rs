@@ -594,7 +594,16 @@ fn test(args: &[String]) -> Result {
         cargo()
             .args(["test", "-p", "server"])
             .env("GANTRY_TEST_PG_URL", &pg.url)
-            .env("GANTRY_TEST_SLURM_CONF", &slurm.conf),
+            .env("GANTRY_TEST_SLURM_CONF", &slurm.conf)
+            .env(
+                "GANTRY_TEST_SLURM_REST_URL",
+                format!("http://127.0.0.1:{SLURMRESTD_PORT}"),
+            )
+            .env(
+                "GANTRY_TEST_SLURM_REST_SOCKET",
+                format!("unix:{}", slurm.socket.display()),
+            )
+            .env("GANTRY_TEST_SLURM_JWT", &slurm.jwt),
     )?;
     drop(slurm);
     drop(pg);
@@ -716,16 +725,23 @@ fn end2end() -> Result {
 struct SlurmCluster {
     dir: PathBuf,
     conf: PathBuf,
+    /// slurmrestd's UNIX socket (local auth) and a root JWT for its TCP port.
+    socket: PathBuf,
+    jwt: String,
+    /// slurmrestd processes, reaped on drop.
+    children: Vec<std::process::Child>,
     keep: bool,
 }
 
 const SLURMCTLD_PORT: u16 = 6817;
+/// slurmrestd with JWT auth (22.05: API v0.0.38).
+const SLURMRESTD_PORT: u16 = 6820;
 
 fn slurm_conf(dir: &Path) -> String {
     let d = dir.display();
     format!(
         "ClusterName=gantry-test\nSlurmctldHost=localhost\nSlurmctldPort={SLURMCTLD_PORT}\nSlurmUser=root\nSlurmdUser=root\n\
-AuthType=auth/munge\nCredType=cred/munge\nStateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool/%n\n\
+AuthType=auth/munge\nCredType=cred/munge\nAuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={d}/jwt/jwt_hs256.key\nStateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool/%n\n\
 SlurmctldPidFile={d}/run/slurmctld.pid\nSlurmdPidFile={d}/run/slurmd-%n.pid\nSlurmctldLogFile={d}/log/slurmctld.log\n\
 SlurmdLogFile={d}/log/slurmd-%n.log\nSlurmctldDebug=info\nSlurmdDebug=info\nProctrackType=proctrack/linuxproc\n\
 TaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n\
@@ -745,8 +761,8 @@ fn slurm_run(conf: &Path, program: &str, args: &[&str]) -> Option<String> {
 impl SlurmCluster {
     fn start(keep: bool) -> Result<SlurmCluster> {
         ensure_apt(
-            &["slurmctld", "slurmd", "slurm-client", "munge"],
-            "drain, resume and requeue are tested against a real Slurm",
+            &["slurmctld", "slurmd", "slurm-client", "munge", "slurmrestd", "slurm-wlm-jwt-plugin"],
+            "drain, resume and requeue are tested against a real Slurm, and reads through slurmrestd",
         )?;
         if !is_root() {
             return Err("the Slurm test cluster runs as root (SlurmUser=root, 16 slurmd)".into());
@@ -763,7 +779,19 @@ impl SlurmCluster {
         }
         let dir = env::temp_dir().join(format!("gantry-slurm-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
-        for sub in ["etc", "state", "spool", "run", "log", "dev"] {
+        for port in [SLURMCTLD_PORT, SLURMRESTD_PORT] {
+            if TcpStream::connect_timeout(
+                &SocketAddr::from(([127, 0, 0, 1], port)),
+                Duration::from_millis(300),
+            )
+            .is_ok()
+            {
+                return Err(format!(
+                    "port {port} is taken: stop what listens there first"
+                ));
+            }
+        }
+        for sub in ["etc", "state", "spool", "run", "log", "dev", "jwt", "rest"] {
             fs::create_dir_all(dir.join(sub)).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
         for i in 0..8 {
@@ -781,6 +809,25 @@ impl SlurmCluster {
             ),
         )
         .map_err(|e| e.to_string())?;
+        // The JWT key: 32 random bytes, readable by root (SlurmUser) only.
+        let key = dir.join("jwt").join("jwt_hs256.key");
+        fs::write(&key, random_password()).map_err(|e| format!("{}: {e}", key.display()))?;
+        run_cmd(Command::new("chmod").args(["600"]).arg(&key))?;
+        // slurmrestd refuses to run as root or SlurmUser: it runs as `slurmrest`.
+        if output(Command::new("id").arg("slurmrest")).is_none() {
+            run_cmd(Command::new("useradd").args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                "slurmrest",
+            ]))?;
+        }
+        run_cmd(
+            Command::new("chown")
+                .arg("slurmrest:")
+                .arg(dir.join("rest")),
+        )?;
         step(&format!("starting a 16-node Slurm in {}", dir.display()));
         // munged: one per machine, shared; start it unless one answers. A socket file alone
         // proves nothing: /run is not a tmpfs here, so a dead munged leaves its socket behind.
@@ -816,7 +863,15 @@ impl SlurmCluster {
                 "--force",
             ]))?;
         }
-        let cluster = SlurmCluster { dir, conf, keep };
+        let socket = dir.join("rest").join("slurmrestd.sock");
+        let mut cluster = SlurmCluster {
+            dir,
+            conf,
+            socket,
+            jwt: String::new(),
+            children: Vec::new(),
+            keep,
+        };
         let daemon = |args: &[&str]| {
             run_cmd(
                 Command::new("setsid")
@@ -863,7 +918,84 @@ impl SlurmCluster {
             std::thread::sleep(Duration::from_millis(250));
         }
         println!("ok: 16 nodes idle (SLURM_CONF={})", cluster.conf.display());
+        cluster.start_slurmrestd()?;
         Ok(cluster)
+    }
+}
+
+impl SlurmCluster {
+    /// Two slurmrestd (API v0.0.38 on 22.05), as `slurmrest`: JWT on TCP, local auth on a
+    /// UNIX socket. Their pids go to run/ so teardown stops them with the rest.
+    fn start_slurmrestd(&mut self) -> Result {
+        let token = slurm_run(
+            &self.conf,
+            "scontrol",
+            &["token", "username=root", "lifespan=14400"],
+        )
+        .ok_or("scontrol token failed (is the JWT key configured?)")?;
+        self.jwt = token
+            .trim()
+            .strip_prefix("SLURM_JWT=")
+            .ok_or_else(|| format!("unexpected scontrol token output: {token}"))?
+            .to_string();
+        let log = |name: &str| {
+            fs::File::create(self.dir.join("log").join(name)).map_err(|e| e.to_string())
+        };
+        let listen_tcp = format!("127.0.0.1:{SLURMRESTD_PORT}");
+        let listen_unix = format!("unix:{}", self.socket.display());
+        for (auth, listen, name) in [
+            ("rest_auth/jwt", listen_tcp.as_str(), "tcp"),
+            ("rest_auth/local", listen_unix.as_str(), "unix"),
+        ] {
+            let out = log(&format!("slurmrestd-{name}.log"))?;
+            let mut cmd = Command::new("setpriv");
+            // JWT auth forwards each request's token; local auth must not expect one.
+            if name == "tcp" {
+                cmd.env("SLURM_JWT", "daemon");
+            }
+            let child = cmd
+                .args([
+                    "--reuid=slurmrest",
+                    "--regid=slurmrest",
+                    "--init-groups",
+                    "/usr/sbin/slurmrestd",
+                    "-s",
+                    "openapi/v0.0.38",
+                    "-a",
+                    auth,
+                    listen,
+                ])
+                .env("SLURM_CONF", &self.conf)
+                .stdin(Stdio::null())
+                .stdout(out.try_clone().map_err(|e| e.to_string())?)
+                .stderr(out)
+                .spawn()
+                .map_err(|e| format!("cannot start slurmrestd: {e}"))?;
+            fs::write(
+                self.dir.join("run").join(format!("slurmrestd-{name}.pid")),
+                child.id().to_string(),
+            )
+            .map_err(|e| e.to_string())?;
+            self.children.push(child);
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !(self.socket.exists()
+            && TcpStream::connect_timeout(
+                &SocketAddr::from(([127, 0, 0, 1], SLURMRESTD_PORT)),
+                Duration::from_millis(200),
+            )
+            .is_ok())
+        {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "slurmrestd did not start in 20 s; logs in {}",
+                    self.dir.join("log").display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        println!("ok: slurmrestd on {listen_tcp} (JWT) and {listen_unix} (local)");
+        Ok(())
     }
 }
 
@@ -912,6 +1044,10 @@ impl Drop for SlurmCluster {
         if self.keep {
             return;
         }
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
         slurm_stop(&self.dir);
         let _ = fs::remove_dir_all(&self.dir);
     }
@@ -923,8 +1059,10 @@ fn slurm_cmd(args: &[String]) -> Result {
         (Some("up"), None) => {
             let c = SlurmCluster::start(true)?;
             println!(
-                "export SLURM_CONF={}\nstop with: cargo xtask slurm down {}",
+                "export SLURM_CONF={}\nexport GANTRY_TEST_SLURM_CONF=$SLURM_CONF\nexport GANTRY_TEST_SLURM_REST_URL=http://127.0.0.1:{SLURMRESTD_PORT}\nexport GANTRY_TEST_SLURM_REST_SOCKET=unix:{}\nexport GANTRY_TEST_SLURM_JWT={}\nstop with: cargo xtask slurm down {}",
                 c.conf.display(),
+                c.socket.display(),
+                c.jwt,
                 c.dir.display()
             );
             Ok(())

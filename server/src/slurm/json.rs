@@ -59,22 +59,38 @@ fn doc(body: &[u8]) -> Result<Doc, JsonError> {
     // An errors array with entries and no data is a failed call; errors beside data are
     // partial answers (slurmrestd's unknown-node 200), which the caller may still use.
     if !d.errors.is_empty() && d.nodes.is_none() && d.jobs.is_none() {
-        let text: Vec<String> = d
-            .errors
-            .iter()
-            .map(|e| {
-                e.get("description")
-                    .or(e.get("error"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("?")
-                    .to_string()
-            })
-            .collect();
-        return Err(JsonError::Slurm(
-            text.join("; ").chars().take(500).collect(),
-        ));
+        return Err(JsonError::Slurm(error_text(&d.errors)));
     }
     Ok(d)
+}
+
+/// The `errors` of any answer, joined, if it has some.
+pub fn any_errors(body: &[u8]) -> Option<String> {
+    let d: Doc = serde_json::from_slice(body).ok()?;
+    (!d.errors.is_empty()).then(|| error_text(&d.errors))
+}
+
+fn error_text(errors: &[Value]) -> String {
+    let text: Vec<String> = errors
+        .iter()
+        .map(|e| {
+            e.get("description")
+                .or(e.get("error"))
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string()
+        })
+        .collect();
+    text.join("; ").chars().take(500).collect()
+}
+
+/// The errors of an answer without data (a write's answer), joined; `None` if there are
+/// none or the body is not such a document.
+pub fn slurm_errors(body: &[u8]) -> Option<String> {
+    match doc(body) {
+        Err(JsonError::Slurm(e)) => Some(e),
+        _ => None,
+    }
 }
 
 /// A number that may be plain, or `{set, infinite, number}`; unset and infinite are `None`.

@@ -6,6 +6,7 @@
 //! - `cli`: the `gantry` binary's operator commands.
 //! - `scrape`: exporters over real sockets, including ones that hang, flood or lie.
 //! - `promql`: the same readings through a real Prometheus.
+//! - `rest`: the slurmrestd client against a newer API version this test plays.
 //! - `slurm`: the Slurm CLI transport against a real 16-node Slurm.
 
 mod support;
@@ -14,6 +15,7 @@ mod actions;
 mod cli;
 mod http;
 mod promql;
+mod rest;
 mod scrape;
 mod slurm;
 mod storage;

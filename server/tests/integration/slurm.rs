@@ -372,3 +372,124 @@ async fn operators_act_on_a_real_slurm_through_gantry() {
         .status();
     r.stop().await.expect("stop");
 }
+
+/// slurmrestd 22.05 (API v0.0.38) over TCP with a JWT and over its UNIX socket: version
+/// detected, reads normalized like the CLI's, writes that v0.0.38 lacks go to the CLI or
+/// are refused saying why, and a bad token is a clear error.
+#[tokio::test]
+async fn slurmrestd_reads_and_falls_back_to_the_cli() {
+    use server::scheduler::Scheduler;
+    use server::slurm::rest::{Address, Rest, RestError};
+    let Some(cli) = cluster() else { return };
+    let conf = std::env::var("GANTRY_TEST_SLURM_CONF").unwrap_or_default();
+    let (Ok(url), Ok(socket), Ok(jwt)) = (
+        std::env::var("GANTRY_TEST_SLURM_REST_URL"),
+        std::env::var("GANTRY_TEST_SLURM_REST_SOCKET"),
+        std::env::var("GANTRY_TEST_SLURM_JWT"),
+    ) else {
+        panic!("cargo xtask test passes slurmrestd's address and a token with the cluster");
+    };
+    let t = Duration::from_secs(10);
+    let with_cli = || Cli::new(None, vec![("SLURM_CONF".into(), conf.clone())], t);
+    let addr = Address::parse(&url).expect("url");
+    let rest = Rest::new(
+        addr.clone(),
+        Some("root".into()),
+        Some(jwt.clone()),
+        None,
+        t,
+        Some(with_cli()),
+    );
+
+    assert_eq!(rest.version().await.expect("version"), 38);
+    let over_rest = Rest::nodes(&rest).await.expect("nodes over REST");
+    let over_cli = cli.nodes().await.expect("nodes over the CLI");
+    assert_eq!(over_rest.len(), 16);
+    let names = |v: &[server::slurm::json::SlurmNode]| {
+        let mut n: Vec<(String, Option<u32>)> =
+            v.iter().map(|n| (n.name.clone(), n.gpus_total)).collect();
+        n.sort();
+        n
+    };
+    assert_eq!(names(&over_rest), names(&over_cli));
+    Rest::jobs(&rest).await.expect("jobs over REST");
+
+    // v0.0.38 has no node write endpoint: drain and resume go through the CLI fallback.
+    Scheduler::drain(&rest, "gpu009", "gantry-test: rest fallback")
+        .await
+        .expect("drain");
+    let n = Rest::nodes(&rest)
+        .await
+        .expect("nodes")
+        .into_iter()
+        .find(|n| n.name == "gpu009")
+        .expect("gpu009");
+    assert_eq!(n.state, NodeState::Drained, "{:?}", n.raw_state);
+    assert_eq!(n.reason.as_deref(), Some("gantry-test: rest fallback"));
+    Scheduler::resume(&rest, "gpu009").await.expect("resume");
+
+    // Without a CLI, the refusal says why.
+    let bare = Rest::new(
+        addr.clone(),
+        Some("root".into()),
+        Some(jwt.clone()),
+        None,
+        t,
+        None,
+    );
+    let e = Scheduler::requeue(&bare, 1, false)
+        .await
+        .expect_err("no REST requeue");
+    assert!(e.to_string().contains("v0.0.38 cannot requeue"), "{e}");
+    let e = Scheduler::drain(&bare, "gpu009", "x")
+        .await
+        .expect_err("no REST drain");
+    assert!(e.to_string().contains("cannot drain a node"), "{e}");
+
+    // A token without the user it acts for: slurmrestd refuses it itself (401).
+    let bad = Rest::new(addr.clone(), None, Some(jwt.clone()), Some(38), t, None);
+    let e = Rest::nodes(&bad).await.expect_err("bad token");
+    assert!(matches!(e, RestError::Auth(401)), "{e}");
+    assert!(e.to_string().contains("expired"), "{e}");
+    // A JWT with a bad signature: 22.05 passes it on and slurmctld refuses it (500); the
+    // message still points at the token.
+    let tampered = format!("{jwt}x");
+    let bad = Rest::new(addr, Some("root".into()), Some(tampered), Some(38), t, None);
+    let e = Rest::nodes(&bad).await.expect_err("tampered token");
+    assert!(matches!(e, RestError::Status { status: 500, .. }), "{e}");
+    assert!(e.to_string().contains("expired or wrong token"), "{e}");
+
+    // The UNIX socket with local auth: no token at all.
+    let local = Rest::new(
+        Address::parse(&socket).expect("socket"),
+        None,
+        None,
+        None,
+        t,
+        None,
+    );
+    assert_eq!(
+        Rest::nodes(&local)
+            .await
+            .expect("nodes over the socket")
+            .len(),
+        16
+    );
+
+    // Gantry itself on slurmrestd: its nodes view comes from REST.
+    let mut cfg = crate::support::test_config(crate::support::sqlite_url(), 16, 1.0, 200);
+    cfg.source = server::config::SourceKind::Slurm;
+    cfg.slurm.conf = Some(conf.clone().into());
+    cfg.slurm.poll_interval_ms = 500;
+    cfg.slurm.rest = Some(server::config::SlurmRest {
+        url: url.clone(),
+        user: Some("root".into()),
+        token: Some(server::config::Secret::new(jwt)),
+        version: None,
+    });
+    let r = server::serve::start(cfg).await.expect("start");
+    crate::support::wait_ready(&r).await;
+    let nodes = crate::support::get(r.addr, "/api/nodes").await.json();
+    assert_eq!(nodes["nodes"].as_array().map(Vec::len), Some(16));
+    r.stop().await.expect("stop");
+}
