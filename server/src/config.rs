@@ -47,6 +47,11 @@ pub struct SlurmConfig {
     pub poll_interval_ms: u64,
     /// Deadline of one Slurm command or REST call.
     pub timeout_ms: u64,
+    /// The cluster layout file (racks, rows, U positions, power limits; see `layout.rs`).
+    /// Unset: eight nodes to a rack in name order.
+    pub layout: Option<PathBuf>,
+    /// A Slurm `topology.conf` for switch domains (leaf, spine, block).
+    pub topology: Option<PathBuf>,
     /// Reads through slurmrestd instead of the CLI (`rest_url` set). The CLI stays the
     /// fallback for what the REST API version cannot do.
     pub rest: Option<SlurmRest>,
@@ -160,6 +165,8 @@ impl Default for Config {
                 conf: None,
                 poll_interval_ms: 5000,
                 timeout_ms: 10_000,
+                layout: None,
+                topology: None,
                 rest: None,
             },
             auth: AuthConfig {
@@ -223,6 +230,8 @@ struct FileSlurm {
     conf: Option<PathBuf>,
     poll_interval_ms: Option<u64>,
     timeout_ms: Option<u64>,
+    layout: Option<PathBuf>,
+    topology: Option<PathBuf>,
     rest_url: Option<String>,
     rest_user: Option<String>,
     rest_token: Option<String>,
@@ -341,6 +350,8 @@ impl Config {
                 }
                 "SLURM_BIN_DIR" => slurm.bin_dir = Some(value.into()),
                 "SLURM_CONF" => slurm.conf = Some(value.into()),
+                "SLURM_LAYOUT" => slurm.layout = Some(value.into()),
+                "SLURM_TOPOLOGY" => slurm.topology = Some(value.into()),
                 "SLURM_REST_URL" => slurm.rest_url = Some(value),
                 "SLURM_REST_USER" => slurm.rest_user = Some(value),
                 "SLURM_REST_TOKEN" => slurm.rest_token = Some(value),
@@ -531,6 +542,8 @@ impl Config {
             conf: sl.conf,
             poll_interval_ms: sl.poll_interval_ms.unwrap_or(d.slurm.poll_interval_ms),
             timeout_ms: sl.timeout_ms.unwrap_or(d.slurm.timeout_ms),
+            layout: sl.layout,
+            topology: sl.topology,
             rest,
         };
         if !(500..=600_000).contains(&slurm.poll_interval_ms) {

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod config;
 pub mod http;
 pub mod ingest;
+pub mod layout;
 pub mod live;
 pub mod metrics;
 pub mod promql;

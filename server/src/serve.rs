@@ -241,8 +241,23 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             )));
         }
         SourceKind::Slurm => {
+            let read = |p: &std::path::Path| {
+                std::fs::read_to_string(p)
+                    .map_err(|e| ServeError::Scheduler(format!("{}: {e}", p.display())))
+            };
+            let layout = match &cfg.slurm.layout {
+                None => None,
+                Some(p) => {
+                    let topo = cfg.slurm.topology.as_deref().map(read).transpose()?;
+                    Some(
+                        crate::layout::parse(&cfg.cluster_name, &read(p)?, topo.as_deref())
+                            .map_err(|e| ServeError::Scheduler(e.to_string()))?,
+                    )
+                }
+            };
             let src = crate::slurm::source::SlurmSource {
                 sched,
+                layout,
                 cluster: cfg.cluster_name.clone(),
                 interval_ms: cfg.slurm.poll_interval_ms,
             };

@@ -96,6 +96,8 @@ pub fn transitions(
 /// Settings of the Slurm source task.
 pub struct SlurmSource {
     pub sched: Arc<dyn Scheduler>,
+    /// Where nodes are on the floor; `None`: eight to a rack in name order.
+    pub layout: Option<crate::layout::Layout>,
     pub cluster: String,
     pub interval_ms: u64,
 }
@@ -156,7 +158,16 @@ pub async fn run_slurm_source(
                     .all(|n| inv.nodes.iter().any(|m| m.name == n.name))
         });
         if !same_nodes {
-            let inv = Arc::new(inventory_from_nodes(&src.cluster, &nodes));
+            let inv = Arc::new(match &src.layout {
+                Some(l) => crate::layout::place(
+                    l,
+                    &nodes
+                        .iter()
+                        .map(|n| (n.name.clone(), n.gpus_total.unwrap_or(0)))
+                        .collect::<Vec<_>>(),
+                ),
+                None => inventory_from_nodes(&src.cluster, &nodes),
+            });
             q.send(StoreWrite::Inventory(Box::new((*inv).clone())));
             live.set_inventory(Arc::clone(&inv));
             inventory = Some(inv);

@@ -206,11 +206,60 @@ async fn operators_act_on_a_real_slurm_through_gantry() {
     cfg.source = server::config::SourceKind::Slurm;
     cfg.slurm.conf = Some(conf.clone().into());
     cfg.slurm.poll_interval_ms = 500;
+    // A layout for some nodes: the rest show up in an "unplaced" rack, not hidden.
+    let layout = std::env::temp_dir().join(format!("gantry-layout-{}.toml", std::process::id()));
+    std::fs::write(
+        &layout,
+        "[[rack]]\nname = \"R1\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"gpu[001-008]\"\n\
+         [[rack]]\nname = \"R2\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"gpu[010-012]\"\n",
+    )
+    .expect("layout file");
+    cfg.slurm.layout = Some(layout.clone());
     let r = server::serve::start(cfg).await.expect("start");
     support::wait_ready(&r).await;
     add_users(&r.store).await;
     let op = login(r.addr, "operator1").await;
     let viewer = login(r.addr, "viewer1").await;
+    let inv = r.live.inventory().expect("inventory");
+    let racks: Vec<&str> = inv.racks.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(racks, ["R1", "R2", "unplaced"]);
+    assert_eq!(inv.nodes.iter().filter(|n| n.rack == "unplaced").count(), 5);
+    assert_eq!(inv.gpu_count(), 12 * 8 + 4 * 4);
+
+    // Bulk drain of a rack for maintenance: every node of it, one preview, each verified.
+    let p = post_json(
+        r.addr,
+        "/api/actions/preview",
+        Some(&op),
+        &json!({"action": "drain", "rack": "R2"}),
+    )
+    .await;
+    assert_eq!(
+        p.json()["targets"],
+        json!(["gpu010", "gpu011", "gpu012"]),
+        "{}",
+        p.text()
+    );
+    let d = post_json(
+        r.addr,
+        "/api/actions/drain",
+        Some(&op),
+        &json!({"rack": "R2", "reason": "gantry-test: PDU swap"}),
+    )
+    .await;
+    assert_eq!(d.status, 200, "{}", d.text());
+    for n in ["gpu010", "gpu011", "gpu012"] {
+        assert!(scontrol_show(&conf, "node", n).contains("DRAIN"), "{n}");
+    }
+    let res = post_json(
+        r.addr,
+        "/api/actions/resume",
+        Some(&op),
+        &json!({"rack": "R2"}),
+    )
+    .await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    assert!(!scontrol_show(&conf, "node", "gpu011").contains("DRAIN"));
 
     // Submitted as `nobody`, not root, on gpu007 (the CLI test uses gpu005).
     let out = std::process::Command::new("runuser")
@@ -371,6 +420,7 @@ async fn operators_act_on_a_real_slurm_through_gantry() {
         .env("SLURM_CONF", &conf)
         .status();
     r.stop().await.expect("stop");
+    let _ = std::fs::remove_file(layout);
 }
 
 /// slurmrestd 22.05 (API v0.0.38) over TCP with a JWT and over its UNIX socket: version

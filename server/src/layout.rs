@@ -1,0 +1,370 @@
+//! The cluster layout file: what Slurm does not know. Rows and racks on the floor, rack
+//! power limits and cooling, PDUs, nodes by U position, NVLink domains; optionally a Slurm
+//! `topology.conf` for leaf/spine switches and blocks. Pure: text in, [`Inventory`] out.
+//!
+//! ```toml
+//! [[rack]]
+//! name = "A01"
+//! row = "A"
+//! power_limit_kw = 40
+//! cooling = "air"               # or "liquid"
+//! inlet_limit_celsius = 35      # default 35
+//! pdu = "pdu-a01"
+//! nodes = "gpu[001-008]"        # hostlist, bottom to top
+//! u_start = 2                   # U of the first node (default 1)
+//! u_height = 4                  # U per node (default 4)
+//!
+//! [[nvlink_domain]]
+//! name = "nvl72-a"
+//! nodes = "gb[001-018]"
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+
+use app::model::{Cooling, DomainKind, Gpu, Inventory, Node, Rack, SwitchDomain};
+use serde::Deserialize;
+
+use crate::slurm::{hostlist, topology};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutError {
+    #[error("layout: {0}")]
+    Toml(String),
+    #[error("layout: rack {rack:?}: {message}")]
+    Rack { rack: String, message: String },
+    #[error("layout: node {0:?} is placed twice")]
+    Twice(String),
+    #[error("layout: NVLink domain {name:?}: {message}")]
+    Domain { name: String, message: String },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    rack: Vec<FileRack>,
+    #[serde(default)]
+    nvlink_domain: Vec<FileDomain>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRack {
+    name: String,
+    row: String,
+    power_limit_kw: f64,
+    cooling: Option<String>,
+    inlet_limit_celsius: Option<f64>,
+    pdu: Option<String>,
+    #[serde(default)]
+    nodes: String,
+    u_start: Option<u32>,
+    u_height: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileDomain {
+    name: String,
+    nodes: String,
+}
+
+/// A parsed layout: the inventory without GPUs (Slurm's GRES tells those), and each
+/// rack's PDU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layout {
+    pub inventory: Inventory,
+    pub pdus: BTreeMap<String, String>,
+}
+
+/// Parses a layout file (and, if given, a `topology.conf` for switch domains).
+pub fn parse(cluster: &str, text: &str, topo: Option<&str>) -> Result<Layout, LayoutError> {
+    let f: File = toml::from_str(text).map_err(|e| LayoutError::Toml(e.message().to_string()))?;
+    let mut rows: Vec<String> = Vec::new();
+    let mut racks = Vec::new();
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut seen: HashMap<String, ()> = HashMap::new();
+    let mut pdus = BTreeMap::new();
+    let mut position_in_row: HashMap<String, u32> = HashMap::new();
+    for r in f.rack {
+        let bad = |m: &str| LayoutError::Rack {
+            rack: r.name.clone(),
+            message: m.into(),
+        };
+        if r.name.is_empty() || r.row.is_empty() {
+            return Err(bad("name and row are required"));
+        }
+        if !(r.power_limit_kw.is_finite() && r.power_limit_kw > 0.0 && r.power_limit_kw <= 2000.0) {
+            return Err(bad("power_limit_kw must be above 0 and at most 2000"));
+        }
+        let cooling = match r.cooling.as_deref() {
+            None | Some("air") => Cooling::Air,
+            Some("liquid") => Cooling::Liquid,
+            Some(_) => return Err(bad("cooling is \"air\" or \"liquid\"")),
+        };
+        if !rows.contains(&r.row) {
+            rows.push(r.row.clone());
+        }
+        let pos = position_in_row.entry(r.row.clone()).or_insert(0);
+        racks.push(Rack {
+            name: r.name.clone(),
+            row: r.row.clone(),
+            position: *pos,
+            power_limit_watts: r.power_limit_kw * 1000.0,
+            cooling,
+            inlet_limit_celsius: r.inlet_limit_celsius.unwrap_or(35.0),
+        });
+        *pos += 1;
+        if let Some(p) = r.pdu {
+            pdus.insert(r.name.clone(), p);
+        }
+        let names = if r.nodes.trim().is_empty() {
+            Vec::new()
+        } else {
+            hostlist::expand(&r.nodes).map_err(|e| bad(&format!("nodes: {e}")))?
+        };
+        let (u0, h) = (r.u_start.unwrap_or(1), r.u_height.unwrap_or(4).max(1));
+        for (i, n) in names.into_iter().enumerate() {
+            if seen.insert(n.clone(), ()).is_some() {
+                return Err(LayoutError::Twice(n));
+            }
+            nodes.push(Node {
+                name: n,
+                rack: r.name.clone(),
+                u_position: u0 + i as u32 * h,
+                u_height: h,
+                gpus: Vec::new(),
+                domains: Vec::new(),
+            });
+        }
+    }
+    let mut domains = Vec::new();
+    for d in f.nvlink_domain {
+        let members = hostlist::expand(&d.nodes).map_err(|e| LayoutError::Domain {
+            name: d.name.clone(),
+            message: e.to_string(),
+        })?;
+        domains.push(SwitchDomain {
+            name: d.name,
+            kind: DomainKind::Nvlink,
+            parent: None,
+            nodes: members,
+            oversubscription: 1.0,
+        });
+    }
+    if let Some(t) = topo {
+        let t = topology::parse(t).map_err(|e| LayoutError::Toml(format!("topology.conf: {e}")))?;
+        let parent_of: HashMap<&str, &str> = t
+            .switches
+            .iter()
+            .flat_map(|s| {
+                s.switches
+                    .iter()
+                    .map(move |c| (c.as_str(), s.name.as_str()))
+            })
+            .collect();
+        for s in &t.switches {
+            let kind = if s.nodes.is_empty() {
+                DomainKind::Spine
+            } else {
+                DomainKind::Leaf
+            };
+            domains.push(SwitchDomain {
+                name: s.name.clone(),
+                kind,
+                parent: parent_of.get(s.name.as_str()).map(|p| p.to_string()),
+                nodes: s.nodes.clone(),
+                oversubscription: 1.0,
+            });
+        }
+        for b in &t.blocks {
+            domains.push(SwitchDomain {
+                name: b.name.clone(),
+                kind: DomainKind::Block,
+                parent: None,
+                nodes: b.nodes.clone(),
+                oversubscription: 1.0,
+            });
+        }
+    }
+    let mut member_of: HashMap<&str, Vec<String>> = HashMap::new();
+    for d in &domains {
+        for n in &d.nodes {
+            member_of
+                .entry(n.as_str())
+                .or_default()
+                .push(d.name.clone());
+        }
+    }
+    for n in &mut nodes {
+        n.domains = member_of.remove(n.name.as_str()).unwrap_or_default();
+    }
+    Ok(Layout {
+        inventory: Inventory {
+            cluster: cluster.into(),
+            rows,
+            racks,
+            nodes,
+            domains,
+        },
+        pdus,
+    })
+}
+
+/// The inventory for the nodes Slurm reports: placed as the layout says, with GPUs from
+/// Slurm; nodes the layout does not place go to a rack named `unplaced`, so nothing
+/// Slurm knows is hidden.
+pub fn place(layout: &Layout, slurm: &[(String, u32)]) -> Inventory {
+    let mut inv = layout.inventory.clone();
+    let gpus: HashMap<&str, u32> = slurm.iter().map(|(n, g)| (n.as_str(), *g)).collect();
+    let placed: HashMap<String, ()> = inv.nodes.iter().map(|n| (n.name.clone(), ())).collect();
+    for n in &mut inv.nodes {
+        n.gpus = (0..gpus.get(n.name.as_str()).copied().unwrap_or(0))
+            .map(|g| Gpu {
+                index: g,
+                uuid: String::new(),
+                model: String::new(),
+                max_power_watts: 700.0,
+            })
+            .collect();
+    }
+    let extra: Vec<&(String, u32)> = slurm
+        .iter()
+        .filter(|(n, _)| !placed.contains_key(n))
+        .collect();
+    if !extra.is_empty() {
+        let row = "unplaced".to_string();
+        inv.rows.push(row.clone());
+        inv.racks.push(Rack {
+            name: "unplaced".into(),
+            row,
+            position: 0,
+            power_limit_watts: 0.0,
+            cooling: Cooling::Air,
+            inlet_limit_celsius: 35.0,
+        });
+        for (i, (name, g)) in extra.into_iter().enumerate() {
+            inv.nodes.push(Node {
+                name: name.clone(),
+                rack: "unplaced".into(),
+                u_position: i as u32 + 1,
+                u_height: 1,
+                gpus: (0..*g)
+                    .map(|k| Gpu {
+                        index: k,
+                        uuid: String::new(),
+                        model: String::new(),
+                        max_power_watts: 700.0,
+                    })
+                    .collect(),
+                domains: Vec::new(),
+            });
+        }
+    }
+    inv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LAYOUT: &str = r#"
+[[rack]]
+name = "A01"
+row = "A"
+power_limit_kw = 40
+pdu = "pdu-a01"
+nodes = "gpu[001-002]"
+u_start = 2
+
+[[rack]]
+name = "A02"
+row = "A"
+power_limit_kw = 120
+cooling = "liquid"
+nodes = "gpu003"
+
+[[rack]]
+name = "B01"
+row = "B"
+power_limit_kw = 17.5
+
+[[nvlink_domain]]
+name = "nvl-1"
+nodes = "gpu[001-002]"
+"#;
+
+    const TOPO: &str = "SwitchName=leaf1 Nodes=gpu[001-002]\nSwitchName=leaf2 Nodes=gpu003\nSwitchName=spine Switches=leaf[1-2]\n";
+
+    #[test]
+    fn racks_nodes_and_domains() {
+        let l = parse("c", LAYOUT, Some(TOPO)).expect("layout");
+        let inv = &l.inventory;
+        assert_eq!(inv.rows, ["A", "B"]);
+        assert_eq!(inv.racks.len(), 3);
+        assert_eq!(inv.racks[1].position, 1);
+        assert_eq!(inv.racks[1].cooling, Cooling::Liquid);
+        assert_eq!(inv.racks[2].power_limit_watts, 17_500.0);
+        assert_eq!(
+            inv.nodes
+                .iter()
+                .map(|n| (n.name.as_str(), n.u_position))
+                .collect::<Vec<_>>(),
+            [("gpu001", 2), ("gpu002", 6), ("gpu003", 1)]
+        );
+        assert_eq!(inv.nodes[0].domains, ["nvl-1", "leaf1"]);
+        let spine = inv
+            .domains
+            .iter()
+            .find(|d| d.name == "spine")
+            .expect("spine");
+        assert_eq!(spine.kind, DomainKind::Spine);
+        let leaf = inv
+            .domains
+            .iter()
+            .find(|d| d.name == "leaf1")
+            .expect("leaf");
+        assert_eq!(leaf.parent.as_deref(), Some("spine"));
+        assert_eq!(l.pdus.get("A01").map(String::as_str), Some("pdu-a01"));
+    }
+
+    #[test]
+    fn slurm_nodes_are_placed_or_shown_unplaced() {
+        let l = parse("c", LAYOUT, None).expect("layout");
+        let inv = place(
+            &l,
+            &[
+                ("gpu001".into(), 8),
+                ("gpu003".into(), 4),
+                ("gpu999".into(), 8),
+            ],
+        );
+        assert_eq!(inv.nodes[0].gpus.len(), 8);
+        assert_eq!(
+            inv.nodes[1].gpus.len(),
+            0,
+            "gpu002 is not in Slurm: no GPUs"
+        );
+        let extra = inv
+            .nodes
+            .iter()
+            .find(|n| n.name == "gpu999")
+            .expect("unplaced node");
+        assert_eq!(extra.rack, "unplaced");
+        assert_eq!(inv.gpu_count(), 8 + 4 + 8);
+    }
+
+    #[test]
+    fn bad_layouts_say_where() {
+        for (text, want) in [
+            ("[[rack]]\nname = \"X\"\nrow = \"A\"\npower_limit_kw = -1\n", "rack \"X\": power_limit_kw"),
+            ("[[rack]]\nname = \"X\"\nrow = \"A\"\npower_limit_kw = 40\ncooling = \"oil\"\n", "cooling"),
+            ("[[rack]]\nname = \"X\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"a[1-2]\"\n[[rack]]\nname = \"Y\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"a2\"\n", "placed twice"),
+            ("[[rack]]\nname = \"X\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"a[5-1]\"\n", "rack \"X\": nodes"),
+            ("[[rack]]\nname = \"X\"\npower = 3\n", "layout"),
+        ] {
+            let e = parse("c", text, None).expect_err(text);
+            assert!(e.to_string().contains(want), "{e} lacks {want:?}");
+        }
+    }
+}
