@@ -97,6 +97,9 @@ pub struct ActionTargets {
     /// Every node of this rack (bulk drain for maintenance).
     #[serde(default)]
     pub rack: Option<String>,
+    /// Every node of this switch domain (NVLink domain, leaf, spine or block).
+    #[serde(default)]
+    pub domain: Option<String>,
     #[serde(default)]
     pub jobs: Vec<u64>,
 }

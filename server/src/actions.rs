@@ -110,6 +110,32 @@ impl Actions {
                 )));
             }
         }
+        if let Some(domain) = &t.domain {
+            let inv = self
+                .live
+                .inventory()
+                .ok_or_else(|| ActionError::Invalid("no inventory yet".into()))?;
+            let d = inv
+                .domains
+                .iter()
+                .find(|d| &d.name == domain)
+                .ok_or_else(|| {
+                    ActionError::Invalid(format!(
+                        "unknown switch domain {:?}",
+                        domain.chars().take(64).collect::<String>()
+                    ))
+                })?;
+            // A spine's nodes are those of the leaves under it.
+            let mut names: Vec<String> = d.nodes.clone();
+            for child in inv
+                .domains
+                .iter()
+                .filter(|c| c.parent.as_deref() == Some(domain.as_str()))
+            {
+                names.extend(child.nodes.iter().cloned());
+            }
+            out.extend(names);
+        }
         if out.is_empty() {
             return Err(ActionError::Invalid("no nodes given".into()));
         }

@@ -211,7 +211,44 @@ fn same_origin(headers: &HeaderMap) -> bool {
     }
 }
 
-async fn resolve(st: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
+/// The user a trusted reverse proxy names, if one is configured and this peer is it.
+async fn proxy_user(
+    st: &AppState,
+    headers: &HeaderMap,
+    peer: Option<std::net::IpAddr>,
+) -> Result<Option<Caller>, ApiError> {
+    let Some(h) = st.auth.proxy_header.as_deref() else {
+        return Ok(None);
+    };
+    let Some(name) = headers.get(h).and_then(|v| v.to_str().ok()) else {
+        return Ok(None);
+    };
+    if !peer.is_some_and(|p| st.auth.trusted_proxies.contains(&p)) {
+        tracing::debug!(peer = ?peer, "proxy user header from an untrusted peer ignored");
+        return Ok(None);
+    }
+    if validate_user_name(name).is_err() {
+        return Ok(Some(Caller::default()));
+    }
+    let user = st.store.user(name).await.map_err(ApiError::Storage)?;
+    Ok(Some(match user {
+        Some(u) => Caller {
+            user: Some(u.name),
+            role: Some(u.role),
+        },
+        // Signed in at the proxy, unknown here: no role, so nothing is allowed.
+        None => Caller::default(),
+    }))
+}
+
+async fn resolve(
+    st: &AppState,
+    headers: &HeaderMap,
+    peer: Option<std::net::IpAddr>,
+) -> Result<Caller, ApiError> {
+    if let Some(c) = proxy_user(st, headers, peer).await? {
+        return Ok(c);
+    }
     let Some(token) = cookie_token(headers) else {
         return Ok(Caller::default());
     };
@@ -241,7 +278,11 @@ pub async fn guard(State(st): State<AppState>, mut req: Request, next: Next) -> 
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let access = access_for(&method, &path);
-    let caller = match resolve(&st, req.headers()).await {
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
+    let caller = match resolve(&st, req.headers(), peer).await {
         Ok(c) => c,
         Err(e) => return e.into_response(),
     };

@@ -81,6 +81,10 @@ pub struct AuthConfig {
     pub secure_cookies: bool,
     /// Actions per user per minute.
     pub actions_per_minute: u32,
+    /// A header a reverse proxy sets to the signed-in user's name (`X-Remote-User`),
+    /// believed only from `trusted_proxies`. The user must exist in Gantry (for its role).
+    pub proxy_header: Option<String>,
+    pub trusted_proxies: Vec<std::net::IpAddr>,
 }
 
 /// How telemetry reaches the live views.
@@ -174,6 +178,8 @@ impl Default for Config {
                 session_hours: 12,
                 secure_cookies: false,
                 actions_per_minute: 30,
+                proxy_header: None,
+                trusted_proxies: Vec::new(),
             },
         }
     }
@@ -245,6 +251,8 @@ struct FileAuth {
     session_hours: Option<u64>,
     secure_cookies: Option<bool>,
     actions_per_minute: Option<u32>,
+    proxy_header: Option<String>,
+    trusted_proxies: Option<Vec<String>>,
 }
 
 fn flag(key: &str, value: &str) -> Result<bool, ConfigError> {
@@ -361,6 +369,16 @@ impl Config {
                 }
                 "ANONYMOUS_READ" => auth.anonymous_read = Some(flag(&key, &value)?),
                 "SECURE_COOKIES" => auth.secure_cookies = Some(flag(&key, &value)?),
+                "PROXY_HEADER" => auth.proxy_header = Some(value),
+                "TRUSTED_PROXIES" => {
+                    auth.trusted_proxies = Some(
+                        value
+                            .split(',')
+                            .map(|p| p.trim().to_string())
+                            .filter(|p| !p.is_empty())
+                            .collect(),
+                    )
+                }
                 "ACTIONS_PER_MINUTE" => {
                     auth.actions_per_minute = Some(value.parse().map_err(|_| num("a count"))?)
                 }
@@ -564,7 +582,32 @@ impl Config {
             session_hours: a.session_hours.unwrap_or(d.auth.session_hours),
             secure_cookies: a.secure_cookies.unwrap_or(d.auth.secure_cookies),
             actions_per_minute: a.actions_per_minute.unwrap_or(d.auth.actions_per_minute),
+            proxy_header: a.proxy_header.filter(|h| !h.is_empty()),
+            trusted_proxies: a
+                .trusted_proxies
+                .unwrap_or_default()
+                .iter()
+                .map(|p| {
+                    p.parse().map_err(|_| {
+                        invalid(
+                            "auth.trusted_proxies",
+                            format!("{p:?} is not an IP address"),
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?,
         };
+        if let Some(h) = &auth.proxy_header {
+            if axum::http::HeaderName::from_bytes(h.as_bytes()).is_err() {
+                return Err(invalid("auth.proxy_header", "is not a valid header name"));
+            }
+            if auth.trusted_proxies.is_empty() {
+                return Err(invalid(
+                    "auth.trusted_proxies",
+                    "is required with proxy_header: a header anyone can send proves nothing",
+                ));
+            }
+        }
         if !(1..=24 * 30).contains(&auth.session_hours) {
             return Err(invalid("auth.session_hours", "must be between 1 and 720"));
         }

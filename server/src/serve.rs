@@ -144,11 +144,14 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
     let (app, paths) = router_with_paths(state);
     let mut rx = shutdown_rx.clone();
     let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = rx.wait_for(|stop| *stop).await;
-            })
-            .await
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        })
+        .await
     });
 
     let mut tasks = Vec::new();

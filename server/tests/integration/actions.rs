@@ -238,6 +238,43 @@ async fn action_story(db: String) {
         .as_f64()
         .is_some_and(|h| h >= 0.0));
 
+    // A switch domain expands to its nodes (a spine to those of its leaves); unknown ones
+    // are refused.
+    let leaf = post_json(
+        r.addr,
+        "/api/actions/preview",
+        Some(&op),
+        &json!({"action": "drain", "domain": "leaf01"}),
+    )
+    .await;
+    assert_eq!(
+        leaf.json()["targets"].as_array().map(Vec::len),
+        Some(8),
+        "{}",
+        leaf.text()
+    );
+    let spine = post_json(
+        r.addr,
+        "/api/actions/preview",
+        Some(&op),
+        &json!({"action": "drain", "domain": "spine01"}),
+    )
+    .await;
+    assert_eq!(
+        spine.json()["targets"].as_array().map(Vec::len),
+        Some(16),
+        "{}",
+        spine.text()
+    );
+    let none = post_json(
+        r.addr,
+        "/api/actions/preview",
+        Some(&op),
+        &json!({"action": "drain", "domain": "leaf99"}),
+    )
+    .await;
+    assert_eq!(none.status, 400);
+
     // A viewer's drain is refused and changes nothing.
     let v = post_json(
         r.addr,
@@ -525,4 +562,41 @@ async fn a_scheduler_that_does_not_answer_leaves_nothing_half_done() {
         .unwrap_or(0);
     assert!(errors >= 2, "{m}");
     r.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn a_trusted_proxy_names_the_user_and_nobody_else_can() {
+    let start_with = |trusted: &str| {
+        let mut cfg = support::test_config(support::sqlite_url(), 16, 1.0, 200);
+        cfg.auth.anonymous_read = false;
+        cfg.auth.proxy_header = Some("X-Remote-User".into());
+        cfg.auth.trusted_proxies = vec![trusted.parse().expect("ip")];
+        cfg
+    };
+    // The test connects from 127.0.0.1: trusted.
+    let r = server::serve::start(start_with("127.0.0.1"))
+        .await
+        .expect("start");
+    add_users(&r.store).await;
+    let me = support::get_with(r.addr, "/api/whoami", &[("X-Remote-User", "operator1")]).await;
+    assert_eq!(me.json()["role"], "operator");
+    // Known at the proxy, unknown here: nothing allowed.
+    let stranger = support::get_with(r.addr, "/api/whoami", &[("X-Remote-User", "mallory")]).await;
+    assert_eq!(stranger.status, 401);
+    r.stop().await.expect("stop");
+    // From a peer that is not the proxy, the header is ignored.
+    let r = server::serve::start(start_with("10.9.8.7"))
+        .await
+        .expect("start");
+    add_users(&r.store).await;
+    let me = support::get_with(r.addr, "/api/whoami", &[("X-Remote-User", "operator1")]).await;
+    assert_eq!(me.status, 401);
+    r.stop().await.expect("stop");
+    // A proxy header without trusted proxies is refused at start.
+    let env = vec![(
+        "GANTRY_PROXY_HEADER".to_string(),
+        "X-Remote-User".to_string(),
+    )];
+    let e = server::config::Config::load(None, env).expect_err("no trusted proxies");
+    assert!(e.to_string().contains("auth.trusted_proxies"), "{e}");
 }
