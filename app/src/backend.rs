@@ -12,7 +12,7 @@ use crate::actions::{
     ActionKind, ActionResult, ActionTargets, AuditEntry, AuditFilter, Me, Preview,
 };
 use crate::live::Overview;
-use crate::views::NodesView;
+use crate::views::{NodeDetail, NodesView};
 
 pub type BackendFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
 
@@ -32,6 +32,8 @@ pub trait Backend: Send + Sync + 'static {
         t: &'a ActionTargets,
         reason: Option<&'a str>,
     ) -> BackendFuture<'a, ActionResult>;
+    /// One node's page, or `None` if no source knows the node.
+    fn node_detail<'a>(&'a self, name: &'a str) -> BackendFuture<'a, Option<NodeDetail>>;
     /// Audit entries matching `f`, newest first.
     fn audit<'a>(&'a self, f: &'a AuditFilter) -> BackendFuture<'a, Vec<AuditEntry>>;
 }

@@ -14,6 +14,7 @@ pub mod live;
 pub mod model;
 pub mod units;
 pub mod views;
+pub mod xid;
 
 mod pages;
 
@@ -24,7 +25,7 @@ use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
 use leptos_router::{
     components::{Route, Router, Routes, A},
-    SsrMode, StaticSegment,
+    ParamSegment, SsrMode, StaticSegment,
 };
 
 pub use pages::overview::get_overview;
@@ -68,6 +69,9 @@ pub fn App() -> impl IntoView {
                 <span class="brand">"Gantry"</span>
                 <nav aria-label="Pages">
                     <A href="/">"Overview"</A>
+                    <A href="/racks">"Racks"</A>
+                    <A href="/thermal">"Thermal"</A>
+                    <A href="/topology">"Topology"</A>
                     <A href="/nodes">"Nodes"</A>
                     <A href="/jobs">"Jobs"</A>
                     <A href="/audit">"Audit"</A>
@@ -79,7 +83,11 @@ pub fn App() -> impl IntoView {
                 <Routes fallback=|| view! { <NotFound/> }>
                     <Route path=StaticSegment("") view=pages::overview::OverviewPage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("login") view=pages::login::LoginPage/>
+                    <Route path=StaticSegment("racks") view=pages::racks::RacksPage ssr=SsrMode::Async/>
+                    <Route path=StaticSegment("thermal") view=pages::thermal::ThermalPage ssr=SsrMode::Async/>
+                    <Route path=StaticSegment("topology") view=pages::topology::TopologyPage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("nodes") view=pages::nodes::NodesPage ssr=SsrMode::Async/>
+                    <Route path=(StaticSegment("nodes"), ParamSegment("name")) view=pages::node::NodePage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("jobs") view=pages::nodes::JobsPage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("audit") view=pages::audit::AuditPage ssr=SsrMode::Async/>
                 </Routes>

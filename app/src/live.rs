@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Cooling, UnixMs};
+use crate::model::{Cooling, DomainKind, NodeState, UnixMs};
 
 /// GPUs by what they can do now. `allocated + idle + drained + down == total`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +52,12 @@ pub struct RackTile {
     /// power is then a lower bound, and says so.
     #[serde(default)]
     pub nodes_not_reporting: u32,
+    /// The hottest GPU in the rack now.
+    #[serde(default)]
+    pub gpu_temp_max_celsius: Option<f64>,
+    /// Running jobs with GPUs in this rack, most GPUs first (who draws its power).
+    #[serde(default)]
+    pub jobs: Vec<u64>,
 }
 
 impl RackTile {
@@ -93,7 +99,92 @@ impl Severity {
     }
 }
 
-/// Everything the overview page shows, as of `at_ms`.
+/// One node of the floor, in display precision (power to 10 W, temperature to 1 °C, SM
+/// activity to 1%), so that a tick only carries nodes whose display changed. Short field
+/// names: at 2,048 nodes these are most of a delta's bytes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeTile {
+    #[serde(rename = "n")]
+    pub name: String,
+    #[serde(rename = "r")]
+    pub rack: String,
+    #[serde(rename = "u")]
+    pub u_position: u32,
+    #[serde(rename = "h")]
+    pub u_height: u32,
+    #[serde(rename = "s")]
+    pub state: NodeState,
+    /// Node power from its BMC; `None` when not reporting.
+    #[serde(rename = "p", default)]
+    pub power_watts: Option<f64>,
+    #[serde(rename = "t", default)]
+    pub gpu_temp_max_celsius: Option<f64>,
+    #[serde(rename = "a", default)]
+    pub sm_active_mean: Option<f64>,
+    #[serde(rename = "g")]
+    pub gpus: u32,
+    #[serde(rename = "x", default)]
+    pub gpus_throttling: u32,
+    #[serde(rename = "j", default)]
+    pub jobs: Vec<u64>,
+}
+
+/// GPUs throttling by one cause.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReasonCount {
+    /// NVML's name: `sw_thermal`, `hw_thermal`, `sw_power_cap`, `hw_slowdown`,
+    /// `hw_power_brake`.
+    pub reason: String,
+    pub gpus: u32,
+}
+
+/// A running job with throttled GPUs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobThrottle {
+    pub id: u64,
+    pub name: String,
+    pub gpus: u32,
+    pub gpus_throttling: u32,
+    /// Mean SM clock deficit of its throttled GPUs against boost, 0.0 to 1.0.
+    pub clock_deficit: Option<f64>,
+}
+
+/// Thermal and power throttling now.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Thermal {
+    pub by_reason: Vec<ReasonCount>,
+    pub by_job: Vec<JobThrottle>,
+    /// GPU-hours lost to throttling since the server started (clock deficit x time).
+    pub lost_gpu_hours: f64,
+}
+
+/// One switch domain's GPUs now.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DomainTile {
+    pub name: String,
+    pub kind: DomainKind,
+    pub parent: Option<String>,
+    pub nodes: u32,
+    pub gpus: GpuCounts,
+    pub sm_active_mean: Option<f64>,
+    /// Downlink over uplink bandwidth; 1.0 is non-blocking.
+    pub oversubscription: f64,
+    /// Every node idle and schedulable: a whole domain a large job could have.
+    pub free_whole: bool,
+}
+
+/// A running job spread over more leaf switches (or blocks) than its size needs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FragmentedJob {
+    pub id: u64,
+    pub name: String,
+    pub user: String,
+    pub nodes: u32,
+    pub leaves_used: u32,
+    pub leaves_min: u32,
+}
+
+/// Everything the live pages show, as of `at_ms`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Overview {
     pub cluster: String,
@@ -109,6 +200,16 @@ pub struct Overview {
     pub interval_ms: i64,
     pub summary: Summary,
     pub racks: Vec<RackTile>,
+    /// Every node, in inventory order.
+    #[serde(default)]
+    pub nodes: Vec<NodeTile>,
+    /// Multi-node switch domains (leaves, spines, blocks, NVLink domains of several nodes).
+    #[serde(default)]
+    pub domains: Vec<DomainTile>,
+    #[serde(default)]
+    pub thermal: Thermal,
+    #[serde(default)]
+    pub fragmented: Vec<FragmentedJob>,
 }
 
 /// What changed between two overviews.
@@ -124,6 +225,15 @@ pub struct OverviewDelta {
     /// Racks whose tile changed, whole.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub racks: Vec<RackTile>,
+    /// Nodes whose tile changed, by index, whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<(u32, NodeTile)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub domains: Vec<(u32, DomainTile)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thermal: Option<Thermal>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fragmented: Option<Vec<FragmentedJob>>,
 }
 
 /// Why a delta could not be applied; the client must wait for a snapshot.
@@ -133,6 +243,19 @@ pub enum ApplyError {
     Gap { have: u64, delta_from: u64 },
     #[error("delta names rack {0}, which the snapshot does not have")]
     UnknownRack(String),
+    #[error("delta names node or domain {0} at a place the snapshot does not have")]
+    UnknownEntry(String),
+}
+
+/// Entries of `next` that differ from `prev` at the same index (all of them when the
+/// lists differ in length: the client then gets a gap-free full replacement only through
+/// a snapshot, see `Overview::diff`).
+fn changed<T: Clone + PartialEq>(prev: &[T], next: &[T]) -> Vec<(u32, T)> {
+    next.iter()
+        .enumerate()
+        .filter(|(i, t)| prev.get(*i) != Some(*t))
+        .map(|(i, t)| (i as u32, t.clone()))
+        .collect()
 }
 
 impl Overview {
@@ -151,7 +274,24 @@ impl Overview {
             published_ms: next.published_ms,
             summary: (self.summary != next.summary).then(|| next.summary.clone()),
             racks,
+            nodes: changed(&self.nodes, &next.nodes),
+            domains: changed(&self.domains, &next.domains),
+            thermal: (self.thermal != next.thermal).then(|| next.thermal.clone()),
+            fragmented: (self.fragmented != next.fragmented).then(|| next.fragmented.clone()),
         }
+    }
+
+    /// Whether a delta can carry the change to `next` (same nodes and domains in the same
+    /// places); when not, the server sends a snapshot instead.
+    pub fn same_shape(&self, next: &Overview) -> bool {
+        self.nodes.len() == next.nodes.len()
+            && self.domains.len() == next.domains.len()
+            && self.racks.len() == next.racks.len()
+            && self
+                .nodes
+                .iter()
+                .zip(&next.nodes)
+                .all(|(a, b)| a.name == b.name)
     }
 
     /// Applies a delta in place; on error `self` is unchanged.
@@ -171,8 +311,34 @@ impl Overview {
                 .ok_or_else(|| ApplyError::UnknownRack(r.name.clone()))?;
             idx.push(i);
         }
+        for (i, n) in &delta.nodes {
+            if self.nodes.get(*i as usize).is_none_or(|o| o.name != n.name) {
+                return Err(ApplyError::UnknownEntry(n.name.clone()));
+            }
+        }
+        for (i, d) in &delta.domains {
+            if self
+                .domains
+                .get(*i as usize)
+                .is_none_or(|o| o.name != d.name)
+            {
+                return Err(ApplyError::UnknownEntry(d.name.clone()));
+            }
+        }
         for (i, r) in idx.into_iter().zip(&delta.racks) {
             self.racks[i] = r.clone();
+        }
+        for (i, n) in &delta.nodes {
+            self.nodes[*i as usize] = n.clone();
+        }
+        for (i, d) in &delta.domains {
+            self.domains[*i as usize] = d.clone();
+        }
+        if let Some(t) = &delta.thermal {
+            self.thermal = t.clone();
+        }
+        if let Some(f) = &delta.fragmented {
+            self.fragmented = f.clone();
         }
         if let Some(s) = &delta.summary {
             self.summary = s.clone();
@@ -218,6 +384,24 @@ mod tests {
             gpus_throttling: 0,
             nodes_unavailable: 0,
             nodes_not_reporting: 0,
+            gpu_temp_max_celsius: None,
+            jobs: Vec::new(),
+        }
+    }
+
+    fn node(name: &str, power: f64) -> NodeTile {
+        NodeTile {
+            name: name.into(),
+            rack: "A01".into(),
+            u_position: 1,
+            u_height: 4,
+            state: NodeState::Allocated,
+            power_watts: Some(power),
+            gpu_temp_max_celsius: Some(70.0),
+            sm_active_mean: Some(0.8),
+            gpus: 8,
+            gpus_throttling: 0,
+            jobs: vec![7],
         }
     }
 
@@ -233,6 +417,8 @@ mod tests {
                 ..Summary::default()
             },
             racks: vec![tile("A01", p1), tile("A02", p2)],
+            nodes: vec![node("gpu001", p1 / 8.0), node("gpu002", 5000.0)],
+            ..Overview::default()
         }
     }
 
@@ -244,9 +430,34 @@ mod tests {
         assert_eq!(d.summary, None);
         assert_eq!(d.racks.len(), 1);
         assert_eq!(d.racks[0].name, "A02");
+        assert!(d.nodes.is_empty(), "node power unchanged");
         let mut c = a.clone();
         c.apply(&d).expect("applies");
         assert_eq!(c, b);
+        // A node's change travels by index and lands in its place.
+        let e = overview(3, 40_000.0, 32_500.0, 5);
+        let d = b.diff(&e);
+        assert_eq!(d.nodes.len(), 1);
+        assert_eq!(d.nodes[0].0, 0);
+        c.apply(&d).expect("applies");
+        assert_eq!(c, e);
+        // Short keys on the wire.
+        let json = serde_json::to_string(&d.nodes[0].1).expect("json");
+        assert!(json.starts_with(r#"{"n":"gpu001","r":"A01""#), "{json}");
+    }
+
+    #[test]
+    fn a_node_delta_for_another_shape_is_refused() {
+        let a = overview(1, 1.0, 2.0, 1);
+        let mut d = a.diff(&overview(2, 8.0, 2.0, 1));
+        d.nodes[0].1.name = "gpu999".into();
+        let mut x = a.clone();
+        assert!(matches!(x.apply(&d), Err(ApplyError::UnknownEntry(_))));
+        assert_eq!(x, a);
+        assert!(a.same_shape(&overview(2, 8.0, 2.0, 1)));
+        let mut other = overview(2, 8.0, 2.0, 1);
+        other.nodes.pop();
+        assert!(!a.same_shape(&other));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::actions::Me;
-use crate::model::{JobState, NodeState, UnixMs};
+use crate::live::NodeTile;
+use crate::model::{GpuReading, JobState, NodeState, UnixMs};
 
 /// One node as the scheduler last reported it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -47,4 +48,33 @@ pub struct NodesView {
     pub racks: Vec<String>,
     pub nodes: Vec<NodeRow>,
     pub jobs: Vec<JobRow>,
+}
+
+/// An XID seen on a GPU.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct XidSeen {
+    pub gpu: u32,
+    pub xid: u32,
+    pub at_ms: UnixMs,
+}
+
+/// The node page's data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeDetail {
+    pub me: Me,
+    pub name: String,
+    /// The live tile (power, hottest GPU, SM, throttling), when the node is in the layout.
+    pub tile: Option<NodeTile>,
+    /// The scheduler's view, as of its last poll.
+    pub slurm: Option<NodeRow>,
+    /// Each GPU's latest readings (empty values when the node is not reporting).
+    pub gpus: Vec<GpuReading>,
+    pub jobs: Vec<JobRow>,
+    /// Newest first.
+    pub xids: Vec<XidSeen>,
+    /// Source time of the readings, and the wall clock of their publication and now.
+    pub at_ms: UnixMs,
+    pub published_ms: UnixMs,
+    pub server_now_ms: UnixMs,
+    pub interval_ms: i64,
 }

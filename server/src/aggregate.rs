@@ -5,8 +5,40 @@
 
 use std::collections::HashMap;
 
-use app::live::{GpuCounts, Overview, RackTile, Summary};
-use app::model::{GpuReading, Inventory, Job, JobState, NodeState, RackReading, UnixMs};
+use app::live::{
+    DomainTile, FragmentedJob, GpuCounts, JobThrottle, NodeTile, Overview, RackTile, ReasonCount,
+    Summary, Thermal,
+};
+use app::model::{
+    DomainKind, GpuReading, Inventory, Job, JobState, NodeState, RackReading, ThrottleReasons,
+    UnixMs,
+};
+
+/// The SM clock a throttled GPU is measured against (H100 SXM boost). DCGM does not
+/// export the boost clock by default, so the deficit is an estimate against this.
+pub const REFERENCE_BOOST_MHZ: f64 = 1980.0;
+
+/// The reasons the thermal view counts, in the order it shows them.
+const REASONS: [(u64, &str); 5] = [
+    (ThrottleReasons::HW_THERMAL, "hw_thermal"),
+    (ThrottleReasons::SW_THERMAL, "sw_thermal"),
+    (ThrottleReasons::SW_POWER_CAP, "sw_power_cap"),
+    (ThrottleReasons::HW_SLOWDOWN, "hw_slowdown"),
+    (ThrottleReasons::HW_POWER_BRAKE, "hw_power_brake"),
+];
+
+fn round_to(x: f64, step: f64) -> f64 {
+    (x / step).round() * step
+}
+
+/// A throttled GPU's clock deficit against the reference boost clock, 0.0 to 1.0.
+pub fn clock_deficit(g: &GpuReading) -> Option<f64> {
+    if !g.throttle.is_some_and(|t| t.is_throttling()) {
+        return None;
+    }
+    g.sm_clock_mhz
+        .map(|c| (1.0 - c / REFERENCE_BOOST_MHZ).clamp(0.0, 1.0))
+}
 
 /// Everything a source reports at one instant: the input of aggregation, whichever
 /// source (simulator, scrape, PromQL) produced it.
@@ -131,6 +163,8 @@ pub fn overview(
                 gpus_throttling: throttling[i],
                 nodes_unavailable: unavailable[i],
                 nodes_not_reporting: not_reporting[i],
+                gpu_temp_max_celsius: None,
+                jobs: Vec::new(),
             }
         })
         .collect();
@@ -151,7 +185,7 @@ pub fn overview(
             .filter(|j| j.state == JobState::Pending)
             .count() as u32,
     };
-    Overview {
+    let mut ov = Overview {
         cluster: inv.cluster.clone(),
         seq,
         at_ms: r.at_ms,
@@ -159,7 +193,239 @@ pub fn overview(
         interval_ms,
         summary,
         racks,
+        ..Overview::default()
+    };
+    floor(inv, r, &state_of, &mut ov);
+    ov
+}
+
+/// Per node, per switch domain, throttling by reason and job, fragmented jobs; and each
+/// rack's hottest GPU and the jobs drawing its power.
+fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov: &mut Overview) {
+    let running: Vec<&Job> = r
+        .jobs
+        .iter()
+        .filter(|j| j.state == JobState::Running)
+        .collect();
+    let mut jobs_on: HashMap<&str, Vec<u64>> = HashMap::new();
+    for j in &running {
+        for n in &j.nodes {
+            jobs_on.entry(n.as_str()).or_default().push(j.id);
+        }
     }
+    let mut by_node: HashMap<&str, Vec<&GpuReading>> = HashMap::new();
+    for g in &r.gpus {
+        by_node.entry(g.node.as_str()).or_default().push(g);
+    }
+    let power_of: HashMap<&str, Option<f64>> = r
+        .nodes
+        .iter()
+        .zip(&r.node_power_watts)
+        .map(|((n, _), p)| (n.as_str(), *p))
+        .collect();
+    let mut reason_counts = [0u32; REASONS.len()];
+    let mut job_thr: HashMap<u64, (u32, f64, u32)> = HashMap::new();
+    let rack_idx: HashMap<String, usize> = ov
+        .racks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.clone(), i))
+        .collect();
+    let mut rack_jobs: Vec<HashMap<u64, u32>> = vec![HashMap::new(); ov.racks.len()];
+    let mut node_sm: HashMap<&str, Option<f64>> = HashMap::new();
+    ov.nodes = inv
+        .nodes
+        .iter()
+        .map(|n| {
+            let gs = by_node
+                .get(n.name.as_str())
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+            let temp = gs
+                .iter()
+                .filter_map(|g| g.temp_celsius)
+                .fold(None, |m: Option<f64>, t| Some(m.map_or(t, |m| m.max(t))));
+            let sms: Vec<f64> = gs.iter().filter_map(|g| g.sm_active_ratio).collect();
+            let sm = (!sms.is_empty()).then(|| sms.iter().sum::<f64>() / sms.len() as f64);
+            node_sm.insert(n.name.as_str(), sm);
+            let mut thr = 0;
+            let jobs = jobs_on.get(n.name.as_str()).cloned().unwrap_or_default();
+            for g in gs {
+                let Some(t) = g.throttle.filter(|t| t.is_throttling()) else {
+                    continue;
+                };
+                thr += 1;
+                for (k, (bit, _)) in REASONS.iter().enumerate() {
+                    if t.0 & bit != 0 {
+                        reason_counts[k] += 1;
+                    }
+                }
+                if let Some(&j) = jobs.first() {
+                    let e = job_thr.entry(j).or_default();
+                    e.0 += 1;
+                    if let Some(d) = clock_deficit(g) {
+                        e.1 += d;
+                        e.2 += 1;
+                    }
+                }
+            }
+            if let Some(&ri) = rack_idx.get(&n.rack) {
+                let rt = &mut ov.racks[ri];
+                if let Some(t) = temp {
+                    rt.gpu_temp_max_celsius = Some(rt.gpu_temp_max_celsius.map_or(t, |m| m.max(t)));
+                }
+                for &j in &jobs {
+                    *rack_jobs[ri].entry(j).or_default() += n.gpus.len() as u32;
+                }
+            }
+            NodeTile {
+                name: n.name.clone(),
+                rack: n.rack.clone(),
+                u_position: n.u_position,
+                u_height: n.u_height,
+                state: state_of
+                    .get(n.name.as_str())
+                    .copied()
+                    .unwrap_or(NodeState::Unknown),
+                power_watts: power_of
+                    .get(n.name.as_str())
+                    .copied()
+                    .flatten()
+                    .map(|p| round_to(p, 10.0)),
+                gpu_temp_max_celsius: temp.map(f64::round),
+                sm_active_mean: sm.map(|x| round_to(x, 0.01)),
+                gpus: n.gpus.len() as u32,
+                gpus_throttling: thr,
+                jobs,
+            }
+        })
+        .collect();
+    for (ri, jobs) in rack_jobs.into_iter().enumerate() {
+        let mut v: Vec<(u64, u32)> = jobs.into_iter().collect();
+        v.sort_by_key(|&(j, g)| (std::cmp::Reverse(g), j));
+        ov.racks[ri].jobs = v.into_iter().map(|(j, _)| j).collect();
+    }
+    let job_by_id: HashMap<u64, &Job> = running.iter().map(|j| (j.id, *j)).collect();
+    let mut by_job: Vec<JobThrottle> = job_thr
+        .into_iter()
+        .filter_map(|(id, (n, dsum, dn))| {
+            let j = job_by_id.get(&id)?;
+            Some(JobThrottle {
+                id,
+                name: j.name.clone(),
+                gpus: j.gpus,
+                gpus_throttling: n,
+                clock_deficit: (dn > 0).then(|| round_to(dsum / f64::from(dn), 0.01)),
+            })
+        })
+        .collect();
+    by_job.sort_by_key(|j| (std::cmp::Reverse(j.gpus_throttling), j.id));
+    ov.thermal = Thermal {
+        by_reason: REASONS
+            .iter()
+            .zip(reason_counts)
+            .map(|((_, name), gpus)| ReasonCount {
+                reason: (*name).into(),
+                gpus,
+            })
+            .collect(),
+        by_job,
+        lost_gpu_hours: 0.0,
+    };
+
+    // Switch domains of more than one node.
+    let tile_of: HashMap<&str, &NodeTile> = ov.nodes.iter().map(|t| (t.name.as_str(), t)).collect();
+    let allocated: HashMap<&str, ()> = jobs_on.keys().map(|k| (*k, ())).collect();
+    let mut domains = Vec::new();
+    for d in inv
+        .domains
+        .iter()
+        .filter(|d| d.nodes.len() > 1 || d.kind != DomainKind::Nvlink)
+    {
+        // A spine's nodes are its leaves' nodes.
+        let members: Vec<&str> = if d.nodes.is_empty() {
+            inv.domains
+                .iter()
+                .filter(|c| c.parent.as_deref() == Some(d.name.as_str()))
+                .flat_map(|c| c.nodes.iter().map(String::as_str))
+                .collect()
+        } else {
+            d.nodes.iter().map(String::as_str).collect()
+        };
+        let mut g = GpuCounts::default();
+        let (mut sm_sum, mut sm_n) = (0.0, 0u32);
+        let mut free_whole = !members.is_empty();
+        for m in &members {
+            let Some(t) = tile_of.get(m) else { continue };
+            let k = t.gpus;
+            g.total += k;
+            let st = t.state;
+            if allocated.contains_key(m) {
+                g.allocated += k;
+                if let Some(Some(s)) = node_sm.get(m) {
+                    sm_sum += s;
+                    sm_n += 1;
+                }
+            } else if matches!(st, NodeState::Drained | NodeState::Draining) {
+                g.drained += k;
+            } else if st.is_unavailable() || st == NodeState::Unknown {
+                g.down += k;
+            } else {
+                g.idle += k;
+            }
+            if allocated.contains_key(m) || st != NodeState::Idle {
+                free_whole = false;
+            }
+        }
+        domains.push(DomainTile {
+            name: d.name.clone(),
+            kind: d.kind,
+            parent: d.parent.clone(),
+            nodes: members.len() as u32,
+            gpus: g,
+            sm_active_mean: (sm_n > 0).then(|| round_to(sm_sum / f64::from(sm_n), 0.01)),
+            oversubscription: d.oversubscription,
+            free_whole,
+        });
+    }
+    ov.domains = domains;
+
+    // Fragmentation: leaves used against the fewest leaves the job's size needs.
+    let leaves: Vec<&app::model::SwitchDomain> = inv
+        .domains
+        .iter()
+        .filter(|d| d.kind == DomainKind::Leaf)
+        .collect();
+    let leaf_of: HashMap<&str, &str> = leaves
+        .iter()
+        .flat_map(|l| l.nodes.iter().map(move |n| (n.as_str(), l.name.as_str())))
+        .collect();
+    let leaf_size = leaves.iter().map(|l| l.nodes.len()).max().unwrap_or(0);
+    let mut fragmented = Vec::new();
+    if leaf_size > 0 {
+        for j in &running {
+            let mut used: Vec<&str> = j
+                .nodes
+                .iter()
+                .filter_map(|n| leaf_of.get(n.as_str()).copied())
+                .collect();
+            used.sort_unstable();
+            used.dedup();
+            let min = j.nodes.len().div_ceil(leaf_size);
+            if used.len() > min {
+                fragmented.push(FragmentedJob {
+                    id: j.id,
+                    name: j.name.clone(),
+                    user: j.user.clone(),
+                    nodes: j.nodes.len() as u32,
+                    leaves_used: used.len() as u32,
+                    leaves_min: min as u32,
+                });
+            }
+        }
+    }
+    fragmented.sort_by_key(|f| (std::cmp::Reverse(f.leaves_used - f.leaves_min), f.id));
+    ov.fragmented = fragmented;
 }
 
 #[cfg(test)]
@@ -186,6 +452,45 @@ mod tests {
         }
         let g = ov.summary.gpus;
         assert_eq!(g.allocated + g.idle + g.drained + g.down, g.total);
+    }
+
+    #[test]
+    fn domains_nodes_and_throttling_equal_the_truth() {
+        // Warm hours: the weak rack throttles.
+        let sim = Sim::new(64, 42, "t", T0 - 2 * 3_600_000 + 3_600_000 * 24);
+        let r = sim.readings();
+        let ov = overview(sim.inventory(), &r, 1, 1000, T0);
+        let truth = sim.truth();
+        assert_eq!(ov.domains.len(), truth.domains.len());
+        for (d, t) in ov.domains.iter().zip(&truth.domains) {
+            assert_eq!(
+                (d.name.as_str(), d.gpus.allocated),
+                (t.name.as_str(), t.gpus_allocated)
+            );
+        }
+        let spine = ov
+            .domains
+            .iter()
+            .find(|d| d.name == "spine01")
+            .expect("spine");
+        assert_eq!(spine.nodes, 32);
+        assert_eq!(ov.nodes.len(), 64);
+        let per_node: u32 = ov.nodes.iter().map(|n| n.gpus_throttling).sum();
+        assert_eq!(per_node, truth.gpus_throttling);
+        let by_job: u32 = ov.thermal.by_job.iter().map(|j| j.gpus_throttling).sum();
+        assert!(by_job <= truth.gpus_throttling);
+        // Every reason count is at most the throttled total, and some reason explains each.
+        assert!(ov
+            .thermal
+            .by_reason
+            .iter()
+            .all(|c| c.gpus <= truth.gpus_throttling));
+        if truth.gpus_throttling > 0 {
+            assert!(ov.thermal.by_reason.iter().any(|c| c.gpus > 0));
+        }
+        // Node power is the BMC's, to 10 W.
+        let p = ov.nodes[0].power_watts.expect("power");
+        assert_eq!(p % 10.0, 0.0);
     }
 
     #[test]

@@ -152,7 +152,12 @@ pub enum Access {
 }
 
 /// Server functions that only read; every other POST needs [`Access::Act`].
-pub const READ_ONLY_POSTS: &[&str] = &["/api/overview", "/api/nodes_view", "/api/me"];
+pub const READ_ONLY_POSTS: &[&str] = &[
+    "/api/overview",
+    "/api/nodes_view",
+    "/api/me",
+    "/api/node_detail",
+];
 
 /// The access rule of `method path`. Default-deny: anything not a GET, HEAD or a listed
 /// read needs an operator.

@@ -133,6 +133,37 @@ fn action_message(e: crate::actions::ActionError) -> String {
     }
 }
 
+fn node_row(
+    n: &crate::slurm::json::SlurmNode,
+    rack: String,
+    jobs: Vec<u64>,
+) -> app::views::NodeRow {
+    app::views::NodeRow {
+        name: n.name.clone(),
+        rack,
+        state: n.state,
+        raw_state: n.raw_state.join("+"),
+        reason: n.reason.clone(),
+        gpus_total: n.gpus_total,
+        gpus_used: n.gpus_used,
+        jobs,
+    }
+}
+
+fn job_row(j: &crate::slurm::json::SlurmJob) -> app::views::JobRow {
+    app::views::JobRow {
+        id: j.job.id,
+        name: j.job.name.clone(),
+        user: j.job.user.clone(),
+        state: j.job.state,
+        nodes: j.job.nodes.clone(),
+        gpus: j.job.gpus,
+        start_ms: j.job.start_ms,
+        restart_count: j.restart_count,
+        reason: j.state_reason.clone(),
+    }
+}
+
 impl Backend for LiveBackend {
     fn overview(&self) -> Option<Arc<Overview>> {
         self.live.current().map(|t| Arc::clone(&t.overview))
@@ -172,32 +203,19 @@ impl Backend for LiveBackend {
             nodes: s
                 .nodes
                 .iter()
-                .map(|n| app::views::NodeRow {
-                    name: n.name.clone(),
-                    rack: rack_of(&n.name),
-                    state: n.state,
-                    raw_state: n.raw_state.join("+"),
-                    reason: n.reason.clone(),
-                    gpus_total: n.gpus_total,
-                    gpus_used: n.gpus_used,
-                    jobs: jobs_on.get(n.name.as_str()).cloned().unwrap_or_default(),
+                .map(|n| {
+                    node_row(
+                        n,
+                        rack_of(&n.name),
+                        jobs_on.get(n.name.as_str()).cloned().unwrap_or_default(),
+                    )
                 })
                 .collect(),
             jobs: s
                 .jobs
                 .iter()
                 .filter(|j| !j.job.state.is_finished())
-                .map(|j| app::views::JobRow {
-                    id: j.job.id,
-                    name: j.job.name.clone(),
-                    user: j.job.user.clone(),
-                    state: j.job.state,
-                    nodes: j.job.nodes.clone(),
-                    gpus: j.job.gpus,
-                    start_ms: j.job.start_ms,
-                    restart_count: j.restart_count,
-                    reason: j.state_reason.clone(),
-                })
+                .map(job_row)
                 .collect(),
         })
     }
@@ -226,6 +244,90 @@ impl Backend for LiveBackend {
                 .run(&caller, kind, t, reason)
                 .await
                 .map_err(action_message)
+        })
+    }
+
+    fn node_detail<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> app::backend::BackendFuture<'a, Option<app::views::NodeDetail>> {
+        Box::pin(async move {
+            let tick = self.live.current();
+            let tile = tick
+                .as_ref()
+                .and_then(|t| t.overview.nodes.iter().find(|n| n.name == name).cloned());
+            let sched = self.live.sched();
+            let running: Vec<&crate::slurm::json::SlurmJob> = sched
+                .iter()
+                .flat_map(|s| s.jobs.iter())
+                .filter(|j| {
+                    j.job.state == app::model::JobState::Running
+                        && j.job.nodes.iter().any(|n| n == name)
+                })
+                .collect();
+            let slurm = sched
+                .as_ref()
+                .and_then(|s| s.nodes.iter().find(|n| n.name == name))
+                .map(|n| {
+                    node_row(
+                        n,
+                        tile.as_ref().map(|t| t.rack.clone()).unwrap_or_default(),
+                        running.iter().map(|j| j.job.id).collect(),
+                    )
+                });
+            if tile.is_none() && slurm.is_none() {
+                return Ok(None);
+            }
+            let gpus = self
+                .live
+                .latest()
+                .map(|l| {
+                    l.readings()
+                        .gpus
+                        .iter()
+                        .filter(|g| g.node == name)
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            let xids = self
+                .store
+                .xids(name)
+                .await
+                .map_err(|e| {
+                    tracing::error!(error = %e, "XID read failed");
+                    "storage unavailable".to_string()
+                })?
+                .into_iter()
+                .take(50)
+                .map(|(gpu, xid, at_ms)| app::views::XidSeen { gpu, xid, at_ms })
+                .collect();
+            let (at_ms, published_ms, interval_ms) = tick
+                .as_ref()
+                .map(|t| {
+                    (
+                        t.overview.at_ms,
+                        t.overview.published_ms,
+                        t.overview.interval_ms,
+                    )
+                })
+                .unwrap_or((0, 0, 1000));
+            Ok(Some(app::views::NodeDetail {
+                me: app::actions::Me {
+                    user: None,
+                    role: None,
+                },
+                name: name.to_string(),
+                tile,
+                slurm,
+                gpus,
+                jobs: running.into_iter().map(job_row).collect(),
+                xids,
+                at_ms,
+                published_ms,
+                server_now_ms: wall_now_ms(),
+                interval_ms,
+            }))
         })
     }
 
@@ -279,6 +381,7 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
     .route("/api/live", get(live_sse))
     .route("/api/targets", get(targets))
     .route("/api/history", get(history))
+    .route("/api/charts/history.svg", get(history_svg))
     .route("/api/nodes", get(nodes))
     .route("/api/jobs", get(jobs))
     .route("/api/actions/preview", post(action_preview))
@@ -383,6 +486,50 @@ async fn history(
     )
 }
 
+/// `GET /api/charts/history.svg?scope=S&metric=M`: the same series as `/api/history`, as
+/// an SVG line chart (plotters), titled and labelled with units and UTC times.
+async fn history_svg(
+    State(st): State<AppState>,
+    Query(q): Query<HistoryQuery>,
+) -> Result<Response, ApiError> {
+    use crate::window::{Metric, Scope};
+    let scope = Scope::parse(&q.scope).ok_or_else(|| {
+        ApiError::BadRequest("scope must be cluster, rack:NAME, node:NAME or gpu:NODE:INDEX".into())
+    })?;
+    let metric =
+        Metric::parse(&q.metric).ok_or_else(|| ApiError::BadRequest("unknown metric".into()))?;
+    let points = st
+        .live
+        .history(&scope, metric, q.since_ms.unwrap_or(0))
+        .ok_or(ApiError::NotFound)?;
+    let (what, y_label, y_scale) = match metric {
+        Metric::PowerWatts => ("power", "power (W)", 1.0),
+        Metric::TempCelsius => ("GPU temperature", "temperature (°C)", 1.0),
+        Metric::SmActiveRatio => ("SM activity", "SM activity (%)", 100.0),
+        Metric::SmClockMhz => ("SM clock", "SM clock (MHz)", 1.0),
+        Metric::InletCelsius => ("inlet temperature", "inlet (°C)", 1.0),
+        Metric::GpusThrottling => ("GPUs throttling", "GPUs", 1.0),
+    };
+    let title = format!("{} {what}, last hour", q.scope);
+    let svg = crate::charts::line_svg(
+        &crate::charts::LineChart {
+            title: &title,
+            y_label,
+            y_scale,
+        },
+        &points,
+    )
+    .map_err(ApiError::Internal)?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        svg,
+    )
+        .into_response())
+}
+
 #[derive(Deserialize)]
 struct TruthQuery {
     seq: Option<u64>,
@@ -483,7 +630,7 @@ async fn live_sse(
                 _ = s.shutdown.changed() => return None,
                 msg = s.rx.recv() => match msg {
                     Ok(tick) if tick.overview.seq <= s.last_seq => continue,
-                    Ok(tick) if tick.from_seq == s.last_seq => {
+                    Ok(tick) if tick.from_seq == s.last_seq && !tick.reshaped => {
                         s.last_seq = tick.overview.seq;
                         let ev = Event::default().event(EVENT_DELTA).data(&*tick.delta_json);
                         return Some((Ok(ev), s));

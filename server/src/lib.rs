@@ -3,6 +3,7 @@
 pub mod actions;
 pub mod aggregate;
 pub mod auth;
+pub mod charts;
 pub mod config;
 pub mod http;
 pub mod ingest;

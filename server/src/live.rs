@@ -26,6 +26,9 @@ pub struct Tick {
     /// The delta from the previous tick, as JSON (shared by every client).
     pub delta_json: Arc<str>,
     pub from_seq: u64,
+    /// Nodes or domains were added or removed: no delta can carry that, clients get a
+    /// snapshot.
+    pub reshaped: bool,
 }
 
 /// The hot window: an hour at 10 s resolution (the usual scrape interval).
@@ -39,6 +42,22 @@ const TRUTH_KEEP: usize = 300;
 pub struct SimFrame {
     pub inventory: Arc<Inventory>,
     pub readings: Readings,
+}
+
+/// The newest readings behind the published tick: the simulator's frame itself (no copy)
+/// or what a scrape or poll produced.
+pub enum Latest {
+    Frame(Arc<SimFrame>),
+    Owned(Arc<Readings>),
+}
+
+impl Latest {
+    pub fn readings(&self) -> &Readings {
+        match self {
+            Latest::Frame(f) => &f.readings,
+            Latest::Owned(r) => r,
+        }
+    }
 }
 
 /// The scheduler's state as of the last poll (one poll for every browser).
@@ -57,6 +76,7 @@ pub struct SchedSnapshot {
 /// Live state, shared by the HTTP layer and the source task.
 pub struct Live {
     inventory: RwLock<Option<Arc<Inventory>>>,
+    latest: RwLock<Option<Arc<Latest>>>,
     sched: RwLock<Option<Arc<SchedSnapshot>>>,
     /// Wakes the source early (after an action) so browsers see the effect at once.
     poke: tokio::sync::Notify,
@@ -75,6 +95,7 @@ impl Live {
         let (tx, _) = broadcast::channel(16);
         Arc::new(Live {
             inventory: RwLock::new(None),
+            latest: RwLock::new(None),
             sched: RwLock::new(None),
             poke: tokio::sync::Notify::new(),
             current: RwLock::new(None),
@@ -98,6 +119,17 @@ impl Live {
     pub fn set_inventory(&self, inv: Arc<Inventory>) {
         if let Ok(mut g) = self.inventory.write() {
             *g = Some(inv);
+        }
+    }
+
+    /// The readings behind the newest tick.
+    pub fn latest(&self) -> Option<Arc<Latest>> {
+        self.latest.read().ok().and_then(|g| g.clone())
+    }
+
+    pub fn set_latest(&self, l: Latest) {
+        if let Ok(mut g) = self.latest.write() {
+            *g = Some(Arc::new(l));
         }
     }
 
@@ -191,6 +223,7 @@ impl Live {
     pub fn publish(&self, next: Overview, truth: Option<SimTruth>) {
         let prev = self.current();
         let from_seq = prev.as_ref().map(|p| p.overview.seq).unwrap_or(0);
+        let reshaped = prev.as_ref().is_some_and(|p| !p.overview.same_shape(&next));
         let delta = match &prev {
             Some(p) => p.overview.diff(&next),
             None => Overview {
@@ -209,6 +242,7 @@ impl Live {
             overview: Arc::new(next),
             delta_json,
             from_seq,
+            reshaped,
         });
         if let Some(t) = truth {
             if let Ok(mut q) = self.truths.lock() {
@@ -475,6 +509,8 @@ pub async fn run_sim_source(
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut seq = 0u64;
     let mut rollups = MinuteRollups::default();
+    let mut lost_gpu_hours = 0.0f64;
+    let mut prev_at_ms: Option<UnixMs> = None;
     loop {
         let sim_now = || start_ms + (wall_start.elapsed().as_millis() as f64 * speed) as i64;
         tokio::select! {
@@ -548,12 +584,29 @@ pub async fn run_sim_source(
             }
         };
         seq += 1;
-        let ov =
+        let mut ov =
             crate::aggregate::overview(&inventory, view, seq, interval_ms as i64, wall_now_ms());
+        // Throughput lost to throttling: each throttled GPU's clock deficit over the time
+        // since the previous tick (source time).
+        let deficit: f64 = view
+            .gpus
+            .iter()
+            .filter_map(crate::aggregate::clock_deficit)
+            .sum();
+        if let Some(prev) = prev_at_ms {
+            lost_gpu_hours += deficit * (view.at_ms - prev).max(0) as f64 / 3_600_000.0;
+        }
+        prev_at_ms = Some(view.at_ms);
+        ov.thermal.lost_gpu_hours = (lost_gpu_hours * 100.0).round() / 100.0;
         for r in rollups.add(&ov) {
             q.send(StoreWrite::Rollup(r));
         }
         live.record_window(view, &ov);
+        live.set_latest(if ingest.is_some() {
+            Latest::Owned(Arc::new(view.clone()))
+        } else {
+            Latest::Frame(Arc::clone(&frame))
+        });
         live.publish(ov, Some(truth));
         live.metrics.live_tick_duration_us.store(
             began.elapsed().as_micros() as u64,

@@ -3,5 +3,9 @@
 
 pub mod audit;
 pub mod login;
+pub mod node;
 pub mod nodes;
 pub mod overview;
+pub mod racks;
+pub mod thermal;
+pub mod topology;

@@ -52,13 +52,23 @@ pub async fn run_action(
 
 /// The action being previewed: what, on which targets, and how it reads in a button.
 #[derive(Clone, Debug, PartialEq)]
-struct Pending {
-    kind: ActionKind,
-    targets: ActionTargets,
-    label: String,
+pub(crate) struct Pending {
+    pub kind: ActionKind,
+    pub targets: ActionTargets,
+    pub label: String,
 }
 
-fn state_class(s: NodeState) -> &'static str {
+/// After an action: re-read the nodes view.
+fn refresher(state: RwSignal<NodesView>) -> Callback<()> {
+    Callback::new(move |_| {
+        #[cfg(feature = "hydrate")]
+        client::refetch(state);
+        #[cfg(not(feature = "hydrate"))]
+        let _ = state;
+    })
+}
+
+pub(crate) fn state_class(s: NodeState) -> &'static str {
     match s {
         NodeState::Idle => "state-idle",
         NodeState::Allocated | NodeState::Mixed => "state-allocated",
@@ -127,7 +137,7 @@ fn hydrated_marker() -> impl Fn() -> &'static str + Copy {
 }
 
 /// Why the action buttons are disabled, or `None` when they are not.
-fn cannot_act(me: &Me) -> Option<&'static str> {
+pub(crate) fn cannot_act(me: &Me) -> Option<&'static str> {
     match me.role {
         None => Some("Sign in as an operator to act"),
         Some(r) if !r.can_act() => Some("Your role cannot drain, resume or requeue"),
@@ -200,7 +210,7 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                 }
             }}
         </div>
-        {move || pending.get().map(|p| view! { <ActionPanel p pending state/> })}
+        {move || pending.get().map(|p| view! { <ActionPanel p pending after=refresher(state)/> })}
         <table class="grid" class:stale=move || stale.get() data-test="nodes-table">
             <caption class="sr-only">"Nodes, their scheduler state and jobs"</caption>
             <thead><tr>
@@ -267,7 +277,7 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
             <h1>"Jobs"</h1>
             <PollStatus state stale/>
         </div>
-        {move || pending.get().map(|p| view! { <ActionPanel p pending state/> })}
+        {move || pending.get().map(|p| view! { <ActionPanel p pending after=refresher(state)/> })}
         <table class="grid" class:stale=move || stale.get() data-test="jobs-table">
             <caption class="sr-only">"Pending and running jobs"</caption>
             <thead><tr>
@@ -316,10 +326,11 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
 
 /// Preview, reason, confirm, result. Rendered only in the browser (it opens on a click).
 #[component]
-fn ActionPanel(
+pub(crate) fn ActionPanel(
     p: Pending,
     pending: RwSignal<Option<Pending>>,
-    state: RwSignal<NodesView>,
+    /// Runs once the result is in (to re-read what the page shows).
+    after: Callback<()>,
 ) -> impl IntoView {
     let Pending {
         kind,
@@ -385,10 +396,7 @@ fn ActionPanel(
                 {move || busy.get().then(|| view! { <p>"Working: calling the scheduler, then reading it back…"</p> })}
                 {move || result.get().map(|r| match r {
                     Ok(res) => {
-                        #[cfg(feature = "hydrate")]
-                        client::refetch(state);
-                        #[cfg(not(feature = "hydrate"))]
-                        let _ = state;
+                        after.run(());
                         view! {
                             <ul class="outcomes">
                                 {res.outcomes.into_iter().map(|o| view! {

@@ -56,7 +56,7 @@ pub struct Freshness {
 }
 
 impl Freshness {
-    fn age_ms(self, now_ms: UnixMs) -> i64 {
+    pub(crate) fn age_ms(self, now_ms: UnixMs) -> i64 {
         (now_ms - self.received_ms).max(0) + self.age_at_receipt_ms.max(0)
     }
 }
@@ -165,7 +165,11 @@ fn Stat(
 }
 
 #[component]
-fn LiveStatus(state: RwSignal<Overview>, conn: RwSignal<Conn>, stale: Memo<bool>) -> impl IntoView {
+pub(crate) fn LiveStatus(
+    state: RwSignal<Overview>,
+    conn: RwSignal<Conn>,
+    stale: Memo<bool>,
+) -> impl IntoView {
     let at = move || state.with(|s| s.at_ms);
     let text = move || {
         let at = at();
@@ -285,7 +289,7 @@ fn RackTileView(r: RackTile) -> impl IntoView {
 
 /// The browser half: the SSE subscription and the clock that ages the data.
 #[cfg(feature = "hydrate")]
-mod client {
+pub(crate) mod client {
     use super::*;
     use crate::live::{OverviewDelta, EVENT_DELTA, EVENT_SNAPSHOT};
     use send_wrapper::SendWrapper;
@@ -390,5 +394,58 @@ mod client {
         let _ = es.add_event_listener_with_callback(EVENT_DELTA, on_delta.as_ref().unchecked_ref());
         on_delta.forget();
         *slot.borrow_mut() = Some(es);
+    }
+}
+
+/// A page fed by the live overview: rendered on the server from the newest tick, then
+/// kept current over `/api/live` like the overview. `body` draws the page's own part.
+#[component]
+pub fn LiveView(
+    title: &'static str,
+    heading: &'static str,
+    body: fn(RwSignal<Overview>, Memo<bool>) -> AnyView,
+) -> impl IntoView {
+    let data = Resource::new(|| (), |_| get_overview());
+    view! {
+        <Title text=title/>
+        <Suspense fallback=|| view! { <p class="loading">"Loading the cluster…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(snap) => view! { <LiveBody snap heading body/> }.into_any(),
+                    Err(e) => view! {
+                        <h1>{heading}</h1>
+                        <p class="error" role="alert">{format!("Cannot show the cluster: {e}")}</p>
+                    }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn LiveBody(
+    snap: LiveSnapshot,
+    heading: &'static str,
+    body: fn(RwSignal<Overview>, Memo<bool>) -> AnyView,
+) -> impl IntoView {
+    let interval_ms = snap.overview.interval_ms;
+    let fresh = RwSignal::new(Freshness {
+        received_ms: snap.server_now_ms,
+        age_at_receipt_ms: snap.server_now_ms - snap.overview.published_ms,
+    });
+    let now = RwSignal::new(snap.server_now_ms);
+    let state = RwSignal::new(snap.overview);
+    let conn = RwSignal::new(Conn::Static);
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| client::go_live(state, conn, fresh, now));
+    let stale = Memo::new(move |_| fresh.get().age_ms(now.get()) > 2 * interval_ms.max(1));
+    view! {
+        <div class="live-page" data-test="live-page" data-seq=move || state.with(|s| s.seq.to_string())>
+            <div class="page-head">
+                <h1>{heading}</h1>
+                <LiveStatus state conn stale/>
+            </div>
+            {body(state, stale)}
+        </div>
     }
 }

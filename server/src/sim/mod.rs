@@ -14,7 +14,7 @@ pub mod exporter;
 mod model;
 mod rng;
 
-pub use model::{layout, SimEvent, SimTruth, TruthRack};
+pub use model::{layout, SimEvent, SimTruth, TruthDomain, TruthRack};
 
 use app::model::{
     Checkpoint, GpuReading, Inventory, Job, JobState, NodeState, RackReading, ThrottleReasons,

@@ -180,6 +180,13 @@ pub struct TruthRack {
     pub gpus_throttling: u32,
 }
 
+/// One switch domain's truth: GPUs of nodes running a job.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TruthDomain {
+    pub name: String,
+    pub gpus_allocated: u32,
+}
+
 /// What is so, from the simulator's own state: served at `/sim/truth`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SimTruth {
@@ -193,6 +200,8 @@ pub struct SimTruth {
     pub racks: Vec<TruthRack>,
     /// Nodes by scheduler state.
     pub nodes: Vec<(String, NodeState)>,
+    /// Every multi-node switch domain (a spine counts its leaves' nodes).
+    pub domains: Vec<TruthDomain>,
 }
 
 pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
@@ -235,7 +244,38 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
             }
         }
     }
+    // Allocated GPUs per domain, from the jobs' own node lists.
+    let busy: std::collections::HashSet<&str> = sim
+        .active
+        .iter()
+        .filter(|j| j.job.state == app::model::JobState::Running)
+        .flat_map(|j| j.node_idx.iter().map(|&i| sim.inv.nodes[i].name.as_str()))
+        .collect();
+    let domains = sim
+        .inv
+        .domains
+        .iter()
+        .filter(|d| d.nodes.len() > 1 || d.kind != app::model::DomainKind::Nvlink)
+        .map(|d| {
+            let members: Vec<&str> = if d.nodes.is_empty() {
+                sim.inv
+                    .domains
+                    .iter()
+                    .filter(|c| c.parent.as_deref() == Some(d.name.as_str()))
+                    .flat_map(|c| c.nodes.iter().map(String::as_str))
+                    .collect()
+            } else {
+                d.nodes.iter().map(String::as_str).collect()
+            };
+            TruthDomain {
+                name: d.name.clone(),
+                gpus_allocated: members.iter().filter(|m| busy.contains(*m)).count() as u32
+                    * GPUS_PER_NODE as u32,
+            }
+        })
+        .collect();
     SimTruth {
+        domains,
         at_ms: sim.t_ms,
         gpus,
         gpus_throttling: throttling,

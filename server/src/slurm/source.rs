@@ -221,6 +221,7 @@ pub async fn run_slurm_source(
         });
         seq += 1;
         let ov = crate::aggregate::overview(&inv, &readings, seq, src.interval_ms as i64, now);
+        live.set_latest(crate::live::Latest::Owned(Arc::new(readings)));
         live.publish(ov, None);
         live.metrics
             .slurm_polls_total

@@ -323,3 +323,34 @@ async fn the_hot_window_serves_the_last_hour_per_scope() {
     );
     r.stop().await.expect("stops");
 }
+
+/// The ECC node throws XID 48 two hours into the simulation; its page names the XID's
+/// meaning and the action it calls for, from the catalog.
+#[tokio::test]
+async fn a_nodes_xid_shows_the_catalogs_meaning() {
+    let cfg = support::test_config(support::sqlite_url(), 64, 20_000.0, 200);
+    let r = server::serve::start(cfg).await.expect("server starts");
+    support::wait_ready(&r).await;
+    // gpu038 (64 x 37 / 64 + 1) carries the faulty GPU.
+    let mut xids = Vec::new();
+    for _ in 0..200 {
+        xids = r.store.xids("gpu038").await.expect("xids");
+        if !xids.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(xids.iter().any(|&(_, x, _)| x == 48), "{xids:?}");
+    let page = get_with(r.addr, "/nodes/gpu038", &[("Accept", "text/html")]).await;
+    assert_eq!(page.status, 200);
+    let html = page.text();
+    assert!(
+        html.contains("XID 48: Double-bit ECC error: uncorrectable memory error (drain the node"),
+        "{html}"
+    );
+    assert!(html.contains(r#"data-test="node-page" data-node="gpu038""#));
+    // An unknown node is a 404 page, not an error.
+    let missing = get_with(r.addr, "/nodes/nosuchnode", &[("Accept", "text/html")]).await;
+    assert_eq!(missing.status, 404);
+    r.stop().await.expect("stop");
+}

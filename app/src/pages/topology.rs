@@ -1,0 +1,155 @@
+//! `/topology`: utilization per switch domain. Spines and their leaf switches, Slurm
+//! blocks and NVLink domains: GPUs allocated, idle, drained and down, mean SM activity,
+//! each leaf's oversubscription, whole domains free now; and running jobs placed over more
+//! leaf switches than their size needs.
+
+use leptos::prelude::*;
+
+use crate::live::{DomainTile, Overview};
+use crate::model::DomainKind;
+use crate::pages::overview::LiveView;
+use crate::units;
+
+#[component]
+pub fn TopologyPage() -> impl IntoView {
+    view! { <LiveView title="Topology" heading="Switch domains" body=|state, stale| view! { <Topology state stale/> }.into_any()/> }
+}
+
+fn kind_label(k: DomainKind) -> &'static str {
+    match k {
+        DomainKind::Nvlink => "NVLink domain",
+        DomainKind::Leaf => "leaf switch",
+        DomainKind::Spine => "spine switch",
+        DomainKind::Block => "Slurm block",
+    }
+}
+
+#[component]
+fn DomainRows(domains: Vec<DomainTile>) -> impl IntoView {
+    domains
+        .into_iter()
+        .map(|d| {
+            let g = d.gpus;
+            let indent = if d.kind == DomainKind::Leaf { "indent" } else { "" };
+            view! {
+                <tr data-test="domain" data-domain=d.name.clone() data-allocated=g.allocated.to_string() class=indent>
+                    <th scope="row">{d.name.clone()}<span class="muted">{format!(" {}", kind_label(d.kind))}</span></th>
+                    <td class="num">{d.nodes}</td>
+                    <td class="num">{g.allocated}</td>
+                    <td class="num">{g.idle}</td>
+                    <td class="num">{g.drained}</td>
+                    <td class="num">{g.down}</td>
+                    <td class="num">{units::percent(d.sm_active_mean)}</td>
+                    <td class="num">{if d.oversubscription > 1.0 { format!("{:.0}:1", d.oversubscription) } else { "1:1".into() }}</td>
+                    <td>{if d.free_whole { "free now" } else { "" }}</td>
+                </tr>
+            }
+        })
+        .collect_view()
+}
+
+fn head() -> impl IntoView {
+    view! {
+        <thead><tr>
+            <th scope="col">"Domain"</th><th scope="col" class="num">"Nodes"</th>
+            <th scope="col" class="num">"GPUs allocated"</th><th scope="col" class="num">"Idle"</th>
+            <th scope="col" class="num">"Drained"</th><th scope="col" class="num">"Down"</th>
+            <th scope="col" class="num">"SM activity"</th><th scope="col" class="num">"Oversubscription"</th>
+            <th scope="col">"Whole domain"</th>
+        </tr></thead>
+    }
+}
+
+#[component]
+fn Topology(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
+    // The tree: each spine followed by its leaves; then leaves without a spine.
+    let tree = move || {
+        state.with(|s| {
+            let mut out = Vec::new();
+            for sp in s.domains.iter().filter(|d| d.kind == DomainKind::Spine) {
+                out.push(sp.clone());
+                out.extend(
+                    s.domains
+                        .iter()
+                        .filter(|d| {
+                            d.kind == DomainKind::Leaf
+                                && d.parent.as_deref() == Some(sp.name.as_str())
+                        })
+                        .cloned(),
+                );
+            }
+            let spines: Vec<&str> = s
+                .domains
+                .iter()
+                .filter(|d| d.kind == DomainKind::Spine)
+                .map(|d| d.name.as_str())
+                .collect();
+            out.extend(
+                s.domains
+                    .iter()
+                    .filter(|d| {
+                        d.kind == DomainKind::Leaf
+                            && !d.parent.as_deref().is_some_and(|p| spines.contains(&p))
+                    })
+                    .cloned(),
+            );
+            out
+        })
+    };
+    let of_kind = move |k: DomainKind| {
+        state.with(|s| {
+            s.domains
+                .iter()
+                .filter(|d| d.kind == k)
+                .cloned()
+                .collect::<Vec<_>>()
+        })
+    };
+    view! {
+        <div class:stale=move || stale.get()>
+            <h2 id="fabric">"InfiniBand fabric"</h2>
+            <table class="grid compact" aria-labelledby="fabric" data-test="fabric">
+                {head()}
+                <tbody>{move || view! { <DomainRows domains=tree()/> }}</tbody>
+            </table>
+            <h2 id="blocks">"Slurm blocks"</h2>
+            <table class="grid compact" aria-labelledby="blocks">
+                {head()}
+                <tbody>{move || view! { <DomainRows domains=of_kind(DomainKind::Block)/> }}</tbody>
+            </table>
+            {move || {
+                let nvl = of_kind(DomainKind::Nvlink);
+                (!nvl.is_empty()).then(|| view! {
+                    <h2 id="nvlink">"NVLink domains"</h2>
+                    <table class="grid compact" aria-labelledby="nvlink">{head()}<tbody><DomainRows domains=nvl/></tbody></table>
+                })
+            }}
+            <h2 id="frag">"Fragmented jobs"</h2>
+            {move || {
+                let f = state.with(|s| s.fragmented.clone());
+                if f.is_empty() {
+                    view! { <p data-test="fragmented-none">"No running job spans more leaf switches than its size needs."</p> }.into_any()
+                } else {
+                    view! {
+                        <table class="grid compact" aria-labelledby="frag" data-test="fragmented">
+                            <thead><tr>
+                                <th scope="col" class="num">"Job"</th><th scope="col">"Name"</th><th scope="col">"User"</th>
+                                <th scope="col" class="num">"Nodes"</th><th scope="col" class="num">"Leaf switches used"</th>
+                                <th scope="col" class="num">"Could have used"</th>
+                            </tr></thead>
+                            <tbody>
+                                {f.into_iter().map(|j| view! {
+                                    <tr>
+                                        <th scope="row" class="num"><a href="/jobs">{j.id}</a></th>
+                                        <td>{j.name}</td><td>{j.user}</td><td class="num">{j.nodes}</td>
+                                        <td class="num">{j.leaves_used}</td><td class="num">{j.leaves_min}</td>
+                                    </tr>
+                                }).collect_view()}
+                            </tbody>
+                        </table>
+                    }.into_any()
+                }
+            }}
+        </div>
+    }
+}
