@@ -55,6 +55,9 @@ pub struct RackTile {
     /// The hottest GPU in the rack now.
     #[serde(default)]
     pub gpu_temp_max_celsius: Option<f64>,
+    /// The inlet temperature above which this rack's GPUs are expected to throttle.
+    #[serde(default)]
+    pub inlet_limit_celsius: f64,
     /// Running jobs with GPUs in this rack, most GPUs first (who draws its power).
     #[serde(default)]
     pub jobs: Vec<u64>,
@@ -385,6 +388,7 @@ mod tests {
             nodes_unavailable: 0,
             nodes_not_reporting: 0,
             gpu_temp_max_celsius: None,
+            inlet_limit_celsius: 35.0,
             jobs: Vec::new(),
         }
     }

@@ -164,6 +164,7 @@ pub fn overview(
                 nodes_unavailable: unavailable[i],
                 nodes_not_reporting: not_reporting[i],
                 gpu_temp_max_celsius: None,
+                inlet_limit_celsius: rack.inlet_limit_celsius,
                 jobs: Vec::new(),
             }
         })

@@ -51,6 +51,13 @@ pub fn line_svg(c: &LineChart<'_>, points: &[(UnixMs, Option<f32>)]) -> Result<S
             .x_labels(5)
             .y_labels(4)
             .x_label_formatter(&|x| hhmm(*x))
+            .y_label_formatter(&|y| {
+                if y1 >= 100.0 {
+                    format!("{y:.0}")
+                } else {
+                    format!("{y:.1}")
+                }
+            })
             .y_desc(c.y_label)
             .x_desc("time (UTC)")
             .axis_style(GRID)

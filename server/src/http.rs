@@ -504,7 +504,11 @@ async fn history_svg(
         .ok_or(ApiError::NotFound)?;
     let (what, y_label, y_scale) = match metric {
         Metric::PowerWatts => ("power", "power (W)", 1.0),
-        Metric::TempCelsius => ("GPU temperature", "temperature (°C)", 1.0),
+        Metric::TempCelsius => (
+            "GPU temperature (hottest GPU for a node)",
+            "temperature (°C)",
+            1.0,
+        ),
         Metric::SmActiveRatio => ("SM activity", "SM activity (%)", 100.0),
         Metric::SmClockMhz => ("SM clock", "SM clock (MHz)", 1.0),
         Metric::InletCelsius => ("inlet temperature", "inlet (°C)", 1.0),

@@ -132,6 +132,24 @@ impl HotWindow {
         for ((name, _), power) in readings.nodes.iter().zip(&readings.node_power_watts) {
             put(Scope::Node(name.clone()), Metric::PowerWatts, *power);
         }
+        // Per node from the overview's tiles: the hottest GPU, mean SM activity, throttling.
+        for n in &overview.nodes {
+            put(
+                Scope::Node(n.name.clone()),
+                Metric::TempCelsius,
+                n.gpu_temp_max_celsius,
+            );
+            put(
+                Scope::Node(n.name.clone()),
+                Metric::SmActiveRatio,
+                n.sm_active_mean,
+            );
+            put(
+                Scope::Node(n.name.clone()),
+                Metric::GpusThrottling,
+                Some(f64::from(n.gpus_throttling)),
+            );
+        }
         for r in &overview.racks {
             put(
                 Scope::Rack(r.name.clone()),
@@ -247,7 +265,7 @@ mod tests {
             .query(&Scope::Node("nope".into()), Metric::PowerWatts, 0)
             .is_none());
         // 512 GPUs x 4 + 64 nodes + 8 racks x 3 + 3 cluster series, 360 points each.
-        assert_eq!(w.series_count(), 512 * 4 + 64 + 8 * 3 + 3);
+        assert_eq!(w.series_count(), 512 * 4 + 64 + 64 * 3 + 8 * 3 + 3);
         assert_eq!(w.memory_bytes(), w.series_count() * 360 * 4 + 360 * 8);
     }
 

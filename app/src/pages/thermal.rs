@@ -53,12 +53,12 @@ fn Thermal(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
                 </tr></thead>
                 <tbody>
                     {move || state.with(|s| s.racks.clone()).into_iter().map(|r| {
-                        let hot = r.inlet_celsius.is_some_and(|t| t >= 35.0);
+                        let hot = r.inlet_celsius.is_some_and(|t| t >= r.inlet_limit_celsius);
                         view! {
                             <tr data-rack=r.name.clone() class:warn=hot>
                                 <th scope="row"><a href="/racks?metric=temp">{r.name.clone()}</a></th>
                                 <td class="num">{units::celsius(r.inlet_celsius)}{hot.then_some(" · hot")}</td>
-                                <td class="num">"35 °C"</td>
+                                <td class="num">{units::celsius(Some(r.inlet_limit_celsius))}</td>
                                 <td class="num">{units::celsius(r.gpu_temp_max_celsius)}</td>
                                 <td class="num" data-test="rack-throttling">{r.gpus_throttling}</td>
                             </tr>
