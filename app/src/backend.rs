@@ -12,7 +12,7 @@ use crate::actions::{
     ActionKind, ActionResult, ActionTargets, AuditEntry, AuditFilter, Me, Preview,
 };
 use crate::live::Overview;
-use crate::views::{NodeDetail, NodesView};
+use crate::views::{AlertItem, NodeDetail, NodesView};
 
 pub type BackendFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
 
@@ -34,6 +34,12 @@ pub trait Backend: Send + Sync + 'static {
     ) -> BackendFuture<'a, ActionResult>;
     /// One node's page, or `None` if no source knows the node.
     fn node_detail<'a>(&'a self, name: &'a str) -> BackendFuture<'a, Option<NodeDetail>>;
+    /// Firing alerts first, then recent ones.
+    fn alerts(&self, limit: u32) -> BackendFuture<'_, Vec<AlertItem>>;
+    /// Alerts firing and not silenced.
+    fn alerts_firing(&self) -> u32;
+    fn ack_alert<'a>(&'a self, me: &'a Me, id: i64, note: &'a str) -> BackendFuture<'a, ()>;
+    fn silence_alert(&self, id: i64, minutes: u32) -> BackendFuture<'_, ()>;
     /// Audit entries matching `f`, newest first.
     fn audit<'a>(&'a self, f: &'a AuditFilter) -> BackendFuture<'a, Vec<AuditEntry>>;
 }

@@ -74,9 +74,11 @@ pub fn App() -> impl IntoView {
                     <A href="/topology">"Topology"</A>
                     <A href="/nodes">"Nodes"</A>
                     <A href="/jobs">"Jobs"</A>
+                    <A href="/alerts">"Alerts"</A>
                     <A href="/audit">"Audit"</A>
                 </nav>
                 <span class="spacer"></span>
+                <pages::alerts::AlertBadge/>
                 <WhoAmI/>
             </header>
             <main id="main" tabindex="-1">
@@ -90,6 +92,7 @@ pub fn App() -> impl IntoView {
                     <Route path=(StaticSegment("nodes"), ParamSegment("name")) view=pages::node::NodePage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("jobs") view=pages::nodes::JobsPage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("audit") view=pages::audit::AuditPage ssr=SsrMode::Async/>
+                    <Route path=StaticSegment("alerts") view=pages::alerts::AlertsPage ssr=SsrMode::Async/>
                 </Routes>
             </main>
         </Router>

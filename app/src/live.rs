@@ -34,6 +34,9 @@ pub struct Summary {
     pub gpus_throttling: u32,
     pub jobs_running: u32,
     pub jobs_pending: u32,
+    /// Alerts firing now (the header's badge).
+    #[serde(default)]
+    pub alerts_firing: u32,
 }
 
 /// One rack of the mini-map.
@@ -102,8 +105,9 @@ impl Severity {
     }
 }
 
-/// One node of the floor, in display precision (power to 10 W, temperature to 1 °C, SM
-/// activity to 1%), so that a tick only carries nodes whose display changed. Short field
+/// One node of the floor, in the floor's display precision (power to 0.1 kW, temperature
+/// to 1 °C, SM activity to 5%), so that a tick only carries nodes whose display changed;
+/// the node page has the exact values. Short field
 /// names: at 2,048 nodes these are most of a delta's bytes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeTile {

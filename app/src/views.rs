@@ -78,3 +78,29 @@ pub struct NodeDetail {
     pub server_now_ms: UnixMs,
     pub interval_ms: i64,
 }
+
+/// One alert, for the alerts page.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlertItem {
+    pub id: i64,
+    pub rule: String,
+    pub subject: String,
+    pub severity: String,
+    pub summary: String,
+    pub link: String,
+    /// `firing` or `resolved`.
+    pub state: String,
+    pub started_ms: UnixMs,
+    pub resolved_ms: Option<UnixMs>,
+    pub acked_by: Option<String>,
+    pub ack_note: Option<String>,
+    pub silenced_until_ms: Option<UnixMs>,
+}
+
+/// The alerts page's data.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlertsView {
+    pub me: Me,
+    pub server_now_ms: UnixMs,
+    pub alerts: Vec<AlertItem>,
+}

@@ -185,6 +185,7 @@ pub fn overview(
             .iter()
             .filter(|j| j.state == JobState::Pending)
             .count() as u32,
+        alerts_firing: 0,
     };
     let mut ov = Overview {
         cluster: inv.cluster.clone(),
@@ -198,6 +199,41 @@ pub fn overview(
     };
     floor(inv, r, &state_of, &mut ov);
     ov
+}
+
+/// Display hysteresis for the floor, against the previous published overview: a node's
+/// power, hottest GPU and SM activity, and a rack's power and temperatures, keep their
+/// shown value until they move by more than about one display step (0.1 kW for a node,
+/// 0.2 kW for a rack, 1 °C, 5%). Sensor noise then no longer rewrites a 2,048-node floor every
+/// second; a real change still shows within the tick. Counts and states are never held.
+pub fn steady(prev: &Overview, next: &mut Overview) {
+    let hold = |old: Option<f64>, new: &mut Option<f64>, step: f64| {
+        if let (Some(o), Some(n)) = (old, *new) {
+            if (n - o).abs() <= step {
+                *new = Some(o);
+            }
+        }
+    };
+    if prev.nodes.len() == next.nodes.len() {
+        for (o, n) in prev.nodes.iter().zip(next.nodes.iter_mut()) {
+            if o.name != n.name {
+                continue;
+            }
+            hold(o.power_watts, &mut n.power_watts, 100.0);
+            hold(o.gpu_temp_max_celsius, &mut n.gpu_temp_max_celsius, 1.0);
+            hold(o.sm_active_mean, &mut n.sm_active_mean, 0.05);
+        }
+    }
+    if prev.racks.len() == next.racks.len() {
+        for (o, n) in prev.racks.iter().zip(next.racks.iter_mut()) {
+            if o.name != n.name {
+                continue;
+            }
+            hold(o.power_watts, &mut n.power_watts, 200.0);
+            hold(o.inlet_celsius, &mut n.inlet_celsius, 0.5);
+            hold(o.gpu_temp_max_celsius, &mut n.gpu_temp_max_celsius, 1.0);
+        }
+    }
 }
 
 /// Per node, per switch domain, throttling by reason and job, fragmented jobs; and each
@@ -292,9 +328,9 @@ fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov:
                     .get(n.name.as_str())
                     .copied()
                     .flatten()
-                    .map(|p| round_to(p, 10.0)),
+                    .map(|p| round_to(p, 100.0)),
                 gpu_temp_max_celsius: temp.map(f64::round),
-                sm_active_mean: sm.map(|x| round_to(x, 0.01)),
+                sm_active_mean: sm.map(|x| round_to(x, 0.05)),
                 gpus: n.gpus.len() as u32,
                 gpus_throttling: thr,
                 jobs,
@@ -489,9 +525,31 @@ mod tests {
         if truth.gpus_throttling > 0 {
             assert!(ov.thermal.by_reason.iter().any(|c| c.gpus > 0));
         }
-        // Node power is the BMC's, to 10 W.
+        // Node power is the BMC's, to the floor's display precision (0.1 kW).
         let p = ov.nodes[0].power_watts.expect("power");
-        assert_eq!(p % 10.0, 0.0);
+        assert_eq!(p % 100.0, 0.0);
+    }
+
+    #[test]
+    fn hysteresis_holds_noise_and_passes_changes() {
+        let sim = Sim::new(16, 42, "t", T0);
+        let r = sim.readings();
+        let prev = overview(sim.inventory(), &r, 1, 1000, T0);
+        let mut next = prev.clone();
+        next.nodes[0].power_watts = next.nodes[0].power_watts.map(|p| p + 100.0);
+        next.nodes[1].power_watts = next.nodes[1].power_watts.map(|p| p + 300.0);
+        next.racks[0].power_watts = next.racks[0].power_watts.map(|p| p + 150.0);
+        steady(&prev, &mut next);
+        assert_eq!(
+            next.nodes[0].power_watts, prev.nodes[0].power_watts,
+            "one step of noise held"
+        );
+        assert_eq!(
+            next.nodes[1].power_watts,
+            prev.nodes[1].power_watts.map(|p| p + 300.0)
+        );
+        assert_eq!(next.racks[0].power_watts, prev.racks[0].power_watts);
+        assert_eq!(prev.diff(&next).nodes.len(), 1);
     }
 
     #[test]

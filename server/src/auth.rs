@@ -157,6 +157,8 @@ pub const READ_ONLY_POSTS: &[&str] = &[
     "/api/nodes_view",
     "/api/me",
     "/api/node_detail",
+    "/api/alerts_view",
+    "/api/alert_count",
 ];
 
 /// The access rule of `method path`. Default-deny: anything not a GET, HEAD or a listed
@@ -166,11 +168,17 @@ pub fn access_for(method: &Method, path: &str) -> Access {
         path,
         "/healthz" | "/metrics" | "/login" | "/auth/login" | "/auth/logout" | "/robots.txt"
     ) || path.starts_with("/pkg/")
-        || path.starts_with("/sim/exporter/");
+        || path.starts_with("/sim/exporter/")
+        // Training jobs post here with the ingest token, which the handler checks.
+        || path.starts_with("/api/ingest/");
     if public {
         return Access::Public;
     }
-    if path.starts_with("/api/actions/") || path == "/api/audit" || path == "/audit" {
+    if path.starts_with("/api/actions/")
+        || path.starts_with("/api/alerts/")
+        || path == "/api/audit"
+        || path == "/audit"
+    {
         return Access::Act;
     }
     if method == Method::GET || method == Method::HEAD || READ_ONLY_POSTS.contains(&path) {

@@ -139,6 +139,13 @@ pub struct Config {
     pub sim: SimConfig,
     pub slurm: SlurmConfig,
     pub auth: AuthConfig,
+    pub alerts: crate::alerts::AlertConfig,
+    /// Bearer token for `POST /api/ingest/*` (training jobs posting checkpoints and NCCL
+    /// latency); unset: ingest is off.
+    pub ingest_token: Option<Secret<String>>,
+    /// Directories scanned for checkpoints, and how often.
+    pub checkpoint_roots: Vec<PathBuf>,
+    pub checkpoint_scan_interval_ms: u64,
 }
 
 impl Default for Config {
@@ -173,6 +180,10 @@ impl Default for Config {
                 topology: None,
                 rest: None,
             },
+            alerts: crate::alerts::AlertConfig::default(),
+            ingest_token: None,
+            checkpoint_roots: Vec::new(),
+            checkpoint_scan_interval_ms: 60_000,
             auth: AuthConfig {
                 anonymous_read: false,
                 session_hours: 12,
@@ -227,6 +238,27 @@ struct FileConfig {
     sim: Option<FileSim>,
     slurm: Option<FileSlurm>,
     auth: Option<FileAuth>,
+    alerts: Option<FileAlerts>,
+    ingest_token: Option<String>,
+    checkpoint_roots: Option<Vec<PathBuf>>,
+    checkpoint_scan_interval_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileAlerts {
+    rack_power_high_ratio: Option<f64>,
+    rack_power_high_minutes: Option<u32>,
+    thermal_throttle_minutes: Option<u32>,
+    target_failures: Option<u32>,
+    nccl_latency_us: Option<f64>,
+    nccl_consecutive: Option<usize>,
+    nccl_baseline_factor: Option<f64>,
+    nccl_baseline_steps: Option<usize>,
+    checkpoint_overdue_minutes: Option<u32>,
+    webhook_url: Option<String>,
+    webhook_format: Option<String>,
+    auto_drain: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -318,6 +350,7 @@ impl Config {
         };
         let mut slurm = raw.slurm.take().unwrap_or_default();
         let mut auth = raw.auth.take().unwrap_or_default();
+        let mut alerts = raw.alerts.take().unwrap_or_default();
         let sim = raw.sim.get_or_insert_with(FileSim::default);
         let mut listen_from = "listen";
         for (key, value) in env {
@@ -369,6 +402,26 @@ impl Config {
                 }
                 "ANONYMOUS_READ" => auth.anonymous_read = Some(flag(&key, &value)?),
                 "SECURE_COOKIES" => auth.secure_cookies = Some(flag(&key, &value)?),
+                "ALERT_WEBHOOK_URL" => alerts.webhook_url = Some(value),
+                "ALERT_WEBHOOK_FORMAT" => alerts.webhook_format = Some(value),
+                "ALERT_AUTO_DRAIN" => alerts.auto_drain = Some(flag(&key, &value)?),
+                "ALERT_NCCL_LATENCY_US" => {
+                    alerts.nccl_latency_us = Some(value.parse().map_err(|_| num("microseconds"))?)
+                }
+                "INGEST_TOKEN" => raw.ingest_token = Some(value),
+                "CHECKPOINT_ROOTS" => {
+                    raw.checkpoint_roots = Some(
+                        value
+                            .split(':')
+                            .filter(|p| !p.is_empty())
+                            .map(PathBuf::from)
+                            .collect(),
+                    )
+                }
+                "CHECKPOINT_SCAN_INTERVAL_MS" => {
+                    raw.checkpoint_scan_interval_ms =
+                        Some(value.parse().map_err(|_| num("milliseconds"))?)
+                }
                 "PROXY_HEADER" => auth.proxy_header = Some(value),
                 "TRUSTED_PROXIES" => {
                     auth.trusted_proxies = Some(
@@ -388,6 +441,7 @@ impl Config {
         }
         raw.slurm = Some(slurm);
         raw.auth = Some(auth);
+        raw.alerts = Some(alerts);
         Self::validate(raw, listen_from)
     }
 
@@ -617,7 +671,64 @@ impl Config {
                 "must be between 1 and 10000",
             ));
         }
+        let al = raw.alerts.unwrap_or_default();
+        let da = crate::alerts::AlertConfig::default();
+        let minutes = |m: Option<u32>, d: i64| m.map(|m| i64::from(m) * 60_000).unwrap_or(d);
+        let alerts = crate::alerts::AlertConfig {
+            rack_power_high_ratio: al.rack_power_high_ratio.unwrap_or(da.rack_power_high_ratio),
+            rack_power_high_ms: minutes(al.rack_power_high_minutes, da.rack_power_high_ms),
+            thermal_throttle_ms: minutes(al.thermal_throttle_minutes, da.thermal_throttle_ms),
+            target_failures: al.target_failures.unwrap_or(da.target_failures).max(1),
+            nccl_latency_us: al.nccl_latency_us.unwrap_or(da.nccl_latency_us),
+            nccl_consecutive: al.nccl_consecutive.unwrap_or(da.nccl_consecutive).max(1),
+            nccl_baseline_factor: al.nccl_baseline_factor.unwrap_or(da.nccl_baseline_factor),
+            nccl_baseline_steps: al
+                .nccl_baseline_steps
+                .unwrap_or(da.nccl_baseline_steps)
+                .max(1),
+            checkpoint_overdue_ms: minutes(al.checkpoint_overdue_minutes, da.checkpoint_overdue_ms),
+            webhook_url: al.webhook_url.filter(|u| !u.is_empty()),
+            webhook_format: match al.webhook_format.as_deref() {
+                None | Some("gantry") => crate::alerts::WebhookFormat::Gantry,
+                Some("alertmanager") => crate::alerts::WebhookFormat::Alertmanager,
+                Some(other) => {
+                    return Err(invalid(
+                        "alerts.webhook_format",
+                        format!("{other:?} is not one of: gantry, alertmanager"),
+                    ))
+                }
+            },
+            auto_drain: al.auto_drain.unwrap_or(false),
+        };
+        if let Some(u) = &alerts.webhook_url {
+            if !u.starts_with("http://") {
+                return Err(invalid("alerts.webhook_url", "must be an http:// URL"));
+            }
+        }
+        if !(alerts.rack_power_high_ratio > 0.0 && alerts.rack_power_high_ratio <= 1.0) {
+            return Err(invalid(
+                "alerts.rack_power_high_ratio",
+                "must be above 0 and at most 1",
+            ));
+        }
+        let ingest_token = raw.ingest_token.filter(|t| !t.is_empty());
+        if ingest_token.as_ref().is_some_and(|t| t.len() < 16) {
+            return Err(invalid("ingest_token", "must be at least 16 characters"));
+        }
+        let checkpoint_scan_interval_ms = raw
+            .checkpoint_scan_interval_ms
+            .unwrap_or(d.checkpoint_scan_interval_ms);
+        if !(1000..=86_400_000).contains(&checkpoint_scan_interval_ms) {
+            return Err(invalid(
+                "checkpoint_scan_interval_ms",
+                "must be between 1000 and 86400000",
+            ));
+        }
         Ok(Config {
+            alerts,
+            ingest_token: ingest_token.map(Secret::new),
+            checkpoint_roots: raw.checkpoint_roots.unwrap_or_default(),
+            checkpoint_scan_interval_ms,
             slurm,
             auth,
             listen,

@@ -39,6 +39,8 @@ pub struct AppState {
     pub simulated: bool,
     pub request_timeout: Duration,
     pub auth: crate::config::AuthConfig,
+    /// SHA-256 of the ingest token; `None`: ingest is off.
+    pub ingest_token_sha256: Option<[u8; 32]>,
     pub actions: Arc<crate::actions::Actions>,
 }
 
@@ -331,6 +333,81 @@ impl Backend for LiveBackend {
         })
     }
 
+    fn alerts(&self, limit: u32) -> app::backend::BackendFuture<'_, Vec<app::views::AlertItem>> {
+        Box::pin(async move {
+            let rows = self.store.alerts(limit).await.map_err(|e| {
+                tracing::error!(error = %e, "alerts read failed");
+                "storage unavailable".to_string()
+            })?;
+            Ok(rows
+                .into_iter()
+                .map(|a| app::views::AlertItem {
+                    id: a.id,
+                    rule: a.rule,
+                    subject: a.subject,
+                    severity: a.severity,
+                    summary: a.summary,
+                    link: a.link,
+                    state: a.state,
+                    started_ms: a.started_ms,
+                    resolved_ms: a.resolved_ms,
+                    acked_by: a.acked_by,
+                    ack_note: a.ack_note,
+                    silenced_until_ms: a.silenced_until_ms,
+                })
+                .collect())
+        })
+    }
+
+    fn alerts_firing(&self) -> u32 {
+        self.live.alerts_firing()
+    }
+
+    fn ack_alert<'a>(
+        &'a self,
+        me: &'a app::actions::Me,
+        id: i64,
+        note: &'a str,
+    ) -> app::backend::BackendFuture<'a, ()> {
+        Box::pin(async move {
+            if !me.can_act() {
+                return Err("operators acknowledge alerts".into());
+            }
+            if note.len() > 1000 || note.chars().any(char::is_control) {
+                return Err("note: at most 1000 characters, no control characters".into());
+            }
+            let user = me.user.clone().unwrap_or_default();
+            match self.store.ack_alert(id, &user, note, wall_now_ms()).await {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(format!("no alert {id}")),
+                Err(e) => {
+                    tracing::error!(error = %e, "alert ack failed");
+                    Err("storage unavailable".into())
+                }
+            }
+        })
+    }
+
+    fn silence_alert(&self, id: i64, minutes: u32) -> app::backend::BackendFuture<'_, ()> {
+        Box::pin(async move {
+            if !(1..=7 * 24 * 60).contains(&minutes) {
+                return Err("minutes: 1 to 10080".into());
+            }
+            match self
+                .store
+                .silence_alert(id, wall_now_ms() + i64::from(minutes) * 60_000)
+                .await
+            {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(format!("no alert {id}")),
+                Err(e) => {
+                    tracing::error!(error = %e, "alert silence failed");
+                    Err("storage unavailable".into())
+                }
+            }
+        })
+    }
+
     fn audit<'a>(
         &'a self,
         f: &'a app::actions::AuditFilter,
@@ -388,7 +465,12 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
     .route("/api/actions/drain", post(action_drain))
     .route("/api/actions/resume", post(action_resume))
     .route("/api/actions/requeue", post(action_requeue))
-    .route("/api/audit", get(audit));
+    .route("/api/audit", get(audit))
+    .route("/api/alerts", get(alerts_list))
+    .route("/api/alerts/{id}/ack", post(alert_ack))
+    .route("/api/alerts/{id}/silence", post(alert_silence))
+    .route("/api/ingest/checkpoint", post(ingest_checkpoint))
+    .route("/api/ingest/nccl", post(ingest_nccl));
     if state.simulated {
         t = t
             .route("/sim/truth", get(sim_truth))
@@ -820,4 +902,221 @@ async fn audit(
             .into_response());
     }
     Ok(Json(serde_json::json!({ "entries": rows })).into_response())
+}
+
+#[derive(Deserialize)]
+struct AlertsQuery {
+    limit: Option<u32>,
+}
+
+/// `GET /api/alerts`: firing alerts first, then recent history.
+async fn alerts_list(
+    State(st): State<AppState>,
+    Query(q): Query<AlertsQuery>,
+) -> Result<Response, ApiError> {
+    let rows = st
+        .store
+        .alerts(q.limit.unwrap_or(200).clamp(1, 5000))
+        .await
+        .map_err(ApiError::Storage)?;
+    Ok(
+        Json(serde_json::json!({ "firing": st.live.alerts_firing(), "alerts": rows }))
+            .into_response(),
+    )
+}
+
+#[derive(Deserialize)]
+struct AckBody {
+    #[serde(default)]
+    note: String,
+}
+
+/// `POST /api/alerts/{id}/ack` `{"note": "…"}`: who acknowledged, when, why.
+async fn alert_ack(
+    State(st): State<AppState>,
+    axum::Extension(c): axum::Extension<crate::auth::Caller>,
+    Path(id): Path<i64>,
+    body: Result<Json<AckBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(b) =
+        body.map_err(|e| ApiError::BadRequest(format!("invalid request body: {}", e.body_text())))?;
+    if b.note.len() > 1000 || b.note.chars().any(char::is_control) {
+        return Err(ApiError::BadRequest(
+            "note: at most 1000 characters, no control characters".into(),
+        ));
+    }
+    let user = c.user.unwrap_or_default();
+    if !st
+        .store
+        .ack_alert(id, &user, &b.note, wall_now_ms())
+        .await
+        .map_err(ApiError::Storage)?
+    {
+        return Err(ApiError::NotFound);
+    }
+    let row = st.store.alert(id).await.map_err(ApiError::Storage)?;
+    Ok(Json(row).into_response())
+}
+
+#[derive(Deserialize)]
+struct SilenceBody {
+    minutes: u32,
+}
+
+/// `POST /api/alerts/{id}/silence` `{"minutes": 60}`: no deliveries or badge until then.
+async fn alert_silence(
+    State(st): State<AppState>,
+    Path(id): Path<i64>,
+    body: Result<Json<SilenceBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(b) =
+        body.map_err(|e| ApiError::BadRequest(format!("invalid request body: {}", e.body_text())))?;
+    if !(1..=7 * 24 * 60).contains(&b.minutes) {
+        return Err(ApiError::BadRequest("minutes: 1 to 10080".into()));
+    }
+    let until = wall_now_ms() + i64::from(b.minutes) * 60_000;
+    if !st
+        .store
+        .silence_alert(id, until)
+        .await
+        .map_err(ApiError::Storage)?
+    {
+        return Err(ApiError::NotFound);
+    }
+    Ok(Json(st.store.alert(id).await.map_err(ApiError::Storage)?).into_response())
+}
+
+/// A job the scheduler lists now, or one in the job history.
+async fn known_job(st: &AppState, id: u64) -> Result<(), ApiError> {
+    let now = st
+        .live
+        .sched()
+        .is_some_and(|s| s.jobs.iter().any(|j| j.job.id == id));
+    if now || st.store.job(id).await.map_err(ApiError::Storage)?.is_some() {
+        Ok(())
+    } else {
+        Err(ApiError::BadRequest(format!(
+            "unknown job {id}: Gantry has not seen it in the scheduler"
+        )))
+    }
+}
+
+/// The ingest token check: a bearer token whose SHA-256 matches.
+fn ingest_allowed(st: &AppState, headers: &axum::http::HeaderMap) -> Result<(), ApiError> {
+    use sha2::{Digest, Sha256};
+    let Some(want) = st.ingest_token_sha256 else {
+        return Err(ApiError::Forbidden("ingest is off: set ingest_token"));
+    };
+    let got = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or(ApiError::Unauthenticated)?;
+    let digest: [u8; 32] = Sha256::digest(got.as_bytes()).into();
+    if digest == want {
+        Ok(())
+    } else {
+        Err(ApiError::Unauthenticated)
+    }
+}
+
+#[derive(Deserialize)]
+struct CheckpointEvent {
+    job_id: u64,
+    step: u64,
+    bytes: u64,
+    duration_ms: i64,
+    path: String,
+    /// `complete` or `failed`.
+    status: String,
+    /// When the save started; default: now minus the duration.
+    started_ms: Option<i64>,
+}
+
+/// `POST /api/ingest/checkpoint`: a training job reports a checkpoint save.
+async fn ingest_checkpoint(
+    State(st): State<AppState>,
+    headers: axum::http::HeaderMap,
+    body: Result<Json<CheckpointEvent>, axum::extract::rejection::JsonRejection>,
+) -> Result<Response, ApiError> {
+    ingest_allowed(&st, &headers)?;
+    let Json(e) = body.map_err(|e| {
+        ApiError::BadRequest(format!("invalid checkpoint event: {}", e.body_text()))
+    })?;
+    let complete = match e.status.as_str() {
+        "complete" => true,
+        "failed" => false,
+        other => {
+            return Err(ApiError::BadRequest(format!(
+                "status {other:?}: expected complete or failed"
+            )))
+        }
+    };
+    if e.path.is_empty() || e.path.len() > 4096 || e.duration_ms < 0 {
+        return Err(ApiError::BadRequest(
+            "path: 1 to 4096 bytes; duration_ms: not negative".into(),
+        ));
+    }
+    known_job(&st, e.job_id).await?;
+    let c = app::model::Checkpoint {
+        job_id: e.job_id,
+        step: e.step,
+        path: e.path,
+        size_bytes: e.bytes,
+        started_ms: e
+            .started_ms
+            .unwrap_or_else(|| wall_now_ms() - e.duration_ms),
+        duration_ms: e.duration_ms,
+        complete,
+    };
+    st.store
+        .put_checkpoint(&c)
+        .await
+        .map_err(ApiError::Storage)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(serde_json::json!({"recorded": true})),
+    )
+        .into_response())
+}
+
+#[derive(Deserialize)]
+struct NcclEvent {
+    job_id: u64,
+    step: u64,
+    latency_us: f64,
+    message_bytes: Option<u64>,
+    at_ms: Option<i64>,
+}
+
+/// `POST /api/ingest/nccl`: one step's all-reduce latency.
+async fn ingest_nccl(
+    State(st): State<AppState>,
+    headers: axum::http::HeaderMap,
+    body: Result<Json<NcclEvent>, axum::extract::rejection::JsonRejection>,
+) -> Result<Response, ApiError> {
+    ingest_allowed(&st, &headers)?;
+    let Json(e) =
+        body.map_err(|e| ApiError::BadRequest(format!("invalid NCCL sample: {}", e.body_text())))?;
+    if !(e.latency_us.is_finite() && e.latency_us >= 0.0 && e.latency_us < 1e9) {
+        return Err(ApiError::BadRequest(
+            "latency_us must be a number from 0 to 1e9".into(),
+        ));
+    }
+    known_job(&st, e.job_id).await?;
+    st.store
+        .put_nccl(
+            e.job_id,
+            e.step,
+            e.at_ms.unwrap_or_else(wall_now_ms),
+            e.latency_us,
+            e.message_bytes,
+        )
+        .await
+        .map_err(ApiError::Storage)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(serde_json::json!({"recorded": true})),
+    )
+        .into_response())
 }

@@ -139,6 +139,27 @@ impl Ingest {
         }
     }
 
+    /// Replaces the targets (the scheduler's node list changed). Health and latest readings
+    /// of targets that remain are kept; those of removed ones are dropped.
+    pub fn set_targets(&mut self, targets: Vec<NodeTarget>) {
+        let keep: std::collections::HashSet<&str> = targets
+            .iter()
+            .flat_map(|t| [t.gpu_url.as_str(), t.bmc_url.as_str()])
+            .collect();
+        self.health.retain(|u, _| keep.contains(u.as_str()));
+        for t in &targets {
+            for u in [&t.gpu_url, &t.bmc_url] {
+                self.health
+                    .entry(u.clone())
+                    .or_insert_with(|| TargetHealth::new(u));
+            }
+        }
+        let nodes: std::collections::HashSet<&str> =
+            targets.iter().map(|t| t.node.as_str()).collect();
+        self.latest.retain(|n, _| nodes.contains(n.as_str()));
+        self.targets = targets;
+    }
+
     /// Spreads each target's scrapes over the interval (for real sites; off by default).
     pub fn with_jitter(mut self) -> Ingest {
         self.jitter = true;

@@ -2,8 +2,10 @@
 
 pub mod actions;
 pub mod aggregate;
+pub mod alerts;
 pub mod auth;
 pub mod charts;
+pub mod checkpoints;
 pub mod config;
 pub mod http;
 pub mod ingest;

@@ -78,6 +78,8 @@ pub struct Live {
     inventory: RwLock<Option<Arc<Inventory>>>,
     latest: RwLock<Option<Arc<Latest>>>,
     sched: RwLock<Option<Arc<SchedSnapshot>>>,
+    /// Alerts firing now (for the header's badge), set by the alert task.
+    alerts_firing: std::sync::atomic::AtomicU32,
     /// Wakes the source early (after an action) so browsers see the effect at once.
     poke: tokio::sync::Notify,
     current: RwLock<Option<Arc<Tick>>>,
@@ -98,6 +100,7 @@ impl Live {
             latest: RwLock::new(None),
             sched: RwLock::new(None),
             poke: tokio::sync::Notify::new(),
+            alerts_firing: std::sync::atomic::AtomicU32::new(0),
             current: RwLock::new(None),
             sim_frame: RwLock::new(None),
             targets: RwLock::new(Arc::new(Vec::new())),
@@ -144,6 +147,16 @@ impl Live {
         }
     }
 
+    pub fn alerts_firing(&self) -> u32 {
+        self.alerts_firing
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn set_alerts_firing(&self, n: u32) {
+        self.alerts_firing
+            .store(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Asks the source to poll now rather than at its next interval.
     pub fn poke(&self) {
         self.poke.notify_one();
@@ -185,7 +198,7 @@ impl Live {
         self.window.lock().ok()?.query(scope, metric, from_ms)
     }
 
-    fn record_window(&self, readings: &Readings, ov: &Overview) {
+    pub fn record_window(&self, readings: &Readings, ov: &Overview) {
         if let Ok(mut w) = self.window.lock() {
             if w.push(readings.at_ms, readings, ov) {
                 self.metrics.hot_window_bytes.store(
@@ -204,7 +217,7 @@ impl Live {
             .unwrap_or_default()
     }
 
-    fn set_targets(&self, t: Vec<crate::scrape::TargetHealth>) {
+    pub fn set_targets(&self, t: Vec<crate::scrape::TargetHealth>) {
         if let Ok(mut g) = self.targets.write() {
             *g = Arc::new(t);
         }
@@ -598,6 +611,7 @@ pub async fn run_sim_source(
         }
         prev_at_ms = Some(view.at_ms);
         ov.thermal.lost_gpu_hours = (lost_gpu_hours * 100.0).round() / 100.0;
+        ov.summary.alerts_firing = live.alerts_firing();
         for r in rollups.add(&ov) {
             q.send(StoreWrite::Rollup(r));
         }
@@ -607,6 +621,10 @@ pub async fn run_sim_source(
         } else {
             Latest::Frame(Arc::clone(&frame))
         });
+        // Rollups and the hot window above took exact values; the floor gets steady ones.
+        if let Some(prev) = live.current() {
+            crate::aggregate::steady(&prev.overview, &mut ov);
+        }
         live.publish(ov, Some(truth));
         live.metrics.live_tick_duration_us.store(
             began.elapsed().as_micros() as u64,

@@ -11,6 +11,7 @@ usage: gantry [serve] [--config FILE]
        gantry inspect topology FILE
        gantry inspect slurm-nodes FILE|-
        gantry inspect slurm-jobs FILE|-
+       gantry inspect checkpoints DIR
        gantry user add NAME --role viewer|operator|manager|admin [--config FILE]
 
 serve    Runs Gantry. Configuration: defaults, then FILE (or $GANTRY_CONFIG), then GANTRY_*
@@ -25,6 +26,11 @@ inspect topology
 inspect slurm-nodes, inspect slurm-jobs
          Prints Slurm's node or job JSON (sinfo/squeue/scontrol --json or slurmrestd, API
          v0.0.37 to v0.0.44) as Gantry normalizes it: states, hostlists expanded, GPUs.
+inspect checkpoints
+         Prints, as JSON, the checkpoints found under DIR (torch.distributed.checkpoint,
+         torchtitan, Megatron-LM, DeepSpeed, Hugging Face Trainer, NeMo): framework, step,
+         size, files, save times, complete or why not, the job id in the path; and what
+         could not be read. Symlinks are not followed.
 user add Creates a user in the configured database, or sets a new password and role for an
          existing one. The password is read from $GANTRY_PASSWORD, or else as one line of
          standard input (at least 10 characters); it is stored only as an argon2id hash.
@@ -42,6 +48,21 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let all: Vec<String> = std::env::args().skip(1).collect();
+    if all.first().map(String::as_str) == Some("inspect")
+        && all.get(1).map(String::as_str) == Some("checkpoints")
+    {
+        let Some(dir) = all.get(2).filter(|_| all.len() == 3) else {
+            return usage_error("inspect checkpoints takes one DIR");
+        };
+        if !std::path::Path::new(dir).is_dir() {
+            return fail(dir, &"not a directory");
+        }
+        let (found, issues) = server::checkpoints::Scanner::default().scan(
+            &[PathBuf::from(dir)],
+            server::checkpoints::Limits::default(),
+        );
+        return print_json(&serde_json::json!({ "checkpoints": found, "problems": issues }));
+    }
     if all.first().map(String::as_str) == Some("inspect") {
         return inspect(&all[1..]);
     }

@@ -130,6 +130,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         Arc::clone(&live),
         cfg.auth.actions_per_minute,
     ));
+    let actions_for_alerts = Arc::clone(&actions);
     crate::auth::prune_sessions_now(&store, live::wall_now_ms()).await;
     let state = AppState {
         leptos,
@@ -139,6 +140,10 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         simulated: cfg.source == SourceKind::Simulator,
         request_timeout: Duration::from_millis(cfg.request_timeout_ms),
         auth: cfg.auth.clone(),
+        ingest_token_sha256: cfg.ingest_token.as_ref().map(|t| {
+            use sha2::{Digest, Sha256};
+            Sha256::digest(t.expose().as_bytes()).into()
+        }),
         actions,
     };
     let (app, paths) = router_with_paths(state);
@@ -258,9 +263,33 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                     )
                 }
             };
+            // Telemetry from each node's exporters, if their URL templates are configured.
+            let scrape_interval_ms = cfg.scrape_interval_ms.unwrap_or(10_000);
+            let telemetry = cfg
+                .gpu_exporter_url
+                .clone()
+                .zip(cfg.bmc_exporter_url.clone())
+                .map(|(g, b)| {
+                    let client = Client::new(ScrapeConfig {
+                        timeout: Duration::from_millis(
+                            cfg.slurm.poll_interval_ms.min(scrape_interval_ms) * 4 / 5,
+                        ),
+                        ..ScrapeConfig::default()
+                    });
+                    let ing = Ingest::new(
+                        client,
+                        Vec::new(),
+                        cfg.power_mapping.clone(),
+                        cfg.scrape_concurrency,
+                    )
+                    .with_jitter();
+                    (ing, g, b)
+                });
             let src = crate::slurm::source::SlurmSource {
                 sched,
                 layout,
+                telemetry,
+                scrape_interval_ms,
                 cluster: cfg.cluster_name.clone(),
                 interval_ms: cfg.slurm.poll_interval_ms,
             };
@@ -272,6 +301,23 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             )));
         }
     }
+    if !cfg.checkpoint_roots.is_empty() {
+        tasks.push(tokio::spawn(crate::checkpoints::run_scanner(
+            cfg.checkpoint_roots.clone(),
+            Duration::from_millis(cfg.checkpoint_scan_interval_ms),
+            store.clone(),
+            shutdown_rx.clone(),
+        )));
+    }
+    tasks.push(tokio::spawn(crate::alerts::run(
+        crate::alerts::AlertTask {
+            cfg: cfg.alerts.clone(),
+            live: Arc::clone(&live),
+            store: store.clone(),
+            actions: Arc::clone(&actions_for_alerts),
+        },
+        shutdown_rx.clone(),
+    )));
     tasks.push(writer);
     Ok(Running {
         addr,

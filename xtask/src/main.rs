@@ -1081,7 +1081,8 @@ fn bench(args: &[String]) -> Result {
     match args.first().map(String::as_str) {
         Some("size") => bench_size(),
         Some("ingest") => bench_ingest(),
-        _ => Err("usage: cargo xtask bench <size | ingest>".into()),
+        Some("browser") => bench_browser(),
+        _ => Err("usage: cargo xtask bench <size | ingest | browser>".into()),
     }
 }
 
@@ -1135,6 +1136,56 @@ fn http_get(addr: SocketAddr, path: &str) -> Result<Vec<u8>> {
 /// Parse throughput on real-format input at 512 nodes x 8 GPUs: the simulator's
 /// dcgm-exporter text for every node, parsed by a release build of the parser, against a
 /// bare line-splitting baseline in the same run.
+/// `/racks` of 2,048 simulated nodes in headless Chromium (release builds): first
+/// contentful paint, main-thread time per 1 Hz update, bytes per SSE update.
+fn bench_browser() -> Result {
+    bootstrap(true, true)?;
+    leptos_build(true, false)?;
+    ensure_apt(
+        &["chromium"],
+        "the browser benchmark runs Debian's Chromium",
+    )?;
+    let port = free_port()?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let dir = target_dir().join("bench");
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let _ = fs::remove_file(dir.join("browser.db"));
+    step("starting gantry (release) with 2,048 simulated nodes (16,384 GPUs)");
+    let child = Command::new(target_dir().join("release").join("gantry"))
+        .current_dir(root())
+        .env("GANTRY_LISTEN", addr.to_string())
+        .env(
+            "GANTRY_DATABASE_URL",
+            format!("sqlite://{}", dir.join("browser.db").display()),
+        )
+        .env("GANTRY_SITE_ROOT", root().join("target").join("site"))
+        .env("GANTRY_SIM_NODES", "2048")
+        .env("GANTRY_TELEMETRY", "direct")
+        .env("GANTRY_ANONYMOUS_READ", "true")
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .map_err(|e| format!("cannot start gantry: {e}"))?;
+    let server = Guard(Some(child), "gantry");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while http_status(addr, "/healthz") != Some(200) {
+        if Instant::now() > deadline {
+            return Err("gantry did not become healthy".into());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let secs = env::var("GANTRY_BENCH_SECONDS").unwrap_or_else(|_| "60".into());
+    step(&format!("measuring /racks in Chromium for {secs} s"));
+    let res = run_cmd(
+        Command::new("node")
+            .arg("bench/browser.mjs")
+            .current_dir(root().join("end2end"))
+            .env("GANTRY_URL", format!("http://{addr}"))
+            .env("GANTRY_BENCH_SECONDS", &secs),
+    );
+    drop(server);
+    res
+}
+
 fn bench_ingest() -> Result {
     step("building gantry to produce the input");
     run_cmd(cargo().args(["build", "-p", "server", "--bin", "gantry"]))?;

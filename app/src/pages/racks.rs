@@ -145,18 +145,36 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
     let q = use_query_map();
     let metric =
         Memo::new(move |_| Metric::parse(&q.with(|q| q.get("metric").unwrap_or_default())));
-    // The floor's shape (rows, racks, which nodes where) changes only with a snapshot.
-    let shape = Memo::new(move |_| {
+    // The floor's shape (rows, racks, which nodes where) changes only with a snapshot:
+    // recomputed when the node or rack list changes, not on every tick.
+    let shape_key = Memo::new(move |_| {
         state.with(|s| {
+            (
+                s.racks.len(),
+                s.nodes.len(),
+                s.nodes.first().map(|n| n.name.clone()),
+                s.nodes.last().map(|n| n.name.clone()),
+            )
+        })
+    });
+    let shape = Memo::new(move |_| {
+        shape_key.track();
+        state.with_untracked(|s| {
+            let rack_of: std::collections::HashMap<&str, usize> = s
+                .racks
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.name.as_str(), i))
+                .collect();
+            let mut per_rack: Vec<Vec<usize>> = vec![Vec::new(); s.racks.len()];
+            for (i, n) in s.nodes.iter().enumerate() {
+                if let Some(&ri) = rack_of.get(n.rack.as_str()) {
+                    per_rack[ri].push(i);
+                }
+            }
             let mut rows: Vec<FloorRow> = Vec::new();
-            for (ri, r) in s.racks.iter().enumerate() {
-                let mut nodes: Vec<usize> = s
-                    .nodes
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, n)| n.rack == r.name)
-                    .map(|(i, _)| i)
-                    .collect();
+            for (ri, mut nodes) in per_rack.into_iter().enumerate() {
+                let r = &s.racks[ri];
                 // Top of the rack first.
                 nodes.sort_by_key(|&i| std::cmp::Reverse(s.nodes[i].u_position));
                 match rows.iter_mut().find(|(name, _)| *name == r.row) {
@@ -255,32 +273,35 @@ fn FloorRack(
 
 #[component]
 fn FloorNode(state: RwSignal<Overview>, i: usize, metric: Memo<Metric>) -> impl IntoView {
+    // The cell is built once; a tick changes only its class, label and value text, and only
+    // when this node's tile changed.
     let tile = Memo::new(move |_| state.with(|s| s.nodes.get(i).cloned()));
-    move || {
-        tile.get().map(|n| {
-            let b = bucket(metric.get(), &n);
-            let class = match b {
-                Some(k) => format!("floor-node m{k}"),
-                None => "floor-node none".into(),
-            };
-            let short = match metric.get() {
-                Metric::Power => units::power(n.power_watts),
-                Metric::Temp => units::celsius(n.gpu_temp_max_celsius),
-                Metric::Sm => units::percent(n.sm_active_mean),
-                Metric::Throttle => format!("{} thr", n.gpus_throttling),
-                Metric::State => n.state.label().to_string(),
-            };
-            let summary = node_summary(&n);
-            view! {
-                <li>
-                    <a class=class href=format!("/nodes/{}", n.name) title=summary.clone() aria-label=summary
-                        data-test="floor-node" data-node=n.name.clone() data-bucket=b.map(|k| k.to_string()).unwrap_or_default()>
-                        <span class="floor-node-name">{n.name.clone()}</span>
-                        <span class="floor-node-value num">{short}</span>
-                    </a>
-                </li>
-            }
+    let name = tile.with_untracked(|t| t.as_ref().map(|n| n.name.clone()).unwrap_or_default());
+    let bucket_of = move || tile.with(|t| t.as_ref().and_then(|n| bucket(metric.get(), n)));
+    let summary = move || tile.with(|t| t.as_ref().map(node_summary).unwrap_or_default());
+    let value = move || {
+        tile.with(|t| {
+            t.as_ref()
+                .map(|n| match metric.get() {
+                    Metric::Power => units::power(n.power_watts),
+                    Metric::Temp => units::celsius(n.gpu_temp_max_celsius),
+                    Metric::Sm => units::percent(n.sm_active_mean),
+                    Metric::Throttle => format!("{} thr", n.gpus_throttling),
+                    Metric::State => n.state.label().to_string(),
+                })
+                .unwrap_or_default()
         })
+    };
+    view! {
+        <li>
+            <a class=move || match bucket_of() { Some(k) => format!("floor-node m{k}"), None => "floor-node none".into() }
+                href=format!("/nodes/{name}") title=summary aria-label=summary
+                data-test="floor-node" data-node=name.clone()
+                data-bucket=move || bucket_of().map(|k| k.to_string()).unwrap_or_default()>
+                <span class="floor-node-name">{name.clone()}</span>
+                <span class="floor-node-value num">{value}</span>
+            </a>
+        </li>
     }
 }
 

@@ -100,16 +100,32 @@ pub struct SlurmSource {
     pub layout: Option<crate::layout::Layout>,
     pub cluster: String,
     pub interval_ms: u64,
+    /// Telemetry from each node's exporters: the scraper and the GPU and BMC URL templates;
+    /// its targets follow Slurm's node list. `None`: no telemetry.
+    pub telemetry: Option<(crate::ingest::Ingest, String, String)>,
+    pub scrape_interval_ms: u64,
 }
 
-/// Polls Slurm until `shutdown` turns true.
+/// Polls Slurm (and scrapes the nodes' exporters, if configured) until `shutdown`.
 pub async fn run_slurm_source(
     src: SlurmSource,
     live: Arc<Live>,
     q: StoreQueue,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut ticker = tokio::time::interval(Duration::from_millis(src.interval_ms));
+    let SlurmSource {
+        sched,
+        layout,
+        cluster,
+        interval_ms,
+        telemetry,
+        scrape_interval_ms,
+    } = src;
+    let (mut ingest, gpu_t, bmc_t) = match telemetry {
+        Some((i, g, b)) => (Some(i), g, b),
+        None => (None, String::new(), String::new()),
+    };
+    let mut ticker = tokio::time::interval(Duration::from_millis(interval_ms));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut seq = 0u64;
     let mut inventory: Option<Arc<Inventory>> = None;
@@ -125,10 +141,7 @@ pub async fn run_slurm_source(
             break;
         }
         let polled = async {
-            Ok::<_, crate::scheduler::SchedError>((
-                src.sched.nodes().await?,
-                src.sched.jobs().await?,
-            ))
+            Ok::<_, crate::scheduler::SchedError>((sched.nodes().await?, sched.jobs().await?))
         };
         let (nodes, jobs) = match polled.await {
             Ok(x) => {
@@ -152,13 +165,18 @@ pub async fn run_slurm_source(
         };
         let now = wall_now_ms();
         let same_nodes = inventory.as_ref().is_some_and(|inv| {
-            inv.nodes.len() == nodes.len()
+            let placed = inv
+                .nodes
+                .iter()
+                .filter(|n| nodes.iter().any(|m| m.name == n.name))
+                .count();
+            placed == nodes.len()
                 && nodes
                     .iter()
                     .all(|n| inv.nodes.iter().any(|m| m.name == n.name))
         });
         if !same_nodes {
-            let inv = Arc::new(match &src.layout {
+            let inv = Arc::new(match &layout {
                 Some(l) => crate::layout::place(
                     l,
                     &nodes
@@ -166,8 +184,11 @@ pub async fn run_slurm_source(
                         .map(|n| (n.name.clone(), n.gpus_total.unwrap_or(0)))
                         .collect::<Vec<_>>(),
                 ),
-                None => inventory_from_nodes(&src.cluster, &nodes),
+                None => inventory_from_nodes(&cluster, &nodes),
             });
+            if let Some(ing) = ingest.as_mut() {
+                ing.set_targets(crate::ingest::targets(&inv, &gpu_t, &bmc_t));
+            }
             q.send(StoreWrite::Inventory(Box::new((*inv).clone())));
             live.set_inventory(Arc::clone(&inv));
             inventory = Some(inv);
@@ -182,46 +203,71 @@ pub async fn run_slurm_source(
             .iter()
             .map(|j| (j.job.id, (j.job.state, j.restart_count)))
             .collect();
-        // No telemetry from this source: every GPU is present and not reporting.
-        let readings = Readings {
-            at_ms: now,
-            gpus: inv
-                .nodes
-                .iter()
-                .flat_map(|n| {
-                    n.gpus.iter().map(|g| GpuReading {
-                        node: n.name.clone(),
-                        index: g.index,
-                        ..GpuReading::default()
+        let node_states: Vec<(String, app::model::NodeState)> =
+            nodes.iter().map(|n| (n.name.clone(), n.state)).collect();
+        let active: Vec<app::model::Job> = jobs
+            .iter()
+            .filter(|j| matches!(j.job.state, JobState::Pending | JobState::Running))
+            .map(|j| j.job.clone())
+            .collect();
+        let readings = match ingest.as_mut() {
+            Some(ing) => {
+                let round = ing
+                    .scrape_due(now, Duration::from_millis(scrape_interval_ms))
+                    .await;
+                live.metrics.record_scrape_round(&round);
+                live.set_targets(ing.health());
+                ing.readings(
+                    &inv,
+                    wall_now_ms(),
+                    now,
+                    2 * scrape_interval_ms.max(interval_ms) as i64,
+                    node_states,
+                    active,
+                )
+            }
+            // No telemetry: every GPU is present and not reporting.
+            None => Readings {
+                at_ms: now,
+                gpus: inv
+                    .nodes
+                    .iter()
+                    .flat_map(|n| {
+                        n.gpus.iter().map(|g| GpuReading {
+                            node: n.name.clone(),
+                            index: g.index,
+                            ..GpuReading::default()
+                        })
                     })
-                })
-                .collect(),
-            racks: inv
-                .racks
-                .iter()
-                .map(|r| RackReading {
-                    rack: r.name.clone(),
-                    ..RackReading::default()
-                })
-                .collect(),
-            nodes: nodes.iter().map(|n| (n.name.clone(), n.state)).collect(),
-            node_power_watts: vec![None; nodes.len()],
-            jobs: jobs
-                .iter()
-                .filter(|j| matches!(j.job.state, JobState::Pending | JobState::Running))
-                .map(|j| j.job.clone())
-                .collect(),
+                    .collect(),
+                racks: inv
+                    .racks
+                    .iter()
+                    .map(|r| RackReading {
+                        rack: r.name.clone(),
+                        ..RackReading::default()
+                    })
+                    .collect(),
+                node_power_watts: vec![None; node_states.len()],
+                nodes: node_states,
+                jobs: active,
+            },
         };
         live.set_sched(SchedSnapshot {
             at_ms: now,
             polled_ms: now,
-            interval_ms: src.interval_ms as i64,
+            interval_ms: interval_ms as i64,
             nodes,
             jobs,
         });
         seq += 1;
-        let ov = crate::aggregate::overview(&inv, &readings, seq, src.interval_ms as i64, now);
+        let mut ov = crate::aggregate::overview(&inv, &readings, seq, interval_ms as i64, now);
+        ov.summary.alerts_firing = live.alerts_firing();
+        live.record_window(&readings, &ov);
         live.set_latest(crate::live::Latest::Owned(Arc::new(readings)));
+        if let Some(prev) = live.current() {
+            crate::aggregate::steady(&prev.overview, &mut ov);
+        }
         live.publish(ov, None);
         live.metrics
             .slurm_polls_total

@@ -13,7 +13,9 @@ use app::model::{Checkpoint, Cooling, Inventory, Job, JobState, Rack, UnixMs};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Row};
 
+mod alerts;
 mod auth;
+pub use alerts::AlertRow;
 pub use auth::{UserRow, AUDIT_MAX_ROWS};
 
 /// Which database a store talks to.

@@ -174,3 +174,75 @@ fn bad_usage_exits_2_with_usage() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("sim.nodes"));
 }
+
+#[test]
+fn inspect_checkpoints_reports_frameworks_and_what_is_missing() {
+    let root = std::env::temp_dir().join(format!("gantry-cli-ckpt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let mk = |rel: &str, files: &[&str]| {
+        let d = root.join(rel);
+        std::fs::create_dir_all(&d).expect("mkdir");
+        for f in files {
+            std::fs::write(d.join(f), b"data").expect("write");
+        }
+    };
+    mk(
+        "ds/job-4242/global_step300",
+        &[
+            "mp_rank_00_model_states.pt",
+            "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+        ],
+    );
+    std::fs::write(root.join("ds/job-4242/latest"), b"global_step400").expect("latest");
+    mk(
+        "hf/checkpoint-20",
+        &["trainer_state.json", "model-00001-of-00002.safetensors"],
+    );
+    let out = Command::new(BIN)
+        .args(["inspect", "checkpoints"])
+        .arg(&root)
+        .output()
+        .expect("run");
+    let v = json_of(&out);
+    let c = v["checkpoints"].as_array().expect("checkpoints");
+    assert_eq!(c.len(), 2, "{v}");
+    let ds = c
+        .iter()
+        .find(|x| x["framework"] == "deepspeed")
+        .expect("deepspeed");
+    assert_eq!(
+        (
+            ds["step"].as_u64(),
+            ds["job_id"].as_u64(),
+            ds["complete"].as_bool()
+        ),
+        (Some(300), Some(4242), Some(true))
+    );
+    assert_eq!(ds["files"], 2);
+    assert_eq!(ds["size_bytes"], 8);
+    let hf = c
+        .iter()
+        .find(|x| x["framework"] == "huggingface")
+        .expect("hf");
+    assert_eq!(hf["complete"], false);
+    assert_eq!(hf["incomplete_reason"], "missing weight shard 2 of 2");
+    // DeepSpeed's `latest` names a step that is not there.
+    assert!(
+        v["problems"]
+            .as_array()
+            .expect("problems")
+            .iter()
+            .any(|p| p["problem"]
+                .as_str()
+                .unwrap_or("")
+                .contains("global_step400")),
+        "{v}"
+    );
+    let bad = Command::new(BIN)
+        .args(["inspect", "checkpoints", "/nonexistent/dir"])
+        .output()
+        .expect("run");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a directory"));
+    let _ = std::fs::remove_dir_all(&root);
+}

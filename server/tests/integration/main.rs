@@ -1,5 +1,6 @@
 //! Gantry's one integration-test binary (one link step on a 2-core machine).
 //!
+//! - `alerts`: rules, webhook deliveries, the auto-drain policy, and the ingest API.
 //! - `actions`: sign-in, roles, the guard on every route, actions and their audit trail.
 //! - `storage`: the same storage story on SQLite and on PostgreSQL.
 //! - `http`: a real server on a real socket: pages, live SSE, health, metrics, shutdown.
@@ -12,6 +13,7 @@
 mod support;
 
 mod actions;
+mod alerts;
 mod cli;
 mod http;
 mod promql;

@@ -543,3 +543,93 @@ async fn slurmrestd_reads_and_falls_back_to_the_cli() {
     assert_eq!(nodes["nodes"].as_array().map(Vec::len), Some(16));
     r.stop().await.expect("stop");
 }
+
+/// The opt-in policy on a real Slurm: Gantry scrapes every node's exporters (their targets
+/// follow Slurm's node list), sees XID 79 on gpu008, fires, and drains gpu008 in Slurm
+/// through the audited action path.
+#[tokio::test]
+async fn the_auto_drain_policy_drains_a_real_slurm_node() {
+    use axum::extract::Path;
+    use axum::routing::get;
+    if cluster().is_none() {
+        return;
+    }
+    let conf = std::env::var("GANTRY_TEST_SLURM_CONF").unwrap_or_default();
+    // Exporters for all 16 nodes, written in dcgm-exporter's and ipmi_exporter's formats.
+    let app = axum::Router::new()
+        .route(
+            "/dcgm/{node}",
+            get(|Path(node): Path<String>| async move {
+                let mut out = String::from("# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n# TYPE DCGM_FI_DEV_XID_ERRORS gauge\n");
+                for g in 0..8 {
+                    let l = format!("gpu=\"{g}\",UUID=\"GPU-{node}-{g}\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"{node}\"");
+                    out.push_str(&format!("DCGM_FI_DEV_GPU_TEMP{{{l}}} 48\n"));
+                    let xid = if node == "gpu008" && g == 2 { 79 } else { 0 };
+                    out.push_str(&format!("DCGM_FI_DEV_XID_ERRORS{{{l}}} {xid}\n"));
+                }
+                out
+            }),
+        )
+        .route(
+            "/ipmi/{node}",
+            get(|| async { "ipmi_dcmi_power_consumption_watts 3100\nipmi_temperature_celsius{id=\"2\",name=\"Inlet Temp\"} 24\n" }),
+        );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let exporters = l.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(l, app).await;
+    });
+    let mut cfg = crate::support::test_config(crate::support::sqlite_url(), 16, 1.0, 200);
+    cfg.source = server::config::SourceKind::Slurm;
+    cfg.slurm.conf = Some(conf.clone().into());
+    cfg.slurm.poll_interval_ms = 500;
+    cfg.gpu_exporter_url = Some(format!("http://{exporters}/dcgm/{{node}}"));
+    cfg.bmc_exporter_url = Some(format!("http://{exporters}/ipmi/{{node}}"));
+    cfg.scrape_interval_ms = Some(500);
+    cfg.alerts.auto_drain = true;
+    let r = server::serve::start(cfg).await.expect("start");
+    let mut drained = String::new();
+    for _ in 0..150 {
+        drained = scontrol_show(&conf, "node", "gpu008");
+        if drained.contains("DRAIN") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(drained.contains("DRAIN"), "{drained}");
+    assert!(
+        drained.contains("Reason=gantry-policy: auto-drain: gpu008 GPU 2: XID 79"),
+        "{drained}"
+    );
+    let audit = r
+        .store
+        .audit(&app::actions::AuditFilter {
+            user: Some("gantry-policy".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("audit");
+    assert!(
+        audit
+            .iter()
+            .any(|a| a.target == "gpu008" && a.action == "drain" && a.status == "ok"),
+        "{audit:?}"
+    );
+    // The other nodes' telemetry arrived too: power is known, nothing else drained.
+    let nodes = r.live.current().expect("tick").overview.nodes.clone();
+    assert!(
+        nodes
+            .iter()
+            .filter(|n| n.name != "gpu008")
+            .all(|n| n.power_watts == Some(3100.0) || n.state != NodeState::Idle),
+        "{nodes:?}"
+    );
+    r.stop().await.expect("stop");
+    // Put it back for the other tests.
+    let _ = std::process::Command::new("scontrol")
+        .args(["update", "NodeName=gpu008", "State=RESUME"])
+        .env("SLURM_CONF", &conf)
+        .status();
+}

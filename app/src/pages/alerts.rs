@@ -1,0 +1,178 @@
+//! `/alerts`: what is firing now, each linked to what it concerns, with acknowledge (with a
+//! note) and silence for operators; then the recent history. And the header's badge.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+
+use crate::units;
+use crate::views::{AlertItem, AlertsView};
+
+#[server(endpoint = "alerts_view")]
+pub async fn get_alerts_view() -> Result<AlertsView, ServerFnError> {
+    let backend = crate::backend::backend()?;
+    let alerts = backend.alerts(300).await.map_err(ServerFnError::new)?;
+    Ok(AlertsView {
+        me: crate::backend::me(),
+        server_now_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0),
+        alerts,
+    })
+}
+
+/// Alerts firing and not silenced, for the header.
+#[server(endpoint = "alert_count")]
+pub async fn get_alert_count() -> Result<u32, ServerFnError> {
+    Ok(crate::backend::backend()?.alerts_firing())
+}
+
+#[server(endpoint = "ack_alert", input = server_fn::codec::Json)]
+pub async fn ack_alert(id: i64, note: String) -> Result<(), ServerFnError> {
+    let me = crate::backend::me();
+    crate::backend::backend()?
+        .ack_alert(&me, id, &note)
+        .await
+        .map_err(ServerFnError::new)
+}
+
+#[server(endpoint = "silence_alert", input = server_fn::codec::Json)]
+pub async fn silence_alert(id: i64, minutes: u32) -> Result<(), ServerFnError> {
+    crate::backend::backend()?
+        .silence_alert(id, minutes)
+        .await
+        .map_err(ServerFnError::new)
+}
+
+#[component]
+pub fn AlertsPage() -> impl IntoView {
+    let data = Resource::new(|| (), |_| get_alerts_view());
+    view! {
+        <Title text="Alerts"/>
+        <div class="page-head"><h1>"Alerts"</h1></div>
+        <Suspense fallback=|| view! { <p class="loading">"Loading alerts…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(v) => view! { <AlertsBody v data/> }.into_any(),
+                    Err(e) => view! { <p class="error" role="alert">{format!("Cannot show alerts: {e}")}</p> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn AlertsBody(v: AlertsView, data: Resource<Result<AlertsView, ServerFnError>>) -> impl IntoView {
+    let can = v.me.can_act();
+    let now = v.server_now_ms;
+    let (firing, past): (Vec<AlertItem>, Vec<AlertItem>) =
+        v.alerts.into_iter().partition(|a| a.state == "firing");
+    let ack = Action::new_local(move |(id, note): &(i64, String)| ack_alert(*id, note.clone()));
+    let silence = Action::new_local(move |(id, m): &(i64, u32)| silence_alert(*id, *m));
+    Effect::new(move |_| {
+        if ack.version().get() > 0 || silence.version().get() > 0 {
+            data.refetch();
+        }
+    });
+    let failed = move || {
+        ack.value()
+            .get()
+            .and_then(|r| r.err())
+            .or_else(|| silence.value().get().and_then(|r| r.err()))
+    };
+    view! {
+        <p role="status" aria-live="polite">{move || failed().map(|e| format!("Not done: {e}"))}</p>
+        <h2 id="firing-h">{format!("Firing ({})", firing.len())}</h2>
+        {if firing.is_empty() {
+            view! { <p data-test="alerts-none">"Nothing is firing."</p> }.into_any()
+        } else {
+            view! {
+                <table class="grid" aria-labelledby="firing-h" data-test="alerts-firing">
+                    <thead><tr>
+                        <th scope="col">"Severity"</th><th scope="col">"What"</th><th scope="col">"Since (UTC)"</th>
+                        <th scope="col">"Acknowledged"</th><th scope="col">"Actions"</th>
+                    </tr></thead>
+                    <tbody>
+                        {firing.into_iter().map(|a| {
+                            let id = a.id;
+                            let note = RwSignal::new(String::new());
+                            let silenced = a.silenced_until_ms.filter(|u| *u > now);
+                            view! {
+                                <tr data-test="alert" data-rule=a.rule.clone() data-subject=a.subject.clone()>
+                                    <td><span class=format!("badge sev-{}", a.severity)>{a.severity.clone()}</span></td>
+                                    <td><a href=a.link.clone()>{a.summary.clone()}</a>
+                                        {silenced.map(|u| view! { <span class="muted">{format!(" · silenced until {}", units::utc(u))}</span> })}
+                                    </td>
+                                    <td class="num">{units::utc(a.started_ms)}</td>
+                                    <td data-test="alert-ack">{a.acked_by.clone().map(|u| format!("{u}: {}", a.ack_note.clone().unwrap_or_default())).unwrap_or_default()}</td>
+                                    <td>
+                                        <form class="inline" on:submit=move |ev| { ev.prevent_default(); ack.dispatch((id, note.get_untracked())); }>
+                                            <label class="sr-only" for=format!("note-{id}")>"Note"</label>
+                                            <input id=format!("note-{id}") type="text" placeholder="note" maxlength="500" disabled=!can
+                                                prop:value=move || note.get() on:input=move |ev| note.set(event_target_value(&ev))/>
+                                            <button type="submit" disabled=!can title=if can { "" } else { "Operators acknowledge" }>"Acknowledge"</button>
+                                        </form>
+                                        <button type="button" disabled=!can on:click=move |_| { silence.dispatch((id, 60)); }>"Silence 1 h"</button>
+                                    </td>
+                                </tr>
+                            }
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            }.into_any()
+        }}
+        <h2 id="past-h">"Resolved"</h2>
+        <table class="grid compact" aria-labelledby="past-h">
+            <thead><tr><th scope="col">"What"</th><th scope="col">"From (UTC)"</th><th scope="col">"To (UTC)"</th></tr></thead>
+            <tbody>
+                {past.into_iter().map(|a| view! {
+                    <tr><td><a href=a.link.clone()>{a.summary.clone()}</a></td><td class="num">{units::utc(a.started_ms)}</td>
+                    <td class="num">{a.resolved_ms.map(units::utc).unwrap_or_default()}</td></tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+}
+
+/// The header's badge: alerts firing now, re-read every 5 s after hydration.
+#[component]
+pub fn AlertBadge() -> impl IntoView {
+    let count = Resource::new(|| (), |_| get_alert_count());
+    let n = RwSignal::new(None::<u32>);
+    #[cfg(feature = "hydrate")]
+    {
+        let poll = set_interval_with_handle(
+            move || {
+                leptos::task::spawn_local(async move {
+                    if let Ok(c) = get_alert_count().await {
+                        n.set(Some(c));
+                    }
+                });
+            },
+            std::time::Duration::from_secs(5),
+        )
+        .ok();
+        on_cleanup(move || {
+            if let Some(p) = poll {
+                p.clear();
+            }
+        });
+    }
+    view! {
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                let first = count.await.ok();
+                view! {
+                    <a href="/alerts" class="alert-badge" data-test="alert-badge"
+                        class:firing=move || n.get().or(first).is_some_and(|c| c > 0)>
+                        {move || match n.get().or(first) {
+                            Some(0) => "No alerts".to_string(),
+                            Some(c) => format!("{c} alert{} firing", if c == 1 { "" } else { "s" }),
+                            None => "Alerts".to_string(),
+                        }}
+                    </a>
+                }
+            })}
+        </Suspense>
+    }
+}

@@ -1,0 +1,231 @@
+//! Alerts, their webhook deliveries, and the NCCL samples some rules read.
+
+use std::collections::HashMap;
+
+use app::model::UnixMs;
+use serde::Serialize;
+use sqlx::Row;
+
+use super::{Result, Store};
+
+/// One alert row.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct AlertRow {
+    pub id: i64,
+    pub rule: String,
+    pub subject: String,
+    pub severity: String,
+    pub summary: String,
+    pub link: String,
+    /// `firing` or `resolved`.
+    pub state: String,
+    pub started_ms: UnixMs,
+    pub resolved_ms: Option<UnixMs>,
+    pub acked_by: Option<String>,
+    pub acked_ms: Option<UnixMs>,
+    pub ack_note: Option<String>,
+    pub silenced_until_ms: Option<UnixMs>,
+}
+
+const COLS: &str = "id, rule, subject, severity, summary, link, state, started_ms, resolved_ms, acked_by, acked_ms, ack_note, silenced_until_ms";
+
+fn row(r: &sqlx::any::AnyRow) -> Result<AlertRow> {
+    Ok(AlertRow {
+        id: r.try_get("id")?,
+        rule: r.try_get("rule")?,
+        subject: r.try_get("subject")?,
+        severity: r.try_get("severity")?,
+        summary: r.try_get("summary")?,
+        link: r.try_get("link")?,
+        state: r.try_get("state")?,
+        started_ms: r.try_get("started_ms")?,
+        resolved_ms: r.try_get("resolved_ms")?,
+        acked_by: r.try_get("acked_by")?,
+        acked_ms: r.try_get("acked_ms")?,
+        ack_note: r.try_get("ack_note")?,
+        silenced_until_ms: r.try_get("silenced_until_ms")?,
+    })
+}
+
+impl Store {
+    /// Records a new firing alert; returns its id. If one is already open for the rule
+    /// and subject (another server, a restart), that one's id is returned.
+    pub async fn fire_alert(&self, c: &crate::alerts::Condition, now_ms: UnixMs) -> Result<i64> {
+        let existing = sqlx::query(
+            "SELECT id FROM alerts WHERE rule = $1 AND subject = $2 AND state = 'firing'",
+        )
+        .bind(c.rule)
+        .bind(&c.subject)
+        .fetch_optional(&self.pool)
+        .await?;
+        if let Some(r) = existing {
+            return Ok(r.try_get(0)?);
+        }
+        let r = sqlx::query(
+            "INSERT INTO alerts (rule, subject, severity, summary, link, state, started_ms) \
+             VALUES ($1, $2, $3, $4, $5, 'firing', $6) RETURNING id",
+        )
+        .bind(c.rule)
+        .bind(&c.subject)
+        .bind(c.severity)
+        .bind(&c.summary)
+        .bind(&c.link)
+        .bind(now_ms)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(r.try_get(0)?)
+    }
+
+    pub async fn resolve_alert(&self, id: i64, now_ms: UnixMs) -> Result<()> {
+        sqlx::query("UPDATE alerts SET state = 'resolved', resolved_ms = $1 WHERE id = $2 AND state = 'firing'")
+            .bind(now_ms)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn open_alerts(&self) -> Result<Vec<AlertRow>> {
+        let q = format!(
+            "SELECT {COLS} FROM alerts WHERE state = 'firing' ORDER BY started_ms DESC, id DESC"
+        );
+        let rows = sqlx::query(&q).fetch_all(&self.pool).await?;
+        rows.iter().map(row).collect()
+    }
+
+    /// Firing alerts first, then the newest resolved ones, at most `limit`.
+    pub async fn alerts(&self, limit: u32) -> Result<Vec<AlertRow>> {
+        let q = format!(
+            "SELECT {COLS} FROM alerts ORDER BY CASE WHEN state = 'firing' THEN 0 ELSE 1 END, started_ms DESC, id DESC LIMIT $1"
+        );
+        let rows = sqlx::query(&q)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(row).collect()
+    }
+
+    pub async fn alert(&self, id: i64) -> Result<Option<AlertRow>> {
+        let q = format!("SELECT {COLS} FROM alerts WHERE id = $1");
+        let r = sqlx::query(&q).bind(id).fetch_optional(&self.pool).await?;
+        r.as_ref().map(row).transpose()
+    }
+
+    /// Acknowledges an alert (who, when, a note); `false` if there is no such alert.
+    pub async fn ack_alert(&self, id: i64, user: &str, note: &str, now_ms: UnixMs) -> Result<bool> {
+        let r = sqlx::query(
+            "UPDATE alerts SET acked_by = $1, acked_ms = $2, ack_note = $3 WHERE id = $4",
+        )
+        .bind(user)
+        .bind(now_ms)
+        .bind(note)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected() > 0)
+    }
+
+    pub async fn silence_alert(&self, id: i64, until_ms: UnixMs) -> Result<bool> {
+        let r = sqlx::query("UPDATE alerts SET silenced_until_ms = $1 WHERE id = $2")
+            .bind(until_ms)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(r.rows_affected() > 0)
+    }
+
+    pub async fn put_delivery(
+        &self,
+        alert_id: i64,
+        event: &str,
+        at_ms: UnixMs,
+        attempt: u32,
+        status: &str,
+        detail: &str,
+    ) -> Result<()> {
+        sqlx::query("INSERT INTO webhook_deliveries (alert_id, event, at_ms, attempt, status, detail) VALUES ($1, $2, $3, $4, $5, $6)")
+            .bind(alert_id)
+            .bind(event)
+            .bind(at_ms)
+            .bind(i64::from(attempt))
+            .bind(status)
+            .bind(detail)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Deliveries of an alert: (event, attempt, status, detail), in order.
+    pub async fn deliveries(&self, alert_id: i64) -> Result<Vec<(String, i64, String, String)>> {
+        let rows = sqlx::query("SELECT event, attempt, status, detail FROM webhook_deliveries WHERE alert_id = $1 ORDER BY id")
+            .bind(alert_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?)))
+            .collect()
+    }
+
+    /// Records one NCCL all-reduce latency sample of a job's step (a repeat replaces it).
+    pub async fn put_nccl(
+        &self,
+        job_id: u64,
+        step: u64,
+        at_ms: UnixMs,
+        latency_us: f64,
+        message_bytes: Option<u64>,
+    ) -> Result<()> {
+        let q = format!(
+            "INSERT INTO nccl_samples (job_id, step, at_ms, latency_us, message_bytes) VALUES ($1, $2, $3, $4, {}) \
+             ON CONFLICT (job_id, step) DO UPDATE SET at_ms = excluded.at_ms, latency_us = excluded.latency_us, message_bytes = excluded.message_bytes",
+            match message_bytes {
+                Some(b) => b.to_string(),
+                None => "NULL".into(),
+            }
+        );
+        sqlx::query(&q)
+            .bind(job_id as i64)
+            .bind(step as i64)
+            .bind(at_ms)
+            .bind(latency_us)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// For the alert rules, per running job: NCCL samples (step, us) oldest first, the
+    /// newest 200; and when its newest complete checkpoint finished.
+    pub async fn alert_facts(
+        &self,
+        jobs: &[u64],
+    ) -> Result<(HashMap<u64, Vec<(u64, f64)>>, HashMap<u64, UnixMs>)> {
+        let mut nccl = HashMap::new();
+        let mut ckpt = HashMap::new();
+        for &id in jobs {
+            let rows = sqlx::query("SELECT step, latency_us FROM nccl_samples WHERE job_id = $1 ORDER BY step LIMIT 200")
+                .bind(id as i64)
+                .fetch_all(&self.pool)
+                .await?;
+            if !rows.is_empty() {
+                let v: Vec<(u64, f64)> = rows
+                    .iter()
+                    .map(|r| {
+                        Ok((
+                            super::u64_of(r.try_get(0)?, "step")?,
+                            r.try_get::<f64, _>(1)?,
+                        ))
+                    })
+                    .collect::<Result<_>>()?;
+                nccl.insert(id, v);
+            }
+            let r = sqlx::query("SELECT MAX(started_ms + duration_ms) FROM checkpoints WHERE job_id = $1 AND complete = 1")
+                .bind(id as i64)
+                .fetch_one(&self.pool)
+                .await?;
+            if let Some(t) = r.try_get::<Option<i64>, _>(0)? {
+                ckpt.insert(id, t);
+            }
+        }
+        Ok((nccl, ckpt))
+    }
+}

@@ -1,0 +1,307 @@
+//! Alerts end to end on the simulator: rules fire on what the simulated cluster does, a
+//! webhook receiver gets exactly one delivery per firing and per resolution, the opt-in
+//! policy drains the failing node through the audited action path; and the ingest API.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::routing::post;
+use axum::Router;
+use serde_json::{json, Value};
+
+use crate::support::{self, add_users, login, post_json, request};
+
+/// A webhook receiver on a real socket: every body it was sent.
+async fn receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
+    let got: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let g = Arc::clone(&got);
+    let app = Router::new().route(
+        "/hook",
+        post(move |body: axum::body::Bytes| {
+            let g = Arc::clone(&g);
+            async move {
+                if let Ok(v) = serde_json::from_slice::<Value>(&body) {
+                    g.lock().expect("lock").push(v);
+                }
+                "ok"
+            }
+        }),
+    );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = l.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(l, app).await;
+    });
+    (format!("http://{addr}/hook"), got)
+}
+
+async fn wait_for<F: FnMut() -> bool>(what: &str, mut f: F) {
+    for _ in 0..300 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+#[tokio::test]
+async fn a_bad_gpu_fires_is_drained_by_policy_and_resolves() {
+    let (url, got) = receiver().await;
+    // 20,000 x: the ECC node's GPU fails about two simulated hours in, within a second.
+    let mut cfg = support::test_config(support::sqlite_url(), 64, 20_000.0, 200);
+    cfg.auth.anonymous_read = false;
+    cfg.alerts.webhook_url = Some(url);
+    cfg.alerts.auto_drain = true;
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    add_users(&r.store).await;
+    let op = login(r.addr, "operator1").await;
+    let viewer = login(r.addr, "viewer1").await;
+
+    let fired = |rule: &str, subject: &str| {
+        got.lock()
+            .expect("lock")
+            .iter()
+            .any(|v| v["event"] == "firing" && v["rule"] == rule && v["subject"] == subject)
+    };
+    wait_for("the double-bit ECC alert on gpu038", || {
+        fired("ecc_double_bit", "node:gpu038")
+    })
+    .await;
+    // The policy drained it like an operator would: an audit row, verified.
+    let mut drained = false;
+    for _ in 0..100 {
+        let audit = r
+            .store
+            .audit(&app::actions::AuditFilter {
+                user: Some("gantry-policy".into()),
+                ..Default::default()
+            })
+            .await
+            .expect("audit");
+        if audit.iter().any(|a| {
+            a.target == "gpu038"
+                && a.action == "drain"
+                && a.status == "ok"
+                && a.detail.starts_with("gantry-policy: auto-drain:")
+        }) {
+            drained = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(drained, "auto-drain audit row");
+    // Out of service now: its hardware alerts resolve, and the receiver hears it once.
+    let resolved = |subject: &str| {
+        got.lock()
+            .expect("lock")
+            .iter()
+            .filter(|v| v["event"] == "resolved" && v["subject"] == subject)
+            .count()
+    };
+    wait_for("the ECC alert resolving", || resolved("node:gpu038") >= 1).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let all = got.lock().expect("lock").clone();
+    let mut per: std::collections::HashMap<(i64, String), usize> = Default::default();
+    for v in &all {
+        *per.entry((
+            v["id"].as_i64().unwrap_or(-1),
+            v["event"].as_str().unwrap_or("").to_string(),
+        ))
+        .or_default() += 1;
+    }
+    assert!(
+        per.values().all(|&n| n == 1),
+        "exactly one delivery per firing and resolution: {per:?}"
+    );
+    // Every delivery attempt is logged.
+    let id = all
+        .iter()
+        .find(|v| v["rule"] == "ecc_double_bit")
+        .and_then(|v| v["id"].as_i64())
+        .expect("id");
+    let log = r.store.deliveries(id).await.expect("deliveries");
+    assert!(
+        log.iter()
+            .any(|(e, _, s, _)| e == "firing" && s == "delivered"),
+        "{log:?}"
+    );
+
+    // The down node is firing; operators acknowledge with a note, viewers may not.
+    let list = support::get_with(r.addr, "/api/alerts", &[("Cookie", &op)])
+        .await
+        .json();
+    let down = list["alerts"]
+        .as_array()
+        .expect("alerts")
+        .iter()
+        .find(|a| {
+            a["rule"] == "node_not_responding"
+                && a["subject"] == "node:gpu061"
+                && a["state"] == "firing"
+        })
+        .expect("gpu061 not responding")
+        .clone();
+    let path = format!("/api/alerts/{}/ack", down["id"]);
+    assert_eq!(
+        post_json(r.addr, &path, Some(&viewer), &json!({"note": "x"}))
+            .await
+            .status,
+        403
+    );
+    let acked = post_json(
+        r.addr,
+        &path,
+        Some(&op),
+        &json!({"note": "PSU ticket 4711"}),
+    )
+    .await;
+    assert_eq!(acked.status, 200, "{}", acked.text());
+    assert_eq!(acked.json()["acked_by"], "operator1");
+    assert_eq!(acked.json()["ack_note"], "PSU ticket 4711");
+    let s = post_json(
+        r.addr,
+        &format!("/api/alerts/{}/silence", down["id"]),
+        Some(&op),
+        &json!({"minutes": 60}),
+    )
+    .await;
+    assert!(
+        s.json()["silenced_until_ms"].as_i64().is_some(),
+        "{}",
+        s.text()
+    );
+    r.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn training_jobs_post_checkpoints_and_nccl_latency() {
+    let mut cfg = support::test_config(support::sqlite_url(), 16, 1.0, 200);
+    cfg.ingest_token = Some(server::config::Secret::new("ingest-token-for-tests".into()));
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    let jobs = support::get(r.addr, "/api/jobs").await.json();
+    let job = jobs["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .find(|j| j["job"]["state"] == "running")
+        .expect("a running job")["job"]["id"]
+        .as_u64()
+        .expect("id");
+    let post = |path: &'static str, token: Option<&'static str>, body: Value| {
+        let addr = r.addr;
+        async move {
+            let b = body.to_string();
+            let auth = token.map(|t| format!("Bearer {t}"));
+            let headers: Vec<(&str, &str)> = auth
+                .as_deref()
+                .map(|a| ("Authorization", a))
+                .into_iter()
+                .collect();
+            request(
+                addr,
+                "POST",
+                path,
+                &headers,
+                Some(("application/json", b.as_bytes())),
+            )
+            .await
+        }
+    };
+    let ck = json!({"job_id": job, "step": 1200, "bytes": 5_000_000_000u64, "duration_ms": 45_000, "path": "/ckpt/x/step-1200", "status": "complete"});
+    assert_eq!(
+        post("/api/ingest/checkpoint", None, ck.clone())
+            .await
+            .status,
+        401
+    );
+    assert_eq!(
+        post(
+            "/api/ingest/checkpoint",
+            Some("wrong-token-wrong-token"),
+            ck.clone()
+        )
+        .await
+        .status,
+        401
+    );
+    let unknown = post("/api/ingest/checkpoint", Some("ingest-token-for-tests"), json!({"job_id": 999_999, "step": 1, "bytes": 1, "duration_ms": 1, "path": "/x", "status": "complete"})).await;
+    assert_eq!(unknown.status, 400);
+    assert!(unknown.text().contains("unknown job 999999"));
+    let ok = post("/api/ingest/checkpoint", Some("ingest-token-for-tests"), ck).await;
+    assert_eq!(ok.status, 201, "{}", ok.text());
+    let stored = r.store.checkpoints(job).await.expect("checkpoints");
+    assert!(stored
+        .iter()
+        .any(|c| c.step == 1200 && c.complete && c.duration_ms == 45_000));
+    // Three slow all-reduces in a row: the NCCL rule fires for this job.
+    for (step, us) in [(1u64, 40.0), (2, 180.0), (3, 190.0), (4, 210.0)] {
+        let resp = post(
+            "/api/ingest/nccl",
+            Some("ingest-token-for-tests"),
+            json!({"job_id": job, "step": step, "latency_us": us, "message_bytes": 8}),
+        )
+        .await;
+        assert_eq!(resp.status, 201, "{}", resp.text());
+    }
+    assert_eq!(
+        post(
+            "/api/ingest/nccl",
+            Some("ingest-token-for-tests"),
+            json!({"job_id": job, "step": 5, "latency_us": -1.0})
+        )
+        .await
+        .status,
+        400
+    );
+    let mut seen = false;
+    for _ in 0..50 {
+        let list = support::get(r.addr, "/api/alerts").await.json();
+        if list["alerts"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|x| x["rule"] == "nccl_latency" && x["subject"] == format!("job:{job}"))
+        }) {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(seen, "nccl_latency alert for job {job}");
+    r.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn the_scanner_records_checkpoints_of_running_jobs() {
+    let root = std::env::temp_dir().join(format!("gantry-scan-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    // Job 1000 is the simulator's first long run.
+    let d = root.join("llama/1000/step-700");
+    std::fs::create_dir_all(&d).expect("mkdir");
+    for f in [".metadata", "__0_0.distcp", "__1_0.distcp"] {
+        std::fs::write(d.join(f), b"shard").expect("write");
+    }
+    let mut cfg = support::test_config(support::sqlite_url(), 16, 1.0, 200);
+    cfg.checkpoint_roots = vec![root.clone()];
+    cfg.checkpoint_scan_interval_ms = 1000;
+    let r = server::serve::start(cfg).await.expect("start");
+    let mut found = Vec::new();
+    for _ in 0..50 {
+        found = r.store.checkpoints(1000).await.expect("checkpoints");
+        if found.iter().any(|c| c.step == 700) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let c = found
+        .iter()
+        .find(|c| c.step == 700)
+        .expect("step 700 recorded");
+    assert!(c.complete);
+    assert_eq!(c.size_bytes, 15);
+    r.stop().await.expect("stop");
+    let _ = std::fs::remove_dir_all(&root);
+}
