@@ -12,7 +12,7 @@ use crate::actions::{
     ActionKind, ActionResult, ActionTargets, AuditEntry, AuditFilter, Me, Preview,
 };
 use crate::live::Overview;
-use crate::views::{AlertItem, NodeDetail, NodesView};
+use crate::views::{AlertItem, JobDetail, NodeDetail, NodesView};
 
 pub type BackendFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
 
@@ -34,6 +34,8 @@ pub trait Backend: Send + Sync + 'static {
     ) -> BackendFuture<'a, ActionResult>;
     /// One node's page, or `None` if no source knows the node.
     fn node_detail<'a>(&'a self, name: &'a str) -> BackendFuture<'a, Option<NodeDetail>>;
+    /// One job's page, or `None` if neither the scheduler nor the history knows it.
+    fn job_detail(&self, id: u64) -> BackendFuture<'_, Option<JobDetail>>;
     /// Firing alerts first, then recent ones.
     fn alerts(&self, limit: u32) -> BackendFuture<'_, Vec<AlertItem>>;
     /// Alerts firing and not silenced.

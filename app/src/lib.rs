@@ -91,6 +91,7 @@ pub fn App() -> impl IntoView {
                     <Route path=StaticSegment("nodes") view=pages::nodes::NodesPage ssr=SsrMode::Async/>
                     <Route path=(StaticSegment("nodes"), ParamSegment("name")) view=pages::node::NodePage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("jobs") view=pages::nodes::JobsPage ssr=SsrMode::Async/>
+                    <Route path=(StaticSegment("jobs"), ParamSegment("id")) view=pages::job::JobPage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("audit") view=pages::audit::AuditPage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("alerts") view=pages::alerts::AlertsPage ssr=SsrMode::Async/>
                 </Routes>

@@ -307,6 +307,15 @@ pub struct GpuReading {
     pub throttle: Option<ThrottleReasons>,
     pub ecc_dbe_total: Option<u64>,
     pub last_xid: Option<u32>,
+    /// Single-bit ECC errors (corrected; normal in small numbers).
+    #[serde(default)]
+    pub ecc_sbe_total: Option<u64>,
+    /// PCIe replays since boot; a rising count means a bad link.
+    #[serde(default)]
+    pub pcie_replay_total: Option<u64>,
+    /// Memory rows remapped for uncorrectable errors (HBM); any means the GPU should go.
+    #[serde(default)]
+    pub remapped_rows_uncorrectable: Option<u64>,
 }
 
 /// One rack's own readings (PDU power, inlet sensor).

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::actions::Me;
 use crate::live::NodeTile;
-use crate::model::{GpuReading, JobState, NodeState, UnixMs};
+use crate::model::{Checkpoint, GpuReading, Job, JobState, NodeState, UnixMs};
 
 /// One node as the scheduler last reported it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -103,4 +103,105 @@ pub struct AlertsView {
     pub me: Me,
     pub server_now_ms: UnixMs,
     pub alerts: Vec<AlertItem>,
+}
+
+/// One state transition of a job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobTransition {
+    pub at_ms: UnixMs,
+    pub state: JobState,
+    pub nodes: Vec<String>,
+    pub detail: String,
+}
+
+/// The job page's data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobDetail {
+    pub me: Me,
+    pub job: Job,
+    pub restart_count: u32,
+    pub reason: Option<String>,
+    pub transitions: Vec<JobTransition>,
+    /// Oldest first.
+    pub checkpoints: Vec<Checkpoint>,
+    /// The newest complete checkpoint, if any.
+    pub last_good: Option<Checkpoint>,
+    /// Running: GPU-hours since the last good checkpoint (or since the start).
+    pub work_at_risk_gpu_hours: Option<f64>,
+    /// GPU-hours lost to failures and requeues: from each run's last good checkpoint (or
+    /// its start) to its end.
+    pub lost_gpu_hours: f64,
+    /// The source's time now (simulated time with the simulator).
+    pub now_ms: UnixMs,
+}
+
+/// Work lost when runs end, and work at risk now, from a job's runs and checkpoints.
+/// `runs` are (start, end, ended badly) in time order; an open run has no end.
+pub fn work_lost_and_at_risk(
+    gpus: u32,
+    runs: &[(UnixMs, Option<UnixMs>, bool)],
+    checkpoints: &[Checkpoint],
+    now_ms: UnixMs,
+) -> (f64, Option<f64>) {
+    let hours =
+        |from: UnixMs, to: UnixMs| f64::from(gpus) * (to - from).max(0) as f64 / 3_600_000.0;
+    let last_good_before = |start: UnixMs, end: UnixMs| {
+        checkpoints
+            .iter()
+            .filter(|c| c.complete)
+            .map(|c| c.started_ms + c.duration_ms)
+            .filter(|&t| t >= start && t <= end)
+            .max()
+            .unwrap_or(start)
+    };
+    let mut lost = 0.0;
+    let mut at_risk = None;
+    for &(start, end, bad) in runs {
+        match end {
+            Some(e) if bad => lost += hours(last_good_before(start, e), e),
+            Some(_) => {}
+            None => at_risk = Some(hours(last_good_before(start, now_ms), now_ms)),
+        }
+    }
+    (lost, at_risk)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ck(start: UnixMs, dur: i64, complete: bool) -> Checkpoint {
+        Checkpoint {
+            job_id: 1,
+            step: 0,
+            path: String::new(),
+            size_bytes: 0,
+            started_ms: start,
+            duration_ms: dur,
+            complete,
+        }
+    }
+
+    #[test]
+    fn lost_work_and_work_at_risk() {
+        const H: i64 = 3_600_000;
+        // Run 1: 0..10 h, requeued; last good checkpoint ended at 8 h (a later one failed).
+        // Run 2: from 12 h, running at 15 h; checkpointed at 14 h.
+        let cks = [
+            ck(8 * H - 60_000, 60_000, true),
+            ck(9 * H, 60_000, false),
+            ck(14 * H - 30_000, 30_000, true),
+        ];
+        let (lost, risk) = work_lost_and_at_risk(
+            8,
+            &[(0, Some(10 * H), true), (12 * H, None, false)],
+            &cks,
+            15 * H,
+        );
+        assert!((lost - 16.0).abs() < 1e-9, "2 h x 8 GPUs: {lost}");
+        assert_eq!(risk, Some(8.0));
+        // No checkpoint at all: everything since the start is at risk.
+        let (_, risk) = work_lost_and_at_risk(4, &[(0, None, false)], &[], 2 * H);
+        assert_eq!(risk, Some(8.0));
+    }
 }

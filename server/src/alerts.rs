@@ -100,6 +100,8 @@ pub struct Facts<'a> {
 #[derive(Default)]
 pub struct RuleState {
     since: HashMap<(&'static str, String), UnixMs>,
+    /// Per GPU (`node:gpu`): the last PCIe replay count seen, and when it last rose.
+    replays: HashMap<String, (u64, Option<UnixMs>)>,
 }
 
 impl RuleState {
@@ -205,6 +207,51 @@ pub fn evaluate(
                     });
                 }
             }
+            let remapped: Vec<u32> = gpus
+                .iter()
+                .filter(|g| g.remapped_rows_uncorrectable.is_some_and(|x| x > 0))
+                .map(|g| g.index)
+                .collect();
+            if !remapped.is_empty() && !out_of_service(node) {
+                out.push(Condition {
+                    rule: "remapped_rows",
+                    subject: format!("node:{node}"),
+                    severity: "critical",
+                    summary: format!(
+                        "{node}: rows remapped for uncorrectable memory errors on GPU {} — drain the node",
+                        remapped.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+                    ),
+                    link: format!("/nodes/{node}"),
+                    drain_node: Some(node.to_string()),
+                });
+            }
+            // PCIe replays rising: firing while the count rose within the last 5 minutes.
+            for g in &gpus {
+                let Some(count) = g.pcie_replay_total else {
+                    continue;
+                };
+                let e = st
+                    .replays
+                    .entry(format!("{node}:{}", g.index))
+                    .or_insert((count, None));
+                if count > e.0 {
+                    e.1 = Some(now);
+                }
+                e.0 = count;
+                if e.1.is_some_and(|t| now - t <= 5 * 60_000) {
+                    out.push(Condition {
+                        rule: "pcie_replays",
+                        subject: format!("node:{node}:gpu{}", g.index),
+                        severity: "warning",
+                        summary: format!(
+                            "{node} GPU {}: PCIe replay counter rising ({count}): check the link or riser",
+                            g.index
+                        ),
+                        link: format!("/nodes/{node}"),
+                        drain_node: None,
+                    });
+                }
+            }
             let thermal = gpus
                 .iter()
                 .filter(|g| g.throttle.is_some_and(|t| t.is_thermal()))
@@ -260,28 +307,29 @@ pub fn evaluate(
                 link: "/racks".into(),
                 drain_node: None,
             }),
-            Some(x) if x > cfg.rack_power_high_ratio => {
-                if st.held(
-                    "rack_power_high",
-                    &rack.name,
-                    now,
-                    cfg.rack_power_high_ms,
-                    &mut seen,
-                ) {
-                    out.push(Condition {
-                        rule: "rack_power_high",
-                        subject: format!("rack:{}", rack.name),
-                        severity: "warning",
-                        summary: format!(
-                            "rack {}: over {:.0}% of its power limit for {} min",
-                            rack.name,
-                            cfg.rack_power_high_ratio * 100.0,
-                            cfg.rack_power_high_ms / 60_000
-                        ),
-                        link: "/racks".into(),
-                        drain_node: None,
-                    });
-                }
+            Some(x)
+                if x > cfg.rack_power_high_ratio
+                    && st.held(
+                        "rack_power_high",
+                        &rack.name,
+                        now,
+                        cfg.rack_power_high_ms,
+                        &mut seen,
+                    ) =>
+            {
+                out.push(Condition {
+                    rule: "rack_power_high",
+                    subject: format!("rack:{}", rack.name),
+                    severity: "warning",
+                    summary: format!(
+                        "rack {}: over {:.0}% of its power limit for {} min",
+                        rack.name,
+                        cfg.rack_power_high_ratio * 100.0,
+                        cfg.rack_power_high_ms / 60_000
+                    ),
+                    link: "/racks".into(),
+                    drain_node: None,
+                });
             }
             _ => {}
         }
@@ -355,7 +403,7 @@ pub fn evaluate(
                             last[k - 1],
                             baseline.map(|b| format!("; its baseline is {b:.0} us")).unwrap_or_default()
                         ),
-                        link: "/jobs".into(),
+                        link: format!("/jobs/{id}"),
                         drain_node: None,
                     });
                 }
@@ -632,7 +680,7 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
 }
 
 fn static_rule(rule: &str) -> &'static str {
-    const RULES: [&str; 10] = [
+    const RULES: [&str; 12] = [
         "ecc_double_bit",
         "xid",
         "thermal_throttling",
@@ -643,6 +691,8 @@ fn static_rule(rule: &str) -> &'static str {
         "target_down",
         "nccl_latency",
         "checkpoint_overdue",
+        "remapped_rows",
+        "pcie_replays",
     ];
     RULES.into_iter().find(|r| *r == rule).unwrap_or("unknown")
 }
@@ -771,6 +821,91 @@ mod tests {
         assert!(!rules(&c)
             .iter()
             .any(|(r, s)| s.starts_with("node:gpu002") && (*r == "xid" || *r == "ecc_double_bit")));
+    }
+
+    #[test]
+    fn remapped_rows_replays_targets_thermal_and_checkpoints() {
+        let (_, mut r, mut ov) = base();
+        let cfg = AlertConfig::default();
+        let mut st = RuleState::default();
+        let g = r.gpus.iter_mut().find(|g| g.node == "gpu003").expect("gpu");
+        g.remapped_rows_uncorrectable = Some(2);
+        g.pcie_replay_total = Some(10);
+        let targets = vec![TargetHealth {
+            url: "http://gpu009:9400/metrics".into(),
+            consecutive_failures: 3,
+            last_error: Some("connection refused".into()),
+            ..TargetHealth::default()
+        }];
+        let jobs: Vec<SlurmJob> = r
+            .jobs
+            .iter()
+            .filter(|j| j.state == JobState::Running)
+            .take(1)
+            .map(|j| SlurmJob {
+                job: j.clone(),
+                raw_state: vec![],
+                state_reason: None,
+                restart_count: 0,
+                exit_code: None,
+            })
+            .collect();
+        let id = jobs[0].job.id;
+        let mut last = HashMap::new();
+        last.insert(id, ov.at_ms - 3 * 3_600_000);
+        let eval = |r: &Readings, ov: &Overview, st: &mut RuleState, last: &HashMap<u64, i64>| {
+            let f = Facts {
+                readings: Some(r),
+                jobs: &jobs,
+                targets: &targets,
+                last_checkpoint_ms: last.clone(),
+                ..Default::default()
+            };
+            rules(&evaluate(&cfg, ov, &f, st))
+        };
+        let c = eval(&r, &ov, &mut st, &last);
+        assert!(
+            c.contains(&("remapped_rows", "node:gpu003".into())),
+            "{c:?}"
+        );
+        assert!(c.contains(&("target_down", "target:http://gpu009:9400/metrics".into())));
+        assert!(c.contains(&("checkpoint_overdue", format!("job:{id}"))));
+        assert!(
+            !c.iter().any(|(r, _)| *r == "pcie_replays"),
+            "the first count is a baseline, not a rise"
+        );
+        // The replay counter rises: fires; 6 minutes without a rise: resolves.
+        r.gpus
+            .iter_mut()
+            .find(|g| g.node == "gpu003")
+            .expect("gpu")
+            .pcie_replay_total = Some(15);
+        ov.at_ms += 10_000;
+        assert!(
+            eval(&r, &ov, &mut st, &last).contains(&("pcie_replays", "node:gpu003:gpu0".into()))
+        );
+        ov.at_ms += 6 * 60_000;
+        assert!(!eval(&r, &ov, &mut st, &last)
+            .iter()
+            .any(|(r, _)| *r == "pcie_replays"));
+        // A checkpoint arrives: the job is no longer overdue.
+        last.insert(id, ov.at_ms - 60_000);
+        assert!(!eval(&r, &ov, &mut st, &last)
+            .iter()
+            .any(|(r, _)| *r == "checkpoint_overdue"));
+        // Thermal throttling held for 5 minutes.
+        for g in r.gpus.iter_mut().filter(|g| g.node == "gpu004") {
+            g.throttle = Some(app::model::ThrottleReasons(
+                app::model::ThrottleReasons::SW_THERMAL,
+            ));
+        }
+        assert!(!eval(&r, &ov, &mut st, &last)
+            .iter()
+            .any(|(r, s)| *r == "thermal_throttling" && s == "node:gpu004"));
+        ov.at_ms += 5 * 60_000;
+        assert!(
+            eval(&r, &ov, &mut st, &last).contains(&("thermal_throttling", "node:gpu004".into()))
+        );
     }
 
     #[test]

@@ -158,6 +158,7 @@ pub const READ_ONLY_POSTS: &[&str] = &[
     "/api/me",
     "/api/node_detail",
     "/api/alerts_view",
+    "/api/job_detail",
     "/api/alert_count",
 ];
 

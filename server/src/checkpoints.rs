@@ -433,6 +433,66 @@ impl Scanner {
     }
 }
 
+/// Scans `roots` every `interval` and records what it finds for known jobs in the store;
+/// only new or changed checkpoints are written. Problems are logged per pass, bounded.
+pub async fn run_scanner(
+    roots: Vec<PathBuf>,
+    interval: std::time::Duration,
+    store: crate::store::Store,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let scanner = std::sync::Arc::new(std::sync::Mutex::new(Scanner::default()));
+    let mut written: HashMap<String, (bool, u64, i64)> = HashMap::new();
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shutdown.changed() => break,
+        }
+        if *shutdown.borrow() {
+            break;
+        }
+        let (sc, r) = (std::sync::Arc::clone(&scanner), roots.clone());
+        let scanned = tokio::task::spawn_blocking(move || {
+            sc.lock().map(|mut s| s.scan(&r, Limits::default())).ok()
+        })
+        .await;
+        let Ok(Some((found, issues))) = scanned else {
+            tracing::error!("checkpoint scan failed");
+            continue;
+        };
+        for i in issues.iter().take(3) {
+            tracing::warn!(path = %i.path, problem = %i.problem, "checkpoint scan");
+        }
+        for f in found {
+            let (Some(job_id), Some(start), Some(end)) = (f.job_id, f.started_ms, f.finished_ms)
+            else {
+                continue;
+            };
+            let key = (f.complete, f.size_bytes, end);
+            if written.get(&f.path) == Some(&key) {
+                continue;
+            }
+            let c = app::model::Checkpoint {
+                job_id,
+                step: f.step.unwrap_or(0),
+                path: f.path.clone(),
+                size_bytes: f.size_bytes,
+                started_ms: start,
+                duration_ms: (end - start).max(0),
+                complete: f.complete,
+            };
+            match store.put_checkpoint(&c).await {
+                Ok(()) => {
+                    written.insert(f.path, key);
+                }
+                Err(e) => tracing::error!(error = %e, "checkpoint write failed"),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -614,7 +674,7 @@ mod tests {
             .expect("non-utf8 dir");
 
         let mut sc = Scanner::default();
-        let (found, issues) = sc.scan(&[root.clone()], Limits::default());
+        let (found, issues) = sc.scan(std::slice::from_ref(&root), Limits::default());
         let by = |p: &str| {
             found
                 .iter()
@@ -639,7 +699,7 @@ mod tests {
         );
         let first = sc.listed;
         // Nothing changed: complete checkpoints are not listed again.
-        let (again, _) = sc.scan(&[root.clone()], Limits::default());
+        let (again, _) = sc.scan(std::slice::from_ref(&root), Limits::default());
         assert_eq!(again, found);
         assert!(
             sc.listed < first,
@@ -652,7 +712,7 @@ mod tests {
             root.join("titan/1042/step-1000/.metadata"),
         )
         .expect("rename");
-        let (after, _) = sc.scan(&[root.clone()], Limits::default());
+        let (after, _) = sc.scan(std::slice::from_ref(&root), Limits::default());
         assert!(after
             .iter()
             .any(|f| f.path.ends_with("step-1000") && f.complete));
@@ -678,65 +738,5 @@ mod tests {
             None,
             "the step itself is not a job"
         );
-    }
-}
-
-/// Scans `roots` every `interval` and records what it finds for known jobs in the store;
-/// only new or changed checkpoints are written. Problems are logged per pass, bounded.
-pub async fn run_scanner(
-    roots: Vec<PathBuf>,
-    interval: std::time::Duration,
-    store: crate::store::Store,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) {
-    let scanner = std::sync::Arc::new(std::sync::Mutex::new(Scanner::default()));
-    let mut written: HashMap<String, (bool, u64, i64)> = HashMap::new();
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = shutdown.changed() => break,
-        }
-        if *shutdown.borrow() {
-            break;
-        }
-        let (sc, r) = (std::sync::Arc::clone(&scanner), roots.clone());
-        let scanned = tokio::task::spawn_blocking(move || {
-            sc.lock().map(|mut s| s.scan(&r, Limits::default())).ok()
-        })
-        .await;
-        let Ok(Some((found, issues))) = scanned else {
-            tracing::error!("checkpoint scan failed");
-            continue;
-        };
-        for i in issues.iter().take(3) {
-            tracing::warn!(path = %i.path, problem = %i.problem, "checkpoint scan");
-        }
-        for f in found {
-            let (Some(job_id), Some(start), Some(end)) = (f.job_id, f.started_ms, f.finished_ms)
-            else {
-                continue;
-            };
-            let key = (f.complete, f.size_bytes, end);
-            if written.get(&f.path) == Some(&key) {
-                continue;
-            }
-            let c = app::model::Checkpoint {
-                job_id,
-                step: f.step.unwrap_or(0),
-                path: f.path.clone(),
-                size_bytes: f.size_bytes,
-                started_ms: start,
-                duration_ms: (end - start).max(0),
-                complete: f.complete,
-            };
-            match store.put_checkpoint(&c).await {
-                Ok(()) => {
-                    written.insert(f.path, key);
-                }
-                Err(e) => tracing::error!(error = %e, "checkpoint write failed"),
-            }
-        }
     }
 }

@@ -333,6 +333,114 @@ impl Backend for LiveBackend {
         })
     }
 
+    fn job_detail(
+        &self,
+        id: u64,
+    ) -> app::backend::BackendFuture<'_, Option<app::views::JobDetail>> {
+        Box::pin(async move {
+            let fail = |e: crate::store::StoreError| {
+                tracing::error!(error = %e, "job read failed");
+                "storage unavailable".to_string()
+            };
+            let live_job = self
+                .live
+                .sched()
+                .and_then(|s| s.jobs.iter().find(|j| j.job.id == id).cloned());
+            let stored = self.store.job(id).await.map_err(fail)?;
+            let (job, restart_count, reason) = match (live_job, stored) {
+                (Some(j), _) => (j.job, j.restart_count, j.state_reason),
+                (None, Some(job)) => {
+                    let n = self
+                        .store
+                        .requeue_count(id)
+                        .await
+                        .map_err(fail)?
+                        .unwrap_or(0);
+                    (job, n as u32, None)
+                }
+                (None, None) => return Ok(None),
+            };
+            let events = self.store.job_events(id).await.map_err(fail)?;
+            let mut checkpoints = self.store.checkpoints(id).await.map_err(fail)?;
+            checkpoints.sort_by_key(|c| (c.started_ms, c.step));
+            let now_ms = self
+                .live
+                .current()
+                .map(|t| t.overview.at_ms)
+                .unwrap_or_else(wall_now_ms);
+            // Runs from the transitions: a start, then how it ended.
+            let mut runs: Vec<(i64, Option<i64>, bool)> = Vec::new();
+            for e in &events {
+                use app::model::JobState as S;
+                match e.state {
+                    S::Running => {
+                        if runs.last().is_none_or(|r| r.1.is_some()) {
+                            runs.push((e.at_ms, None, false));
+                        }
+                    }
+                    S::Requeued
+                    | S::Failed
+                    | S::NodeFail
+                    | S::Timeout
+                    | S::Completed
+                    | S::Cancelled => {
+                        if let Some(r) = runs.last_mut().filter(|r| r.1.is_none()) {
+                            r.1 = Some(e.at_ms);
+                            r.2 = matches!(
+                                e.state,
+                                S::Requeued | S::Failed | S::NodeFail | S::Timeout
+                            );
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            // A run the history missed the start of, still going: it started at the job's start.
+            if job.state == app::model::JobState::Running
+                && runs.last().is_none_or(|r| r.1.is_some())
+            {
+                if let Some(s) = job.start_ms {
+                    runs.push((s, None, false));
+                }
+            }
+            if job.state != app::model::JobState::Running {
+                if let Some(r) = runs.last_mut().filter(|r| r.1.is_none()) {
+                    r.1 = job.end_ms.or(Some(now_ms));
+                }
+            }
+            let (lost, at_risk) =
+                app::views::work_lost_and_at_risk(job.gpus, &runs, &checkpoints, now_ms);
+            let last_good = checkpoints
+                .iter()
+                .filter(|c| c.complete && c.started_ms + c.duration_ms <= now_ms)
+                .max_by_key(|c| c.started_ms + c.duration_ms)
+                .cloned();
+            Ok(Some(app::views::JobDetail {
+                me: app::actions::Me {
+                    user: None,
+                    role: None,
+                },
+                job,
+                restart_count,
+                reason,
+                transitions: events
+                    .into_iter()
+                    .map(|e| app::views::JobTransition {
+                        at_ms: e.at_ms,
+                        state: e.state,
+                        nodes: e.nodes,
+                        detail: e.detail,
+                    })
+                    .collect(),
+                checkpoints,
+                last_good,
+                work_at_risk_gpu_hours: at_risk,
+                lost_gpu_hours: lost,
+                now_ms,
+            }))
+        })
+    }
+
     fn alerts(&self, limit: u32) -> app::backend::BackendFuture<'_, Vec<app::views::AlertItem>> {
         Box::pin(async move {
             let rows = self.store.alerts(limit).await.map_err(|e| {

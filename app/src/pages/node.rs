@@ -119,7 +119,8 @@ fn NodeBody(d: NodeDetail) -> impl IntoView {
             <thead><tr>
                 <th scope="col" class="num">"GPU"</th><th scope="col" class="num">"Temp"</th><th scope="col" class="num">"Power"</th>
                 <th scope="col" class="num">"SM clock"</th><th scope="col" class="num">"SM activity"</th>
-                <th scope="col">"Throttle reasons"</th><th scope="col" class="num">"ECC double-bit"</th><th scope="col">"Last XID"</th>
+                <th scope="col">"Throttle reasons"</th><th scope="col" class="num">"ECC single / double-bit"</th>
+                <th scope="col" class="num">"Remapped rows (uncorr.)"</th><th scope="col" class="num">"PCIe replays"</th><th scope="col">"Last XID"</th>
             </tr></thead>
             <tbody>
                 {move || state.with(|d| d.gpus.clone()).into_iter().map(|g| {
@@ -136,7 +137,11 @@ fn NodeBody(d: NodeDetail) -> impl IntoView {
                             <td class="num">{g.sm_clock_mhz.map(|c| format!("{c:.0} MHz")).unwrap_or_else(|| "-".into())}</td>
                             <td class="num">{units::percent(g.sm_active_ratio)}</td>
                             <td>{reasons}</td>
-                            <td class="num" class:warn=dbe.is_some_and(|x| x > 0)>{dbe.map(|x| x.to_string()).unwrap_or_else(|| "-".into())}</td>
+                            <td class="num" class:warn=dbe.is_some_and(|x| x > 0)>
+                                {format!("{} / {}", g.ecc_sbe_total.map(|x| x.to_string()).unwrap_or_else(|| "-".into()), dbe.map(|x| x.to_string()).unwrap_or_else(|| "-".into()))}
+                            </td>
+                            <td class="num" class:warn=g.remapped_rows_uncorrectable.is_some_and(|x| x > 0)>{g.remapped_rows_uncorrectable.map(|x| x.to_string()).unwrap_or_else(|| "-".into())}</td>
+                            <td class="num">{g.pcie_replay_total.map(|x| x.to_string()).unwrap_or_else(|| "-".into())}</td>
                             <td data-test="gpu-xid">{g.last_xid.map(xid::describe).unwrap_or_else(|| "none".into())}</td>
                         </tr>
                     }
@@ -151,7 +156,7 @@ fn NodeBody(d: NodeDetail) -> impl IntoView {
             } else {
                 view! {
                     <ul>{jobs.into_iter().map(|j| view! {
-                        <li><a href="/jobs">{format!("job {}", j.id)}</a>{format!(" {} ({}), {} GPUs over {} node(s)", j.name, j.user, j.gpus, j.nodes.len())}</li>
+                        <li><a href=format!("/jobs/{}", j.id)>{format!("job {}", j.id)}</a>{format!(" {} ({}), {} GPUs over {} node(s)", j.name, j.user, j.gpus, j.nodes.len())}</li>
                     }).collect_view()}</ul>
                 }.into_any()
             }

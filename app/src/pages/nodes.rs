@@ -232,12 +232,12 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                         };
                         view! {
                             <tr data-test="node-row" data-node=n.name.clone() data-state=n.state.label()>
-                                <th scope="row">{n.name.clone()}</th>
+                                <th scope="row"><a href=format!("/nodes/{}", n.name)>{n.name.clone()}</a></th>
                                 <td>{n.rack.clone()}</td>
                                 <td><span class=format!("badge {}", state_class(n.state)) title=n.raw_state.clone()>{n.state.label()}</span></td>
                                 <td class="reason" data-test="node-reason">{n.reason.clone().unwrap_or_default()}</td>
                                 <td class="num">{gpus}</td>
-                                <td>{n.jobs.iter().map(|j| j.to_string()).collect::<Vec<_>>().join(", ")}</td>
+                                <td>{n.jobs.iter().map(|j| view! { <a href=format!("/jobs/{j}")>{j.to_string()}</a>" " }).collect_view()}</td>
                                 <td>
                                     <button type="button" data-test="node-action"
                                         disabled=why.is_some() title=why.unwrap_or("")
@@ -296,7 +296,7 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                         let dis = why.or((!running).then_some("Only running jobs can be requeued"));
                         view! {
                             <tr data-test="job-row" data-job=j.id.to_string() data-state=j.state.label()>
-                                <th scope="row" class="num">{j.id}</th>
+                                <th scope="row" class="num"><a href=format!("/jobs/{}", j.id)>{j.id}</a></th>
                                 <td>{j.name.clone()}</td>
                                 <td>{j.user.clone()}</td>
                                 <td>{j.state.label()}{j.reason.clone().filter(|r| r != "None").map(|r| format!(" ({r})"))}</td>

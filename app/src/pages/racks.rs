@@ -253,7 +253,7 @@ fn FloorRack(
                     {(near && !jobs.is_empty()).then(|| view! {
                         <span class="rack-jobs" data-test="rack-jobs">
                             "drawing its power: "
-                            {jobs.iter().take(5).map(|j| view! { <a href="/jobs">{format!("job {j}")}</a>" " }).collect_view()}
+                            {jobs.iter().take(5).map(|j| view! { <a href=format!("/jobs/{j}")>{format!("job {j}")}</a>" " }).collect_view()}
                         </span>
                     })}
                 </header>

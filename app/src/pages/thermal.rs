@@ -81,7 +81,7 @@ fn Thermal(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
                             <tbody>
                                 {jobs.into_iter().map(|j| view! {
                                     <tr>
-                                        <th scope="row" class="num"><a href="/jobs">{j.id}</a></th>
+                                        <th scope="row" class="num"><a href=format!("/jobs/{}", j.id)>{j.id}</a></th>
                                         <td>{j.name.clone()}</td>
                                         <td class="num">{format!("{} of {}", j.gpus_throttling, j.gpus)}</td>
                                         <td class="num">{units::percent(j.clock_deficit)}</td>

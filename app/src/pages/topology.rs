@@ -140,7 +140,7 @@ fn Topology(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
                             <tbody>
                                 {f.into_iter().map(|j| view! {
                                     <tr>
-                                        <th scope="row" class="num"><a href="/jobs">{j.id}</a></th>
+                                        <th scope="row" class="num"><a href=format!("/jobs/{}", j.id)>{j.id}</a></th>
                                         <td>{j.name}</td><td>{j.user}</td><td class="num">{j.nodes}</td>
                                         <td class="num">{j.leaves_used}</td><td class="num">{j.leaves_min}</td>
                                     </tr>

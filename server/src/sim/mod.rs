@@ -510,6 +510,9 @@ impl Sim {
             throttle: Some(ThrottleReasons(bits)),
             ecc_dbe_total: Some(n.ecc_dbe[g]),
             last_xid: n.last_xid[g],
+            ecc_sbe_total: None,
+            pcie_replay_total: None,
+            remapped_rows_uncorrectable: None,
         }
     }
 

@@ -61,6 +61,20 @@ pub fn inventory_from_nodes(cluster: &str, nodes: &[SlurmNode]) -> Inventory {
     }
 }
 
+/// A transition's words: Slurm's reason and, for a finished job, its exit code.
+fn detail_of(j: &SlurmJob) -> String {
+    let mut parts = Vec::new();
+    if let Some(r) = &j.state_reason {
+        parts.push(r.clone());
+    }
+    if j.job.state.is_finished() {
+        if let Some(c) = j.exit_code {
+            parts.push(format!("exit code {c}"));
+        }
+    }
+    parts.join("; ")
+}
+
 /// Job transitions between two polls, as store writes: a new job, a state change, a
 /// requeue (seen as a higher restart count, even when both polls say PENDING or RUNNING).
 pub fn transitions(
@@ -86,7 +100,7 @@ pub fn transitions(
             out.push(StoreWrite::Job {
                 job: Box::new(j.job.clone()),
                 at_ms,
-                detail: j.state_reason.clone().unwrap_or_default(),
+                detail: detail_of(j),
             });
         }
     }
@@ -326,6 +340,16 @@ mod tests {
             states(&transitions(&prev, &again, 3)),
             [JobState::Requeued, JobState::Running]
         );
+        // A finished job's transition keeps its reason and exit code.
+        let mut done = job(1, JobState::Failed, 0);
+        done.state_reason = Some("NonZeroExitCode".into());
+        done.exit_code = Some(3);
+        let w = transitions(&prev, &[done], 4);
+        let detail = w.iter().find_map(|w| match w {
+            StoreWrite::Job { detail, .. } => Some(detail.clone()),
+            _ => None,
+        });
+        assert_eq!(detail.as_deref(), Some("NonZeroExitCode; exit code 3"));
     }
 
     #[test]

@@ -243,6 +243,14 @@ impl DcgmGpu {
                 .get(Field::LastXid)
                 .filter(|v| *v > 0.0)
                 .map(|v| v as u32),
+            ecc_sbe_total: self
+                .get(Field::EccSbeAggregateTotal)
+                .or(self.get(Field::EccSbeVolatileTotal))
+                .map(|v| v as u64),
+            pcie_replay_total: self.get(Field::PcieReplayTotal).map(|v| v as u64),
+            remapped_rows_uncorrectable: self
+                .get(Field::RemappedRowsUncorrectable)
+                .map(|v| v as u64),
         }
     }
 }

@@ -354,3 +354,46 @@ async fn a_nodes_xid_shows_the_catalogs_meaning() {
     assert_eq!(missing.status, 404);
     r.stop().await.expect("stop");
 }
+
+/// A job's page: its checkpoints from the store, and work at risk computed from its last
+/// good checkpoint, on a frozen simulated clock (so the numbers cannot move while read).
+#[tokio::test]
+async fn a_jobs_page_shows_its_checkpoints_and_work_at_risk() {
+    let cfg = support::test_config(support::sqlite_url(), 64, 1e-6, 200);
+    let r = server::serve::start(cfg).await.expect("server starts");
+    support::wait_ready(&r).await;
+    // Job 1000 is the first multi-day run: it has checkpointed all through the day of
+    // history before the start. Wait for the store writer to have them.
+    let mut cks = Vec::new();
+    for _ in 0..100 {
+        cks = r.store.checkpoints(1000).await.expect("checkpoints");
+        if cks.len() >= 10 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(cks.len() >= 10, "{}", cks.len());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cks = r.store.checkpoints(1000).await.expect("checkpoints");
+    let now = r.live.current().expect("tick").overview.at_ms;
+    let job = r.store.job(1000).await.expect("job").expect("job 1000");
+    let last_end = cks
+        .iter()
+        .filter(|c| c.complete && c.started_ms + c.duration_ms <= now)
+        .map(|c| c.started_ms + c.duration_ms)
+        .max()
+        .expect("a good checkpoint");
+    let want = f64::from(job.gpus) * (now - last_end) as f64 / 3_600_000.0;
+    let page = get_with(r.addr, "/jobs/1000", &[("Accept", "text/html")]).await;
+    assert_eq!(page.status, 200);
+    let html = page.text();
+    assert_eq!(data_test(&html, "work-at-risk"), format!("{want:.1} GPU-h"));
+    assert_eq!(html.matches(r#"data-test="checkpoint""#).count(), cks.len());
+    assert_eq!(
+        get_with(r.addr, "/jobs/99999999", &[("Accept", "text/html")])
+            .await
+            .status,
+        404
+    );
+    r.stop().await.expect("stop");
+}

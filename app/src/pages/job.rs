@@ -1,0 +1,131 @@
+//! `/jobs/:id`: one job. Its state transitions with times and nodes, its checkpoints (step,
+//! size, save duration and throughput), the last good checkpoint, work at risk now, and
+//! GPU-hours lost to failures and requeues; requeue for operators.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_params_map;
+
+use crate::actions::{ActionKind, ActionTargets};
+use crate::model::JobState;
+use crate::pages::nodes::{cannot_act, ActionPanel, Pending};
+use crate::units;
+use crate::views::JobDetail;
+
+#[server(endpoint = "job_detail")]
+pub async fn get_job_detail(id: u64) -> Result<Option<JobDetail>, ServerFnError> {
+    let backend = crate::backend::backend()?;
+    let mut d = backend.job_detail(id).await.map_err(ServerFnError::new)?;
+    if let Some(d) = d.as_mut() {
+        d.me = crate::backend::me();
+    }
+    Ok(d)
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+#[component]
+pub fn JobPage() -> impl IntoView {
+    let params = use_params_map();
+    let id = move || params.with(|p| p.get("id").and_then(|s| s.parse::<u64>().ok()).unwrap_or(0));
+    let data = Resource::new(id, get_job_detail);
+    view! {
+        <Title text=move || format!("Job {}", id())/>
+        <Suspense fallback=|| view! { <p class="loading">"Loading the job…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(Some(d)) => view! { <JobBody d data/> }.into_any(),
+                    Ok(None) => {
+                        #[cfg(feature = "ssr")]
+                        if let Some(resp) = use_context::<leptos_axum::ResponseOptions>() {
+                            resp.set_status(http::StatusCode::NOT_FOUND);
+                        }
+                        view! { <h1>"No such job"</h1><p>"Gantry has not seen this job. "<a href="/jobs">"All jobs"</a></p> }.into_any()
+                    }
+                    Err(e) => view! { <p class="error" role="alert">{format!("Cannot show the job: {e}")}</p> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn JobBody(
+    d: JobDetail,
+    data: Resource<Result<Option<JobDetail>, ServerFnError>>,
+) -> impl IntoView {
+    let pending: RwSignal<Option<Pending>> = RwSignal::new(None);
+    let after = Callback::new(move |_| data.refetch());
+    let j = d.job.clone();
+    let why = cannot_act(&d.me)
+        .or((j.state != JobState::Running).then_some("Only running jobs can be requeued"));
+    let id = j.id;
+    let now = d.now_ms;
+    view! {
+        <div class="page-head" data-test="job-page" data-job=j.id.to_string()>
+            <h1>{format!("Job {} ", j.id)}<span class="muted">{j.name.clone()}</span></h1>
+        </div>
+        <section class="node-head" aria-label="Job">
+            <span class="badge" data-test="job-state">{j.state.label()}</span>
+            <span>{format!("{} · {} · {} · {} GPUs", j.user, j.account, j.partition, j.gpus)}</span>
+            <span>{format!("requeues: {}", d.restart_count)}</span>
+            {d.reason.clone().filter(|r| r != "None").map(|r| view! { <span class="muted">{format!("reason: {r}")}</span> })}
+            <button type="button" data-test="job-requeue" disabled=why.is_some() title=why.unwrap_or("")
+                on:click=move |_| pending.set(Some(Pending { kind: ActionKind::Requeue, label: format!("job {id}"), targets: ActionTargets { jobs: vec![id], ..Default::default() } }))>
+                "Requeue…"
+            </button>
+        </section>
+        {move || pending.get().map(|p| view! { <ActionPanel p pending after/> })}
+        <p>
+            "Nodes: "
+            {j.nodes.iter().map(|n| view! { <a href=format!("/nodes/{n}")>{n.clone()}</a>" " }).collect_view()}
+        </p>
+        <dl class="stats">
+            <div class="stat"><dt>"Work at risk now"</dt><dd class="num" data-test="work-at-risk">
+                {d.work_at_risk_gpu_hours.map(|h| format!("{h:.1} GPU-h")).unwrap_or_else(|| "-".into())}
+            </dd></div>
+            <div class="stat"><dt>"Lost to failures and requeues"</dt><dd class="num" data-test="work-lost">{format!("{:.1} GPU-h", d.lost_gpu_hours)}</dd></div>
+            <div class="stat"><dt>"Last good checkpoint"</dt><dd class="num" data-test="last-good">
+                {d.last_good.as_ref().map(|c| format!("step {} · {} ago", c.step, units::duration_ms(now - c.started_ms - c.duration_ms))).unwrap_or_else(|| "none".into())}
+            </dd></div>
+        </dl>
+        <h2 id="tr-h">"State transitions"</h2>
+        <table class="grid compact" aria-labelledby="tr-h" data-test="job-transitions">
+            <thead><tr><th scope="col">"When (UTC)"</th><th scope="col">"State"</th><th scope="col">"Nodes"</th><th scope="col">"Detail"</th></tr></thead>
+            <tbody>
+                {d.transitions.iter().map(|t| view! {
+                    <tr><td class="num">{units::utc(t.at_ms)}</td><td>{t.state.label()}</td>
+                    <td>{units::hostlist_short(&t.nodes)}</td><td>{t.detail.clone()}</td></tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+        <h2 id="ck-h">"Checkpoints"</h2>
+        {if d.checkpoints.is_empty() {
+            view! { <p>"None known."</p> }.into_any()
+        } else {
+            view! {
+                <table class="grid compact" aria-labelledby="ck-h" data-test="job-checkpoints">
+                    <thead><tr>
+                        <th scope="col" class="num">"Step"</th><th scope="col">"Started (UTC)"</th><th scope="col" class="num">"Size"</th>
+                        <th scope="col" class="num">"Save took"</th><th scope="col" class="num">"Throughput"</th><th scope="col">"Complete"</th>
+                    </tr></thead>
+                    <tbody>
+                        {d.checkpoints.iter().rev().map(|c| {
+                            let gbps = (c.duration_ms > 0).then(|| c.size_bytes as f64 / 1e9 / (c.duration_ms as f64 / 1000.0));
+                            view! {
+                                <tr data-test="checkpoint" data-step=c.step.to_string()>
+                                    <td class="num">{c.step}</td><td class="num">{units::utc(c.started_ms)}</td>
+                                    <td class="num">{gib(c.size_bytes)}</td><td class="num">{units::duration_ms(c.duration_ms)}</td>
+                                    <td class="num">{gbps.map(|g| format!("{g:.1} GB/s")).unwrap_or_else(|| "-".into())}</td>
+                                    <td>{if c.complete { "yes" } else { "no" }}</td>
+                                </tr>
+                            }
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            }.into_any()
+        }}
+    }
+}
