@@ -373,10 +373,8 @@ impl Backend for LiveBackend {
             for e in &events {
                 use app::model::JobState as S;
                 match e.state {
-                    S::Running => {
-                        if runs.last().is_none_or(|r| r.1.is_some()) {
-                            runs.push((e.at_ms, None, false));
-                        }
+                    S::Running if runs.last().is_none_or(|r| r.1.is_some()) => {
+                        runs.push((e.at_ms, None, false));
                     }
                     S::Requeued
                     | S::Failed
