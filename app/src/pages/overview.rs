@@ -8,7 +8,7 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 
-use crate::live::{LiveSnapshot, Overview, RackTile};
+use crate::live::{LiveSnapshot, Overview, OverviewDelta, RackTile};
 use crate::model::UnixMs;
 use crate::units;
 
@@ -92,7 +92,7 @@ fn OverviewBody(snap: LiveSnapshot) -> impl IntoView {
     let conn = RwSignal::new(Conn::Static);
 
     #[cfg(feature = "hydrate")]
-    Effect::new(move |_| client::go_live(state, conn, fresh, now));
+    Effect::new(move |_| client::go_live(state, conn, fresh, now, None));
 
     let stale = Memo::new(move |_| fresh.get().age_ms(now.get()) > 2 * interval_ms.max(1));
     let cluster = move || state.with(|s| s.cluster.clone());
@@ -309,6 +309,7 @@ pub(crate) mod client {
         conn: RwSignal<Conn>,
         fresh: RwSignal<Freshness>,
         now: RwSignal<UnixMs>,
+        cells: Option<NodeCells>,
     ) {
         // From here on ages are measured on the client's clock.
         let t = local_now();
@@ -317,7 +318,7 @@ pub(crate) mod client {
         let ticker =
             set_interval_with_handle(move || now.set(local_now()), Duration::from_millis(500)).ok();
         let slot: Slot = Default::default();
-        connect(state, conn, fresh, slot.clone());
+        connect(state, conn, fresh, slot.clone(), cells);
         let slot = SendWrapper::new(slot);
         on_cleanup(move || {
             if let Some(t) = ticker {
@@ -334,6 +335,7 @@ pub(crate) mod client {
         conn: RwSignal<Conn>,
         fresh: RwSignal<Freshness>,
         slot: Slot,
+        cells: Option<NodeCells>,
     ) {
         if let Some(old) = slot.borrow_mut().take() {
             old.close();
@@ -362,6 +364,9 @@ pub(crate) mod client {
                     received_ms: local_now(),
                     age_at_receipt_ms: snap.server_now_ms - snap.overview.published_ms,
                 });
+                if let Some(c) = cells {
+                    c.sync(&snap.overview.nodes);
+                }
                 state.set(snap.overview);
                 conn.set(Conn::Live);
             }
@@ -383,8 +388,11 @@ pub(crate) mod client {
             if gap {
                 // Missed an update: start over from a fresh snapshot on a new connection.
                 conn.set(Conn::Reconnecting);
-                connect(state, conn, fresh, slot_for_gap.clone());
+                connect(state, conn, fresh, slot_for_gap.clone(), cells);
             } else {
+                if let Some(c) = cells {
+                    c.apply(&delta);
+                }
                 fresh.set(Freshness {
                     received_ms: local_now(),
                     age_at_receipt_ms: 0,
@@ -394,6 +402,60 @@ pub(crate) mod client {
         let _ = es.add_event_listener_with_callback(EVENT_DELTA, on_delta.as_ref().unchecked_ref());
         on_delta.forget();
         *slot.borrow_mut() = Some(es);
+    }
+}
+
+/// Per-node signals of a live page: a delta sets only the nodes it names, so only their
+/// cells re-render, however many nodes the floor has.
+#[derive(Clone, Copy)]
+pub struct NodeCells(StoredValue<Vec<RwSignal<crate::live::NodeTile>>>);
+
+impl NodeCells {
+    pub fn new(nodes: &[crate::live::NodeTile]) -> NodeCells {
+        NodeCells(StoredValue::new(
+            nodes.iter().cloned().map(RwSignal::new).collect(),
+        ))
+    }
+
+    /// The signal of node `i`, if there is one.
+    pub fn get(&self, i: usize) -> Option<RwSignal<crate::live::NodeTile>> {
+        self.0.with_value(|v| v.get(i).copied())
+    }
+
+    /// After a snapshot: changed nodes are set; a different node list starts over (the
+    /// page's shape re-renders then, taking the new signals).
+    #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+    fn sync(&self, nodes: &[crate::live::NodeTile]) {
+        let same = self.0.with_value(|v| {
+            v.len() == nodes.len()
+                && v.iter()
+                    .zip(nodes)
+                    .all(|(s, n)| s.with_untracked(|t| t.name == n.name))
+        });
+        if !same {
+            self.0
+                .set_value(nodes.iter().cloned().map(RwSignal::new).collect());
+            return;
+        }
+        self.0.with_value(|v| {
+            for (s, n) in v.iter().zip(nodes) {
+                if s.with_untracked(|t| t != n) {
+                    s.set(n.clone());
+                }
+            }
+        });
+    }
+
+    /// After a delta that applied.
+    #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+    fn apply(&self, d: &OverviewDelta) {
+        self.0.with_value(|v| {
+            for (i, n) in &d.nodes {
+                if let Some(s) = v.get(*i as usize) {
+                    s.set(n.clone());
+                }
+            }
+        });
     }
 }
 
@@ -434,10 +496,12 @@ fn LiveBody(
         age_at_receipt_ms: snap.server_now_ms - snap.overview.published_ms,
     });
     let now = RwSignal::new(snap.server_now_ms);
+    let cells = NodeCells::new(&snap.overview.nodes);
+    provide_context(cells);
     let state = RwSignal::new(snap.overview);
     let conn = RwSignal::new(Conn::Static);
     #[cfg(feature = "hydrate")]
-    Effect::new(move |_| client::go_live(state, conn, fresh, now));
+    Effect::new(move |_| client::go_live(state, conn, fresh, now, Some(cells)));
     let stale = Memo::new(move |_| fresh.get().age_ms(now.get()) > 2 * interval_ms.max(1));
     view! {
         <div class="live-page" data-test="live-page" data-seq=move || state.with(|s| s.seq.to_string())>

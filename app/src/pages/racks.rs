@@ -11,7 +11,7 @@ use leptos_router::hooks::use_query_map;
 
 use crate::live::{NodeTile, Overview, RackTile, Severity};
 use crate::model::NodeState;
-use crate::pages::overview::LiveView;
+use crate::pages::overview::{LiveView, NodeCells};
 use crate::units;
 
 /// What the node cells are coloured by.
@@ -275,7 +275,12 @@ fn FloorRack(
 fn FloorNode(state: RwSignal<Overview>, i: usize, metric: Memo<Metric>) -> impl IntoView {
     // The cell is built once; a tick changes only its class, label and value text, and only
     // when this node's tile changed.
-    let tile = Memo::new(move |_| state.with(|s| s.nodes.get(i).cloned()));
+    // Its own signal when the page has node cells (a tick then touches only the nodes it
+    // names); else a memo over the whole overview.
+    let tile: Signal<Option<NodeTile>> = match use_context::<NodeCells>().and_then(|c| c.get(i)) {
+        Some(cell) => Signal::derive(move || Some(cell.get())),
+        None => Memo::new(move |_| state.with(|s| s.nodes.get(i).cloned())).into(),
+    };
     let name = tile.with_untracked(|t| t.as_ref().map(|n| n.name.clone()).unwrap_or_default());
     let bucket_of = move || tile.with(|t| t.as_ref().and_then(|n| bucket(metric.get(), n)));
     let summary = move || tile.with(|t| t.as_ref().map(node_summary).unwrap_or_default());
