@@ -36,6 +36,13 @@ pub trait Backend: Send + Sync + 'static {
     fn node_detail<'a>(&'a self, name: &'a str) -> BackendFuture<'a, Option<NodeDetail>>;
     /// One job's page, or `None` if neither the scheduler nor the history knows it.
     fn job_detail(&self, id: u64) -> BackendFuture<'_, Option<JobDetail>>;
+    /// The Gantt of jobs over nodes from `from_ms` to `to_ms` as SVG, or `None` without an
+    /// inventory yet; and the source's time now.
+    fn timeline(
+        &self,
+        hours: u32,
+        end_ms: Option<i64>,
+    ) -> BackendFuture<'_, (String, i64, i64, i64)>;
     /// Firing alerts first, then recent ones.
     fn alerts(&self, limit: u32) -> BackendFuture<'_, Vec<AlertItem>>;
     /// Alerts firing and not silenced.

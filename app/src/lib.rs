@@ -74,6 +74,7 @@ pub fn App() -> impl IntoView {
                     <A href="/topology">"Topology"</A>
                     <A href="/nodes">"Nodes"</A>
                     <A href="/jobs">"Jobs"</A>
+                    <A href="/timeline">"Timeline"</A>
                     <A href="/alerts">"Alerts"</A>
                     <A href="/audit">"Audit"</A>
                 </nav>
@@ -94,6 +95,7 @@ pub fn App() -> impl IntoView {
                     <Route path=(StaticSegment("jobs"), ParamSegment("id")) view=pages::job::JobPage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("audit") view=pages::audit::AuditPage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("alerts") view=pages::alerts::AlertsPage ssr=SsrMode::Async/>
+                    <Route path=StaticSegment("timeline") view=pages::timeline::TimelinePage ssr=SsrMode::Async/>
                 </Routes>
             </main>
         </Router>

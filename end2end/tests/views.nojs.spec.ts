@@ -65,3 +65,17 @@ test("a node's page lists its GPUs and draws its last hour", async ({ page, requ
   const missing = await page.goto("/nodes/gpu999");
   expect(missing?.status()).toBe(404);
 });
+
+test("a bar on the timeline opens its job, which lists its checkpoints", async ({ page }) => {
+  const resp = await page.goto("/timeline?hours=24");
+  expect(resp?.status()).toBe(200);
+  const bar = page.locator('[data-test="timeline"] a[data-job="1000"]');
+  await expect(bar).toHaveCount(1);
+  await bar.locator("rect").first().click();
+  await expect(page).toHaveURL(/\/jobs\/1000$/);
+  await expect(page.locator('[data-test="job-page"]')).toHaveAttribute("data-job", "1000");
+  await expect(page.locator('[data-test="job-state"]')).toHaveText("running");
+  // The first multi-day run has checkpointed through the day of history.
+  expect(await page.locator('[data-test="checkpoint"]').count()).toBeGreaterThan(5);
+  await expect(page.locator('[data-test="work-at-risk"]')).toHaveText(/GPU-h$/);
+});

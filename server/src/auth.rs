@@ -159,6 +159,7 @@ pub const READ_ONLY_POSTS: &[&str] = &[
     "/api/node_detail",
     "/api/alerts_view",
     "/api/job_detail",
+    "/api/timeline",
     "/api/alert_count",
 ];
 

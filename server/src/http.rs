@@ -439,6 +439,50 @@ impl Backend for LiveBackend {
         })
     }
 
+    fn timeline(
+        &self,
+        hours: u32,
+        end_ms: Option<i64>,
+    ) -> app::backend::BackendFuture<'_, (String, i64, i64, i64)> {
+        Box::pin(async move {
+            let inv = self.live.inventory().ok_or("no inventory yet")?;
+            let now = self
+                .live
+                .current()
+                .map(|t| t.overview.at_ms)
+                .unwrap_or_else(wall_now_ms);
+            let hours = hours.clamp(1, 168);
+            let to = end_ms.unwrap_or(now).min(now);
+            let from = to - i64::from(hours) * 3_600_000;
+            // Runs that started up to 7 days before the window may still be in it.
+            let events = self
+                .store
+                .job_events_between(from - 7 * 86_400_000, to)
+                .await
+                .map_err(|e| {
+                    tracing::error!(error = %e, "timeline read failed");
+                    "storage unavailable".to_string()
+                })?;
+            let runs = crate::timeline::runs(&events);
+            let names: std::collections::HashMap<u64, String> = self
+                .live
+                .sched()
+                .map(|s| {
+                    s.jobs
+                        .iter()
+                        .map(|j| (j.job.id, j.job.name.clone()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Ok((
+                crate::timeline::svg(&inv, &runs, &names, from, to),
+                from,
+                to,
+                now,
+            ))
+        })
+    }
+
     fn alerts(&self, limit: u32) -> app::backend::BackendFuture<'_, Vec<app::views::AlertItem>> {
         Box::pin(async move {
             let rows = self.store.alerts(limit).await.map_err(|e| {

@@ -20,4 +20,5 @@ pub mod sim;
 pub mod slurm;
 pub mod store;
 pub mod telemetry;
+pub mod timeline;
 pub mod window;

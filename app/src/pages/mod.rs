@@ -10,4 +10,5 @@ pub mod nodes;
 pub mod overview;
 pub mod racks;
 pub mod thermal;
+pub mod timeline;
 pub mod topology;

@@ -363,6 +363,32 @@ impl Store {
             .collect()
     }
 
+    /// Every job transition from `from_ms` to `to_ms`, by job then time (for the timeline).
+    pub async fn job_events_between(
+        &self,
+        from_ms: UnixMs,
+        to_ms: UnixMs,
+    ) -> Result<Vec<JobEvent>> {
+        let rows = sqlx::query(
+            "SELECT job_id, at_ms, state, nodes, detail FROM job_events WHERE at_ms >= $1 AND at_ms <= $2 ORDER BY job_id, at_ms, id",
+        )
+        .bind(from_ms)
+        .bind(to_ms)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(JobEvent {
+                    job_id: u64_of(r.try_get("job_id")?, "job id")?,
+                    at_ms: r.try_get("at_ms")?,
+                    state: JobState::parse(&r.try_get::<String, _>("state")?),
+                    nodes: split_nodes(&r.try_get::<String, _>("nodes")?),
+                    detail: r.try_get("detail")?,
+                })
+            })
+            .collect()
+    }
+
     /// Stores a checkpoint; the same (job, step) again updates it (a save that completed).
     pub async fn put_checkpoint(&self, c: &Checkpoint) -> Result<()> {
         sqlx::query(

@@ -397,3 +397,49 @@ async fn a_jobs_page_shows_its_checkpoints_and_work_at_risk() {
     );
     r.stop().await.expect("stop");
 }
+
+/// The timeline draws one bar per running job per node it runs on, each linking to the job.
+#[tokio::test]
+async fn the_timeline_draws_every_running_job_on_its_nodes() {
+    let cfg = support::test_config(support::sqlite_url(), 64, 1e-6, 200);
+    let r = server::serve::start(cfg).await.expect("server starts");
+    support::wait_ready(&r).await;
+    let sched = r.live.sched().expect("scheduler state");
+    let running: Vec<_> = sched
+        .jobs
+        .iter()
+        .filter(|j| j.job.state == app::model::JobState::Running)
+        .collect();
+    let want: usize = running.iter().map(|j| j.job.nodes.len()).sum();
+    assert!(want > 0);
+    let mut html = String::new();
+    for _ in 0..100 {
+        html = get_with(r.addr, "/timeline?hours=24", &[("Accept", "text/html")])
+            .await
+            .text();
+        if html.matches(r#"class="tl-run""#).count() == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        html.matches(r#"class="tl-run""#).count(),
+        want,
+        "one bar per running job per node"
+    );
+    for j in &running {
+        assert!(
+            html.contains(&format!(r#"href="/jobs/{}""#, j.job.id)),
+            "job {}",
+            j.job.id
+        );
+    }
+    // The window is the one asked for: 24 hours ending at the source's now.
+    let now = r.live.current().expect("tick").overview.at_ms;
+    assert!(html.contains(&format!(
+        "Jobs over nodes, {} to {}",
+        units::utc(now - 24 * 3_600_000),
+        units::utc(now)
+    )));
+    r.stop().await.expect("stop");
+}
