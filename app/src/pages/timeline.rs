@@ -61,7 +61,7 @@ pub fn TimelinePage() -> impl IntoView {
                                 <a class="chip" href=format!("/timeline?hours={h}")>"now"</a>
                             </nav>
                             <p class="legend">
-                                <span>{format!("{} to {} (UTC)", units::utc(from), units::utc(to))}</span>
+                                <span>{format!("{} to {}", units::utc(from), units::utc(to))}</span>
                                 <span class="swatch tl-key-run">"running"</span>
                                 <span class="swatch tl-key-done">"ended"</span>
                                 <span class="swatch tl-key-requeued">"requeued (lost work marked)"</span>
