@@ -12,7 +12,7 @@ use crate::actions::{
     ActionKind, ActionResult, ActionTargets, AuditEntry, AuditFilter, Me, Preview,
 };
 use crate::live::Overview;
-use crate::views::{AlertItem, JobDetail, NodeDetail, NodesView};
+use crate::views::{AlertItem, JobDetail, JobFilter, NodeDetail, NodesView};
 
 pub type BackendFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
 
@@ -43,6 +43,11 @@ pub trait Backend: Send + Sync + 'static {
         hours: u32,
         end_ms: Option<i64>,
     ) -> BackendFuture<'_, (String, i64, i64, i64)>;
+    /// The job history matching `f`, a page, and how many match.
+    fn job_history<'a>(
+        &'a self,
+        f: &'a JobFilter,
+    ) -> BackendFuture<'a, (Vec<crate::model::Job>, u64)>;
     /// Firing alerts first, then recent ones.
     fn alerts(&self, limit: u32) -> BackendFuture<'_, Vec<AlertItem>>;
     /// Alerts firing and not silenced.

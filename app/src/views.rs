@@ -105,6 +105,21 @@ pub struct AlertsView {
     pub alerts: Vec<AlertItem>,
 }
 
+/// Filters and page of the job history.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobFilter {
+    pub state: Option<String>,
+    pub user: Option<String>,
+    pub account: Option<String>,
+    pub partition: Option<String>,
+    pub min_gpus: Option<u32>,
+    /// Submitted at or after.
+    pub since_ms: Option<UnixMs>,
+    /// From 0.
+    pub page: u32,
+    pub per_page: u32,
+}
+
 /// One state transition of a job.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobTransition {

@@ -79,3 +79,15 @@ test("a bar on the timeline opens its job, which lists its checkpoints", async (
   expect(await page.locator('[data-test="checkpoint"]').count()).toBeGreaterThan(5);
   await expect(page.locator('[data-test="work-at-risk"]')).toHaveText(/GPU-h$/);
 });
+
+test("the job history filters by state through the URL, a page at a time", async ({ page }) => {
+  await page.goto("/jobs?state=completed");
+  const rows = page.locator('[data-test="history-row"]');
+  expect(await rows.count()).toBeGreaterThan(0);
+  for (const s of await rows.evaluateAll((rs) => rs.map((r) => r.getAttribute("data-state")))) {
+    expect(s).toBe("completed");
+  }
+  await expect(page.locator('[data-test="history-count"]')).toContainText("page 1 of");
+  // The form keeps the filter, so submitting it again shows the same view.
+  await expect(page.locator("#h-state")).toHaveValue("completed");
+});

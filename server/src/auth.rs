@@ -160,6 +160,7 @@ pub const READ_ONLY_POSTS: &[&str] = &[
     "/api/alerts_view",
     "/api/job_detail",
     "/api/timeline",
+    "/api/job_history",
     "/api/alert_count",
 ];
 

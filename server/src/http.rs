@@ -483,6 +483,18 @@ impl Backend for LiveBackend {
         })
     }
 
+    fn job_history<'a>(
+        &'a self,
+        f: &'a app::views::JobFilter,
+    ) -> app::backend::BackendFuture<'a, (Vec<app::model::Job>, u64)> {
+        Box::pin(async move {
+            self.store.jobs_filtered(f).await.map_err(|e| {
+                tracing::error!(error = %e, "job history read failed");
+                "storage unavailable".to_string()
+            })
+        })
+    }
+
     fn alerts(&self, limit: u32) -> app::backend::BackendFuture<'_, Vec<app::views::AlertItem>> {
         Box::pin(async move {
             let rows = self.store.alerts(limit).await.map_err(|e| {

@@ -3,6 +3,7 @@
 
 pub mod alerts;
 pub mod audit;
+pub mod history;
 pub mod job;
 pub mod login;
 pub mod node;

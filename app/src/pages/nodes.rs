@@ -263,6 +263,7 @@ pub fn JobsPage() -> impl IntoView {
     view! {
         <Title text="Jobs"/>
         <WithView children=|state, stale| view! { <JobsBody state stale/> }.into_any()/>
+        <crate::pages::history::JobHistory/>
     }
 }
 

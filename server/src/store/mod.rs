@@ -332,6 +332,43 @@ impl Store {
         rows.iter().map(Self::job_of).collect()
     }
 
+    /// Jobs matching `f`, newest submission first, a page at a time; and how many match.
+    pub async fn jobs_filtered(&self, f: &app::views::JobFilter) -> Result<(Vec<Job>, u64)> {
+        let per_page = f.per_page.clamp(1, 500);
+        let page = f.page.min(100_000);
+        let text = |o: &Option<String>| o.clone().unwrap_or_default();
+        let since = f.since_ms.unwrap_or(0);
+        let min_gpus = i64::from(f.min_gpus.unwrap_or(0));
+        let filter = "($1 = '' OR state = $1) AND ($2 = '' OR user_name = $2) AND ($3 = '' OR account = $3) \
+             AND ($4 = '' OR partition_name = $4) AND gpus >= $5 AND submit_ms >= $6";
+        let q = format!(
+            "SELECT {} FROM jobs WHERE {filter} ORDER BY submit_ms DESC, id DESC LIMIT $7 OFFSET $8",
+            Self::JOB_COLUMNS
+        );
+        let rows = sqlx::query(&q)
+            .bind(text(&f.state))
+            .bind(text(&f.user))
+            .bind(text(&f.account))
+            .bind(text(&f.partition))
+            .bind(min_gpus)
+            .bind(since)
+            .bind(i64::from(per_page))
+            .bind(i64::from(page) * i64::from(per_page))
+            .fetch_all(&self.pool)
+            .await?;
+        let jobs = rows.iter().map(Self::job_of).collect::<Result<Vec<_>>>()?;
+        let c = sqlx::query(&format!("SELECT COUNT(*) FROM jobs WHERE {filter}"))
+            .bind(text(&f.state))
+            .bind(text(&f.user))
+            .bind(text(&f.account))
+            .bind(text(&f.partition))
+            .bind(min_gpus)
+            .bind(since)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok((jobs, u64_of(c.try_get(0)?, "count")?))
+    }
+
     /// How often a job was requeued, if the job is known.
     pub async fn requeue_count(&self, id: u64) -> Result<Option<u64>> {
         let row = sqlx::query("SELECT requeue_count FROM jobs WHERE id = $1")

@@ -304,3 +304,79 @@ async fn a_bad_database_url_is_a_clear_error() {
         "{e}"
     );
 }
+
+/// The job history's filters and pages, and the audit log's, on one database.
+async fn filters(url: &str) {
+    let store = Store::connect(url).await.expect("connect");
+    for i in 0..30u64 {
+        let mut j = job(
+            5000 + i,
+            if i % 3 == 0 {
+                JobState::Failed
+            } else {
+                JobState::Completed
+            },
+            &["gpu001"],
+        );
+        j.user = if i % 2 == 0 {
+            "alice".into()
+        } else {
+            "bob".into()
+        };
+        j.gpus = if i < 10 { 64 } else { 8 };
+        j.submit_ms = T0 + i as i64 * 1000;
+        store.record_job(&j, j.submit_ms, "").await.expect("record");
+    }
+    let f = |state: Option<&str>, user: Option<&str>, min_gpus: Option<u32>, page: u32| {
+        app::views::JobFilter {
+            state: state.map(str::to_string),
+            user: user.map(str::to_string),
+            min_gpus,
+            page,
+            per_page: 4,
+            ..Default::default()
+        }
+    };
+    let (jobs, total) = store
+        .jobs_filtered(&f(Some("failed"), None, None, 0))
+        .await
+        .expect("failed");
+    assert_eq!(total, 10);
+    assert_eq!(jobs.len(), 4);
+    assert!(
+        jobs.windows(2).all(|w| w[0].submit_ms >= w[1].submit_ms),
+        "newest first"
+    );
+    let (_, total) = store
+        .jobs_filtered(&f(None, Some("bob"), Some(64), 0))
+        .await
+        .expect("bob big");
+    assert_eq!(total, 5);
+    let (last, _) = store
+        .jobs_filtered(&f(Some("failed"), None, None, 2))
+        .await
+        .expect("page 3");
+    assert_eq!(
+        last.len(),
+        2,
+        "10 failed jobs, 4 a page: the third page has 2"
+    );
+    let (none, total) = store
+        .jobs_filtered(&f(Some("failed"), Some("carol"), None, 0))
+        .await
+        .expect("none");
+    assert_eq!((none.len(), total), (0, 0));
+}
+
+#[tokio::test]
+async fn job_history_filters_on_sqlite() {
+    filters(&support::sqlite_url()).await;
+}
+
+#[tokio::test]
+async fn job_history_filters_on_postgres() {
+    let Some(url) = support::postgres_url().await else {
+        return;
+    };
+    filters(&url).await;
+}
