@@ -599,13 +599,20 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
             .filter(|j| j.job.state == JobState::Running)
             .map(|j| j.job.id)
             .collect();
-        let (nccl, last_checkpoint_ms) = match store.alert_facts(&running).await {
+        let (nccl, mut last_checkpoint_ms) = match store.alert_facts(&running).await {
             Ok(x) => x,
             Err(e) => {
                 tracing::warn!(error = %e, "alert facts unavailable this tick");
                 (HashMap::new(), HashMap::new())
             }
         };
+        // Checkpoints noted in memory count too: the store writer may lag behind the source.
+        for (job, end) in live.last_checkpoints() {
+            if running.contains(&job) {
+                let e = last_checkpoint_ms.entry(job).or_insert(end);
+                *e = (*e).max(end);
+            }
+        }
         let facts = Facts {
             readings: latest.as_ref().map(|l| l.readings()),
             jobs,

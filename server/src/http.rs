@@ -1235,6 +1235,10 @@ async fn ingest_checkpoint(
         .put_checkpoint(&c)
         .await
         .map_err(ApiError::Storage)?;
+    if c.complete {
+        st.live
+            .checkpoint_seen(c.job_id, c.started_ms + c.duration_ms);
+    }
     Ok((
         StatusCode::CREATED,
         Json(serde_json::json!({"recorded": true})),

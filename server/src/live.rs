@@ -78,6 +78,8 @@ pub struct Live {
     inventory: RwLock<Option<Arc<Inventory>>>,
     latest: RwLock<Option<Arc<Latest>>>,
     sched: RwLock<Option<Arc<SchedSnapshot>>>,
+    /// Newest complete checkpoint end per job (sources, ingest and the scanner note them).
+    last_checkpoint: Mutex<std::collections::HashMap<u64, UnixMs>>,
     /// Alerts firing now (for the header's badge), set by the alert task.
     alerts_firing: std::sync::atomic::AtomicU32,
     /// Wakes the source early (after an action) so browsers see the effect at once.
@@ -101,6 +103,7 @@ impl Live {
             sched: RwLock::new(None),
             poke: tokio::sync::Notify::new(),
             alerts_firing: std::sync::atomic::AtomicU32::new(0),
+            last_checkpoint: Mutex::new(std::collections::HashMap::new()),
             current: RwLock::new(None),
             sim_frame: RwLock::new(None),
             targets: RwLock::new(Arc::new(Vec::new())),
@@ -145,6 +148,22 @@ impl Live {
         if let Ok(mut g) = self.sched.write() {
             *g = Some(Arc::new(s));
         }
+    }
+
+    /// Notes a complete checkpoint of `job` that finished at `end_ms`.
+    pub fn checkpoint_seen(&self, job: u64, end_ms: UnixMs) {
+        if let Ok(mut m) = self.last_checkpoint.lock() {
+            let e = m.entry(job).or_insert(end_ms);
+            *e = (*e).max(end_ms);
+        }
+    }
+
+    /// The newest complete checkpoint end per job, as noted since start.
+    pub fn last_checkpoints(&self) -> std::collections::HashMap<u64, UnixMs> {
+        self.last_checkpoint
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default()
     }
 
     pub fn alerts_firing(&self) -> u32 {
@@ -366,8 +385,16 @@ pub fn spawn_store_writer(
     (StoreQueue { tx, metrics }, handle)
 }
 
-/// Sends a source's events to the store.
-pub fn record_events(q: &StoreQueue, events: Vec<SimEvent>) {
+/// Sends a source's events to the store (and notes checkpoints in `live` at once, so rules
+/// do not wait for the store writer).
+pub fn record_events(q: &StoreQueue, live: &Live, events: Vec<SimEvent>) {
+    for e in &events {
+        if let SimEvent::Checkpoint { checkpoint: c } = e {
+            if c.complete {
+                live.checkpoint_seen(c.job_id, c.started_ms + c.duration_ms);
+            }
+        }
+    }
     for e in events {
         match e {
             SimEvent::JobSubmitted { job } => {
@@ -514,7 +541,7 @@ pub async fn run_sim_source(
         scrape_interval_ms,
     } = src;
     q.send(StoreWrite::Inventory(Box::new(sim.inventory().clone())));
-    record_events(&q, sim.drain_events());
+    record_events(&q, &live, sim.drain_events());
     let inventory = Arc::new(sim.inventory().clone());
     live.set_inventory(Arc::clone(&inventory));
     let wall_start = Instant::now();
@@ -535,7 +562,7 @@ pub async fn run_sim_source(
                 // Scheduler calls act on the simulator as of now, between ticks.
                 sim.advance_to(sim_now());
                 crate::scheduler::serve_sim_op(&mut sim, op);
-                record_events(&q, sim.drain_events());
+                record_events(&q, &live, sim.drain_events());
                 continue;
             }
         }
@@ -544,7 +571,7 @@ pub async fn run_sim_source(
         }
         let began = Instant::now();
         sim.advance_to(sim_now());
-        record_events(&q, sim.drain_events());
+        record_events(&q, &live, sim.drain_events());
         let readings: Readings = sim.readings();
         live.set_sched(SchedSnapshot {
             at_ms: sim.now_ms(),

@@ -305,3 +305,32 @@ async fn the_scanner_records_checkpoints_of_running_jobs() {
     r.stop().await.expect("stop");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// At start the store writer is still catching up on a day of history; jobs that checkpoint
+/// regularly must not be called overdue meanwhile.
+#[tokio::test]
+async fn no_false_checkpoint_alerts_while_history_is_written() {
+    let (url, got) = receiver().await;
+    let mut cfg = support::test_config(support::sqlite_url(), 64, 1.0, 200);
+    cfg.alerts.webhook_url = Some(url);
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    // Something fires (the down node), so deliveries flow; nothing about checkpoints.
+    wait_for("the down node's alert", || {
+        got.lock()
+            .expect("lock")
+            .iter()
+            .any(|v| v["rule"] == "node_not_responding")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let overdue: Vec<Value> = got
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|v| v["rule"] == "checkpoint_overdue")
+        .cloned()
+        .collect();
+    assert!(overdue.is_empty(), "{overdue:?}");
+    r.stop().await.expect("stop");
+}

@@ -213,8 +213,15 @@ async fn history(url: &str) {
         })
         .collect();
     assert!(!checkpoints.is_empty());
-    server::live::record_events(&q, warmup);
-    server::live::record_events(&q, events);
+    let live = server::live::Live::new(std::sync::Arc::new(server::metrics::Metrics::default()));
+    server::live::record_events(&q, &live, warmup);
+    server::live::record_events(&q, &live, events);
+    // Checkpoints are noted in memory at once, before the store writer gets to them.
+    let newest = checkpoints
+        .iter()
+        .map(|c| c.started_ms + c.duration_ms)
+        .max();
+    assert_eq!(live.last_checkpoints().values().copied().max(), newest);
     drop(q);
     writer.await.expect("writer ends when the queue closes");
     use std::sync::atomic::Ordering::Relaxed;
