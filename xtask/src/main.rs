@@ -1082,7 +1082,8 @@ fn bench(args: &[String]) -> Result {
         Some("size") => bench_size(),
         Some("ingest") => bench_ingest(),
         Some("browser") => bench_browser(),
-        _ => Err("usage: cargo xtask bench <size | ingest | browser>".into()),
+        Some("scale") => bench_scale(),
+        _ => Err("usage: cargo xtask bench <size | ingest | browser | scale>".into()),
     }
 }
 
@@ -1290,6 +1291,119 @@ fn metric_value(addr: SocketAddr, path: &str, name: &str) -> Option<f64> {
 /// simulated nodes (8 GPUs each, every 10 s) for GANTRY_BENCH_SECONDS (default 300).
 /// Gantry is a release build and is measured whole: scraping, parsing, aggregation,
 /// rollups, SSE, and the simulated scheduler it also runs.
+/// Gantry at 2,048 nodes / 16,384 GPUs scraping every node's exporters every 10 s (served by
+/// a second Gantry, not measured), everything included: scrape, parse, aggregation, hot
+/// window, rollups, alerts, SSE with one client. Mean CPU (cores) and peak RSS.
+fn bench_scale() -> Result {
+    let secs: u64 = env::var("GANTRY_BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(120);
+    step("building gantry (release)");
+    run_cmd(cargo().args(["build", "--release", "-p", "server", "--bin", "gantry"]))?;
+    let exe = target_dir().join("release").join("gantry");
+    let dir = target_dir().join("bench");
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let (a, b) = (
+        SocketAddr::from(([127, 0, 0, 1], free_port()?)),
+        SocketAddr::from(([127, 0, 0, 1], free_port()?)),
+    );
+    let spawn = |addr: SocketAddr, db: &str, extra: &[(&str, String)]| -> Result<Child> {
+        let _ = fs::remove_file(dir.join(db));
+        let mut c = Command::new(&exe);
+        c.env("GANTRY_LISTEN", addr.to_string())
+            .env(
+                "GANTRY_DATABASE_URL",
+                format!("sqlite://{}", dir.join(db).display()),
+            )
+            .env("GANTRY_SIM_NODES", "2048")
+            .env("GANTRY_SIM_START_MS", "1795968000000")
+            .env("GANTRY_ANONYMOUS_READ", "true")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null());
+        for (k, v) in extra {
+            c.env(k, v);
+        }
+        c.spawn().map_err(|e| format!("cannot start gantry: {e}"))
+    };
+    let wait_healthy = |addr: SocketAddr| {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        while http_status(addr, "/healthz") != Some(200) {
+            if Instant::now() > deadline {
+                return Err(format!("{addr} did not become healthy"));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(())
+    };
+    let _exporters = Guard(
+        Some(spawn(
+            a,
+            "scale-exporters.db",
+            &[("GANTRY_TELEMETRY", "direct".into())],
+        )?),
+        "exporters",
+    );
+    wait_healthy(a)?;
+    let gantry = Guard(
+        Some(spawn(
+            b,
+            "scale-gantry.db",
+            &[
+                (
+                    "GANTRY_GPU_EXPORTER_URL",
+                    format!("http://{a}/sim/exporter/dcgm/{{node}}/metrics"),
+                ),
+                (
+                    "GANTRY_BMC_EXPORTER_URL",
+                    format!("http://{a}/sim/exporter/ipmi/{{node}}/metrics"),
+                ),
+                ("GANTRY_SCRAPE_INTERVAL_MS", "10000".into()),
+            ],
+        )?),
+        "gantry",
+    );
+    wait_healthy(b)?;
+    // One live client, as a browser would hold.
+    let mut sse = TcpStream::connect(b).map_err(|e| e.to_string())?;
+    write!(
+        sse,
+        "GET /api/live HTTP/1.1\r\nHost: {b}\r\nAccept: text/event-stream\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let sse_reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 65536];
+        while matches!(sse.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    let pid = gantry.0.as_ref().map(Child::id).unwrap_or(0);
+    step("letting the first full scrape round and the history settle (30 s)");
+    std::thread::sleep(Duration::from_secs(30));
+    let u0 = proc_usage(pid).ok_or("cannot read gantry's /proc")?;
+    let s0 = metric_value(b, "/metrics", "gantry_scrape_samples_total").unwrap_or(0.0);
+    step(&format!(
+        "measuring for {secs} s: 2,048 nodes x (8 GPUs + BMC) every 10 s"
+    ));
+    std::thread::sleep(Duration::from_secs(secs));
+    let u1 = proc_usage(pid).ok_or("cannot read gantry's /proc")?;
+    let s1 = metric_value(b, "/metrics", "gantry_scrape_samples_total").unwrap_or(0.0);
+    let series = metric_value(b, "/metrics", "gantry_hot_window_bytes").unwrap_or(0.0);
+    drop(gantry);
+    let _ = sse_reader.join();
+    let cores = (u1.0 - u0.0) / secs as f64;
+    println!(
+        "samples scraped: {:.0} ({:.0} per second)",
+        s1 - s0,
+        (s1 - s0) / secs as f64
+    );
+    println!("hot window: {:.1} MiB", series / (1024.0 * 1024.0));
+    println!(
+        "gantry at 2,048 nodes: mean CPU {cores:.3} cores (goal: under 0.1), RSS {:.1} MiB, peak {:.1} MiB (goal: under 512 MiB)",
+        u1.1 as f64 / 1024.0,
+        u1.2 as f64 / 1024.0
+    );
+    Ok(())
+}
+
 fn bench_vs_prometheus(dir: &Path) -> Result {
     let secs: u64 = env::var("GANTRY_BENCH_SECONDS")
         .ok()
