@@ -464,6 +464,15 @@ impl Backend for LiveBackend {
                     "storage unavailable".to_string()
                 })?;
             let runs = crate::timeline::runs(&events);
+            let node_events = self
+                .store
+                .node_events_between(from - 7 * 86_400_000, to)
+                .await
+                .map_err(|e| {
+                    tracing::error!(error = %e, "timeline read failed");
+                    "storage unavailable".to_string()
+                })?;
+            let spans = crate::timeline::node_spans(&node_events, to);
             let names: std::collections::HashMap<u64, String> = self
                 .live
                 .sched()
@@ -475,7 +484,7 @@ impl Backend for LiveBackend {
                 })
                 .unwrap_or_default();
             Ok((
-                crate::timeline::svg(&inv, &runs, &names, from, to),
+                crate::timeline::svg(&inv, &runs, &names, &spans, from, to),
                 from,
                 to,
                 now,

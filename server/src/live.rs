@@ -312,6 +312,12 @@ pub enum StoreWrite {
         at_ms: UnixMs,
     },
     Rollup(Rollup),
+    NodeState {
+        node: String,
+        at_ms: UnixMs,
+        state: app::model::NodeState,
+        reason: String,
+    },
 }
 
 /// The sending half of the store queue; never blocks the caller.
@@ -354,6 +360,7 @@ pub fn spawn_store_writer(
                 StoreWrite::Checkpoint(_) => "checkpoint",
                 StoreWrite::Xid { .. } => "xid",
                 StoreWrite::Rollup(_) => "rollup",
+                StoreWrite::NodeState { .. } => "node state",
             };
             let res = match w {
                 StoreWrite::Inventory(inv) => store.put_inventory(&inv).await,
@@ -368,6 +375,12 @@ pub fn spawn_store_writer(
                     at_ms,
                 } => store.put_xid(&node, gpu, xid, at_ms).await,
                 StoreWrite::Rollup(r) => store.put_rollup(&r).await,
+                StoreWrite::NodeState {
+                    node,
+                    at_ms,
+                    state,
+                    reason,
+                } => store.put_node_event(&node, at_ms, state, &reason).await,
             };
             match res {
                 Ok(()) => {
@@ -438,6 +451,32 @@ pub fn record_events(q: &StoreQueue, live: &Live, events: Vec<SimEvent>) {
                 xid,
                 at_ms,
             }),
+        }
+    }
+}
+
+/// Remembers each node's last state and queues a store write when it changes (the first
+/// sight of a node counts as a change).
+#[derive(Default)]
+pub struct NodeStates(std::collections::HashMap<String, app::model::NodeState>);
+
+impl NodeStates {
+    pub fn observe(
+        &mut self,
+        q: &StoreQueue,
+        at_ms: UnixMs,
+        nodes: &[(String, app::model::NodeState, String)],
+    ) {
+        for (name, state, reason) in nodes {
+            if self.0.get(name) != Some(state) {
+                self.0.insert(name.clone(), *state);
+                q.send(StoreWrite::NodeState {
+                    node: name.clone(),
+                    at_ms,
+                    state: *state,
+                    reason: reason.clone(),
+                });
+            }
         }
     }
 }
@@ -550,6 +589,7 @@ pub async fn run_sim_source(
     let mut seq = 0u64;
     let mut rollups = MinuteRollups::default();
     let mut lost_gpu_hours = 0.0f64;
+    let mut node_states = NodeStates::default();
     let mut prev_at_ms: Option<UnixMs> = None;
     loop {
         let sim_now = || start_ms + (wall_start.elapsed().as_millis() as f64 * speed) as i64;
@@ -573,11 +613,26 @@ pub async fn run_sim_source(
         sim.advance_to(sim_now());
         record_events(&q, &live, sim.drain_events());
         let readings: Readings = sim.readings();
+        let slurm_nodes = sim.slurm_nodes();
+        node_states.observe(
+            &q,
+            sim.now_ms(),
+            &slurm_nodes
+                .iter()
+                .map(|n| {
+                    (
+                        n.name.clone(),
+                        n.state,
+                        n.reason.clone().unwrap_or_default(),
+                    )
+                })
+                .collect::<Vec<_>>(),
+        );
         live.set_sched(SchedSnapshot {
             at_ms: sim.now_ms(),
             polled_ms: wall_now_ms(),
             interval_ms: interval_ms as i64,
-            nodes: sim.slurm_nodes(),
+            nodes: slurm_nodes,
             jobs: sim.slurm_jobs(),
         });
         let truth = sim.truth_with(&readings);

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
-use app::model::{Inventory, JobState, UnixMs};
+use app::model::{Inventory, JobState, NodeState, UnixMs};
 
 use crate::store::JobEvent;
 
@@ -57,6 +57,37 @@ pub fn runs(events: &[JobEvent]) -> Vec<Run> {
     out
 }
 
+/// A node's state over a period: (node, from, to, state).
+pub type NodeSpan = (String, UnixMs, UnixMs, NodeState);
+
+/// Out-of-service periods of nodes (drained, draining, down, not responding,
+/// maintenance) from their state changes, by node then time; the last lasts until `to_ms`.
+pub fn node_spans(events: &[(String, UnixMs, NodeState)], to_ms: UnixMs) -> Vec<NodeSpan> {
+    let out_of_service = |s: NodeState| {
+        matches!(
+            s,
+            NodeState::Drained
+                | NodeState::Draining
+                | NodeState::Down
+                | NodeState::NotResponding
+                | NodeState::Maintenance
+        )
+    };
+    let mut out = Vec::new();
+    for (i, (node, at, state)) in events.iter().enumerate() {
+        if !out_of_service(*state) {
+            continue;
+        }
+        let end = events
+            .get(i + 1)
+            .filter(|(n, _, _)| n == node)
+            .map(|(_, t, _)| *t)
+            .unwrap_or(to_ms);
+        out.push((node.clone(), *at, end, *state));
+    }
+    out
+}
+
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -69,6 +100,7 @@ pub fn svg(
     inv: &Inventory,
     runs: &[Run],
     names: &HashMap<u64, String>,
+    spans: &[NodeSpan],
     from_ms: UnixMs,
     to_ms: UnixMs,
 ) -> String {
@@ -142,6 +174,30 @@ pub fn svg(
         t += step;
     }
     out.push_str(&labels);
+    // Drains and downtime behind the runs, the whole row's height.
+    for (node, start, end, state) in spans {
+        if *end < from_ms || *start > to_ms {
+            continue;
+        }
+        let Some(&yy) = y_of.get(node.as_str()) else {
+            continue;
+        };
+        let class = match state {
+            NodeState::Drained | NodeState::Draining => "tl-drain",
+            _ => "tl-down",
+        };
+        let (x0, x1) = (x(*start), x(*end));
+        let _ = write!(
+            out,
+            r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{ROW:.1}" class="{class}" data-node="{}"><title>{} {} from {}</title></rect>"#,
+            yy - 0.5,
+            (x1 - x0).max(1.0),
+            esc(node),
+            esc(node),
+            state.label(),
+            app::units::utc(*start)
+        );
+    }
     // One bar per run per node.
     for r in runs {
         let end = r.end_ms.unwrap_or(to_ms);
@@ -273,7 +329,24 @@ mod tests {
         ];
         let mut names = HashMap::new();
         names.insert(7, "llama <pretrain>".to_string());
-        let s = svg(&inv, &r, &names, 0, 1000);
+        let spans = node_spans(
+            &[
+                (n(5), 100, NodeState::Drained),
+                (n(5), 400, NodeState::Idle),
+                (n(6), 900, NodeState::Down),
+            ],
+            1000,
+        );
+        assert_eq!(
+            spans,
+            vec![
+                (n(5), 100, 400, NodeState::Drained),
+                (n(6), 900, 1000, NodeState::Down)
+            ]
+        );
+        let s = svg(&inv, &r, &names, &spans, 0, 1000);
+        assert_eq!(s.matches(r#"class="tl-drain""#).count(), 1);
+        assert_eq!(s.matches(r#"class="tl-down""#).count(), 1);
         assert!(s.starts_with("<svg"));
         assert_eq!(s.matches(r#"class="tl-run tl-requeued""#).count(), 2);
         assert_eq!(

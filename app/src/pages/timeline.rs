@@ -66,6 +66,8 @@ pub fn TimelinePage() -> impl IntoView {
                                 <span class="swatch tl-key-done">"ended"</span>
                                 <span class="swatch tl-key-requeued">"requeued (lost work marked)"</span>
                                 <span class="swatch tl-key-failed">"failed"</span>
+                                <span class="swatch tl-key-drain">"node drained"</span>
+                                <span class="swatch tl-key-down">"node down"</span>
                             </p>
                             <div class="timeline-wrap" data-test="timeline" inner_html=svg></div>
                         }.into_any()

@@ -145,6 +145,7 @@ pub async fn run_slurm_source(
     let mut inventory: Option<Arc<Inventory>> = None;
     let mut prev: HashMap<u64, (JobState, u32)> = HashMap::new();
     let mut failing = false;
+    let mut node_history = crate::live::NodeStates::default();
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
@@ -217,6 +218,20 @@ pub async fn run_slurm_source(
             .iter()
             .map(|j| (j.job.id, (j.job.state, j.restart_count)))
             .collect();
+        node_history.observe(
+            &q,
+            now,
+            &nodes
+                .iter()
+                .map(|n| {
+                    (
+                        n.name.clone(),
+                        n.state,
+                        n.reason.clone().unwrap_or_default(),
+                    )
+                })
+                .collect::<Vec<_>>(),
+        );
         let node_states: Vec<(String, app::model::NodeState)> =
             nodes.iter().map(|n| (n.name.clone(), n.state)).collect();
         let active: Vec<app::model::Job> = jobs

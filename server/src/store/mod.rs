@@ -9,7 +9,7 @@
 
 use std::str::FromStr;
 
-use app::model::{Checkpoint, Cooling, Inventory, Job, JobState, Rack, UnixMs};
+use app::model::{Checkpoint, Cooling, Inventory, Job, JobState, NodeState, Rack, UnixMs};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Row};
 
@@ -396,6 +396,50 @@ impl Store {
                     nodes: split_nodes(&r.try_get::<String, _>("nodes")?),
                     detail: r.try_get("detail")?,
                 })
+            })
+            .collect()
+    }
+
+    /// Records a node's state change.
+    pub async fn put_node_event(
+        &self,
+        node: &str,
+        at_ms: UnixMs,
+        state: NodeState,
+        reason: &str,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO node_events (node, at_ms, state, reason) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (node, at_ms) DO UPDATE SET state = excluded.state, reason = excluded.reason",
+        )
+        .bind(node)
+        .bind(at_ms)
+        .bind(state.label())
+        .bind(reason)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Node state changes from `from_ms` to `to_ms`, by node then time.
+    pub async fn node_events_between(
+        &self,
+        from_ms: UnixMs,
+        to_ms: UnixMs,
+    ) -> Result<Vec<(String, UnixMs, NodeState)>> {
+        let rows = sqlx::query("SELECT node, at_ms, state FROM node_events WHERE at_ms >= $1 AND at_ms <= $2 ORDER BY node, at_ms")
+            .bind(from_ms)
+            .bind(to_ms)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let s: String = r.try_get("state")?;
+                let state = NodeState::ALL
+                    .into_iter()
+                    .find(|x| x.label() == s)
+                    .unwrap_or(NodeState::Unknown);
+                Ok((r.try_get("node")?, r.try_get("at_ms")?, state))
             })
             .collect()
     }

@@ -427,6 +427,26 @@ async fn the_timeline_draws_every_running_job_on_its_nodes() {
         want,
         "one bar per running job per node"
     );
+    // The drained node and the down one show as such on their rows.
+    for _ in 0..50 {
+        if html.contains(r#"class="tl-drain" data-node="gpu051""#)
+            && html.contains(r#"class="tl-down" data-node="gpu061""#)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        html = get_with(r.addr, "/timeline?hours=24", &[("Accept", "text/html")])
+            .await
+            .text();
+    }
+    assert!(
+        html.contains(r#"class="tl-drain" data-node="gpu051""#),
+        "drained node on the timeline"
+    );
+    assert!(
+        html.contains(r#"class="tl-down" data-node="gpu061""#),
+        "down node on the timeline"
+    );
     for j in &running {
         assert!(
             html.contains(&format!(r#"href="/jobs/{}""#, j.job.id)),
