@@ -630,6 +630,7 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
     .route("/api/targets", get(targets))
     .route("/api/history", get(history))
     .route("/api/charts/history.svg", get(history_svg))
+    .route("/api/charts/job/{id}/activity.svg", get(job_activity_svg))
     .route("/api/nodes", get(nodes))
     .route("/api/jobs", get(jobs))
     .route("/api/actions/preview", post(action_preview))
@@ -773,6 +774,56 @@ async fn history_svg(
             title: &title,
             y_label,
             y_scale,
+        },
+        &points,
+    )
+    .map_err(ApiError::Internal)?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        svg,
+    )
+        .into_response())
+}
+
+/// `GET /api/charts/job/{id}/activity.svg`: the job's mean SM activity per minute since it
+/// started (at most 7 days), from the one-minute rollups.
+async fn job_activity_svg(
+    State(st): State<AppState>,
+    Path(id): Path<u64>,
+) -> Result<Response, ApiError> {
+    let job = st
+        .store
+        .job(id)
+        .await
+        .map_err(ApiError::Storage)?
+        .ok_or(ApiError::NotFound)?;
+    let now = st
+        .live
+        .current()
+        .map(|t| t.overview.at_ms)
+        .unwrap_or_else(wall_now_ms);
+    let from = job
+        .start_ms
+        .unwrap_or(job.submit_ms)
+        .max(now - 7 * 86_400_000);
+    let rows = st
+        .store
+        .rollups(&format!("job:{id}"), from, now + 1)
+        .await
+        .map_err(ApiError::Storage)?;
+    let points: Vec<(i64, Option<f32>)> = rows
+        .iter()
+        .map(|r| (r.at_ms, r.sm_active_mean.map(|x| x as f32)))
+        .collect();
+    let title = format!("job {id}: mean SM activity of its GPUs, per minute");
+    let svg = crate::charts::line_svg(
+        &crate::charts::LineChart {
+            title: &title,
+            y_label: "SM activity (%)",
+            y_scale: 100.0,
         },
         &points,
     )

@@ -519,6 +519,28 @@ impl MinuteRollups {
                 put(format!("rack:{}", r.name), p, None, r.gpus_throttling);
             }
         }
+        // Per running job, from its nodes: power, mean SM activity, GPUs throttling (the
+        // job page's activity band).
+        let mut jobs: BTreeMap<u64, (f64, f64, u32, u32)> = BTreeMap::new();
+        for n in &ov.nodes {
+            for &j in &n.jobs {
+                let e = jobs.entry(j).or_default();
+                e.0 += n.power_watts.unwrap_or(0.0);
+                if let Some(s) = n.sm_active_mean {
+                    e.1 += s;
+                    e.2 += 1;
+                }
+                e.3 += n.gpus_throttling;
+            }
+        }
+        for (j, (p, sm, smn, thr)) in jobs {
+            put(
+                format!("job:{j}"),
+                p,
+                (smn > 0).then(|| sm / f64::from(smn)),
+                thr,
+            );
+        }
         done
     }
 

@@ -91,6 +91,11 @@ fn JobBody(
                 {d.last_good.as_ref().map(|c| format!("step {} · {} ago", c.step, units::duration_ms(now - c.started_ms - c.duration_ms))).unwrap_or_else(|| "none".into())}
             </dd></div>
         </dl>
+        <h2 id="act-h">"GPU activity"</h2>
+        <figure class="charts">
+            <img src=format!("/api/charts/job/{id}/activity.svg") width="480" height="200" loading="lazy" data-test="job-activity"
+                alt=format!("Job {id}: mean SM activity of its GPUs per minute since it started")/>
+        </figure>
         <h2 id="tr-h">"State transitions"</h2>
         <table class="grid compact" aria-labelledby="tr-h" data-test="job-transitions">
             <thead><tr><th scope="col">"When (UTC)"</th><th scope="col">"State"</th><th scope="col">"Nodes"</th><th scope="col">"Detail"</th></tr></thead>

@@ -463,3 +463,42 @@ async fn the_timeline_draws_every_running_job_on_its_nodes() {
     )));
     r.stop().await.expect("stop");
 }
+
+/// A job's activity band: per-minute rollups of its nodes, drawn as SVG.
+#[tokio::test]
+async fn a_jobs_activity_band_comes_from_its_rollups() {
+    // 600 x: a simulated minute passes every 100 ms, so minutes roll up quickly.
+    let cfg = support::test_config(support::sqlite_url(), 16, 600.0, 200);
+    let r = server::serve::start(cfg).await.expect("server starts");
+    support::wait_ready(&r).await;
+    let mut rows = Vec::new();
+    for _ in 0..100 {
+        rows = r
+            .store
+            .rollups("job:1000", 0, i64::MAX)
+            .await
+            .expect("rollups");
+        if rows.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(rows.len() >= 3, "{rows:?}");
+    assert!(
+        rows.iter()
+            .all(|x| x.sm_active_mean.is_some_and(|s| s > 0.0)),
+        "a busy job's SM activity"
+    );
+    let svg = get(r.addr, "/api/charts/job/1000/activity.svg").await;
+    assert_eq!(svg.status, 200);
+    let text = svg.text();
+    assert!(text.contains("<title>job 1000: mean SM activity of its GPUs, per minute</title>"));
+    assert!(text.contains(r##"stroke="#56B4E9""##), "a line is drawn");
+    assert_eq!(
+        get(r.addr, "/api/charts/job/424242/activity.svg")
+            .await
+            .status,
+        404
+    );
+    r.stop().await.expect("stop");
+}
