@@ -163,6 +163,9 @@ pub struct Thermal {
     pub by_job: Vec<JobThrottle>,
     /// GPU-hours lost to throttling since the server started (clock deficit x time).
     pub lost_gpu_hours: f64,
+    /// The same, per rack (only racks that lost some).
+    #[serde(default)]
+    pub lost_by_rack: Vec<(String, f64)>,
 }
 
 /// One switch domain's GPUs now.

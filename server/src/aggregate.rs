@@ -368,6 +368,7 @@ fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov:
             .collect(),
         by_job,
         lost_gpu_hours: 0.0,
+        lost_by_rack: Vec::new(),
     };
 
     // Switch domains of more than one node.

@@ -631,6 +631,7 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
     .route("/api/history", get(history))
     .route("/api/charts/history.svg", get(history_svg))
     .route("/api/charts/job/{id}/activity.svg", get(job_activity_svg))
+    .route("/api/charts/throttling.svg", get(throttling_svg))
     .route("/api/nodes", get(nodes))
     .route("/api/jobs", get(jobs))
     .route("/api/actions/preview", post(action_preview))
@@ -774,6 +775,60 @@ async fn history_svg(
             title: &title,
             y_label,
             y_scale,
+        },
+        &points,
+    )
+    .map_err(ApiError::Internal)?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        svg,
+    )
+        .into_response())
+}
+
+#[derive(Deserialize)]
+struct ThrottlingQuery {
+    /// `cluster` or `rack:NAME`.
+    scope: Option<String>,
+    hours: Option<u32>,
+}
+
+/// `GET /api/charts/throttling.svg?scope=cluster&hours=24`: GPUs throttling, the most in
+/// each minute, from the one-minute rollups.
+async fn throttling_svg(
+    State(st): State<AppState>,
+    Query(q): Query<ThrottlingQuery>,
+) -> Result<Response, ApiError> {
+    let scope = q.scope.unwrap_or_else(|| "cluster".into());
+    if !(scope == "cluster" || scope.starts_with("rack:")) || scope.len() > 80 {
+        return Err(ApiError::BadRequest(
+            "scope must be cluster or rack:NAME".into(),
+        ));
+    }
+    let hours = q.hours.unwrap_or(24).clamp(1, 168);
+    let now = st
+        .live
+        .current()
+        .map(|t| t.overview.at_ms)
+        .unwrap_or_else(wall_now_ms);
+    let rows = st
+        .store
+        .rollups(&scope, now - i64::from(hours) * 3_600_000, now + 1)
+        .await
+        .map_err(ApiError::Storage)?;
+    let points: Vec<(i64, Option<f32>)> = rows
+        .iter()
+        .map(|r| (r.at_ms, Some(r.gpus_throttling_max as f32)))
+        .collect();
+    let title = format!("{scope}: GPUs throttling (most per minute), last {hours} h");
+    let svg = crate::charts::line_svg(
+        &crate::charts::LineChart {
+            title: &title,
+            y_label: "GPUs",
+            y_scale: 1.0,
         },
         &points,
     )

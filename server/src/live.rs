@@ -611,6 +611,12 @@ pub async fn run_sim_source(
     let mut seq = 0u64;
     let mut rollups = MinuteRollups::default();
     let mut lost_gpu_hours = 0.0f64;
+    let mut lost_by_rack: BTreeMap<String, f64> = BTreeMap::new();
+    let rack_of: std::collections::HashMap<String, String> = inventory
+        .nodes
+        .iter()
+        .map(|n| (n.name.clone(), n.rack.clone()))
+        .collect();
     let mut node_states = NodeStates::default();
     let mut prev_at_ms: Option<UnixMs> = None;
     loop {
@@ -705,16 +711,23 @@ pub async fn run_sim_source(
             crate::aggregate::overview(&inventory, view, seq, interval_ms as i64, wall_now_ms());
         // Throughput lost to throttling: each throttled GPU's clock deficit over the time
         // since the previous tick (source time).
-        let deficit: f64 = view
-            .gpus
-            .iter()
-            .filter_map(crate::aggregate::clock_deficit)
-            .sum();
         if let Some(prev) = prev_at_ms {
-            lost_gpu_hours += deficit * (view.at_ms - prev).max(0) as f64 / 3_600_000.0;
+            let hours = (view.at_ms - prev).max(0) as f64 / 3_600_000.0;
+            for g in &view.gpus {
+                if let Some(d) = crate::aggregate::clock_deficit(g) {
+                    lost_gpu_hours += d * hours;
+                    if let Some(rack) = rack_of.get(g.node.as_str()) {
+                        *lost_by_rack.entry(rack.clone()).or_default() += d * hours;
+                    }
+                }
+            }
         }
         prev_at_ms = Some(view.at_ms);
         ov.thermal.lost_gpu_hours = (lost_gpu_hours * 100.0).round() / 100.0;
+        ov.thermal.lost_by_rack = lost_by_rack
+            .iter()
+            .map(|(r, h)| (r.clone(), (h * 100.0).round() / 100.0))
+            .collect();
         ov.summary.alerts_firing = live.alerts_firing();
         for r in rollups.add(&ov) {
             q.send(StoreWrite::Rollup(r));

@@ -35,6 +35,12 @@ fn Thermal(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
                     <dt>"Lost to throttling"</dt><dd class="num" data-test="thermal-lost">{move || format!("{:.2} GPU-h", lost())}</dd>
                 </div>
             </dl>
+            <h2 id="history-h">"Last 24 hours"</h2>
+            <figure class="charts">
+                <img src="/api/charts/throttling.svg?scope=cluster&hours=24" width="480" height="200" loading="lazy"
+                    data-test="thermal-history" alt="GPUs throttling in the whole cluster, the most in each minute, over the last 24 hours"/>
+                <figcaption><a href="/api/charts/throttling.svg?scope=cluster&hours=24" download>"SVG"</a></figcaption>
+            </figure>
             <h2 id="by-reason">"By reason"</h2>
             <table class="grid compact" aria-labelledby="by-reason" data-test="thermal-reasons">
                 <thead><tr><th scope="col">"Reason"</th><th scope="col" class="num">"GPUs"</th></tr></thead>
@@ -50,9 +56,13 @@ fn Thermal(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
                 <thead><tr>
                     <th scope="col">"Rack"</th><th scope="col" class="num">"Inlet"</th><th scope="col" class="num">"Inlet limit"</th>
                     <th scope="col" class="num">"Hottest GPU"</th><th scope="col" class="num">"GPUs throttling"</th>
+                    <th scope="col" class="num">"Lost since start"</th>
                 </tr></thead>
                 <tbody>
-                    {move || state.with(|s| s.racks.clone()).into_iter().map(|r| {
+                    {move || {
+                        let (racks, lost_by) = state.with(|s| (s.racks.clone(), s.thermal.lost_by_rack.clone()));
+                        racks.into_iter().map(move |r| {
+                        let lost = lost_by.iter().find(|(n, _)| *n == r.name).map(|x| x.1).unwrap_or(0.0);
                         let hot = r.inlet_celsius.is_some_and(|t| t >= r.inlet_limit_celsius);
                         view! {
                             <tr data-rack=r.name.clone() class:warn=hot>
@@ -61,9 +71,11 @@ fn Thermal(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
                                 <td class="num">{units::celsius(Some(r.inlet_limit_celsius))}</td>
                                 <td class="num">{units::celsius(r.gpu_temp_max_celsius)}</td>
                                 <td class="num" data-test="rack-throttling">{r.gpus_throttling}</td>
+                                <td class="num">{format!("{:.2} GPU-h", lost)}</td>
                             </tr>
                         }
-                    }).collect_view()}
+                    }).collect_view()
+                    }}
                 </tbody>
             </table>
             <h2 id="by-job">"By job"</h2>

@@ -502,3 +502,64 @@ async fn a_jobs_activity_band_comes_from_its_rollups() {
     );
     r.stop().await.expect("stop");
 }
+
+#[tokio::test]
+async fn the_throttling_history_is_drawn_from_rollups() {
+    let cfg = support::test_config(support::sqlite_url(), 16, 600.0, 200);
+    let r = server::serve::start(cfg).await.expect("server starts");
+    support::wait_ready(&r).await;
+    for _ in 0..100 {
+        if r.store
+            .rollups("cluster", 0, i64::MAX)
+            .await
+            .expect("rollups")
+            .len()
+            >= 3
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let svg = get(r.addr, "/api/charts/throttling.svg?scope=cluster&hours=24").await;
+    assert_eq!(svg.status, 200);
+    let text = svg.text();
+    assert!(text.contains("cluster: GPUs throttling (most per minute), last 24 h"));
+    assert!(
+        text.contains(r##"stroke="#56B4E9""##),
+        "a line from the rollups"
+    );
+    assert_eq!(
+        get(r.addr, "/api/charts/throttling.svg?scope=disk:x")
+            .await
+            .status,
+        400
+    );
+    r.stop().await.expect("stop");
+}
+
+/// GPU-hours lost to throttling add up: per rack they sum to the cluster's total.
+#[tokio::test]
+async fn lost_throughput_per_rack_adds_up() {
+    let cfg = support::test_config(support::sqlite_url(), 64, 20_000.0, 200);
+    let r = server::serve::start(cfg).await.expect("server starts");
+    support::wait_ready(&r).await;
+    let mut th = app::live::Thermal::default();
+    for _ in 0..100 {
+        th = r.live.current().expect("tick").overview.thermal.clone();
+        if th.lost_gpu_hours > 1.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        th.lost_gpu_hours > 1.0,
+        "the weak rack throttles in warm hours: {th:?}"
+    );
+    let sum: f64 = th.lost_by_rack.iter().map(|(_, h)| h).sum();
+    assert!(
+        (sum - th.lost_gpu_hours).abs() <= 0.01 * th.lost_by_rack.len() as f64 + 1e-9,
+        "{sum} vs {}",
+        th.lost_gpu_hours
+    );
+    r.stop().await.expect("stop");
+}
