@@ -146,6 +146,9 @@ pub struct Config {
     /// Directories scanned for checkpoints, and how often.
     pub checkpoint_roots: Vec<PathBuf>,
     pub checkpoint_scan_interval_ms: u64,
+    /// How long rollups are kept: one-minute and one-hour, in days.
+    pub rollup_1m_days: u32,
+    pub rollup_1h_days: u32,
 }
 
 impl Default for Config {
@@ -184,6 +187,8 @@ impl Default for Config {
             ingest_token: None,
             checkpoint_roots: Vec::new(),
             checkpoint_scan_interval_ms: 60_000,
+            rollup_1m_days: 14,
+            rollup_1h_days: 400,
             auth: AuthConfig {
                 anonymous_read: false,
                 session_hours: 12,
@@ -242,6 +247,8 @@ struct FileConfig {
     ingest_token: Option<String>,
     checkpoint_roots: Option<Vec<PathBuf>>,
     checkpoint_scan_interval_ms: Option<u64>,
+    rollup_1m_days: Option<u32>,
+    rollup_1h_days: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -417,6 +424,12 @@ impl Config {
                             .map(PathBuf::from)
                             .collect(),
                     )
+                }
+                "ROLLUP_1M_DAYS" => {
+                    raw.rollup_1m_days = Some(value.parse().map_err(|_| num("days"))?)
+                }
+                "ROLLUP_1H_DAYS" => {
+                    raw.rollup_1h_days = Some(value.parse().map_err(|_| num("days"))?)
                 }
                 "CHECKPOINT_SCAN_INTERVAL_MS" => {
                     raw.checkpoint_scan_interval_ms =
@@ -724,7 +737,17 @@ impl Config {
                 "must be between 1000 and 86400000",
             ));
         }
+        let rollup_1m_days = raw.rollup_1m_days.unwrap_or(d.rollup_1m_days);
+        let rollup_1h_days = raw.rollup_1h_days.unwrap_or(d.rollup_1h_days);
+        if !(1..=3650).contains(&rollup_1m_days) || !(1..=3650).contains(&rollup_1h_days) {
+            return Err(invalid(
+                "rollup_1m_days",
+                "rollup_1m_days and rollup_1h_days: 1 to 3650",
+            ));
+        }
         Ok(Config {
+            rollup_1m_days,
+            rollup_1h_days,
             alerts,
             ingest_token: ingest_token.map(Secret::new),
             checkpoint_roots: raw.checkpoint_roots.unwrap_or_default(),

@@ -17,7 +17,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use crate::aggregate::Readings;
 use crate::metrics::Metrics;
 use crate::sim::{Sim, SimEvent, SimTruth};
-use crate::store::{Rollup, Store};
+use crate::store::{Rollup, Rollup1h, Store};
 
 /// One published update.
 #[derive(Debug)]
@@ -312,6 +312,7 @@ pub enum StoreWrite {
         at_ms: UnixMs,
     },
     Rollup(Rollup),
+    Rollup1h(Rollup1h),
     NodeState {
         node: String,
         at_ms: UnixMs,
@@ -360,6 +361,7 @@ pub fn spawn_store_writer(
                 StoreWrite::Checkpoint(_) => "checkpoint",
                 StoreWrite::Xid { .. } => "xid",
                 StoreWrite::Rollup(_) => "rollup",
+                StoreWrite::Rollup1h(_) => "hourly rollup",
                 StoreWrite::NodeState { .. } => "node state",
             };
             let res = match w {
@@ -375,6 +377,7 @@ pub fn spawn_store_writer(
                     at_ms,
                 } => store.put_xid(&node, gpu, xid, at_ms).await,
                 StoreWrite::Rollup(r) => store.put_rollup(&r).await,
+                StoreWrite::Rollup1h(r) => store.put_rollup_1h(&r).await,
                 StoreWrite::NodeState {
                     node,
                     at_ms,
@@ -478,6 +481,93 @@ impl NodeStates {
                 });
             }
         }
+    }
+}
+
+/// One scope's hour so far.
+#[derive(Clone, Debug, Default)]
+struct HourAcc {
+    power_sum: f64,
+    power_min: f64,
+    power_max: f64,
+    energy_wh: f64,
+    sm_sum: f64,
+    sm_n: u32,
+    thr_max: u32,
+    thr_gpu_seconds: f64,
+    samples: u32,
+}
+
+/// Per-hour accumulation of live ticks: mean, min and max power, energy (power integrated
+/// over each tick's duration), SM activity, throttling (max and GPU-seconds).
+#[derive(Default)]
+pub struct HourRollups {
+    hour_ms: Option<UnixMs>,
+    acc: BTreeMap<String, HourAcc>,
+}
+
+impl HourRollups {
+    /// Adds one overview that stands for `dt_ms` of source time; returns the finished
+    /// hour's rollups when an hour boundary passed.
+    pub fn add(&mut self, ov: &Overview, dt_ms: i64) -> Vec<Rollup1h> {
+        let hour = ov.at_ms - ov.at_ms.rem_euclid(3_600_000);
+        let mut done = Vec::new();
+        if self.hour_ms.is_some_and(|h| h != hour) {
+            done = self.flush();
+        }
+        self.hour_ms = Some(hour);
+        let dt_h = dt_ms.max(0) as f64 / 3_600_000.0;
+        let mut put = |scope: String, power: f64, sm: Option<f64>, thr: u32| {
+            let e = self.acc.entry(scope).or_insert_with(|| HourAcc {
+                power_min: f64::INFINITY,
+                power_max: f64::NEG_INFINITY,
+                ..HourAcc::default()
+            });
+            e.power_sum += power;
+            e.power_min = e.power_min.min(power);
+            e.power_max = e.power_max.max(power);
+            e.energy_wh += power * dt_h;
+            if let Some(s) = sm {
+                e.sm_sum += s;
+                e.sm_n += 1;
+            }
+            e.thr_max = e.thr_max.max(thr);
+            e.thr_gpu_seconds += f64::from(thr) * dt_h * 3600.0;
+            e.samples += 1;
+        };
+        put(
+            "cluster".into(),
+            ov.summary.power_watts,
+            ov.summary.sm_active_mean,
+            ov.summary.gpus_throttling,
+        );
+        for r in &ov.racks {
+            if let Some(p) = r.power_watts {
+                put(format!("rack:{}", r.name), p, None, r.gpus_throttling);
+            }
+        }
+        done
+    }
+
+    fn flush(&mut self) -> Vec<Rollup1h> {
+        let Some(at_ms) = self.hour_ms else {
+            return Vec::new();
+        };
+        std::mem::take(&mut self.acc)
+            .into_iter()
+            .map(|(scope, a)| Rollup1h {
+                scope,
+                at_ms,
+                power_watts_mean: a.power_sum / f64::from(a.samples.max(1)),
+                power_watts_min: a.power_min,
+                power_watts_max: a.power_max,
+                energy_wh: a.energy_wh,
+                sm_active_mean: (a.sm_n > 0).then(|| a.sm_sum / f64::from(a.sm_n)),
+                gpus_throttling_max: a.thr_max,
+                throttled_gpu_seconds: a.thr_gpu_seconds,
+                samples: a.samples,
+            })
+            .collect()
     }
 }
 
@@ -618,6 +708,7 @@ pub async fn run_sim_source(
         .map(|n| (n.name.clone(), n.rack.clone()))
         .collect();
     let mut node_states = NodeStates::default();
+    let mut hours = HourRollups::default();
     let mut prev_at_ms: Option<UnixMs> = None;
     loop {
         let sim_now = || start_ms + (wall_start.elapsed().as_millis() as f64 * speed) as i64;
@@ -722,6 +813,7 @@ pub async fn run_sim_source(
                 }
             }
         }
+        let tick_ms = prev_at_ms.map(|p| view.at_ms - p).unwrap_or(0);
         prev_at_ms = Some(view.at_ms);
         ov.thermal.lost_gpu_hours = (lost_gpu_hours * 100.0).round() / 100.0;
         ov.thermal.lost_by_rack = lost_by_rack
@@ -731,6 +823,9 @@ pub async fn run_sim_source(
         ov.summary.alerts_firing = live.alerts_firing();
         for r in rollups.add(&ov) {
             q.send(StoreWrite::Rollup(r));
+        }
+        for r in hours.add(&ov, tick_ms) {
+            q.send(StoreWrite::Rollup1h(r));
         }
         live.record_window(view, &ov);
         live.set_latest(if ingest.is_some() {
@@ -749,4 +844,42 @@ pub async fn run_sim_source(
         );
     }
     tracing::info!("simulator source stopped");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ov(at_ms: UnixMs, power: f64, thr: u32) -> Overview {
+        let mut o = Overview {
+            at_ms,
+            ..Overview::default()
+        };
+        o.summary.power_watts = power;
+        o.summary.gpus_throttling = thr;
+        o
+    }
+
+    #[test]
+    fn an_hour_rolls_up_mean_min_max_energy_and_throttled_time() {
+        let h = 3_600_000;
+        let third = h / 3;
+        let mut hr = HourRollups::default();
+        assert!(hr.add(&ov(0, 1000.0, 0), third).is_empty());
+        assert!(hr.add(&ov(third, 2000.0, 2), third).is_empty());
+        assert!(hr.add(&ov(2 * third, 3000.0, 4), third).is_empty());
+        let done = hr.add(&ov(h, 500.0, 0), third);
+        let c = done
+            .iter()
+            .find(|r| r.scope == "cluster")
+            .expect("cluster hour");
+        assert_eq!(c.at_ms, 0);
+        assert_eq!((c.power_watts_min, c.power_watts_max), (1000.0, 3000.0));
+        assert!((c.power_watts_mean - 2000.0).abs() < 1e-9);
+        assert!((c.energy_wh - 2000.0).abs() < 1e-6, "{}", c.energy_wh);
+        assert_eq!(c.gpus_throttling_max, 4);
+        assert!((c.throttled_gpu_seconds - 6.0 * 1200.0).abs() < 1e-6);
+        assert_eq!(c.samples, 3);
+        assert_eq!(c.sm_active_mean, None);
+    }
 }

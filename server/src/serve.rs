@@ -309,6 +309,13 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             shutdown_rx.clone(),
         )));
     }
+    tasks.push(tokio::spawn(retention(
+        store.clone(),
+        Arc::clone(&live),
+        cfg.rollup_1m_days,
+        cfg.rollup_1h_days,
+        shutdown_rx.clone(),
+    )));
     tasks.push(tokio::spawn(crate::alerts::run(
         crate::alerts::AlertTask {
             cfg: cfg.alerts.clone(),
@@ -328,4 +335,41 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         server,
         tasks,
     })
+}
+
+/// Keeps rollups for their configured days (counted in source time, which the rollups are
+/// stamped with) and drops expired sessions; once at start, then hourly.
+async fn retention(
+    store: Store,
+    live: Arc<Live>,
+    days_1m: u32,
+    days_1h: u32,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut ticker = tokio::time::interval(Duration::from_secs(3600));
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shutdown.changed() => break,
+        }
+        if *shutdown.borrow() {
+            break;
+        }
+        let Some(now) = live.current().map(|t| t.overview.at_ms) else {
+            continue;
+        };
+        let day = 86_400_000i64;
+        let r1 = store.prune_rollups(now - i64::from(days_1m) * day).await;
+        let r2 = store.prune_rollups_1h(now - i64::from(days_1h) * day).await;
+        match (r1, r2) {
+            (Ok(a), Ok(b)) if a + b > 0 => tracing::info!(
+                minute_rows = a,
+                hour_rows = b,
+                "rollups past retention removed"
+            ),
+            (Err(e), _) | (_, Err(e)) => tracing::warn!(error = %e, "rollup retention failed"),
+            _ => {}
+        }
+        crate::auth::prune_sessions_now(&store, live::wall_now_ms()).await;
+    }
 }

@@ -146,6 +146,9 @@ pub async fn run_slurm_source(
     let mut prev: HashMap<u64, (JobState, u32)> = HashMap::new();
     let mut failing = false;
     let mut node_history = crate::live::NodeStates::default();
+    let mut minutes = crate::live::MinuteRollups::default();
+    let mut hours = crate::live::HourRollups::default();
+    let mut prev_now: Option<i64> = None;
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
@@ -292,6 +295,13 @@ pub async fn run_slurm_source(
         seq += 1;
         let mut ov = crate::aggregate::overview(&inv, &readings, seq, interval_ms as i64, now);
         ov.summary.alerts_firing = live.alerts_firing();
+        for r in minutes.add(&ov) {
+            q.send(StoreWrite::Rollup(r));
+        }
+        for r in hours.add(&ov, prev_now.map(|p| now - p).unwrap_or(0)) {
+            q.send(StoreWrite::Rollup1h(r));
+        }
+        prev_now = Some(now);
         live.record_window(&readings, &ov);
         live.set_latest(crate::live::Latest::Owned(Arc::new(readings)));
         if let Some(prev) = live.current() {

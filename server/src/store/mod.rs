@@ -59,6 +59,23 @@ pub struct Rollup {
     pub samples: u32,
 }
 
+/// One hour of a scope (`cluster`, `rack:A01`, `job:1042`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rollup1h {
+    pub scope: String,
+    pub at_ms: UnixMs,
+    pub power_watts_mean: f64,
+    pub power_watts_min: f64,
+    pub power_watts_max: f64,
+    /// Power integrated over the hour's ticks.
+    pub energy_wh: f64,
+    pub sm_active_mean: Option<f64>,
+    pub gpus_throttling_max: u32,
+    /// GPUs throttling integrated over time: GPU-seconds.
+    pub throttled_gpu_seconds: f64,
+    pub samples: u32,
+}
+
 /// A state transition of a job.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobEvent {
@@ -611,6 +628,83 @@ impl Store {
     }
 
     /// Deletes rollups older than `before_ms` (retention).
+    /// Writes (or rewrites) one hour's rollup.
+    pub async fn put_rollup_1h(&self, r: &Rollup1h) -> Result<()> {
+        // A missing double is a literal NULL, never bound (see `put_rollup`).
+        let sm = r.sm_active_mean.map(|_| "$10").unwrap_or("NULL");
+        let sql = format!(
+            "INSERT INTO rollup_1h (scope, at_ms, power_watts_mean, power_watts_min, power_watts_max, energy_wh, \
+                                    sm_active_mean, gpus_throttling_max, throttled_gpu_seconds, samples) \
+             VALUES ($1, $2, $3, $4, $5, $6, {sm}, $7, $8, $9) \
+             ON CONFLICT (scope, at_ms) DO UPDATE SET power_watts_mean = excluded.power_watts_mean, \
+                power_watts_min = excluded.power_watts_min, power_watts_max = excluded.power_watts_max, \
+                energy_wh = excluded.energy_wh, sm_active_mean = excluded.sm_active_mean, \
+                gpus_throttling_max = excluded.gpus_throttling_max, \
+                throttled_gpu_seconds = excluded.throttled_gpu_seconds, samples = excluded.samples"
+        );
+        let mut q = sqlx::query(&sql)
+            .bind(&r.scope)
+            .bind(r.at_ms)
+            .bind(r.power_watts_mean)
+            .bind(r.power_watts_min)
+            .bind(r.power_watts_max)
+            .bind(r.energy_wh)
+            .bind(i64::from(r.gpus_throttling_max))
+            .bind(r.throttled_gpu_seconds)
+            .bind(i64::from(r.samples));
+        if let Some(v) = r.sm_active_mean {
+            q = q.bind(v);
+        }
+        q.execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// One-hour rollups of a scope with `from_ms <= at_ms < to_ms`, oldest first.
+    pub async fn rollups_1h(
+        &self,
+        scope: &str,
+        from_ms: UnixMs,
+        to_ms: UnixMs,
+    ) -> Result<Vec<Rollup1h>> {
+        let rows = sqlx::query(
+            "SELECT scope, at_ms, power_watts_mean, power_watts_min, power_watts_max, energy_wh, sm_active_mean, \
+                    gpus_throttling_max, throttled_gpu_seconds, samples \
+             FROM rollup_1h WHERE scope = $1 AND at_ms >= $2 AND at_ms < $3 ORDER BY at_ms",
+        )
+        .bind(scope)
+        .bind(from_ms)
+        .bind(to_ms)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Rollup1h {
+                    scope: r.try_get("scope")?,
+                    at_ms: r.try_get("at_ms")?,
+                    power_watts_mean: r.try_get("power_watts_mean")?,
+                    power_watts_min: r.try_get("power_watts_min")?,
+                    power_watts_max: r.try_get("power_watts_max")?,
+                    energy_wh: r.try_get("energy_wh")?,
+                    sm_active_mean: r.try_get("sm_active_mean")?,
+                    gpus_throttling_max: u32::try_from(r.try_get::<i64, _>("gpus_throttling_max")?)
+                        .map_err(|_| StoreError::Corrupt("throttling".into()))?,
+                    throttled_gpu_seconds: r.try_get("throttled_gpu_seconds")?,
+                    samples: u32::try_from(r.try_get::<i64, _>("samples")?)
+                        .map_err(|_| StoreError::Corrupt("samples".into()))?,
+                })
+            })
+            .collect()
+    }
+
+    /// Removes one-hour rollups older than `before_ms`; returns how many.
+    pub async fn prune_rollups_1h(&self, before_ms: UnixMs) -> Result<u64> {
+        let done = sqlx::query("DELETE FROM rollup_1h WHERE at_ms < $1")
+            .bind(before_ms)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
     pub async fn prune_rollups(&self, before_ms: UnixMs) -> Result<u64> {
         let done = sqlx::query("DELETE FROM rollup_1m WHERE at_ms < $1")
             .bind(before_ms)

@@ -563,3 +563,35 @@ async fn lost_throughput_per_rack_adds_up() {
     );
     r.stop().await.expect("stop");
 }
+
+/// A simulated hour passes in a fraction of a second at 20,000x: the hour is rolled up.
+#[tokio::test]
+async fn hours_roll_up_with_energy_and_extremes() {
+    // 5,000x: a tick is about 1,000 simulated seconds, a few ticks per hour.
+    let cfg = support::test_config(support::sqlite_url(), 16, 5_000.0, 200);
+    let r = server::serve::start(cfg).await.expect("server starts");
+    support::wait_ready(&r).await;
+    let mut rows = Vec::new();
+    for _ in 0..150 {
+        rows = r
+            .store
+            .rollups_1h("cluster", 0, i64::MAX)
+            .await
+            .expect("hours");
+        if rows.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(rows.len() >= 3, "{rows:?}");
+    // The first hour is partial (it starts at the first tick); the next ones are whole.
+    for h in &rows[1..] {
+        assert!(
+            h.power_watts_min <= h.power_watts_mean && h.power_watts_mean <= h.power_watts_max,
+            "{h:?}"
+        );
+        assert!(h.energy_wh > 0.0, "{h:?}");
+        assert!(h.samples > 0);
+    }
+    r.stop().await.expect("stop");
+}

@@ -387,3 +387,60 @@ async fn job_history_filters_on_postgres() {
     };
     filters(&url).await;
 }
+
+/// One-hour rollups on one connection: one without SM activity, then one with it (the NULL
+/// double trap of sqlx's Any driver), range reads and retention.
+async fn hourly(url: &str) {
+    use server::store::Rollup1h;
+    let store = Store::connect_with(url, Some(1)).await.expect("connect");
+    let h = |at: i64, sm: Option<f64>| Rollup1h {
+        scope: "cluster".into(),
+        at_ms: at,
+        power_watts_mean: 40_000.0,
+        power_watts_min: 35_000.0,
+        power_watts_max: 44_000.0,
+        energy_wh: 40_000.0,
+        sm_active_mean: sm,
+        gpus_throttling_max: 3,
+        throttled_gpu_seconds: 1800.0,
+        samples: 3600,
+    };
+    store.put_rollup_1h(&h(T0, None)).await.expect("without SM");
+    store
+        .put_rollup_1h(&h(T0 + 3_600_000, Some(0.8)))
+        .await
+        .expect("with SM, same connection");
+    store
+        .put_rollup_1h(&h(T0 + 3_600_000, Some(0.7)))
+        .await
+        .expect("again: replaces");
+    let rows = store
+        .rollups_1h("cluster", T0, T0 + 7_200_000)
+        .await
+        .expect("read");
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0], h(T0, None));
+    assert_eq!(rows[1].sm_active_mean, Some(0.7));
+    assert_eq!(store.prune_rollups_1h(T0 + 1).await.expect("prune"), 1);
+    assert_eq!(
+        store
+            .rollups_1h("cluster", 0, i64::MAX)
+            .await
+            .expect("read")
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn hourly_rollups_on_sqlite() {
+    hourly(&support::sqlite_url()).await;
+}
+
+#[tokio::test]
+async fn hourly_rollups_on_postgres() {
+    let Some(url) = support::postgres_url().await else {
+        return;
+    };
+    hourly(&url).await;
+}
