@@ -96,6 +96,8 @@ async fn drain_resume_and_requeue_on_a_real_slurm() {
             "--gres=gpu:h100:8",
             "-p",
             "gpu",
+            // No slurm-N.out in the working directory.
+            "--output=/dev/null",
             "--wrap",
             "sleep 600",
         ],
