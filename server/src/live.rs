@@ -672,6 +672,9 @@ pub struct SimSource {
     pub promql: Option<crate::promql::PromQl>,
     /// How often each target is scraped; data older than two of these is stale.
     pub scrape_interval_ms: u64,
+    /// Whether the simulator makes up GPU and BMC readings. Off when the telemetry comes
+    /// from configured exporters: the simulator then only schedules (and there is no truth).
+    pub simulate_telemetry: bool,
 }
 
 /// Runs the simulator as the live source until `shutdown` turns true.
@@ -690,6 +693,7 @@ pub async fn run_sim_source(
         mut ingest,
         promql,
         scrape_interval_ms,
+        simulate_telemetry,
     } = src;
     q.send(StoreWrite::Inventory(Box::new(sim.inventory().clone())));
     record_events(&q, &live, sim.drain_events());
@@ -731,7 +735,11 @@ pub async fn run_sim_source(
         let began = Instant::now();
         sim.advance_to(sim_now());
         record_events(&q, &live, sim.drain_events());
-        let readings: Readings = sim.readings();
+        let readings: Readings = if simulate_telemetry {
+            sim.readings()
+        } else {
+            sim.sched_readings()
+        };
         let slurm_nodes = sim.slurm_nodes();
         node_states.observe(
             &q,
@@ -754,7 +762,7 @@ pub async fn run_sim_source(
             nodes: slurm_nodes,
             jobs: sim.slurm_jobs(),
         });
-        let truth = sim.truth_with(&readings);
+        let truth = simulate_telemetry.then(|| sim.truth_with(&readings));
         // Publish the frame first: the simulator's exporters serve it to the scrapes below,
         // so everything this tick shows comes from one instant.
         let frame = live.set_sim_frame(SimFrame {
@@ -837,7 +845,7 @@ pub async fn run_sim_source(
         if let Some(prev) = live.current() {
             crate::aggregate::steady(&prev.overview, &mut ov);
         }
-        live.publish(ov, Some(truth));
+        live.publish(ov, truth);
         live.metrics.live_tick_duration_us.store(
             began.elapsed().as_micros() as u64,
             std::sync::atomic::Ordering::Relaxed,

@@ -238,6 +238,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                 ingest,
                 promql,
                 scrape_interval_ms,
+                simulate_telemetry: external.is_none(),
             };
             let ops = sim_ops.unwrap_or_else(|| tokio::sync::mpsc::channel(1).1);
             tasks.push(tokio::spawn(live::run_sim_source(

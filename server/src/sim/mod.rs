@@ -570,6 +570,24 @@ impl Sim {
         }
     }
 
+    /// Scheduler state only (node states and jobs), no telemetry: for when the telemetry
+    /// comes from real exporters and the simulator only schedules.
+    pub fn sched_readings(&self) -> Readings {
+        Readings {
+            at_ms: self.t_ms,
+            gpus: Vec::new(),
+            racks: Vec::new(),
+            nodes: self
+                .nodes
+                .iter()
+                .zip(&self.inv.nodes)
+                .map(|(s, n)| (n.name.clone(), s.state))
+                .collect(),
+            node_power_watts: Vec::new(),
+            jobs: self.active.iter().map(|j| j.job.clone()).collect(),
+        }
+    }
+
     /// The ground truth now, from the simulator's own state.
     pub fn truth(&self) -> SimTruth {
         model::truth(self, &self.readings())
