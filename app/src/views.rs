@@ -93,6 +93,7 @@ pub struct AlertItem {
     pub started_ms: UnixMs,
     pub resolved_ms: Option<UnixMs>,
     pub acked_by: Option<String>,
+    pub acked_ms: Option<UnixMs>,
     pub ack_note: Option<String>,
     pub silenced_until_ms: Option<UnixMs>,
 }

@@ -73,14 +73,6 @@ impl Actions {
         }
     }
 
-    /// The source's "now" (simulated time with the simulator), for checkpoint ages.
-    fn source_now(&self) -> UnixMs {
-        self.live
-            .current()
-            .map(|t| t.overview.at_ms)
-            .unwrap_or_else(wall_now_ms)
-    }
-
     fn resolve_nodes(
         &self,
         t: &ActionTargets,
@@ -192,7 +184,8 @@ impl Actions {
         kind: ActionKind,
         t: &ActionTargets,
     ) -> Result<Preview, ActionError> {
-        let now = self.source_now();
+        // The source's now (simulated time with the simulator), for checkpoint ages.
+        let now = self.live.source_now();
         let jobs = self.sched.jobs().await?;
         let running: Vec<&SlurmJob> = jobs
             .iter()

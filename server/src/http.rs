@@ -363,11 +363,7 @@ impl Backend for LiveBackend {
             let events = self.store.job_events(id).await.map_err(fail)?;
             let mut checkpoints = self.store.checkpoints(id).await.map_err(fail)?;
             checkpoints.sort_by_key(|c| (c.started_ms, c.step));
-            let now_ms = self
-                .live
-                .current()
-                .map(|t| t.overview.at_ms)
-                .unwrap_or_else(wall_now_ms);
+            let now_ms = self.live.source_now();
             // Runs from the transitions: a start, then how it ended.
             let mut runs: Vec<(i64, Option<i64>, bool)> = Vec::new();
             for e in &events {
@@ -446,11 +442,7 @@ impl Backend for LiveBackend {
     ) -> app::backend::BackendFuture<'_, (String, i64, i64, i64)> {
         Box::pin(async move {
             let inv = self.live.inventory().ok_or("no inventory yet")?;
-            let now = self
-                .live
-                .current()
-                .map(|t| t.overview.at_ms)
-                .unwrap_or_else(wall_now_ms);
+            let now = self.live.source_now();
             let hours = hours.clamp(1, 168);
             let to = end_ms.unwrap_or(now).min(now);
             let from = to - i64::from(hours) * 3_600_000;
@@ -506,27 +498,10 @@ impl Backend for LiveBackend {
 
     fn alerts(&self, limit: u32) -> app::backend::BackendFuture<'_, Vec<app::views::AlertItem>> {
         Box::pin(async move {
-            let rows = self.store.alerts(limit).await.map_err(|e| {
+            self.store.alerts(limit).await.map_err(|e| {
                 tracing::error!(error = %e, "alerts read failed");
                 "storage unavailable".to_string()
-            })?;
-            Ok(rows
-                .into_iter()
-                .map(|a| app::views::AlertItem {
-                    id: a.id,
-                    rule: a.rule,
-                    subject: a.subject,
-                    severity: a.severity,
-                    summary: a.summary,
-                    link: a.link,
-                    state: a.state,
-                    started_ms: a.started_ms,
-                    resolved_ms: a.resolved_ms,
-                    acked_by: a.acked_by,
-                    ack_note: a.ack_note,
-                    silenced_until_ms: a.silenced_until_ms,
-                })
-                .collect())
+            })
         })
     }
 
@@ -779,14 +754,7 @@ async fn history_svg(
         &points,
     )
     .map_err(ApiError::Internal)?;
-    Ok((
-        [
-            (header::CONTENT_TYPE, "image/svg+xml"),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        svg,
-    )
-        .into_response())
+    Ok(svg_response(svg))
 }
 
 #[derive(Deserialize)]
@@ -809,11 +777,7 @@ async fn throttling_svg(
         ));
     }
     let hours = q.hours.unwrap_or(24).clamp(1, 168);
-    let now = st
-        .live
-        .current()
-        .map(|t| t.overview.at_ms)
-        .unwrap_or_else(wall_now_ms);
+    let now = st.live.source_now();
     let rows = st
         .store
         .rollups(&scope, now - i64::from(hours) * 3_600_000, now + 1)
@@ -833,14 +797,19 @@ async fn throttling_svg(
         &points,
     )
     .map_err(ApiError::Internal)?;
-    Ok((
+    Ok(svg_response(svg))
+}
+
+/// An SVG chart as the answer: not cached, since it is drawn from live data.
+fn svg_response(svg: String) -> Response {
+    (
         [
             (header::CONTENT_TYPE, "image/svg+xml"),
             (header::CACHE_CONTROL, "no-store"),
         ],
         svg,
     )
-        .into_response())
+        .into_response()
 }
 
 /// `GET /api/charts/job/{id}/activity.svg`: the job's mean SM activity per minute since it
@@ -855,11 +824,7 @@ async fn job_activity_svg(
         .await
         .map_err(ApiError::Storage)?
         .ok_or(ApiError::NotFound)?;
-    let now = st
-        .live
-        .current()
-        .map(|t| t.overview.at_ms)
-        .unwrap_or_else(wall_now_ms);
+    let now = st.live.source_now();
     let from = job
         .start_ms
         .unwrap_or(job.submit_ms)
@@ -883,14 +848,7 @@ async fn job_activity_svg(
         &points,
     )
     .map_err(ApiError::Internal)?;
-    Ok((
-        [
-            (header::CONTENT_TYPE, "image/svg+xml"),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        svg,
-    )
-        .into_response())
+    Ok(svg_response(svg))
 }
 
 #[derive(Deserialize)]

@@ -117,6 +117,14 @@ impl Live {
         })
     }
 
+    /// The source's time now: the newest tick's (simulated time with the simulator), or the
+    /// wall clock before the first tick.
+    pub fn source_now(&self) -> UnixMs {
+        self.current()
+            .map(|t| t.overview.at_ms)
+            .unwrap_or_else(wall_now_ms)
+    }
+
     /// The cluster's layout, once the source knows it.
     pub fn inventory(&self) -> Option<Arc<Inventory>> {
         self.inventory.read().ok().and_then(|g| g.clone())

@@ -326,6 +326,20 @@ fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
         .ok()
 }
 
+/// Waits until Gantry at `addr` answers `/healthz` with 200, at most `secs`.
+fn wait_healthy(addr: SocketAddr, secs: u64) -> Result {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while http_status(addr, "/healthz") != Some(200) {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "gantry at {addr} did not become healthy in {secs} s"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(())
+}
+
 /// A child process that is stopped (SIGTERM, then SIGKILL) when dropped.
 struct Guard(Option<Child>, &'static str);
 
@@ -690,16 +704,8 @@ fn end2end() -> Result {
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
     let server = Guard(Some(child), "gantry");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while http_status(addr, "/healthz") != Some(200) {
-        if Instant::now() > deadline {
-            return Err(format!(
-                "gantry did not become healthy; log in {}",
-                tmp.join("gantry.log").display()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_healthy(addr, 60)
+        .map_err(|e| format!("{e}; log in {}", tmp.join("gantry.log").display()))?;
     let res = run_cmd(
         Command::new("npx")
             .args(["playwright", "test"])
@@ -1167,13 +1173,7 @@ fn bench_browser() -> Result {
         .spawn()
         .map_err(|e| format!("cannot start gantry: {e}"))?;
     let server = Guard(Some(child), "gantry");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while http_status(addr, "/healthz") != Some(200) {
-        if Instant::now() > deadline {
-            return Err("gantry did not become healthy".into());
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_healthy(addr, 120)?;
     let secs = env::var("GANTRY_BENCH_SECONDS").unwrap_or_else(|_| "60".into());
     step(&format!("measuring /racks in Chromium for {secs} s"));
     let res = run_cmd(
@@ -1206,13 +1206,7 @@ fn bench_ingest() -> Result {
         .spawn()
         .map_err(|e| format!("cannot start gantry: {e}"))?;
     let server = Guard(Some(child), "gantry");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while http_status(addr, "/healthz") != Some(200) {
-        if Instant::now() > deadline {
-            return Err("gantry did not become healthy".into());
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_healthy(addr, 120)?;
     step("collecting dcgm-exporter text of 512 simulated nodes (8 x H100 each)");
     let mut all = Vec::new();
     for n in 1..=512 {
@@ -1326,16 +1320,6 @@ fn bench_scale() -> Result {
         }
         c.spawn().map_err(|e| format!("cannot start gantry: {e}"))
     };
-    let wait_healthy = |addr: SocketAddr| {
-        let deadline = Instant::now() + Duration::from_secs(180);
-        while http_status(addr, "/healthz") != Some(200) {
-            if Instant::now() > deadline {
-                return Err(format!("{addr} did not become healthy"));
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        Ok(())
-    };
     let _exporters = Guard(
         Some(spawn(
             a,
@@ -1344,7 +1328,7 @@ fn bench_scale() -> Result {
         )?),
         "exporters",
     );
-    wait_healthy(a)?;
+    wait_healthy(a, 180)?;
     let gantry = Guard(
         Some(spawn(
             b,
@@ -1363,7 +1347,7 @@ fn bench_scale() -> Result {
         )?),
         "gantry",
     );
-    wait_healthy(b)?;
+    wait_healthy(b, 180)?;
     // One live client, as a browser would hold.
     let mut sse = TcpStream::connect(b).map_err(|e| e.to_string())?;
     write!(
@@ -1451,17 +1435,7 @@ fn bench_vs_prometheus(dir: &Path) -> Result {
         )?),
         "exporters",
     );
-    let wait_healthy = |addr: SocketAddr| {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while http_status(addr, "/healthz") != Some(200) {
-            if Instant::now() > deadline {
-                return Err(format!("{addr} did not become healthy"));
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        Ok(())
-    };
-    wait_healthy(a)?;
+    wait_healthy(a, 120)?;
     // B: Gantry scraping A's exporters as configured targets, every 10 s.
     let gantry = Guard(
         Some(spawn(
@@ -1521,7 +1495,7 @@ fn bench_vs_prometheus(dir: &Path) -> Result {
         ),
         "prometheus",
     );
-    wait_healthy(b)?;
+    wait_healthy(b, 120)?;
     let ids = |g: &Guard| g.0.as_ref().map(Child::id).unwrap_or(0);
     let (gpid, ppid) = (ids(&gantry), ids(&prom));
     // Let both reach steady state (one full interval), then measure.

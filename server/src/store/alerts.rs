@@ -3,34 +3,15 @@
 use std::collections::HashMap;
 
 use app::model::UnixMs;
-use serde::Serialize;
+use app::views::AlertItem;
 use sqlx::Row;
 
 use super::{Result, Store};
 
-/// One alert row.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct AlertRow {
-    pub id: i64,
-    pub rule: String,
-    pub subject: String,
-    pub severity: String,
-    pub summary: String,
-    pub link: String,
-    /// `firing` or `resolved`.
-    pub state: String,
-    pub started_ms: UnixMs,
-    pub resolved_ms: Option<UnixMs>,
-    pub acked_by: Option<String>,
-    pub acked_ms: Option<UnixMs>,
-    pub ack_note: Option<String>,
-    pub silenced_until_ms: Option<UnixMs>,
-}
-
 const COLS: &str = "id, rule, subject, severity, summary, link, state, started_ms, resolved_ms, acked_by, acked_ms, ack_note, silenced_until_ms";
 
-fn row(r: &sqlx::any::AnyRow) -> Result<AlertRow> {
-    Ok(AlertRow {
+fn row(r: &sqlx::any::AnyRow) -> Result<AlertItem> {
+    Ok(AlertItem {
         id: r.try_get("id")?,
         rule: r.try_get("rule")?,
         subject: r.try_get("subject")?,
@@ -85,7 +66,7 @@ impl Store {
         Ok(())
     }
 
-    pub async fn open_alerts(&self) -> Result<Vec<AlertRow>> {
+    pub async fn open_alerts(&self) -> Result<Vec<AlertItem>> {
         let q = format!(
             "SELECT {COLS} FROM alerts WHERE state = 'firing' ORDER BY started_ms DESC, id DESC"
         );
@@ -94,7 +75,7 @@ impl Store {
     }
 
     /// Firing alerts first, then the newest resolved ones, at most `limit`.
-    pub async fn alerts(&self, limit: u32) -> Result<Vec<AlertRow>> {
+    pub async fn alerts(&self, limit: u32) -> Result<Vec<AlertItem>> {
         let q = format!(
             "SELECT {COLS} FROM alerts ORDER BY CASE WHEN state = 'firing' THEN 0 ELSE 1 END, started_ms DESC, id DESC LIMIT $1"
         );
@@ -105,7 +86,7 @@ impl Store {
         rows.iter().map(row).collect()
     }
 
-    pub async fn alert(&self, id: i64) -> Result<Option<AlertRow>> {
+    pub async fn alert(&self, id: i64) -> Result<Option<AlertItem>> {
         let q = format!("SELECT {COLS} FROM alerts WHERE id = $1");
         let r = sqlx::query(&q).bind(id).fetch_optional(&self.pool).await?;
         r.as_ref().map(row).transpose()
@@ -193,37 +174,50 @@ impl Store {
         Ok(())
     }
 
-    /// For the alert rules, per running job: NCCL samples (step, us) oldest first, the
-    /// newest 200; and when its newest complete checkpoint finished.
+    /// For the alert rules, per running job, in two queries for all jobs at once: NCCL
+    /// samples (step, us) in step order, the first 200 and the newest 200 (a baseline and the
+    /// latest steps, however long the job ran); and when its newest complete checkpoint
+    /// finished.
     pub async fn alert_facts(
         &self,
         jobs: &[u64],
     ) -> Result<(HashMap<u64, Vec<(u64, f64)>>, HashMap<u64, UnixMs>)> {
-        let mut nccl = HashMap::new();
+        let mut nccl: HashMap<u64, Vec<(u64, f64)>> = HashMap::new();
         let mut ckpt = HashMap::new();
-        for &id in jobs {
-            let rows = sqlx::query("SELECT step, latency_us FROM nccl_samples WHERE job_id = $1 ORDER BY step LIMIT 200")
-                .bind(id as i64)
-                .fetch_all(&self.pool)
-                .await?;
-            if !rows.is_empty() {
-                let v: Vec<(u64, f64)> = rows
-                    .iter()
-                    .map(|r| {
-                        Ok((
-                            super::u64_of(r.try_get(0)?, "step")?,
-                            r.try_get::<f64, _>(1)?,
-                        ))
-                    })
-                    .collect::<Result<_>>()?;
-                nccl.insert(id, v);
+        for chunk in jobs.chunks(500) {
+            // Job ids are integers, written into the SQL as such.
+            let ids = chunk
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(",");
+            let rows = sqlx::query(&format!(
+                "SELECT job_id, step, latency_us FROM ( \
+                   SELECT job_id, step, latency_us, \
+                          ROW_NUMBER() OVER (PARTITION BY job_id ORDER BY step) AS first_n, \
+                          ROW_NUMBER() OVER (PARTITION BY job_id ORDER BY step DESC) AS last_n \
+                   FROM nccl_samples WHERE job_id IN ({ids})) t \
+                 WHERE first_n <= 200 OR last_n <= 200 ORDER BY job_id, step"
+            ))
+            .fetch_all(&self.pool)
+            .await?;
+            for r in &rows {
+                let job = super::u64_of(r.try_get(0)?, "job id")?;
+                let step = super::u64_of(r.try_get(1)?, "step")?;
+                nccl.entry(job)
+                    .or_default()
+                    .push((step, r.try_get::<f64, _>(2)?));
             }
-            let r = sqlx::query("SELECT MAX(started_ms + duration_ms) FROM checkpoints WHERE job_id = $1 AND complete = 1")
-                .bind(id as i64)
-                .fetch_one(&self.pool)
-                .await?;
-            if let Some(t) = r.try_get::<Option<i64>, _>(0)? {
-                ckpt.insert(id, t);
+            let rows = sqlx::query(&format!(
+                "SELECT job_id, MAX(started_ms + duration_ms) FROM checkpoints \
+                 WHERE complete = 1 AND job_id IN ({ids}) GROUP BY job_id"
+            ))
+            .fetch_all(&self.pool)
+            .await?;
+            for r in &rows {
+                if let Some(t) = r.try_get::<Option<i64>, _>(1)? {
+                    ckpt.insert(super::u64_of(r.try_get(0)?, "job id")?, t);
+                }
             }
         }
         Ok((nccl, ckpt))

@@ -15,7 +15,6 @@ use sqlx::{AnyPool, Row};
 
 mod alerts;
 mod auth;
-pub use alerts::AlertRow;
 pub use auth::{UserRow, AUDIT_MAX_ROWS};
 
 /// Which database a store talks to.
@@ -306,6 +305,16 @@ impl Store {
         Ok(())
     }
 
+    fn event_of(r: &sqlx::any::AnyRow) -> Result<JobEvent> {
+        Ok(JobEvent {
+            job_id: u64_of(r.try_get("job_id")?, "job id")?,
+            at_ms: r.try_get("at_ms")?,
+            state: JobState::parse(&r.try_get::<String, _>("state")?),
+            nodes: split_nodes(&r.try_get::<String, _>("nodes")?),
+            detail: r.try_get("detail")?,
+        })
+    }
+
     fn job_of(r: &sqlx::any::AnyRow) -> Result<Job> {
         Ok(Job {
             id: u64_of(r.try_get("id")?, "job id")?,
@@ -404,17 +413,7 @@ impl Store {
         .bind(id as i64)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(JobEvent {
-                    job_id: u64_of(r.try_get("job_id")?, "job id")?,
-                    at_ms: r.try_get("at_ms")?,
-                    state: JobState::parse(&r.try_get::<String, _>("state")?),
-                    nodes: split_nodes(&r.try_get::<String, _>("nodes")?),
-                    detail: r.try_get("detail")?,
-                })
-            })
-            .collect()
+        rows.iter().map(Self::event_of).collect()
     }
 
     /// Records a node's state change.
@@ -474,17 +473,7 @@ impl Store {
         .bind(to_ms)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(JobEvent {
-                    job_id: u64_of(r.try_get("job_id")?, "job id")?,
-                    at_ms: r.try_get("at_ms")?,
-                    state: JobState::parse(&r.try_get::<String, _>("state")?),
-                    nodes: split_nodes(&r.try_get::<String, _>("nodes")?),
-                    detail: r.try_get("detail")?,
-                })
-            })
-            .collect()
+        rows.iter().map(Self::event_of).collect()
     }
 
     /// Stores a checkpoint; the same (job, step) again updates it (a save that completed).

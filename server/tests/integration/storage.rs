@@ -444,3 +444,59 @@ async fn hourly_rollups_on_postgres() {
     };
     hourly(&url).await;
 }
+
+/// The alert rules' facts for many jobs at once: the first and the newest 200 NCCL samples
+/// of a long job, and each job's newest complete checkpoint.
+async fn alert_facts(url: &str) {
+    let store = Store::connect(url).await.expect("connect");
+    for step in 0..500u64 {
+        store
+            .put_nccl(7, step, T0 + step as i64, 50.0 + step as f64, Some(8))
+            .await
+            .expect("nccl");
+    }
+    store.put_nccl(8, 1, T0, 99.0, None).await.expect("nccl");
+    let ck = |job: u64, step: u64, started: i64, complete: bool| Checkpoint {
+        job_id: job,
+        step,
+        path: format!("/ckpt/{job}/{step}"),
+        size_bytes: 1,
+        started_ms: started,
+        duration_ms: 1000,
+        complete,
+    };
+    store.put_checkpoint(&ck(7, 1, T0, true)).await.expect("ck");
+    store
+        .put_checkpoint(&ck(7, 2, T0 + 5000, false))
+        .await
+        .expect("ck");
+    let (nccl, last) = store.alert_facts(&[7, 8, 9]).await.expect("facts");
+    let s7 = &nccl[&7];
+    assert_eq!(s7.len(), 400);
+    assert_eq!(
+        (s7[0].0, s7[199].0, s7[200].0, s7[399].0),
+        (0, 199, 300, 499),
+        "head and tail, in order"
+    );
+    assert_eq!(nccl[&8], vec![(1, 99.0)]);
+    assert!(!nccl.contains_key(&9));
+    assert_eq!(
+        last.get(&7),
+        Some(&(T0 + 1000)),
+        "the incomplete one does not count"
+    );
+    assert!(!last.contains_key(&8));
+}
+
+#[tokio::test]
+async fn alert_facts_on_sqlite() {
+    alert_facts(&support::sqlite_url()).await;
+}
+
+#[tokio::test]
+async fn alert_facts_on_postgres() {
+    let Some(url) = support::postgres_url().await else {
+        return;
+    };
+    alert_facts(&url).await;
+}
