@@ -35,6 +35,11 @@ impl Role {
         Role::ALL.into_iter().find(|r| r.as_str() == s)
     }
 
+    /// Whether this role may read reports and costs.
+    pub fn can_report(self) -> bool {
+        matches!(self, Role::Manager | Role::Admin)
+    }
+
     /// Whether this role may drain, resume and requeue. A manager reviews; it does not act.
     pub fn can_act(self) -> bool {
         matches!(self, Role::Operator | Role::Admin)

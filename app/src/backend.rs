@@ -54,6 +54,12 @@ pub trait Backend: Send + Sync + 'static {
     fn alerts_firing(&self) -> u32;
     fn ack_alert<'a>(&'a self, me: &'a Me, id: i64, note: &'a str) -> BackendFuture<'a, ()>;
     fn silence_alert(&self, id: i64, minutes: u32) -> BackendFuture<'_, ()>;
+    /// The report `q` asks for (manager or admin; the guard checks). Errors are words for
+    /// the user.
+    fn report<'a>(
+        &'a self,
+        q: &'a crate::reports::ReportQuery,
+    ) -> BackendFuture<'a, crate::reports::Report>;
     /// Audit entries matching `f`, newest first.
     fn audit<'a>(&'a self, f: &'a AuditFilter) -> BackendFuture<'a, Vec<AuditEntry>>;
 }

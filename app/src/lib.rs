@@ -12,6 +12,7 @@
 pub mod actions;
 pub mod live;
 pub mod model;
+pub mod reports;
 pub mod units;
 pub mod views;
 pub mod xid;
@@ -77,6 +78,7 @@ pub fn App() -> impl IntoView {
                     <A href="/timeline">"Timeline"</A>
                     <A href="/alerts">"Alerts"</A>
                     <A href="/audit">"Audit"</A>
+                    <ReportsLink/>
                 </nav>
                 <span class="spacer"></span>
                 <pages::alerts::AlertBadge/>
@@ -96,9 +98,27 @@ pub fn App() -> impl IntoView {
                     <Route path=StaticSegment("audit") view=pages::audit::AuditPage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("alerts") view=pages::alerts::AlertsPage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("timeline") view=pages::timeline::TimelinePage ssr=SsrMode::Async/>
+                    <Route path=StaticSegment("reports") view=pages::reports::ReportsPage ssr=SsrMode::Async/>
                 </Routes>
             </main>
         </Router>
+    }
+}
+
+/// `Reports` in the top bar, for the roles that may read them (managers and admins).
+#[component]
+fn ReportsLink() -> impl IntoView {
+    let me = Resource::new(|| (), |_| get_me());
+    view! {
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                me.await
+                    .ok()
+                    .and_then(|m| m.role)
+                    .filter(|r| r.can_report())
+                    .map(|_| view! { <A href="/reports">"Reports"</A> })
+            })}
+        </Suspense>
     }
 }
 

@@ -78,6 +78,47 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 }
 
 /// `2026-11-29 16:05:12 UTC`.
+/// Days since 1970-01-01 of a proleptic Gregorian date (the inverse of `civil_from_days`).
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// `YYYY-MM-DD` as Unix ms at 00:00 UTC; `None` unless it is a real date.
+pub fn parse_date(s: &str) -> Option<UnixMs> {
+    let mut it = s.trim().splitn(3, '-');
+    let y: i64 = it.next()?.parse().ok()?;
+    let m: u32 = it.next()?.parse().ok()?;
+    let d: u32 = it.next()?.parse().ok()?;
+    if !(1970..=9999).contains(&y) || !(1..=12).contains(&m) || d == 0 {
+        return None;
+    }
+    let days = days_from_civil(y, m, d);
+    // Reject 2026-02-30 and friends: the date must survive the round trip.
+    (civil_from_days(days) == (y, m, d)).then_some(days * 86_400_000)
+}
+
+/// The UTC date of `ms` as `YYYY-MM-DD`.
+pub fn date(ms: UnixMs) -> String {
+    let (y, m, d) = civil_from_days(ms.div_euclid(86_400_000));
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// The first day of the UTC month of `ms`, and of the next month, as Unix ms.
+pub fn month_bounds(ms: UnixMs) -> (UnixMs, UnixMs) {
+    let (y, m, _) = civil_from_days(ms.div_euclid(86_400_000));
+    let (ny, nm) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
+    (
+        days_from_civil(y, m, 1) * 86_400_000,
+        days_from_civil(ny, nm, 1) * 86_400_000,
+    )
+}
+
 pub fn utc(ms: UnixMs) -> String {
     let secs = ms.div_euclid(1000);
     let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
@@ -155,6 +196,29 @@ mod tests {
         assert_eq!(thousands(1000), "1,000");
         assert_eq!(thousands(16_384), "16,384");
         assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn dates_round_trip_and_reject_impossible_days() {
+        assert_eq!(parse_date("2026-11-29"), Some(1_795_910_400_000));
+        assert_eq!(date(1_795_968_312_000), "2026-11-29");
+        assert_eq!(
+            parse_date("2000-02-29").map(date).as_deref(),
+            Some("2000-02-29")
+        );
+        assert_eq!(parse_date("2026-02-29"), None);
+        assert_eq!(parse_date("2026-13-01"), None);
+        assert_eq!(parse_date("yesterday"), None);
+        let (a, b) = month_bounds(1_795_968_312_000);
+        assert_eq!(
+            (date(a).as_str(), date(b).as_str()),
+            ("2026-11-01", "2026-12-01")
+        );
+        let (a, b) = month_bounds(parse_date("2026-12-31").unwrap_or(0));
+        assert_eq!(
+            (date(a).as_str(), date(b).as_str()),
+            ("2026-12-01", "2027-01-01")
+        );
     }
 
     #[test]

@@ -149,6 +149,8 @@ pub enum Access {
     Read,
     /// An operator or an admin: every action and the audit log.
     Act,
+    /// A manager or an admin: reports and costs.
+    Report,
 }
 
 /// Server functions that only read; every other POST needs [`Access::Act`].
@@ -176,6 +178,13 @@ pub fn access_for(method: &Method, path: &str) -> Access {
         || path.starts_with("/api/ingest/");
     if public {
         return Access::Public;
+    }
+    if path == "/reports"
+        || path == "/api/reports"
+        || path == "/api/report"
+        || path.starts_with("/api/reports/")
+    {
+        return Access::Report;
     }
     if path.starts_with("/api/actions/")
         || path.starts_with("/api/alerts/")
@@ -310,6 +319,7 @@ pub async fn guard(State(st): State<AppState>, mut req: Request, next: Next) -> 
         Access::Public => true,
         Access::Read => caller.role.is_some() || st.auth.anonymous_read,
         Access::Act => caller.role.is_some_and(Role::can_act),
+        Access::Report => caller.role.is_some_and(Role::can_report),
     };
     if !allowed {
         if caller.role.is_none() {
@@ -503,6 +513,12 @@ mod tests {
         assert_eq!(access_for(&Method::POST, "/api/anything_new"), Access::Act);
         assert_eq!(access_for(&Method::DELETE, "/"), Access::Act);
         assert_eq!(access_for(&Method::POST, "/auth/login"), Access::Public);
+        assert_eq!(access_for(&Method::GET, "/reports"), Access::Report);
+        assert_eq!(access_for(&Method::POST, "/api/report"), Access::Report);
+        assert_eq!(
+            access_for(&Method::GET, "/api/reports/charts/cost.png"),
+            Access::Report
+        );
         assert_eq!(access_for(&Method::GET, "/pkg/gantry.js"), Access::Public);
     }
 

@@ -24,8 +24,22 @@ fn hhmm(ms: UnixMs) -> String {
     format!("{:02}:{:02}", s / 3600, (s % 3600) / 60)
 }
 
+/// The one font of every chart (DejaVu Sans, Latin subset, in the binary), so text is
+/// measured and drawn the same on every machine, in SVG and in PNG.
+static FONT: &[u8] = include_bytes!("../assets/DejaVuSans-subset.ttf");
+
+fn fonts() -> Result<(), String> {
+    static DONE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    DONE.get_or_init(|| {
+        plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
+            .map_err(|_| "the chart font is invalid".to_string())
+    })
+    .clone()
+}
+
 /// An SVG line chart of `points` (time, value; gaps stay gaps), 480 x 200.
 pub fn line_svg(c: &LineChart<'_>, points: &[(UnixMs, Option<f32>)]) -> Result<String, String> {
+    fonts()?;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (480, 200)).into_drawing_area();
@@ -95,15 +109,385 @@ pub fn line_svg(c: &LineChart<'_>, points: &[(UnixMs, Option<f32>)]) -> Result<S
         root.present().map_err(|e| e.to_string())?;
     }
     // A title element for screen readers and hover.
-    let mut out = String::with_capacity(svg.len() + 64);
-    if let Some(pos) = svg.find('>') {
-        out.push_str(&svg[..=pos]);
-        let _ = write!(out, "<title>{}</title>", escape(c.title));
-        out.push_str(&svg[pos + 1..]);
+    Ok(with_title(svg, c.title))
+}
+
+/// Inserts `<title>` after the opening `<svg>` tag, for screen readers and hover.
+fn with_title(svg: String, title: &str) -> String {
+    match svg.find('>') {
+        Some(pos) => {
+            let mut out = String::with_capacity(svg.len() + title.len() + 16);
+            out.push_str(&svg[..=pos]);
+            let _ = write!(out, "<title>{}</title>", escape(title));
+            out.push_str(&svg[pos + 1..]);
+            out
+        }
+        None => svg,
+    }
+}
+
+/// The charts of a report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportChartKind {
+    /// Mean GPUs per state over time, stacked.
+    Utilization,
+    /// Mean GPUs allocated against goodput over time.
+    Goodput,
+    /// Cost per group, the waste (idle, throttling, failures) marked.
+    Cost,
+}
+
+impl ReportChartKind {
+    pub const ALL: [ReportChartKind; 3] = [
+        ReportChartKind::Utilization,
+        ReportChartKind::Goodput,
+        ReportChartKind::Cost,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReportChartKind::Utilization => "utilization",
+            ReportChartKind::Goodput => "goodput",
+            ReportChartKind::Cost => "cost",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+}
+
+/// What a report chart is drawn from.
+pub struct ReportPlot<'a> {
+    pub group: app::reports::GroupBy,
+    pub currency: &'a str,
+    /// Hours per point of `points`.
+    pub bucket_hours: i64,
+    pub window: (UnixMs, UnixMs),
+    /// Cluster usage per bucket (start of bucket, GPU-hours).
+    pub points: &'a [(UnixMs, app::reports::Usage)],
+    /// Groups, largest cost first.
+    pub rows: &'a [app::reports::ReportRow],
+}
+
+const REPORT_SIZE: (u32, u32) = (760, 280);
+const BUSY: RGBColor = RGBColor(0x00, 0x72, 0xb2);
+const IDLE_ALLOC: RGBColor = RGBColor(0xcc, 0x79, 0xa7);
+const FREE: RGBColor = RGBColor(0x56, 0xb4, 0xe9);
+const DRAINED: RGBColor = RGBColor(0xe6, 0x9f, 0x00);
+const DOWN: RGBColor = RGBColor(0xd5, 0x5e, 0x00);
+const GOOD: RGBColor = RGBColor(0x00, 0x9e, 0x73);
+
+impl ReportPlot<'_> {
+    pub fn title(&self, kind: ReportChartKind) -> String {
+        let when = format!(
+            "{} to {} (UTC)",
+            app::units::date(self.window.0),
+            app::units::date(self.window.1 - 1)
+        );
+        match kind {
+            ReportChartKind::Utilization => format!("GPUs by state, {when}"),
+            ReportChartKind::Goodput => format!("Goodput against allocation, {when}"),
+            ReportChartKind::Cost => {
+                format!("Cost by {}, {when}", self.group.label().to_lowercase())
+            }
+        }
+    }
+}
+
+fn day_label(ms: UnixMs, short_span: bool) -> String {
+    let d = app::units::date(ms);
+    let md = d.get(5..).unwrap_or(&d).to_string();
+    if short_span {
+        format!("{md} {}", hhmm(ms))
     } else {
-        out = svg;
+        md
+    }
+}
+
+/// Time-axis ticks on whole hours or days, at most about 7 of them.
+fn time_ticks(x0: UnixMs, x1: UnixMs) -> Vec<UnixMs> {
+    const H: i64 = 3_600_000;
+    let hours = ((x1 - x0) / H).max(1);
+    let step = [1, 2, 3, 4, 6, 12, 24, 48, 72, 168, 336, 720]
+        .into_iter()
+        .find(|s| hours / s <= 7)
+        .unwrap_or(720)
+        * H;
+    let first = x0 + (step - x0.rem_euclid(step)) % step;
+    (0..)
+        .map(|i| first + i * step)
+        .take_while(|t| *t <= x1)
+        .collect()
+}
+
+/// A legend beside the plot: a swatch and a name per series, top to bottom.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    entries: &[(&str, RGBColor)],
+    text: RGBColor,
+) -> Result<(), String> {
+    let font = ("sans-serif", 14).into_font().color(&text);
+    for (i, (name, colour)) in entries.iter().enumerate() {
+        let y = 40 + 22 * i as i32;
+        area.draw(&Rectangle::new([(8, y), (22, y + 12)], colour.filled()))
+            .map_err(|e| e.to_string())?;
+        area.draw(&Text::new(name.to_string(), (28, y - 1), font.clone()))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn draw_report<DB: DrawingBackend>(
+    kind: ReportChartKind,
+    p: &ReportPlot<'_>,
+    root: DrawingArea<DB, plotters::coord::Shift>,
+    text: RGBColor,
+) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let title = p.title(kind);
+    let label = ("sans-serif", 14).into_font().color(&text);
+    let body = root
+        .titled(&title, ("sans-serif", 18).into_font().color(&text))
+        .map_err(err)?;
+    let (area, key) = body.split_horizontally(REPORT_SIZE.0 - 190);
+    let (x0, x1) = p.window;
+    let short = x1 - x0 <= 2 * 86_400_000;
+    let per = p.bucket_hours.max(1) as f64;
+    let empty = match kind {
+        ReportChartKind::Utilization | ReportChartKind::Goodput => {
+            // Mean GPUs over each bucket: GPU-hours over the bucket's hours.
+            type Series = (&'static str, RGBColor, fn(&app::reports::Usage) -> f64);
+            let stacked = kind == ReportChartKind::Utilization;
+            let layers: Vec<Series> = if stacked {
+                vec![
+                    ("busy", BUSY, |u| u.busy_gh),
+                    ("allocated, idle", IDLE_ALLOC, |u| u.idle_gh),
+                    ("free", FREE, |u| u.free_gh),
+                    ("drained", DRAINED, |u| u.drained_gh),
+                    ("down", DOWN, |u| u.down_gh),
+                ]
+            } else {
+                vec![
+                    ("allocated", BUSY, |u| u.allocated_gh),
+                    ("goodput", GOOD, |u| u.goodput_gh),
+                ]
+            };
+            let top = p
+                .points
+                .iter()
+                .map(|(_, u)| {
+                    if stacked {
+                        layers.iter().map(|l| (l.2)(u)).sum::<f64>()
+                    } else {
+                        layers.iter().map(|l| (l.2)(u)).fold(0.0, f64::max)
+                    }
+                })
+                .fold(0.0f64, f64::max)
+                / per;
+            let y1 = if top > 0.0 { top * 1.08 } else { 1.0 };
+            let mut chart = ChartBuilder::on(&area)
+                .margin(8)
+                .x_label_area_size(40)
+                .y_label_area_size(56)
+                .build_cartesian_2d((x0..x1).with_key_points(time_ticks(x0, x1)), 0.0..y1)
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .y_labels(5)
+                .x_label_formatter(&|x| day_label(*x, short))
+                .y_label_formatter(&|y| format!("{y:.0}"))
+                .y_desc("GPUs (mean)")
+                .x_desc("time (UTC)")
+                .axis_style(GRID)
+                .light_line_style(TRANSPARENT)
+                .bold_line_style(GRID.mix(0.4))
+                .label_style(label.clone())
+                .draw()
+                .map_err(err)?;
+            let step = p.bucket_hours.max(1) * 3_600_000;
+            if stacked {
+                // Each layer is drawn as the sum of itself and the layers under it, top
+                // layer first, so the ones under it paint over its lower part.
+                for upto in (1..=layers.len()).rev() {
+                    let pts: Vec<(UnixMs, f64)> = p
+                        .points
+                        .iter()
+                        .flat_map(|(t, u)| {
+                            let v = layers[..upto].iter().map(|l| (l.2)(u)).sum::<f64>() / per;
+                            [(*t, v), (*t + step, v)]
+                        })
+                        .collect();
+                    chart
+                        .draw_series(AreaSeries::new(pts, 0.0, layers[upto - 1].1.filled()))
+                        .map_err(err)?;
+                }
+            } else {
+                // Steps, like the stacked chart: each bucket's mean holds over the bucket
+                // (and a period of one bucket still draws a line).
+                for (_, colour, value) in &layers {
+                    let pts: Vec<(UnixMs, f64)> = p
+                        .points
+                        .iter()
+                        .flat_map(|(t, u)| {
+                            let v = value(u) / per;
+                            [(*t, v), (*t + step, v)]
+                        })
+                        .collect();
+                    chart
+                        .draw_series(LineSeries::new(pts, colour.stroke_width(2)))
+                        .map_err(err)?;
+                }
+            }
+            // The legend lists layers as they stack: the top one first.
+            let mut entries: Vec<(&str, RGBColor)> = layers.iter().map(|l| (l.0, l.1)).collect();
+            if stacked {
+                entries.reverse();
+            }
+            draw_legend(&key, &entries, text)?;
+            p.points.is_empty()
+        }
+        ReportChartKind::Cost => {
+            let rows: Vec<&app::reports::ReportRow> = p.rows.iter().take(10).collect();
+            let n = rows.len().max(1);
+            let top = rows.iter().map(|r| r.cost.total).fold(0.0f64, f64::max);
+            let x_max = if top > 0.0 { top * 1.08 } else { 1.0 };
+            let mut chart = ChartBuilder::on(&area)
+                .margin(8)
+                .x_label_area_size(40)
+                .y_label_area_size(130)
+                .build_cartesian_2d(0.0..x_max, (0..n - 1).into_segmented())
+                .map_err(err)?;
+            // Row 0 (the largest cost) at the top.
+            let name_at = |v: &SegmentValue<usize>| -> String {
+                match v {
+                    SegmentValue::CenterOf(i) if *i < rows.len() => {
+                        let key = &rows[n - 1 - i].key;
+                        let k: String = key.chars().take(16).collect();
+                        if key.chars().count() > 16 {
+                            format!("{k}…")
+                        } else {
+                            k
+                        }
+                    }
+                    _ => String::new(),
+                }
+            };
+            chart
+                .configure_mesh()
+                .disable_y_mesh()
+                .y_labels(n)
+                .y_label_formatter(&name_at)
+                .x_labels(5)
+                .x_label_formatter(&|x| format!("{x:.0}"))
+                .x_desc(format!("cost ({})", p.currency))
+                .axis_style(GRID)
+                .light_line_style(TRANSPARENT)
+                .bold_line_style(GRID.mix(0.4))
+                .label_style(label.clone())
+                .draw()
+                .map_err(err)?;
+            let bar = |i: usize, v: f64, c: RGBColor| {
+                let y = n - 1 - i;
+                let mut r = Rectangle::new(
+                    [
+                        (0.0, SegmentValue::Exact(y)),
+                        (v, SegmentValue::Exact(y + 1)),
+                    ],
+                    c.filled(),
+                );
+                r.set_margin(4, 4, 0, 0);
+                r
+            };
+            chart
+                .draw_series(
+                    rows.iter()
+                        .enumerate()
+                        .map(|(i, r)| bar(i, r.cost.total, BUSY)),
+                )
+                .map_err(err)?;
+            chart
+                .draw_series(rows.iter().enumerate().map(|(i, r)| {
+                    let waste = r.cost.idle + r.cost.throttle + r.cost.failures;
+                    bar(i, waste.min(r.cost.total), IDLE_ALLOC)
+                }))
+                .map_err(err)?;
+            draw_legend(
+                &key,
+                &[("total", BUSY), ("wasted: idle,", IDLE_ALLOC)],
+                text,
+            )?;
+            key.draw(&Text::new(
+                "throttling, failures",
+                (28, 40 + 22 + 18),
+                ("sans-serif", 14).into_font().color(&text),
+            ))
+            .map_err(err)?;
+            rows.is_empty()
+        }
+    };
+    if empty {
+        area.draw(&Text::new(
+            "no data in this period",
+            (200, 110),
+            ("sans-serif", 16).into_font().color(&text),
+        ))
+        .map_err(err)?;
+    }
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// One report chart as SVG, with a `<title>`.
+pub fn report_svg(kind: ReportChartKind, p: &ReportPlot<'_>) -> Result<String, String> {
+    fonts()?;
+    let mut svg = String::new();
+    draw_report(
+        kind,
+        p,
+        SVGBackend::with_string(&mut svg, REPORT_SIZE).into_drawing_area(),
+        TEXT,
+    )?;
+    // Text takes the page's colour: light on the dark page, black when printed.
+    let svg = svg
+        .replace("#9AA7B3", "currentColor")
+        .replace("#9aa7b3", "currentColor");
+    Ok(with_title(svg, &p.title(kind)))
+}
+
+/// One report chart as PNG, on white (a download is printed or pasted into documents).
+pub fn report_png(kind: ReportChartKind, p: &ReportPlot<'_>) -> Result<Vec<u8>, String> {
+    fonts()?;
+    let (w, h) = REPORT_SIZE;
+    let mut rgb = vec![0u8; (w * h * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        draw_report(kind, p, root, RGBColor(0x22, 0x2b, 0x33))?;
+    }
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, w, h);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut wr = enc.write_header().map_err(|e| e.to_string())?;
+        wr.write_image_data(&rgb).map_err(|e| e.to_string())?;
     }
     Ok(out)
+}
+
+/// Every chart of a report, as SVG.
+pub fn report_charts(p: &ReportPlot<'_>) -> Result<Vec<app::reports::ReportChart>, String> {
+    ReportChartKind::ALL
+        .into_iter()
+        .map(|k| {
+            Ok(app::reports::ReportChart {
+                name: k.name().to_string(),
+                title: p.title(k),
+                svg: report_svg(k, p)?,
+            })
+        })
+        .collect()
 }
 
 fn escape(s: &str) -> String {
@@ -151,5 +535,119 @@ mod tests {
         )
         .expect("svg");
         assert!(empty.contains("no data in this window"));
+    }
+
+    fn plot_fixture() -> (
+        Vec<(UnixMs, app::reports::Usage)>,
+        Vec<app::reports::ReportRow>,
+    ) {
+        use app::reports::{Cost, ReportRow, Usage};
+        let t0 = 1_795_132_800_000;
+        let points = (0..24)
+            .map(|h| {
+                let busy = 200.0 + 10.0 * f64::from(h % 6);
+                let idle = 30.0;
+                let drained = if (8..12).contains(&h) { 16.0 } else { 0.0 };
+                (
+                    t0 + i64::from(h) * 3_600_000,
+                    Usage {
+                        capacity_gh: 320.0,
+                        allocated_gh: busy + idle,
+                        busy_gh: busy,
+                        idle_gh: idle,
+                        free_gh: 320.0 - busy - idle - drained - 8.0,
+                        drained_gh: drained,
+                        down_gh: 8.0,
+                        goodput_gh: busy - 5.0,
+                        ..Usage::default()
+                    },
+                )
+            })
+            .collect();
+        let rows = [
+            ("nlp", 4200.0, 600.0),
+            ("vision", 2100.0, 150.0),
+            ("speech", 700.0, 300.0),
+        ]
+        .into_iter()
+        .map(|(k, total, idle)| ReportRow {
+            key: k.into(),
+            usage: Usage::default(),
+            cost: Cost {
+                total,
+                idle,
+                ..Cost::default()
+            },
+        })
+        .collect();
+        (points, rows)
+    }
+
+    /// The utilization chart, drawn from fixed numbers, is exactly the stored snapshot
+    /// (the font is in the binary, so it is the same on every machine). After a deliberate
+    /// change: `GANTRY_UPDATE_SNAPSHOTS=1 cargo test -p server --lib charts`, then review
+    /// the diff of `server/tests/snapshots/report-utilization.svg`.
+    #[test]
+    fn the_utilization_chart_matches_its_snapshot() {
+        let (points, rows) = plot_fixture();
+        let plot = ReportPlot {
+            group: app::reports::GroupBy::Account,
+            currency: "USD",
+            bucket_hours: 1,
+            window: (1_795_132_800_000, 1_795_132_800_000 + 86_400_000),
+            points: &points,
+            rows: &rows,
+        };
+        let svg = report_svg(ReportChartKind::Utilization, &plot).expect("svg");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/snapshots/report-utilization.svg");
+        if std::env::var_os("GANTRY_UPDATE_SNAPSHOTS").is_some() {
+            std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
+            std::fs::write(&path, &svg).expect("write snapshot");
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}; create it with GANTRY_UPDATE_SNAPSHOTS=1",
+                path.display()
+            )
+        });
+        assert!(
+            svg == want,
+            "the chart differs from {}; if the change is meant, update it (see the doc comment)",
+            path.display()
+        );
+        // And what the snapshot must say, whatever it looks like.
+        assert!(svg.contains("<title>GPUs by state, 2026-11-20 to 2026-11-20 (UTC)</title>"));
+        for legend in ["busy", "allocated, idle", "free", "drained", "down"] {
+            assert!(svg.contains(&format!("\n{legend}\n")), "legend {legend}");
+        }
+        assert!(svg.contains("GPUs (mean)") && svg.contains("time (UTC)"));
+    }
+
+    #[test]
+    fn report_charts_draw_as_png_and_cope_with_no_data() {
+        let (points, rows) = plot_fixture();
+        let mut plot = ReportPlot {
+            group: app::reports::GroupBy::Rack,
+            currency: "EUR",
+            bucket_hours: 1,
+            window: (1_795_132_800_000, 1_795_132_800_000 + 86_400_000),
+            points: &points,
+            rows: &rows,
+        };
+        for k in ReportChartKind::ALL {
+            let png = report_png(k, &plot).expect("png");
+            assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{k:?}");
+            assert!(png.len() > 2000, "{k:?}: {} bytes is no chart", png.len());
+        }
+        let cost = report_svg(ReportChartKind::Cost, &plot).expect("svg");
+        assert!(cost.contains("Cost by rack") && cost.contains("cost (EUR)"));
+        assert!(cost.contains("\nnlp\n") && cost.contains("\nspeech\n"));
+        plot.points = &[];
+        plot.rows = &[];
+        for k in ReportChartKind::ALL {
+            let svg = report_svg(k, &plot).expect("empty svg");
+            assert!(svg.contains("no data in this period"), "{k:?}");
+        }
     }
 }

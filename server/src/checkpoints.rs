@@ -439,6 +439,7 @@ pub async fn run_scanner(
     roots: Vec<PathBuf>,
     interval: std::time::Duration,
     store: crate::store::Store,
+    live: std::sync::Arc<crate::live::Live>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let scanner = std::sync::Arc::new(std::sync::Mutex::new(Scanner::default()));
@@ -485,6 +486,10 @@ pub async fn run_scanner(
             };
             match store.put_checkpoint(&c).await {
                 Ok(()) => {
+                    // Rules and reports read the newest complete checkpoint from memory.
+                    if c.complete {
+                        live.checkpoint_seen(c.job_id, c.started_ms + c.duration_ms);
+                    }
                     written.insert(f.path, key);
                 }
                 Err(e) => tracing::error!(error = %e, "checkpoint write failed"),

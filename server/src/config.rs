@@ -149,6 +149,8 @@ pub struct Config {
     /// How long rollups are kept: one-minute and one-hour, in days.
     pub rollup_1m_days: u32,
     pub rollup_1h_days: u32,
+    /// `[reports]`: cost rates, currency and the idle threshold.
+    pub reports: app::reports::Rates,
 }
 
 impl Default for Config {
@@ -189,6 +191,7 @@ impl Default for Config {
             checkpoint_scan_interval_ms: 60_000,
             rollup_1m_days: 14,
             rollup_1h_days: 400,
+            reports: app::reports::Rates::default(),
             auth: AuthConfig {
                 anonymous_read: false,
                 session_hours: 12,
@@ -249,6 +252,21 @@ struct FileConfig {
     checkpoint_scan_interval_ms: Option<u64>,
     rollup_1m_days: Option<u32>,
     rollup_1h_days: Option<u32>,
+    reports: Option<FileReports>,
+}
+
+/// `[reports]`: every field optional; defaults in `app::reports::Rates::default`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileReports {
+    currency: Option<String>,
+    gpu_capex: Option<f64>,
+    amortization_years: Option<f64>,
+    power_price_per_kwh: Option<f64>,
+    pue: Option<f64>,
+    rack_overhead_per_month: Option<f64>,
+    cloud_gpu_hour: Option<f64>,
+    idle_below_sm: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -745,7 +763,23 @@ impl Config {
                 "rollup_1m_days and rollup_1h_days: 1 to 3650",
             ));
         }
+        let fr = raw.reports.unwrap_or_default();
+        let dr = app::reports::Rates::default();
+        let reports = app::reports::Rates {
+            currency: fr.currency.unwrap_or(dr.currency),
+            gpu_capex: fr.gpu_capex.unwrap_or(dr.gpu_capex),
+            amortization_years: fr.amortization_years.unwrap_or(dr.amortization_years),
+            power_price_per_kwh: fr.power_price_per_kwh.unwrap_or(dr.power_price_per_kwh),
+            pue: fr.pue.unwrap_or(dr.pue),
+            rack_overhead_per_month: fr
+                .rack_overhead_per_month
+                .unwrap_or(dr.rack_overhead_per_month),
+            cloud_gpu_hour: fr.cloud_gpu_hour.unwrap_or(dr.cloud_gpu_hour),
+            idle_below_sm: fr.idle_below_sm.unwrap_or(dr.idle_below_sm),
+        };
+        crate::reports::validate(&reports).map_err(|m| invalid("reports", m))?;
         Ok(Config {
+            reports,
             rollup_1m_days,
             rollup_1h_days,
             alerts,

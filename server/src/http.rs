@@ -42,6 +42,8 @@ pub struct AppState {
     /// SHA-256 of the ingest token; `None`: ingest is off.
     pub ingest_token_sha256: Option<[u8; 32]>,
     pub actions: Arc<crate::actions::Actions>,
+    /// Cost rates of reports (`[reports]`).
+    pub rates: Arc<app::reports::Rates>,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -88,6 +90,17 @@ impl From<crate::actions::ActionError> for ApiError {
     }
 }
 
+impl From<crate::reports::ReportError> for ApiError {
+    fn from(e: crate::reports::ReportError) -> ApiError {
+        use crate::reports::ReportError as R;
+        match e {
+            R::Query(m) => ApiError::BadRequest(m),
+            R::Store(s) => ApiError::Storage(s),
+            R::Chart(m) => ApiError::Internal(format!("report chart: {m}")),
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = match &self {
@@ -122,6 +135,7 @@ struct LiveBackend {
     live: Arc<Live>,
     actions: Arc<crate::actions::Actions>,
     store: Store,
+    rates: Arc<app::reports::Rates>,
 }
 
 /// An action error in words for the operator; storage internals are logged, not shown.
@@ -435,6 +449,24 @@ impl Backend for LiveBackend {
         })
     }
 
+    fn report<'a>(
+        &'a self,
+        q: &'a app::reports::ReportQuery,
+    ) -> app::backend::BackendFuture<'a, app::reports::Report> {
+        Box::pin(async move {
+            let now = self.live.source_now();
+            crate::reports::build(&self.store, q, now, &self.rates)
+                .await
+                .map_err(|e| match e {
+                    crate::reports::ReportError::Query(m) => m,
+                    other => {
+                        tracing::error!(error = %other, "report failed");
+                        "the report cannot be computed now (storage unavailable)".into()
+                    }
+                })
+        })
+    }
+
     fn timeline(
         &self,
         hours: u32,
@@ -589,6 +621,7 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
         live: Arc::clone(&state.live),
         actions: Arc::clone(&state.actions),
         store: state.store.clone(),
+        rates: Arc::clone(&state.rates),
     }));
     let leptos = state.leptos.clone();
     let timeout = state.request_timeout;
@@ -614,6 +647,8 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
     .route("/api/actions/resume", post(action_resume))
     .route("/api/actions/requeue", post(action_requeue))
     .route("/api/audit", get(audit))
+    .route("/api/reports", get(report_get))
+    .route("/api/reports/charts/{file}", get(report_chart))
     .route("/api/alerts", get(alerts_list))
     .route("/api/alerts/{id}/ack", post(alert_ack))
     .route("/api/alerts/{id}/silence", post(alert_silence))
@@ -1089,13 +1124,104 @@ struct AuditQuery {
 
 /// One CSV field: quoted, quotes doubled, and a leading `= + - @` defused so a
 /// spreadsheet does not run a hostile reason as a formula.
-fn csv_field(s: &str) -> String {
+pub fn csv_field(s: &str) -> String {
     let s = if s.starts_with(['=', '+', '-', '@']) {
         format!("'{s}")
     } else {
         s.to_string()
     };
     format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// The report query of a request's URL (`period`, `group`, `at`, `from`, `to`).
+fn report_query(
+    pairs: &[(String, String)],
+) -> Result<(app::reports::ReportQuery, Option<String>), ApiError> {
+    let format = pairs
+        .iter()
+        .find(|(k, _)| k == "format")
+        .map(|(_, v)| v.clone());
+    let q =
+        app::reports::ReportQuery::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map_err(ApiError::BadRequest)?;
+    Ok((q, format))
+}
+
+/// `GET /api/reports?period=&group=&at=&from=&to=[&format=csv]`: the report as JSON (with
+/// its charts as SVG) or as CSV (one line per group, then unallocated and total).
+async fn report_get(
+    State(st): State<AppState>,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    let (q, format) = report_query(&pairs)?;
+    let now = st.live.source_now();
+    match format.as_deref() {
+        None | Some("json") => {
+            let r = crate::reports::build(&st.store, &q, now, &st.rates).await?;
+            Ok(Json(r).into_response())
+        }
+        Some("csv") => {
+            let r = crate::reports::build(&st.store, &q, now, &st.rates).await?;
+            let name = format!(
+                "gantry-report-{}-{}-{}.csv",
+                q.group.as_str(),
+                app::units::date(r.from_ms),
+                app::units::date(r.to_ms - 1)
+            );
+            Ok((
+                [
+                    (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
+                    (
+                        header::CONTENT_DISPOSITION,
+                        format!("attachment; filename=\"{name}\""),
+                    ),
+                ],
+                crate::reports::csv(&r),
+            )
+                .into_response())
+        }
+        Some(other) => Err(ApiError::BadRequest(format!(
+            "unknown format {other:?}: json or csv"
+        ))),
+    }
+}
+
+/// `GET /api/reports/charts/{utilization|goodput|cost}.{svg|png}?period=...`: one chart
+/// of a report, as a download.
+async fn report_chart(
+    State(st): State<AppState>,
+    Path(file): Path<String>,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    let (name, ext) = file.rsplit_once('.').ok_or(ApiError::NotFound)?;
+    let kind = crate::charts::ReportChartKind::parse(name).ok_or(ApiError::NotFound)?;
+    if ext != "svg" && ext != "png" {
+        return Err(ApiError::NotFound);
+    }
+    let (q, _) = report_query(&pairs)?;
+    let d = crate::reports::data(&st.store, &q, st.live.source_now(), &st.rates).await?;
+    let plot = d.plot(&q, &st.rates);
+    let disposition = format!(
+        "attachment; filename=\"gantry-{name}-{}-{}.{ext}\"",
+        app::units::date(d.from_ms),
+        app::units::date(d.to_ms - 1)
+    );
+    let (body, mime) = if ext == "svg" {
+        let svg = crate::charts::report_svg(kind, &plot).map_err(ApiError::Internal)?;
+        (svg.into_bytes(), "image/svg+xml")
+    } else {
+        let png = crate::charts::report_png(kind, &plot).map_err(ApiError::Internal)?;
+        (png, "image/png")
+    };
+    Ok((
+        [
+            (header::CONTENT_TYPE, mime.to_string()),
+            (header::CONTENT_DISPOSITION, disposition),
+            (header::CACHE_CONTROL, "no-store".to_string()),
+        ],
+        body,
+    )
+        .into_response())
 }
 
 /// `GET /api/audit?user=&action=&target=&limit=&format=csv`.

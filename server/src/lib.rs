@@ -13,6 +13,7 @@ pub mod layout;
 pub mod live;
 pub mod metrics;
 pub mod promql;
+pub mod reports;
 pub mod scheduler;
 pub mod scrape;
 pub mod serve;

@@ -166,6 +166,14 @@ impl Live {
         }
     }
 
+    /// The newest complete checkpoint end of one job, as noted since start.
+    pub fn last_checkpoint(&self, job: u64) -> Option<UnixMs> {
+        self.last_checkpoint
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&job).copied())
+    }
+
     /// The newest complete checkpoint end per job, as noted since start.
     pub fn last_checkpoints(&self) -> std::collections::HashMap<u64, UnixMs> {
         self.last_checkpoint
@@ -321,6 +329,8 @@ pub enum StoreWrite {
     },
     Rollup(Rollup),
     Rollup1h(Rollup1h),
+    /// Additions to hourly report rollups (one transaction).
+    Report(Vec<crate::store::ReportDelta>),
     NodeState {
         node: String,
         at_ms: UnixMs,
@@ -370,6 +380,7 @@ pub fn spawn_store_writer(
                 StoreWrite::Xid { .. } => "xid",
                 StoreWrite::Rollup(_) => "rollup",
                 StoreWrite::Rollup1h(_) => "hourly rollup",
+                StoreWrite::Report(_) => "report rollup",
                 StoreWrite::NodeState { .. } => "node state",
             };
             let res = match w {
@@ -386,6 +397,7 @@ pub fn spawn_store_writer(
                 } => store.put_xid(&node, gpu, xid, at_ms).await,
                 StoreWrite::Rollup(r) => store.put_rollup(&r).await,
                 StoreWrite::Rollup1h(r) => store.put_rollup_1h(&r).await,
+                StoreWrite::Report(d) => store.add_report_deltas(&d).await,
                 StoreWrite::NodeState {
                     node,
                     at_ms,
@@ -463,6 +475,20 @@ pub fn record_events(q: &StoreQueue, live: &Live, events: Vec<SimEvent>) {
                 at_ms,
             }),
         }
+    }
+}
+
+/// Failures and requeues among a source's events lose work since the job's last checkpoint.
+fn note_losses(reports: &mut crate::reports::Accumulator, live: &Live, events: &[SimEvent]) {
+    for e in events {
+        let (job, at) = match e {
+            SimEvent::JobEnded { job } if crate::reports::loses_work(job.state) => {
+                (job, job.end_ms.unwrap_or(job.submit_ms))
+            }
+            SimEvent::JobRequeued { job, at_ms } => (job, *at_ms),
+            _ => continue,
+        };
+        reports.job_lost(job, at, live.last_checkpoint(job.id));
     }
 }
 
@@ -683,6 +709,8 @@ pub struct SimSource {
     /// Whether the simulator makes up GPU and BMC readings. Off when the telemetry comes
     /// from configured exporters: the simulator then only schedules (and there is no truth).
     pub simulate_telemetry: bool,
+    /// Allocated GPUs under this SM activity count as idle in reports.
+    pub idle_below_sm: f64,
 }
 
 /// Runs the simulator as the live source until `shutdown` turns true.
@@ -702,7 +730,9 @@ pub async fn run_sim_source(
         promql,
         scrape_interval_ms,
         simulate_telemetry,
+        idle_below_sm,
     } = src;
+    let mut reports = crate::reports::Accumulator::new(idle_below_sm);
     q.send(StoreWrite::Inventory(Box::new(sim.inventory().clone())));
     record_events(&q, &live, sim.drain_events());
     let inventory = Arc::new(sim.inventory().clone());
@@ -733,7 +763,9 @@ pub async fn run_sim_source(
                 // Scheduler calls act on the simulator as of now, between ticks.
                 sim.advance_to(sim_now());
                 crate::scheduler::serve_sim_op(&mut sim, op);
-                record_events(&q, &live, sim.drain_events());
+                let events = sim.drain_events();
+                note_losses(&mut reports, &live, &events);
+                record_events(&q, &live, events);
                 continue;
             }
         }
@@ -742,7 +774,9 @@ pub async fn run_sim_source(
         }
         let began = Instant::now();
         sim.advance_to(sim_now());
-        record_events(&q, &live, sim.drain_events());
+        let events = sim.drain_events();
+        note_losses(&mut reports, &live, &events);
+        record_events(&q, &live, events);
         let readings: Readings = if simulate_telemetry {
             sim.readings()
         } else {
@@ -842,6 +876,10 @@ pub async fn run_sim_source(
         }
         for r in hours.add(&ov, tick_ms) {
             q.send(StoreWrite::Rollup1h(r));
+        }
+        let deltas = reports.observe(&inventory, view, tick_ms);
+        if !deltas.is_empty() {
+            q.send(StoreWrite::Report(deltas));
         }
         live.record_window(view, &ov);
         live.set_latest(if ingest.is_some() {

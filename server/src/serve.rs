@@ -145,6 +145,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             Sha256::digest(t.expose().as_bytes()).into()
         }),
         actions,
+        rates: Arc::new(cfg.reports.clone()),
     };
     let (app, paths) = router_with_paths(state);
     let mut rx = shutdown_rx.clone();
@@ -239,6 +240,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                 promql,
                 scrape_interval_ms,
                 simulate_telemetry: external.is_none(),
+                idle_below_sm: cfg.reports.idle_below_sm,
             };
             let ops = sim_ops.unwrap_or_else(|| tokio::sync::mpsc::channel(1).1);
             tasks.push(tokio::spawn(live::run_sim_source(
@@ -293,6 +295,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                 scrape_interval_ms,
                 cluster: cfg.cluster_name.clone(),
                 interval_ms: cfg.slurm.poll_interval_ms,
+                idle_below_sm: cfg.reports.idle_below_sm,
             };
             tasks.push(tokio::spawn(crate::slurm::source::run_slurm_source(
                 src,
@@ -307,6 +310,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             cfg.checkpoint_roots.clone(),
             Duration::from_millis(cfg.checkpoint_scan_interval_ms),
             store.clone(),
+            Arc::clone(&live),
             shutdown_rx.clone(),
         )));
     }
@@ -362,6 +366,16 @@ async fn retention(
         let day = 86_400_000i64;
         let r1 = store.prune_rollups(now - i64::from(days_1m) * day).await;
         let r2 = store.prune_rollups_1h(now - i64::from(days_1h) * day).await;
+        // Report rollups are hourly too, and kept as long.
+        let r2 = match (
+            r2,
+            store
+                .prune_report_rollups(now - i64::from(days_1h) * day)
+                .await,
+        ) {
+            (Ok(a), Ok(b)) => Ok(a + b),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
         match (r1, r2) {
             (Ok(a), Ok(b)) if a + b > 0 => tracing::info!(
                 minute_rows = a,

@@ -8,6 +8,8 @@
 //! - `cargo xtask test --fuzz`: all of the above, then each cargo-fuzz target for 60 s.
 //! - `cargo xtask bench size`: the release wasm + js, raw and brotli-compressed.
 //! - `cargo xtask bench ingest`: parse throughput on 512 nodes' dcgm-exporter text.
+//! - `cargo xtask bench browser | scale`: the live views in Chromium; 2,048 nodes' CPU and RSS.
+//! - `cargo xtask bench reports`: a 90-day report over 4,096 GPUs on SQLite and PostgreSQL.
 //!
 //! Tools are pinned and installed once into `~/.cargo/bin`; every install says what it
 //! installs and why before it starts. No dependencies: std only, so it builds in seconds.
@@ -37,7 +39,7 @@ const FENCED: &[&str] = &[
     "leptos_axum",
 ];
 const USAGE: &str =
-    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench <size | ingest> | fence | bootstrap>";
+    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench <size | ingest | browser | scale | reports> | fence | bootstrap>";
 
 type Result<T = ()> = std::result::Result<T, String>;
 
@@ -682,7 +684,11 @@ fn end2end() -> Result {
     let db = format!("sqlite://{}", tmp.join("gantry.db").display());
     // Users for the action tests; the browser tests read the password from the environment.
     let password = random_password();
-    for (name, role) in [("operator1", "operator"), ("viewer1", "viewer")] {
+    for (name, role) in [
+        ("operator1", "operator"),
+        ("viewer1", "viewer"),
+        ("manager1", "manager"),
+    ] {
         run_cmd(
             Command::new(&exe)
                 .args(["user", "add", name, "--role", role])
@@ -1089,8 +1095,36 @@ fn bench(args: &[String]) -> Result {
         Some("ingest") => bench_ingest(),
         Some("browser") => bench_browser(),
         Some("scale") => bench_scale(),
-        _ => Err("usage: cargo xtask bench <size | ingest | browser | scale>".into()),
+        Some("reports") => bench_reports(),
+        _ => Err("usage: cargo xtask bench <size | ingest | browser | scale | reports>".into()),
     }
+}
+
+/// A 90-day report over 4,096 GPUs from the hourly rollups, on SQLite and on a private
+/// PostgreSQL (release build; see `server/examples/bench_reports.rs`).
+fn bench_reports() -> Result {
+    step("building the report benchmark (release)");
+    run_cmd(cargo().args([
+        "build",
+        "--release",
+        "-p",
+        "server",
+        "--example",
+        "bench_reports",
+    ]))?;
+    let dir = target_dir().join("bench");
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let db = dir.join("reports.db");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    let pg = Postgres::start()?;
+    step("90 days x 4,096 GPUs: each grouping's report, 7 runs");
+    run_cmd(
+        Command::new(target_dir().join("release/examples/bench_reports"))
+            .arg(format!("sqlite://{}", db.display()))
+            .arg(&pg.url),
+    )
 }
 
 /// GETs `path` and returns the body (the server answers with Content-Length and closes).

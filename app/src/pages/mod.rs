@@ -10,6 +10,7 @@ pub mod node;
 pub mod nodes;
 pub mod overview;
 pub mod racks;
+pub mod reports;
 pub mod thermal;
 pub mod timeline;
 pub mod topology;

@@ -118,6 +118,8 @@ pub struct SlurmSource {
     /// its targets follow Slurm's node list. `None`: no telemetry.
     pub telemetry: Option<(crate::ingest::Ingest, String, String)>,
     pub scrape_interval_ms: u64,
+    /// Allocated GPUs under this SM activity count as idle in reports.
+    pub idle_below_sm: f64,
 }
 
 /// Polls Slurm (and scrapes the nodes' exporters, if configured) until `shutdown`.
@@ -134,7 +136,9 @@ pub async fn run_slurm_source(
         interval_ms,
         telemetry,
         scrape_interval_ms,
+        idle_below_sm,
     } = src;
+    let mut reports = crate::reports::Accumulator::new(idle_below_sm);
     let (mut ingest, gpu_t, bmc_t) = match telemetry {
         Some((i, g, b)) => (Some(i), g, b),
         None => (None, String::new(), String::new()),
@@ -215,6 +219,11 @@ pub async fn run_slurm_source(
             continue;
         };
         for w in transitions(&prev, &jobs, now) {
+            if let StoreWrite::Job { job, at_ms, .. } = &w {
+                if crate::reports::loses_work(job.state) {
+                    reports.job_lost(job, *at_ms, live.last_checkpoint(job.id));
+                }
+            }
             q.send(w);
         }
         prev = jobs
@@ -300,6 +309,10 @@ pub async fn run_slurm_source(
         }
         for r in hours.add(&ov, prev_now.map(|p| now - p).unwrap_or(0)) {
             q.send(StoreWrite::Rollup1h(r));
+        }
+        let deltas = reports.observe(&inv, &readings, prev_now.map(|p| now - p).unwrap_or(0));
+        if !deltas.is_empty() {
+            q.send(StoreWrite::Report(deltas));
         }
         prev_now = Some(now);
         live.record_window(&readings, &ov);

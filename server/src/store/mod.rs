@@ -15,7 +15,9 @@ use sqlx::{AnyPool, Row};
 
 mod alerts;
 mod auth;
+mod reports;
 pub use auth::{UserRow, AUDIT_MAX_ROWS};
+pub use reports::{ReportDelta, ReportSums};
 
 /// Which database a store talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,6 +7,7 @@
 //! - `cli`: the `gantry` binary's operator commands.
 //! - `scrape`: exporters over real sockets, including ones that hang, flood or lie.
 //! - `promql`: the same readings through a real Prometheus.
+//! - `reports`: reports against a scenario with known hours and costs, on both databases.
 //! - `rest`: the slurmrestd client against a newer API version this test plays.
 //! - `slurm`: the Slurm CLI transport against a real 16-node Slurm.
 
@@ -17,6 +18,7 @@ mod alerts;
 mod cli;
 mod http;
 mod promql;
+mod reports;
 mod rest;
 mod scrape;
 mod slurm;

@@ -1,0 +1,221 @@
+//! `cargo xtask bench reports`: how long the server takes to answer a 90-day report over
+//! 4,096 GPUs, on SQLite and on PostgreSQL (each a peer of the other, in the same run).
+//!
+//! The 90 days are made by the live sources' own accumulator: 512 simulated nodes (8 GPUs
+//! each), 48 jobs of 8 nodes from 12 accounts, rotated daily, two failing each day, one
+//! tick per hour. Then each grouping's report (numbers and its three charts) is built
+//! several times; the median and the worst are printed against the 250 ms goal.
+//!
+//! Usage: `bench_reports SQLITE_URL [POSTGRES_URL]` (release build).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use app::model::{GpuReading, Job, JobState, NodeState};
+use app::reports::{GroupBy, Rates, ReportQuery};
+use server::aggregate::Readings;
+use server::reports::Accumulator;
+use server::store::{ReportDelta, Store};
+
+const HOUR: i64 = 3_600_000;
+const DAYS: i64 = 90;
+const GOAL_MS: f64 = 250.0;
+const RUNS: usize = 7;
+/// 2026-09-01 00:00 UTC: the 90 days end on 2026-11-29.
+const START: i64 = 1_788_220_800_000;
+
+fn hours_of_deltas() -> Vec<Vec<ReportDelta>> {
+    let inv = Arc::new(server::sim::layout(512, "bench"));
+    let names: Vec<String> = inv.nodes.iter().map(|n| n.name.clone()).collect();
+    let mut r = Readings {
+        at_ms: START,
+        gpus: inv
+            .nodes
+            .iter()
+            .flat_map(|n| {
+                n.gpus.iter().map(|g| GpuReading {
+                    node: n.name.clone(),
+                    index: g.index,
+                    power_watts: Some(620.0),
+                    sm_clock_mhz: Some(1980.0),
+                    sm_active_ratio: Some(0.8),
+                    ..GpuReading::default()
+                })
+            })
+            .collect(),
+        racks: Vec::new(),
+        nodes: names.iter().map(|n| (n.clone(), NodeState::Idle)).collect(),
+        node_power_watts: vec![None; names.len()],
+        jobs: Vec::new(),
+    };
+    let mut acc = Accumulator::new(0.05);
+    let mut out = Vec::new();
+    let mut jobs: Vec<Job> = Vec::new();
+    for h in 0..DAYS * 24 {
+        let at = START + h * HOUR + HOUR / 2;
+        if h % 24 == 0 {
+            // A new day: two of yesterday's jobs fail, the rest end, 48 new ones start.
+            for j in jobs.iter().take(2) {
+                let mut f = j.clone();
+                f.state = JobState::Failed;
+                acc.job_lost(&f, at, Some(at - 3 * HOUR));
+            }
+            let day = h / 24;
+            jobs = (0..48u64)
+                .map(|k| {
+                    let first = ((k as usize * 8) + day as usize * 3) % 504;
+                    Job {
+                        id: (day as u64) * 100 + k,
+                        name: format!("train-{k}"),
+                        user: format!("user{:02}", k % 30),
+                        account: format!("account{:02}", k % 12),
+                        partition: ["gpu", "long", "debug"][k as usize % 3].into(),
+                        state: JobState::Running,
+                        nodes: names[first..first + 8].to_vec(),
+                        gpus: 64,
+                        submit_ms: at,
+                        start_ms: Some(at),
+                        end_ms: None,
+                    }
+                })
+                .collect();
+        }
+        r.at_ms = at;
+        r.jobs = jobs.clone();
+        // Some idle and some throttled GPUs, varying by hour.
+        for (i, g) in r.gpus.iter_mut().enumerate() {
+            g.sm_active_ratio = Some(if (i as i64 + h) % 17 == 0 { 0.0 } else { 0.8 });
+            g.throttle = ((i as i64 + h) % 23 == 0).then_some(app::model::ThrottleReasons(
+                app::model::ThrottleReasons::SW_THERMAL,
+            ));
+            g.sm_clock_mhz = Some(if g.throttle.is_some() { 1600.0 } else { 1980.0 });
+        }
+        let d = acc.observe(&inv, &r, HOUR);
+        if !d.is_empty() {
+            out.push(d);
+        }
+    }
+    out.push(acc.flush());
+    out
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+async fn measure(
+    url: &str,
+    hours: &[Vec<ReportDelta>],
+) -> Result<Vec<(GroupBy, f64, f64)>, String> {
+    let store = Store::connect(url)
+        .await
+        .map_err(|e| format!("{url}: {e}"))?;
+    let began = Instant::now();
+    for d in hours {
+        store
+            .add_report_deltas(d)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let rows: usize = hours.iter().map(Vec::len).sum();
+    println!(
+        "  wrote {rows} hourly group rows (90 days) in {:.1} s",
+        began.elapsed().as_secs_f64()
+    );
+    let rates = Rates::default();
+    let now = START + DAYS * 24 * HOUR;
+    let mut out = Vec::new();
+    for g in GroupBy::ALL {
+        let q = ReportQuery::from_pairs([
+            ("period", "custom"),
+            ("from", "2026-09-01"),
+            ("to", "2026-11-29"),
+            ("group", g.as_str()),
+        ])?;
+        let mut times = Vec::with_capacity(RUNS);
+        let mut groups = 0;
+        for _ in 0..RUNS {
+            let t = Instant::now();
+            let r = server::reports::build(&store, &q, now, &rates)
+                .await
+                .map_err(|e| e.to_string())?;
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            groups = r.rows.len();
+            if (r.total.usage.capacity_gh - 4096.0 * 24.0 * 90.0).abs() > 1.0 {
+                return Err(format!(
+                    "wrong report: {} GPU-hours, expected {}",
+                    r.total.usage.capacity_gh,
+                    4096 * 24 * 90
+                ));
+            }
+        }
+        let worst = times.iter().copied().fold(0.0, f64::max);
+        let med = median(&mut times);
+        // The peer: the same group sums read from the hourly rows (an end bound that is not
+        // a whole day makes the store use them), as a report without daily rollups would.
+        let (from, to) = q.window(now)?;
+        let mut daily = Vec::new();
+        let mut hourly = Vec::new();
+        for _ in 0..3 {
+            let t = Instant::now();
+            store
+                .report_groups(g.as_str(), from, to)
+                .await
+                .map_err(|e| e.to_string())?;
+            daily.push(t.elapsed().as_secs_f64() * 1000.0);
+            let t = Instant::now();
+            store
+                .report_groups(g.as_str(), from, to - 1)
+                .await
+                .map_err(|e| e.to_string())?;
+            hourly.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        let (d, h) = (median(&mut daily), median(&mut hourly));
+        println!(
+            "  by {:<9} {groups:>4} groups: median {med:6.1} ms, worst {worst:6.1} ms {}; sums from days {d:5.1} ms vs hours {h:6.1} ms ({:.0}x)",
+            g.as_str(),
+            if worst < GOAL_MS { "(goal < 250 ms: met)" } else { "(goal < 250 ms: NOT met)" },
+            h / d.max(0.001)
+        );
+        out.push((g, med, worst));
+    }
+    Ok(out)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.is_empty() {
+        eprintln!("usage: bench_reports SQLITE_URL [POSTGRES_URL]");
+        return std::process::ExitCode::FAILURE;
+    }
+    let t = Instant::now();
+    let hours = hours_of_deltas();
+    println!(
+        "90 days x 4,096 GPUs through the accumulator (one tick per hour): {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let mut results = Vec::new();
+    for url in &args {
+        let name = if url.starts_with("sqlite") {
+            "SQLite"
+        } else {
+            "PostgreSQL"
+        };
+        println!("{name}:");
+        match measure(url, &hours).await {
+            Ok(r) => results.push((name, r)),
+            Err(e) => {
+                eprintln!("{name}: {e}");
+                return std::process::ExitCode::FAILURE;
+            }
+        }
+    }
+    if let [(a, ra), (b, rb)] = results.as_slice() {
+        let sa: f64 = ra.iter().map(|x| x.1).sum();
+        let sb: f64 = rb.iter().map(|x| x.1).sum();
+        println!("{b} / {a}, sum of medians: {:.2}x", sb / sa);
+    }
+    std::process::ExitCode::SUCCESS
+}

@@ -1,0 +1,855 @@
+//! Manager reports: where GPU-hours went, what they cost, and how much was goodput.
+//!
+//! Two halves. The [`Accumulator`] runs inside each source's tick: it adds every tick's
+//! GPU-seconds by state (allocated, busy, drained, down), throttling losses, energy and
+//! rack shares to the current hour of each group, and emits what it added once a minute
+//! (additive upserts into `report_1h`); failures and requeues add the GPU-seconds since the
+//! job's last checkpoint. [`build`] answers a report from those hourly sums alone, so a
+//! 90-day report never reads raw telemetry. The arithmetic ([`usage`], [`cost`]) is pure.
+//!
+//! Definitions (also on the page):
+//! - a node's GPUs are allocated when a running job is on it (as the overview counts);
+//!   a job's share of a node is its GPUs per node over all running jobs' on that node;
+//! - an allocated GPU is idle when its SM activity is measured under `idle_below_sm`;
+//!   a GPU without a reading is not counted idle;
+//! - throttling loses each busy throttled GPU's clock deficit over the tick;
+//! - a failure (failed, node fail, timeout) or requeue loses the job's GPUs times the time
+//!   since its last complete checkpoint or the start of its run, whichever is later,
+//!   counted in the hour of the failure;
+//! - goodput = allocated - idle - throttling lost - failures lost;
+//! - energy is node power (BMC, else the sum of its GPUs), which can be split among jobs;
+//!   the rack's PDU also powers switches and fans, which no job can be charged for.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use app::model::{Inventory, Job, JobState, NodeState, UnixMs};
+use app::reports::{Cost, GroupBy, Rates, Report, ReportQuery, ReportRow, Usage, UNALLOCATED};
+
+use crate::aggregate::{clock_deficit, Readings};
+use crate::store::{ReportDelta, ReportSums, Store, StoreError};
+
+const HOUR_MS: i64 = 3_600_000;
+const MINUTE_MS: i64 = 60_000;
+const JOB_KINDS: [&str; 3] = ["account", "partition", "user"];
+
+/// Why a report cannot be answered.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The question is wrong; the words are for the user.
+    #[error("{0}")]
+    Query(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("chart: {0}")]
+    Chart(String),
+}
+
+/// Where each node of the inventory adds its seconds.
+struct Index {
+    inv: Arc<Inventory>,
+    node_of: HashMap<String, usize>,
+    /// Per node: GPUs, GPUs in its rack, and the slots of its rack and domains.
+    nodes: Vec<(u32, u32, Vec<usize>)>,
+}
+
+/// A job's run as last seen running: its start, nodes and GPUs.
+struct Run {
+    start_ms: UnixMs,
+    nodes: Vec<String>,
+    gpus: u32,
+}
+
+/// Adds live ticks into hourly report rollups (see the module's definitions).
+pub struct Accumulator {
+    idle_below_sm: f64,
+    index: Option<Index>,
+    hour_ms: Option<UnixMs>,
+    minute_ms: Option<UnixMs>,
+    /// Groups seen so far and what they gathered since the last flush.
+    slots: Vec<(&'static str, String, ReportSums)>,
+    slot_of: HashMap<(&'static str, String), usize>,
+    cluster: usize,
+    unallocated: [usize; 3],
+    job_slots: HashMap<u64, [usize; 3]>,
+    runs: HashMap<u64, Run>,
+    /// Failure losses waiting for the next flush (they carry their own hour).
+    pending: Vec<ReportDelta>,
+    // Per-tick scratch, kept to avoid allocating every tick.
+    busy: Vec<f64>,
+    deficit: Vec<f64>,
+    gpu_watts: Vec<f64>,
+    gpu_seen: Vec<bool>,
+    state: Vec<NodeState>,
+    bmc: Vec<Option<f64>>,
+    node_jobs: Vec<Vec<(u64, f64)>>,
+}
+
+fn floor(ms: UnixMs, step: i64) -> UnixMs {
+    ms - ms.rem_euclid(step)
+}
+
+impl ReportSums {
+    fn scaled(&self, f: f64) -> ReportSums {
+        ReportSums {
+            capacity_gs: self.capacity_gs * f,
+            allocated_gs: self.allocated_gs * f,
+            busy_gs: self.busy_gs * f,
+            drained_gs: self.drained_gs * f,
+            down_gs: self.down_gs * f,
+            throttle_lost_gs: self.throttle_lost_gs * f,
+            failure_lost_gs: self.failure_lost_gs * f,
+            energy_wh: self.energy_wh * f,
+            rack_share_s: self.rack_share_s * f,
+        }
+    }
+}
+
+impl Accumulator {
+    pub fn new(idle_below_sm: f64) -> Accumulator {
+        let mut a = Accumulator {
+            idle_below_sm,
+            index: None,
+            hour_ms: None,
+            minute_ms: None,
+            slots: Vec::new(),
+            slot_of: HashMap::new(),
+            cluster: 0,
+            unallocated: [0; 3],
+            job_slots: HashMap::new(),
+            runs: HashMap::new(),
+            pending: Vec::new(),
+            busy: Vec::new(),
+            deficit: Vec::new(),
+            gpu_watts: Vec::new(),
+            gpu_seen: Vec::new(),
+            state: Vec::new(),
+            bmc: Vec::new(),
+            node_jobs: Vec::new(),
+        };
+        a.cluster = a.slot("cluster", "all");
+        a.unallocated = JOB_KINDS.map(|k| a.slot(k, UNALLOCATED));
+        a
+    }
+
+    fn slot(&mut self, kind: &'static str, key: &str) -> usize {
+        if let Some(&i) = self.slot_of.get(&(kind, key.to_string())) {
+            return i;
+        }
+        self.slots
+            .push((kind, key.to_string(), ReportSums::default()));
+        self.slot_of
+            .insert((kind, key.to_string()), self.slots.len() - 1);
+        self.slots.len() - 1
+    }
+
+    fn reindex(&mut self, inv: &Arc<Inventory>) {
+        if self
+            .index
+            .as_ref()
+            .is_some_and(|i| Arc::ptr_eq(&i.inv, inv))
+        {
+            return;
+        }
+        let mut rack_gpus: HashMap<&str, u32> = HashMap::new();
+        for n in &inv.nodes {
+            *rack_gpus.entry(n.rack.as_str()).or_default() += n.gpus.len() as u32;
+        }
+        let mut nodes = Vec::with_capacity(inv.nodes.len());
+        let mut node_of = HashMap::with_capacity(inv.nodes.len());
+        for (i, n) in inv.nodes.iter().enumerate() {
+            let mut infra = vec![self.slot("rack", &n.rack)];
+            for d in &n.domains {
+                let s = self.slot("domain", d);
+                if !infra.contains(&s) {
+                    infra.push(s);
+                }
+            }
+            let rg = rack_gpus.get(n.rack.as_str()).copied().unwrap_or(0);
+            nodes.push((n.gpus.len() as u32, rg, infra));
+            node_of.insert(n.name.clone(), i);
+        }
+        self.index = Some(Index {
+            inv: Arc::clone(inv),
+            node_of,
+            nodes,
+        });
+    }
+
+    fn job_slots(&mut self, j: &Job) -> [usize; 3] {
+        if let Some(s) = self.job_slots.get(&j.id) {
+            return *s;
+        }
+        let s = [
+            self.slot("account", &j.account),
+            self.slot("partition", &j.partition),
+            self.slot("user", &j.user),
+        ];
+        self.job_slots.insert(j.id, s);
+        s
+    }
+
+    /// Adds one tick that stands for `dt_ms` of source time before `r.at_ms`; returns
+    /// what to add to the store (once a minute, and at every hour's end).
+    pub fn observe(&mut self, inv: &Arc<Inventory>, r: &Readings, dt_ms: i64) -> Vec<ReportDelta> {
+        let hour = floor(r.at_ms, HOUR_MS);
+        let minute = floor(r.at_ms, MINUTE_MS);
+        let mut out = Vec::new();
+        if self.minute_ms.is_some_and(|m| m != minute) {
+            out = self.flush();
+        }
+        self.hour_ms = Some(hour);
+        self.minute_ms = Some(minute);
+        self.reindex(inv);
+
+        // Runs as they are now; a run that ended without a failure is forgotten.
+        let running: Vec<&Job> = r
+            .jobs
+            .iter()
+            .filter(|j| j.state == JobState::Running)
+            .collect();
+        self.runs
+            .retain(|id, _| running.iter().any(|j| j.id == *id));
+        for j in &running {
+            self.runs.entry(j.id).or_insert_with(|| Run {
+                start_ms: j.start_ms.unwrap_or(r.at_ms),
+                nodes: j.nodes.clone(),
+                gpus: j.gpus,
+            });
+        }
+        let live_jobs: Vec<u64> = running.iter().map(|j| j.id).collect();
+        self.job_slots.retain(|id, _| live_jobs.contains(id));
+        if dt_ms <= 0 {
+            return out;
+        }
+        let dt = dt_ms as f64 / 1000.0;
+
+        let Some(ix) = self.index.take() else {
+            return out;
+        };
+        let n = ix.nodes.len();
+        for v in [&mut self.busy, &mut self.deficit, &mut self.gpu_watts] {
+            v.clear();
+            v.resize(n, 0.0);
+        }
+        self.gpu_seen.clear();
+        self.gpu_seen.resize(n, false);
+        self.state.clear();
+        self.state.resize(n, NodeState::Unknown);
+        self.bmc.clear();
+        self.bmc.resize(n, None);
+        self.node_jobs.resize_with(n, Vec::new);
+        for v in &mut self.node_jobs {
+            v.clear();
+        }
+
+        let mut last: Option<(&str, usize)> = None;
+        for g in &r.gpus {
+            // GPUs come node by node: look the node up once per node.
+            let i = match last {
+                Some((name, i)) if name == g.node => i,
+                _ => match ix.node_of.get(&g.node) {
+                    Some(&i) => {
+                        last = Some((g.node.as_str(), i));
+                        i
+                    }
+                    None => continue,
+                },
+            };
+            let idle = g.sm_active_ratio.is_some_and(|s| s < self.idle_below_sm);
+            if !idle {
+                self.busy[i] += 1.0;
+                self.deficit[i] += clock_deficit(g).unwrap_or(0.0);
+            }
+            if let Some(p) = g.power_watts {
+                self.gpu_watts[i] += p;
+                self.gpu_seen[i] = true;
+            }
+        }
+        for (k, (name, st)) in r.nodes.iter().enumerate() {
+            if let Some(&i) = ix.node_of.get(name) {
+                self.state[i] = *st;
+                self.bmc[i] = r.node_power_watts.get(k).copied().flatten();
+            }
+        }
+        for j in &running {
+            self.job_slots(j);
+            let per_node = if j.nodes.is_empty() {
+                0.0
+            } else {
+                f64::from(j.gpus) / j.nodes.len() as f64
+            };
+            for name in &j.nodes {
+                if let Some(&i) = ix.node_of.get(name) {
+                    self.node_jobs[i].push((j.id, per_node));
+                }
+            }
+        }
+
+        for (i, (gpus, rack_gpus, infra)) in ix.nodes.iter().enumerate() {
+            let k = f64::from(*gpus) * dt;
+            let power = self.bmc[i].or(self.gpu_seen[i].then_some(self.gpu_watts[i]));
+            let mut s = ReportSums {
+                capacity_gs: k,
+                energy_wh: power.unwrap_or(0.0) * dt / 3600.0,
+                rack_share_s: if *rack_gpus > 0 {
+                    k / f64::from(*rack_gpus)
+                } else {
+                    0.0
+                },
+                ..ReportSums::default()
+            };
+            let allocated = !self.node_jobs[i].is_empty();
+            let st = self.state[i];
+            if allocated {
+                s.allocated_gs = k;
+                s.busy_gs = self.busy[i].min(f64::from(*gpus)) * dt;
+                s.throttle_lost_gs = self.deficit[i] * dt;
+            } else if matches!(st, NodeState::Drained | NodeState::Draining) {
+                s.drained_gs = k;
+            } else if st.is_unavailable() || st == NodeState::Unknown {
+                s.down_gs = k;
+            }
+            self.slots[self.cluster].2.add(&s);
+            for &slot in infra {
+                self.slots[slot].2.add(&s);
+            }
+            if allocated {
+                let total: f64 = self.node_jobs[i].iter().map(|(_, w)| w).sum();
+                let count = self.node_jobs[i].len() as f64;
+                for idx in 0..self.node_jobs[i].len() {
+                    let (id, w) = self.node_jobs[i][idx];
+                    let f = if total > 0.0 { w / total } else { 1.0 / count };
+                    let part = s.scaled(f);
+                    if let Some(slots) = self.job_slots.get(&id).copied() {
+                        for slot in slots {
+                            self.slots[slot].2.add(&part);
+                        }
+                    }
+                }
+            } else {
+                for slot in self.unallocated {
+                    self.slots[slot].2.add(&s);
+                }
+            }
+        }
+        self.index = Some(ix);
+        out
+    }
+
+    /// A job failed, timed out, lost its node or was requeued at `at_ms`: the GPU-seconds
+    /// since its last complete checkpoint (`last_checkpoint_ms`, its end) or its run's
+    /// start, whichever is later, are lost. Returns them (0 when the run is unknown).
+    pub fn job_lost(
+        &mut self,
+        job: &Job,
+        at_ms: UnixMs,
+        last_checkpoint_ms: Option<UnixMs>,
+    ) -> f64 {
+        let Some(run) = self.runs.remove(&job.id) else {
+            return 0.0;
+        };
+        let from = last_checkpoint_ms.map_or(run.start_ms, |c| c.max(run.start_ms));
+        let lost = f64::from(run.gpus) * ((at_ms - from).max(0) as f64 / 1000.0);
+        if lost <= 0.0 {
+            return 0.0;
+        }
+        let hour = floor(at_ms, HOUR_MS);
+        let sums = |gs: f64| ReportSums {
+            failure_lost_gs: gs,
+            ..ReportSums::default()
+        };
+        let mut push = |kind: &'static str, key: &str, gs: f64| {
+            self.pending.push(ReportDelta {
+                kind,
+                key: key.to_string(),
+                at_ms: hour,
+                sums: sums(gs),
+            })
+        };
+        push("cluster", "all", lost);
+        push("account", &job.account, lost);
+        push("partition", &job.partition, lost);
+        push("user", &job.user, lost);
+        if let Some(ix) = &self.index {
+            let per_node = lost / run.nodes.len().max(1) as f64;
+            for name in &run.nodes {
+                if let Some(&i) = ix.node_of.get(name) {
+                    for &slot in &ix.nodes[i].2 {
+                        let (kind, key, _) = &self.slots[slot];
+                        self.pending.push(ReportDelta {
+                            kind,
+                            key: key.clone(),
+                            at_ms: hour,
+                            sums: sums(per_node),
+                        });
+                    }
+                }
+            }
+        }
+        lost
+    }
+
+    /// Everything gathered since the last flush, then zeroed.
+    pub fn flush(&mut self) -> Vec<ReportDelta> {
+        let mut out = std::mem::take(&mut self.pending);
+        if let Some(hour) = self.hour_ms {
+            for (kind, key, sums) in &mut self.slots {
+                if !sums.is_zero() {
+                    out.push(ReportDelta {
+                        kind,
+                        key: key.clone(),
+                        at_ms: hour,
+                        sums: std::mem::take(sums),
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Whether a job event throws work away.
+pub fn loses_work(state: JobState) -> bool {
+    matches!(
+        state,
+        JobState::Failed | JobState::NodeFail | JobState::Timeout | JobState::Requeued
+    )
+}
+
+/// GPU-seconds and energy as the report shows them.
+pub fn usage(s: &ReportSums) -> Usage {
+    let gh = |x: f64| x / 3600.0;
+    let allocated = gh(s.allocated_gs);
+    let idle = gh((s.allocated_gs - s.busy_gs).max(0.0));
+    let throttle = gh(s.throttle_lost_gs);
+    let failure = gh(s.failure_lost_gs);
+    Usage {
+        capacity_gh: gh(s.capacity_gs),
+        allocated_gh: allocated,
+        busy_gh: gh(s.busy_gs),
+        idle_gh: idle,
+        free_gh: gh((s.capacity_gs - s.allocated_gs - s.drained_gs - s.down_gs).max(0.0)),
+        drained_gh: gh(s.drained_gs),
+        down_gh: gh(s.down_gs),
+        throttle_lost_gh: throttle,
+        failure_lost_gh: failure,
+        goodput_gh: (allocated - idle - throttle - failure).max(0.0),
+        energy_kwh: s.energy_wh / 1000.0,
+    }
+}
+
+/// What `u` cost at `rates`; `rack_share_s` is the group's rack-seconds.
+pub fn cost(u: &Usage, rack_share_s: f64, rates: &Rates) -> Cost {
+    let capex_per_gh = rates.gpu_capex / (rates.amortization_years * 8760.0);
+    let capex = u.capacity_gh * capex_per_gh;
+    let power = u.energy_kwh * rates.power_price_per_kwh * rates.pue;
+    let overhead = rack_share_s / 3600.0 * rates.rack_overhead_per_month * 12.0 / 8760.0;
+    let total = capex + power + overhead;
+    let rate = if u.capacity_gh > 0.0 {
+        total / u.capacity_gh
+    } else {
+        0.0
+    };
+    Cost {
+        capex,
+        power,
+        overhead,
+        total,
+        idle: u.idle_gh * rate,
+        throttle: u.throttle_lost_gh * rate,
+        failures: u.failure_lost_gh * rate,
+        per_goodput_gh: (u.goodput_gh > 0.0).then(|| total / u.goodput_gh),
+        cloud_same_hours: u.allocated_gh * rates.cloud_gpu_hour,
+    }
+}
+
+fn row(key: String, s: &ReportSums, rates: &Rates) -> ReportRow {
+    let usage = usage(s);
+    ReportRow {
+        cost: cost(&usage, s.rack_share_s, rates),
+        key,
+        usage,
+    }
+}
+
+/// Hours per chart bucket: at most about 170 points whatever the period.
+pub fn bucket_hours(from_ms: UnixMs, to_ms: UnixMs) -> i64 {
+    let hours = ((to_ms - from_ms) / HOUR_MS).max(1);
+    [1, 2, 3, 6, 12, 24]
+        .into_iter()
+        .find(|b| hours / b <= 170)
+        .unwrap_or(24)
+}
+
+/// A report's numbers, before any chart.
+pub struct ReportData {
+    pub from_ms: UnixMs,
+    pub to_ms: UnixMs,
+    pub bucket_hours: i64,
+    /// Cluster usage per bucket.
+    pub points: Vec<(UnixMs, Usage)>,
+    /// Largest cost first.
+    pub rows: Vec<ReportRow>,
+    pub unallocated: Option<ReportRow>,
+    pub total: ReportRow,
+}
+
+impl ReportData {
+    pub fn plot<'a>(&'a self, q: &ReportQuery, rates: &'a Rates) -> crate::charts::ReportPlot<'a> {
+        crate::charts::ReportPlot {
+            group: q.group,
+            currency: &rates.currency,
+            bucket_hours: self.bucket_hours,
+            window: (self.from_ms, self.to_ms),
+            points: &self.points,
+            rows: &self.rows,
+        }
+    }
+}
+
+/// The numbers of the report `q` asks for, as of `now_ms`, from the hourly rollups: three
+/// grouped sums over the period's hours, whatever the period.
+pub async fn data(
+    store: &Store,
+    q: &ReportQuery,
+    now_ms: UnixMs,
+    rates: &Rates,
+) -> Result<ReportData, ReportError> {
+    let (from_ms, to_ms) = q.window(now_ms).map_err(ReportError::Query)?;
+    let bucket_hours = bucket_hours(from_ms, to_ms);
+    let (groups, total, series) = tokio::try_join!(
+        store.report_groups(q.group.as_str(), from_ms, to_ms),
+        store.report_groups("cluster", from_ms, to_ms),
+        store.report_series("cluster", "all", from_ms, to_ms, bucket_hours * HOUR_MS),
+    )?;
+    let total = total
+        .into_iter()
+        .find(|(k, _)| k == "all")
+        .map(|(_, s)| s)
+        .unwrap_or_default();
+    let mut unallocated = None;
+    let mut rows = Vec::with_capacity(groups.len());
+    for (key, s) in groups {
+        let r = row(key, &s, rates);
+        if q.group.is_jobs() && r.key == UNALLOCATED {
+            unallocated = Some(r);
+        } else {
+            rows.push(r);
+        }
+    }
+    rows.sort_by(|a, b| {
+        b.cost
+            .total
+            .total_cmp(&a.cost.total)
+            .then_with(|| a.key.cmp(&b.key))
+    });
+    Ok(ReportData {
+        from_ms,
+        to_ms,
+        bucket_hours,
+        points: series.iter().map(|(t, s)| (*t, usage(s))).collect(),
+        rows,
+        unallocated,
+        total: row("cluster".into(), &total, rates),
+    })
+}
+
+/// The report `q` asks for, as of `now_ms`, with its charts as SVG.
+pub async fn build(
+    store: &Store,
+    q: &ReportQuery,
+    now_ms: UnixMs,
+    rates: &Rates,
+) -> Result<Report, ReportError> {
+    let began = std::time::Instant::now();
+    let d = data(store, q, now_ms, rates).await?;
+    let charts = crate::charts::report_charts(&d.plot(q, rates)).map_err(ReportError::Chart)?;
+    Ok(Report {
+        query: q.clone(),
+        from_ms: d.from_ms,
+        to_ms: d.to_ms,
+        now_ms,
+        rates: rates.clone(),
+        rows: d.rows,
+        unallocated: d.unallocated,
+        total: d.total,
+        charts,
+        server_ms: began.elapsed().as_secs_f64() * 1000.0,
+    })
+}
+
+/// The report as CSV: one line per group, then the unallocated and total lines. Keys
+/// that a spreadsheet would run as formulas are neutralised.
+pub fn csv(r: &Report) -> String {
+    let mut out = String::from(
+        "group,capacity_gpu_h,allocated_gpu_h,busy_gpu_h,idle_gpu_h,free_gpu_h,drained_gpu_h,down_gpu_h,\
+         throttle_lost_gpu_h,failure_lost_gpu_h,goodput_gpu_h,energy_kwh,",
+    );
+    let c = &r.rates.currency;
+    out.push_str(&format!(
+        "capex_{c},power_{c},overhead_{c},total_{c},idle_{c},throttle_{c},failures_{c},per_goodput_gpu_h_{c},cloud_same_hours_{c}\n"
+    ));
+    let mut line = |r: &ReportRow| {
+        let u = &r.usage;
+        let k = &r.cost;
+        out.push_str(&crate::http::csv_field(&r.key));
+        for v in [
+            u.capacity_gh,
+            u.allocated_gh,
+            u.busy_gh,
+            u.idle_gh,
+            u.free_gh,
+            u.drained_gh,
+            u.down_gh,
+            u.throttle_lost_gh,
+            u.failure_lost_gh,
+            u.goodput_gh,
+            u.energy_kwh,
+            k.capex,
+            k.power,
+            k.overhead,
+            k.total,
+            k.idle,
+            k.throttle,
+            k.failures,
+        ] {
+            out.push_str(&format!(",{v:.3}"));
+        }
+        match k.per_goodput_gh {
+            Some(v) => out.push_str(&format!(",{v:.4}")),
+            None => out.push(','),
+        }
+        out.push_str(&format!(",{:.3}\n", k.cloud_same_hours));
+    };
+    for row in &r.rows {
+        line(row);
+    }
+    if let Some(u) = &r.unallocated {
+        line(u);
+    }
+    let mut total = r.total.clone();
+    total.key = "(total)".into();
+    line(&total);
+    out
+}
+
+/// The rates from `[reports]`, checked.
+pub fn validate(r: &Rates) -> Result<(), String> {
+    let pos = [("amortization_years", r.amortization_years), ("pue", r.pue)];
+    for (k, v) in pos {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(format!("reports.{k} must be a positive number, got {v}"));
+        }
+    }
+    let nonneg = [
+        ("gpu_capex", r.gpu_capex),
+        ("power_price_per_kwh", r.power_price_per_kwh),
+        ("rack_overhead_per_month", r.rack_overhead_per_month),
+        ("cloud_gpu_hour", r.cloud_gpu_hour),
+        ("idle_below_sm", r.idle_below_sm),
+    ];
+    for (k, v) in nonneg {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(format!("reports.{k} must be zero or more, got {v}"));
+        }
+    }
+    if r.idle_below_sm > 1.0 {
+        return Err("reports.idle_below_sm is a ratio, 0 to 1".into());
+    }
+    if r.currency.trim().is_empty() || r.currency.len() > 8 {
+        return Err("reports.currency must be a short code like USD or EUR".into());
+    }
+    Ok(())
+}
+
+/// Whether grouping `g` sums to the total (job groupings with the unallocated row, and
+/// racks); switch domains overlap.
+pub fn sums_to_total(g: GroupBy) -> bool {
+    g != GroupBy::Domain
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use app::model::{Gpu, GpuReading, Node, Rack};
+
+    fn inv() -> Arc<Inventory> {
+        Arc::new(Inventory {
+            cluster: "t".into(),
+            rows: vec!["A".into()],
+            racks: vec![Rack {
+                name: "r1".into(),
+                row: "A".into(),
+                position: 0,
+                power_limit_watts: 1.0,
+                cooling: app::model::Cooling::Air,
+                inlet_limit_celsius: 35.0,
+            }],
+            nodes: vec![Node {
+                name: "n1".into(),
+                rack: "r1".into(),
+                u_position: 1,
+                u_height: 4,
+                gpus: (0..8)
+                    .map(|i| Gpu {
+                        index: i,
+                        uuid: String::new(),
+                        model: "H100".into(),
+                        max_power_watts: 700.0,
+                    })
+                    .collect(),
+                domains: vec!["leaf1".into()],
+            }],
+            domains: Vec::new(),
+        })
+    }
+
+    fn job(id: u64, account: &str, gpus: u32) -> Job {
+        Job {
+            id,
+            name: "j".into(),
+            user: "u".into(),
+            account: account.into(),
+            partition: "p".into(),
+            state: JobState::Running,
+            nodes: vec!["n1".into()],
+            gpus,
+            submit_ms: 0,
+            start_ms: Some(0),
+            end_ms: None,
+        }
+    }
+
+    fn readings(at_ms: UnixMs, jobs: Vec<Job>) -> Readings {
+        Readings {
+            at_ms,
+            gpus: (0..8)
+                .map(|i| GpuReading {
+                    node: "n1".into(),
+                    index: i,
+                    power_watts: Some(100.0),
+                    sm_active_ratio: Some(0.5),
+                    ..GpuReading::default()
+                })
+                .collect(),
+            racks: Vec::new(),
+            nodes: vec![("n1".into(), NodeState::Mixed)],
+            node_power_watts: vec![Some(1000.0)],
+            jobs,
+        }
+    }
+
+    fn get<'a>(d: &'a [ReportDelta], kind: &str, key: &str) -> &'a ReportSums {
+        &d.iter()
+            .find(|x| x.kind == kind && x.key == key)
+            .unwrap_or_else(|| panic!("no {kind} {key} in {d:?}"))
+            .sums
+    }
+
+    #[test]
+    fn a_shared_node_is_split_by_each_jobs_gpus_and_emitted_once_a_minute() {
+        let inv = inv();
+        let mut acc = Accumulator::new(0.05);
+        let jobs = || vec![job(1, "a", 6), job(2, "b", 2)];
+        assert!(acc.observe(&inv, &readings(0, jobs()), 0).is_empty());
+        // Two 30 s ticks inside the first minute: nothing is emitted yet.
+        assert!(acc
+            .observe(&inv, &readings(30_000, jobs()), 30_000)
+            .is_empty());
+        assert!(acc
+            .observe(&inv, &readings(59_000, jobs()), 29_000)
+            .is_empty());
+        // The next minute's first tick emits the first minute.
+        let d = acc.observe(&inv, &readings(60_000, jobs()), 1_000);
+        assert_eq!(get(&d, "cluster", "all").capacity_gs, 8.0 * 59.0);
+        assert_eq!(get(&d, "account", "a").allocated_gs, 6.0 * 59.0);
+        assert_eq!(get(&d, "account", "b").allocated_gs, 2.0 * 59.0);
+        // BMC power (1 kW) wins over the GPUs' sum (800 W), split the same way.
+        assert!((get(&d, "account", "a").energy_wh - 1000.0 * 59.0 / 3600.0 * 0.75).abs() < 1e-9);
+        assert_eq!(get(&d, "rack", "r1").rack_share_s, 59.0);
+        assert_eq!(get(&d, "domain", "leaf1").busy_gs, 8.0 * 59.0);
+        assert!(d
+            .iter()
+            .all(|x| x.key != UNALLOCATED || x.sums.capacity_gs == 0.0));
+        // What was emitted is gone; the second minute's tick waits for its flush.
+        let rest = acc.flush();
+        assert_eq!(get(&rest, "cluster", "all").capacity_gs, 8.0);
+        assert!(acc.flush().is_empty());
+    }
+
+    #[test]
+    fn work_lost_counts_from_the_later_of_checkpoint_and_run_start() {
+        let inv = inv();
+        let mut acc = Accumulator::new(0.05);
+        let mut j = job(7, "a", 8);
+        j.start_ms = Some(1_000_000);
+        acc.observe(&inv, &readings(2_000_000, vec![j.clone()]), 0);
+        // A checkpoint from before this run does not count: the run's start does.
+        let lost = acc.job_lost(&j, 3_000_000, Some(500_000));
+        assert_eq!(lost, 8.0 * 2000.0);
+        let d = acc.flush();
+        assert_eq!(get(&d, "account", "a").failure_lost_gs, 8.0 * 2000.0);
+        assert_eq!(get(&d, "rack", "r1").failure_lost_gs, 8.0 * 2000.0);
+        // The run is over: a second failure report of it loses nothing more.
+        assert_eq!(acc.job_lost(&j, 3_100_000, None), 0.0);
+        // A job never seen running loses nothing that could be counted.
+        assert_eq!(acc.job_lost(&job(8, "a", 8), 3_000_000, None), 0.0);
+        assert!(acc.flush().is_empty());
+    }
+
+    #[test]
+    fn cost_follows_the_rates_and_bad_rates_are_refused() {
+        let rates = Rates {
+            gpu_capex: 8760.0,
+            amortization_years: 1.0,
+            power_price_per_kwh: 0.1,
+            pue: 1.5,
+            rack_overhead_per_month: 730.0,
+            cloud_gpu_hour: 3.0,
+            ..Rates::default()
+        };
+        let u = usage(&ReportSums {
+            capacity_gs: 36_000.0,
+            allocated_gs: 36_000.0,
+            busy_gs: 18_000.0,
+            energy_wh: 10_000.0,
+            ..ReportSums::default()
+        });
+        assert_eq!((u.capacity_gh, u.idle_gh, u.goodput_gh), (10.0, 5.0, 5.0));
+        let c = cost(&u, 7200.0, &rates);
+        assert!((c.capex - 10.0).abs() < 1e-9);
+        assert!((c.power - 10.0 * 0.1 * 1.5).abs() < 1e-9);
+        assert!((c.overhead - 2.0).abs() < 1e-9);
+        assert!((c.idle - 5.0 * c.total / 10.0).abs() < 1e-9);
+        assert_eq!(c.cloud_same_hours, 30.0);
+        assert!(validate(&rates).is_ok());
+        for bad in [
+            Rates {
+                pue: 0.0,
+                ..Rates::default()
+            },
+            Rates {
+                amortization_years: -1.0,
+                ..Rates::default()
+            },
+            Rates {
+                gpu_capex: f64::NAN,
+                ..Rates::default()
+            },
+            Rates {
+                idle_below_sm: 5.0,
+                ..Rates::default()
+            },
+            Rates {
+                currency: String::new(),
+                ..Rates::default()
+            },
+        ] {
+            assert!(validate(&bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(bucket_hours(0, 86_400_000), 1);
+        assert_eq!(bucket_hours(0, 31 * 86_400_000), 6);
+        assert_eq!(bucket_hours(0, 90 * 86_400_000), 24);
+    }
+}
