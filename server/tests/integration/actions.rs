@@ -43,6 +43,7 @@ async fn every_route_is_guarded() {
         assert!(r.paths.iter().any(|p| p == must), "{must} in {:?}", r.paths);
     }
     let mut checked = 0;
+    let mut reports = 0;
     for p in &r.paths {
         let path = concrete(p);
         for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
@@ -78,6 +79,21 @@ async fn every_route_is_guarded() {
             if endless {
                 continue;
             }
+            // Reports: managers (and admins) only, whatever the method; a viewer never.
+            if access == Access::Report {
+                let v = request(r.addr, method, &path, &[("Cookie", viewer.as_str())], None).await;
+                assert_eq!(v.status, 403, "viewer {method} {path}: {}", v.text());
+                let m = request(r.addr, method, &path, &[("Cookie", manager.as_str())], None).await;
+                assert!(
+                    m.status != 401 && m.status != 403,
+                    "manager {method} {path}: {} {}",
+                    m.status,
+                    m.text()
+                );
+                reports += 1;
+                checked += 1;
+                continue;
+            }
             let mutating = method != "GET";
             if mutating && !READ_ONLY_POSTS.contains(&path.as_str()) {
                 for (who, cookie) in [("viewer", &viewer), ("manager", &manager)] {
@@ -96,6 +112,11 @@ async fn every_route_is_guarded() {
         }
     }
     assert!(checked > 50, "checked {checked} route x method pairs");
+    // `/reports`, `/api/reports`, its charts and the `report` server function.
+    assert!(
+        reports >= 4 * 5,
+        "checked {reports} report route x method pairs"
+    );
     r.stop().await.expect("stop");
 }
 
