@@ -573,8 +573,18 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
     let mut ticks = live.subscribe();
     let mut state = RuleState::default();
     // Open alerts by (rule, subject) -> id; loaded from the store so a restart resumes.
+    // Open alerts silenced, id -> until (refreshed every tick from the store).
+    let mut silenced_until: HashMap<i64, UnixMs> = HashMap::new();
     let mut open: HashMap<(String, String), i64> = match store.open_alerts().await {
-        Ok(v) => v.into_iter().map(|a| ((a.rule, a.subject), a.id)).collect(),
+        Ok(v) => v
+            .into_iter()
+            .map(|a| {
+                if let Some(u) = a.silenced_until_ms {
+                    silenced_until.insert(a.id, u);
+                }
+                ((a.rule, a.subject), a.id)
+            })
+            .collect(),
         Err(e) => {
             tracing::error!(error = %e, "cannot load open alerts");
             HashMap::new()
@@ -630,14 +640,21 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
                 continue;
             }
             match store.fire_alert(&c, wall).await {
-                Ok(id) => {
-                    tracing::info!(rule = c.rule, subject = %c.subject, "alert firing");
-                    let _ = tx.try_send(Delivery {
-                        alert_id: id,
-                        event: "firing",
-                        cond: c.clone(),
-                        at_ms: wall,
-                    });
+                Ok((id, silenced)) => {
+                    // A silence on this rule and subject covers its new firing: recorded and
+                    // shown, not sent.
+                    if let Some(until) = silenced.filter(|u| *u > wall) {
+                        tracing::info!(rule = c.rule, subject = %c.subject, silenced_until_ms = until, "alert firing (silenced)");
+                        silenced_until.insert(id, until);
+                    } else {
+                        tracing::info!(rule = c.rule, subject = %c.subject, "alert firing");
+                        let _ = tx.try_send(Delivery {
+                            alert_id: id,
+                            event: "firing",
+                            cond: c.clone(),
+                            at_ms: wall,
+                        });
+                    }
                     if cfg.auto_drain {
                         if let Some(node) = &c.drain_node {
                             auto_drain(&actions, node, &c).await;
@@ -651,6 +668,10 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
         for ((rule, subject), id) in open.drain() {
             if let Err(e) = store.resolve_alert(id, wall).await {
                 tracing::error!(error = %e, "alert could not be resolved");
+                continue;
+            }
+            // Silenced: its resolution is not news either.
+            if silenced_until.remove(&id).is_some_and(|u| u > wall) {
                 continue;
             }
             let cond = Condition {
@@ -674,11 +695,17 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
         open = still;
         // The badge counts what is firing and not silenced.
         match store.open_alerts().await {
-            Ok(v) => live.set_alerts_firing(
-                v.iter()
-                    .filter(|a| a.silenced_until_ms.is_none_or(|u| u <= wall))
-                    .count() as u32,
-            ),
+            Ok(v) => {
+                silenced_until = v
+                    .iter()
+                    .filter_map(|a| a.silenced_until_ms.map(|u| (a.id, u)))
+                    .collect();
+                live.set_alerts_firing(
+                    v.iter()
+                        .filter(|a| a.silenced_until_ms.is_none_or(|u| u <= wall))
+                        .count() as u32,
+                )
+            }
             Err(e) => tracing::warn!(error = %e, "open alerts unavailable"),
         }
     }

@@ -29,22 +29,30 @@ fn row(r: &sqlx::any::AnyRow) -> Result<AlertItem> {
 }
 
 impl Store {
-    /// Records a new firing alert; returns its id. If one is already open for the rule
-    /// and subject (another server, a restart), that one's id is returned.
-    pub async fn fire_alert(&self, c: &crate::alerts::Condition, now_ms: UnixMs) -> Result<i64> {
+    /// Records a new firing alert; returns its id and, when an earlier alert of the same
+    /// rule and subject is silenced past `now_ms`, the silence it inherits (a silence is
+    /// about the problem, not one row of it). If one is already open for the rule and
+    /// subject (another server, a restart), that one is returned.
+    pub async fn fire_alert(
+        &self,
+        c: &crate::alerts::Condition,
+        now_ms: UnixMs,
+    ) -> Result<(i64, Option<UnixMs>)> {
         let existing = sqlx::query(
-            "SELECT id FROM alerts WHERE rule = $1 AND subject = $2 AND state = 'firing'",
+            "SELECT id, silenced_until_ms FROM alerts WHERE rule = $1 AND subject = $2 AND state = 'firing'",
         )
         .bind(c.rule)
         .bind(&c.subject)
         .fetch_optional(&self.pool)
         .await?;
         if let Some(r) = existing {
-            return Ok(r.try_get(0)?);
+            return Ok((r.try_get(0)?, r.try_get(1)?));
         }
         let r = sqlx::query(
-            "INSERT INTO alerts (rule, subject, severity, summary, link, state, started_ms) \
-             VALUES ($1, $2, $3, $4, $5, 'firing', $6) RETURNING id",
+            "INSERT INTO alerts (rule, subject, severity, summary, link, state, started_ms, silenced_until_ms) \
+             VALUES ($1, $2, $3, $4, $5, 'firing', $6, \
+                (SELECT MAX(silenced_until_ms) FROM alerts WHERE rule = $7 AND subject = $8 AND silenced_until_ms > $9)) \
+             RETURNING id, silenced_until_ms",
         )
         .bind(c.rule)
         .bind(&c.subject)
@@ -52,9 +60,12 @@ impl Store {
         .bind(&c.summary)
         .bind(&c.link)
         .bind(now_ms)
+        .bind(c.rule)
+        .bind(&c.subject)
+        .bind(now_ms)
         .fetch_one(&self.pool)
         .await?;
-        Ok(r.try_get(0)?)
+        Ok((r.try_get(0)?, r.try_get(1)?))
     }
 
     pub async fn resolve_alert(&self, id: i64, now_ms: UnixMs) -> Result<()> {

@@ -334,3 +334,72 @@ async fn no_false_checkpoint_alerts_while_history_is_written() {
     assert!(overdue.is_empty(), "{overdue:?}");
     r.stop().await.expect("stop");
 }
+
+/// A silence is about the problem: the same rule and subject firing again while it lasts
+/// comes back silenced; another subject, or a firing after it ended, does not.
+async fn silence_carries_over(url: String) {
+    let store = server::store::Store::connect(&url).await.expect("connect");
+    let t0 = 1_795_968_000_000i64;
+    let cond = |subject: &str| server::alerts::Condition {
+        rule: "pcie_replays",
+        subject: subject.into(),
+        severity: "warning",
+        summary: "PCIe replays rising".into(),
+        link: String::new(),
+        drain_node: None,
+    };
+    let (first, none) = store
+        .fire_alert(&cond("node:gpu007"), t0)
+        .await
+        .expect("fire");
+    assert_eq!(none, None);
+    assert!(store
+        .silence_alert(first, t0 + 3_600_000)
+        .await
+        .expect("silence"));
+    // Still open: firing again is the same row, silenced.
+    assert_eq!(
+        store
+            .fire_alert(&cond("node:gpu007"), t0 + 1)
+            .await
+            .expect("again"),
+        (first, Some(t0 + 3_600_000))
+    );
+    store
+        .resolve_alert(first, t0 + 60_000)
+        .await
+        .expect("resolve");
+    let (second, silenced) = store
+        .fire_alert(&cond("node:gpu007"), t0 + 600_000)
+        .await
+        .expect("fires again");
+    assert_ne!(second, first, "a new firing is a new row");
+    assert_eq!(silenced, Some(t0 + 3_600_000), "and inherits the silence");
+    let other = store
+        .fire_alert(&cond("node:gpu008"), t0 + 600_000)
+        .await
+        .expect("other node");
+    assert_eq!(other.1, None, "another subject is not silenced");
+    store
+        .resolve_alert(second, t0 + 700_000)
+        .await
+        .expect("resolve");
+    let (_, after) = store
+        .fire_alert(&cond("node:gpu007"), t0 + 3_600_001)
+        .await
+        .expect("after the silence");
+    assert_eq!(after, None, "the silence has ended");
+}
+
+#[tokio::test]
+async fn a_silence_covers_the_next_firing_on_sqlite() {
+    silence_carries_over(support::sqlite_url()).await;
+}
+
+#[tokio::test]
+async fn a_silence_covers_the_next_firing_on_postgres() {
+    let Some(url) = support::postgres_url().await else {
+        return;
+    };
+    silence_carries_over(url).await;
+}
