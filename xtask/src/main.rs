@@ -10,6 +10,7 @@
 //! - `cargo xtask bench ingest`: parse throughput on 512 nodes' dcgm-exporter text.
 //! - `cargo xtask bench browser | scale`: the live views in Chromium; 2,048 nodes' CPU and RSS.
 //! - `cargo xtask bench reports`: a 90-day report over 4,096 GPUs on SQLite and PostgreSQL.
+//! - `cargo xtask bench timeline`: `/timeline` of 2,048 nodes over 7 days, server and Chromium.
 //!
 //! Tools are pinned and installed once into `~/.cargo/bin`; every install says what it
 //! installs and why before it starts. No dependencies: std only, so it builds in seconds.
@@ -39,7 +40,7 @@ const FENCED: &[&str] = &[
     "leptos_axum",
 ];
 const USAGE: &str =
-    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench <size | ingest | browser | scale | reports> | fence | bootstrap>";
+    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench <size | ingest | browser | scale | reports | timeline> | fence | bootstrap>";
 
 type Result<T = ()> = std::result::Result<T, String>;
 
@@ -1096,7 +1097,11 @@ fn bench(args: &[String]) -> Result {
         Some("browser") => bench_browser(),
         Some("scale") => bench_scale(),
         Some("reports") => bench_reports(),
-        _ => Err("usage: cargo xtask bench <size | ingest | browser | scale | reports>".into()),
+        Some("timeline") => bench_timeline(),
+        _ => Err(
+            "usage: cargo xtask bench <size | ingest | browser | scale | reports | timeline>"
+                .into(),
+        ),
     }
 }
 
@@ -1216,6 +1221,60 @@ fn bench_browser() -> Result {
             .current_dir(root().join("end2end"))
             .env("GANTRY_URL", format!("http://{addr}"))
             .env("GANTRY_BENCH_SECONDS", &secs),
+    );
+    drop(server);
+    res
+}
+
+/// `/timeline` of 2,048 simulated nodes over 7 days in headless Chromium (release builds):
+/// the simulator starts 7 days back at 7 days per minute, then the 7-day window is timed
+/// on the server and in the browser, with a pan earlier.
+fn bench_timeline() -> Result {
+    bootstrap(true, true)?;
+    leptos_build(true, false)?;
+    ensure_apt(
+        &["chromium"],
+        "the timeline benchmark runs Debian's Chromium",
+    )?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+    let dir = target_dir().join("bench");
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = fs::remove_file(format!("{}{suffix}", dir.join("timeline.db").display()));
+    }
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let week_ms = 7 * 86_400_000u64;
+    step("starting gantry (release): 2,048 simulated nodes from 7 days ago, 7 days a minute");
+    let child = Command::new(target_dir().join("release").join("gantry"))
+        .current_dir(root())
+        .env("GANTRY_LISTEN", addr.to_string())
+        .env(
+            "GANTRY_DATABASE_URL",
+            format!("sqlite://{}", dir.join("timeline.db").display()),
+        )
+        .env("GANTRY_SITE_ROOT", root().join("target").join("site"))
+        .env("GANTRY_SIM_NODES", "2048")
+        .env("GANTRY_SIM_START_MS", (now_ms - week_ms).to_string())
+        .env("GANTRY_SIM_SPEED", "10080")
+        .env("GANTRY_TELEMETRY", "direct")
+        .env("GANTRY_ANONYMOUS_READ", "true")
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .map_err(|e| format!("cannot start gantry: {e}"))?;
+    let server = Guard(Some(child), "gantry");
+    wait_healthy(addr, 120)?;
+    std::thread::sleep(Duration::from_secs(62));
+    let dropped = metric_value(addr, "/metrics", "gantry_store_queue_dropped_total").unwrap_or(0.0);
+    println!("store writes dropped while simulating the week: {dropped}");
+    step("measuring /timeline?hours=168 on the server and in Chromium");
+    let res = run_cmd(
+        Command::new("node")
+            .arg("bench/timeline.mjs")
+            .current_dir(root().join("end2end"))
+            .env("GANTRY_URL", format!("http://{addr}")),
     );
     drop(server);
     res

@@ -87,7 +87,8 @@ fn JobBody(
                 {d.work_at_risk_gpu_hours.map(|h| format!("{h:.1} GPU-h")).unwrap_or_else(|| "-".into())}
             </dd></div>
             <div class="stat"><dt>"Lost to failures and requeues"</dt><dd class="num" data-test="work-lost">{format!("{:.1} GPU-h", d.lost_gpu_hours)}</dd></div>
-            <div class="stat wide"><dt>"Last good checkpoint"</dt><dd class="num" data-test="last-good">
+            <div class="stat wide"><dt>"Last good checkpoint"</dt><dd class="num" data-test="last-good"
+                title=d.last_good.as_ref().map(|c| format!("ended {}", units::utc(c.started_ms + c.duration_ms))).unwrap_or_default()>
                 {d.last_good.as_ref().map(|c| format!("step {} · {} ago", c.step, units::duration_ms(now - c.started_ms - c.duration_ms))).unwrap_or_else(|| "none".into())}
             </dd></div>
         </dl>

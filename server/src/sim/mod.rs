@@ -14,7 +14,7 @@ pub mod exporter;
 mod model;
 mod rng;
 
-pub use model::{layout, SimEvent, SimTruth, TruthDomain, TruthRack};
+pub use model::{layout, SimEvent, SimTruth, TruthDomain, TruthJob, TruthRack};
 
 use app::model::{
     Checkpoint, GpuReading, Inventory, Job, JobState, NodeState, RackReading, ThrottleReasons,
@@ -73,6 +73,10 @@ struct SimJob {
     next_ckpt_ms: i64,
     /// A checkpoint save in progress until this time.
     ckpt_until_ms: i64,
+    /// When the save before that one ended (the last good checkpoint while a save runs).
+    prev_ckpt_end_ms: i64,
+    /// Checkpoints written, over every run.
+    checkpoints: u32,
     step: u64,
     /// When this job will crash because it sits on a faulty GPU.
     fail_at_ms: Option<i64>,
@@ -219,6 +223,8 @@ impl Sim {
             ckpt_interval_ms,
             next_ckpt_ms: 0,
             ckpt_until_ms: 0,
+            prev_ckpt_end_ms: 0,
+            checkpoints: 0,
             step: 0,
             fail_at_ms: None,
             restart_count: 0,
@@ -370,6 +376,8 @@ impl Sim {
                     let gpus = f64::from(sj.job.gpus);
                     let duration = (45_000.0 * (gpus / 256.0).sqrt()).max(5_000.0) as i64;
                     sj.step += (sj.ckpt_interval_ms / 1000) as u64;
+                    sj.prev_ckpt_end_ms = sj.ckpt_until_ms;
+                    sj.checkpoints += 1;
                     sj.ckpt_until_ms = when + duration;
                     sj.next_ckpt_ms = when + sj.ckpt_interval_ms;
                     let ck = Checkpoint {

@@ -187,6 +187,20 @@ pub struct TruthDomain {
     pub gpus_allocated: u32,
 }
 
+/// One running job's truth: its checkpoints and the work a failure now would lose.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TruthJob {
+    pub id: u64,
+    pub gpus: u32,
+    pub start_ms: UnixMs,
+    /// Checkpoints written (every run, saves in progress included).
+    pub checkpoints: u32,
+    /// The end of the newest finished save of this run, if any.
+    pub last_good_ms: Option<UnixMs>,
+    /// GPUs x time since the last good checkpoint of this run (or its start).
+    pub work_at_risk_gpu_hours: f64,
+}
+
 /// What is so, from the simulator's own state: served at `/sim/truth`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SimTruth {
@@ -202,6 +216,8 @@ pub struct SimTruth {
     pub nodes: Vec<(String, NodeState)>,
     /// Every multi-node switch domain (a spine counts its leaves' nodes).
     pub domains: Vec<TruthDomain>,
+    /// Running jobs.
+    pub jobs: Vec<TruthJob>,
 }
 
 pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
@@ -293,5 +309,28 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
             .count() as u32,
         racks,
         nodes: readings.nodes.clone(),
+        jobs: sim
+            .active
+            .iter()
+            .filter(|j| j.job.state == app::model::JobState::Running)
+            .filter_map(|j| {
+                let start = j.job.start_ms?;
+                let now = sim.t_ms;
+                let last_good = [j.ckpt_until_ms, j.prev_ckpt_end_ms]
+                    .into_iter()
+                    .filter(|&t| t >= start && t <= now && t > 0)
+                    .max();
+                Some(TruthJob {
+                    id: j.job.id,
+                    gpus: j.job.gpus,
+                    start_ms: start,
+                    checkpoints: j.checkpoints,
+                    last_good_ms: last_good,
+                    work_at_risk_gpu_hours: f64::from(j.job.gpus)
+                        * (now - last_good.unwrap_or(start)).max(0) as f64
+                        / 3_600_000.0,
+                })
+            })
+            .collect(),
     }
 }
