@@ -198,7 +198,7 @@ pub fn svg(
             app::units::utc(*start)
         );
     }
-    // One bar per run per node.
+    // One link per run, its bars over its nodes' rows.
     for r in runs {
         let end = r.end_ms.unwrap_or(to_ms);
         if end < from_ms || r.start_ms > to_ms {
@@ -225,22 +225,38 @@ pub fn svg(
                 .map(|s| format!(" ({})", s.label()))
                 .unwrap_or_default()
         );
+        // The run's class is on its link, its bars inherit the colour: one class per run,
+        // not per bar. Bars of nodes on adjacent rows are merged into one (`data-nodes`
+        // says how many rows it covers), so a 32-node job is one element, not 32.
         let _ = write!(
             out,
-            r#"<a href="/jobs/{}" data-job="{}"><title>{}</title>"#,
+            r#"<a href="/jobs/{}" data-job="{}" class="{class}"><title>{}</title>"#,
             r.job_id,
             r.job_id,
             esc(&title)
         );
-        for n in &r.nodes {
-            if let Some(&yy) = y_of.get(n.as_str()) {
-                let _ = write!(
-                    out,
-                    r#"<rect x="{x0:.1}" y="{yy:.1}" width="{:.1}" height="{:.1}" class="{class}"/>"#,
-                    (x1 - x0).max(1.0),
-                    ROW - 1.0
-                );
+        let mut ys: Vec<f64> = r
+            .nodes
+            .iter()
+            .filter_map(|n| y_of.get(n.as_str()).copied())
+            .collect();
+        ys.sort_by(f64::total_cmp);
+        ys.dedup();
+        let width = (x1 - x0).max(1.0);
+        let mut i = 0;
+        while i < ys.len() {
+            let mut j = i + 1;
+            while j < ys.len() && (ys[j] - ys[j - 1] - ROW).abs() < 0.01 {
+                j += 1;
             }
+            let k = j - i;
+            let _ = write!(
+                out,
+                r#"<rect x="{x0:.0}" y="{:.0}" width="{width:.0}" height="{:.0}" data-nodes="{k}"/>"#,
+                ys[i],
+                k as f64 * ROW - 1.0
+            );
+            i = j;
         }
         // An end that lost work is marked at its end.
         if matches!(
@@ -301,7 +317,7 @@ mod tests {
     }
 
     #[test]
-    fn the_svg_has_a_bar_per_run_per_node_and_marks_lost_work() {
+    fn the_svg_has_a_bar_per_run_over_its_nodes_and_marks_lost_work() {
         let inv = crate::sim::layout(16, "t");
         let n = |i: usize| inv.nodes[i].name.clone();
         let r = vec![
@@ -348,7 +364,9 @@ mod tests {
         assert_eq!(s.matches(r#"class="tl-drain""#).count(), 1);
         assert_eq!(s.matches(r#"class="tl-down""#).count(), 1);
         assert!(s.starts_with("<svg"));
-        assert_eq!(s.matches(r#"class="tl-run tl-requeued""#).count(), 2);
+        // Job 7 on two adjacent rows: one link, one bar covering both.
+        assert_eq!(s.matches(r#"class="tl-run tl-requeued""#).count(), 1);
+        assert!(s.contains(r#"height="11" data-nodes="2"/>"#), "{s}");
         assert_eq!(
             s.matches(r#"class="tl-run""#).count(),
             1,

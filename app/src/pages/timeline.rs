@@ -1,5 +1,7 @@
 //! `/timeline`: jobs over nodes, grouped by rack, for a window (6 h by default; 1 h to 7 days,
-//! panned earlier or later). Drawn on the server as one SVG (a picture that does not move
+//! panned earlier or later). Window links load the page from the server (`rel="external"`):
+//! at 2,048 nodes over 7 days the SVG is megabytes, and the browser parses it faster as HTML
+//! than the app can decode it from a server function's answer. Drawn on the server as one SVG (a picture that does not move
 //! while looked at); each bar links to its job and says what it was on hover. The window is
 //! in the URL, so a link shows the same view.
 
@@ -53,12 +55,12 @@ pub fn TimelinePage() -> impl IntoView {
                                 <span>"Window:"</span>
                                 {WINDOWS.into_iter().map(|(w, label)| view! {
                                     <a class=if w == h { "chip active" } else { "chip" } aria-current=(w == h).then_some("true")
-                                        href=format!("/timeline?hours={w}&end={to}")>{label}</a>
+                                        rel="external" href=format!("/timeline?hours={w}&end={to}")>{label}</a>
                                 }).collect_view()}
                                 <span class="spacer"></span>
-                                <a class="chip" href=format!("/timeline?hours={h}&end={}", to - half)>"← earlier"</a>
-                                <a class="chip" href=format!("/timeline?hours={h}&end={}", (to + half).min(now))>"later →"</a>
-                                <a class="chip" href=format!("/timeline?hours={h}")>"now"</a>
+                                <a class="chip" rel="external" href=format!("/timeline?hours={h}&end={}", to - half)>"← earlier"</a>
+                                <a class="chip" rel="external" href=format!("/timeline?hours={h}&end={}", (to + half).min(now))>"later →"</a>
+                                <a class="chip" rel="external" href=format!("/timeline?hours={h}")>"now"</a>
                             </nav>
                             <p class="legend">
                                 <span>{format!("{} to {}", units::utc(from), units::utc(to))}</span>

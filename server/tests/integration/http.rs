@@ -398,7 +398,28 @@ async fn a_jobs_page_shows_its_checkpoints_and_work_at_risk() {
     r.stop().await.expect("stop");
 }
 
-/// The timeline draws one bar per running job per node it runs on, each linking to the job.
+/// Node rows covered by running jobs' bars: each `<a … class="tl-run">` holds bars whose
+/// `data-nodes` count the adjacent rows they span.
+fn running_rows(html: &str) -> usize {
+    html.split("<a href=\"/jobs/")
+        .skip(1)
+        .filter(|link| {
+            link.split('>')
+                .next()
+                .is_some_and(|tag| tag.ends_with(r#"class="tl-run""#))
+        })
+        .map(|link| {
+            let body = link.split("</a>").next().unwrap_or("");
+            body.split("data-nodes=\"")
+                .skip(1)
+                .filter_map(|v| v.split('"').next()?.parse::<usize>().ok())
+                .sum::<usize>()
+        })
+        .sum()
+}
+
+/// The timeline draws every running job over the rows of the nodes it runs on, each
+/// linking to the job.
 #[tokio::test]
 async fn the_timeline_draws_every_running_job_on_its_nodes() {
     let cfg = support::test_config(support::sqlite_url(), 64, 1e-6, 200);
@@ -417,15 +438,20 @@ async fn the_timeline_draws_every_running_job_on_its_nodes() {
         html = get_with(r.addr, "/timeline?hours=24", &[("Accept", "text/html")])
             .await
             .text();
-        if html.matches(r#"class="tl-run""#).count() == want {
+        if running_rows(&html) == want {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(
-        html.matches(r#"class="tl-run""#).count(),
+        running_rows(&html),
         want,
-        "one bar per running job per node"
+        "every running job drawn on each of its nodes' rows"
+    );
+    assert_eq!(
+        html.matches(r#"class="tl-run">"#).count(),
+        running.len(),
+        "one link per running job"
     );
     // The drained node and the down one show as such on their rows.
     for _ in 0..50 {
