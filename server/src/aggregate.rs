@@ -19,7 +19,8 @@ use app::model::{
 pub const REFERENCE_BOOST_MHZ: f64 = 1980.0;
 
 /// The reasons the thermal view counts, in the order it shows them.
-const REASONS: [(u64, &str); 5] = [
+/// The throttle reasons counted separately, with their names (rollup columns `thr_{name}_s`).
+pub const REASONS: [(u64, &str); 5] = [
     (ThrottleReasons::HW_THERMAL, "hw_thermal"),
     (ThrottleReasons::SW_THERMAL, "sw_thermal"),
     (ThrottleReasons::SW_POWER_CAP, "sw_power_cap"),

@@ -529,6 +529,7 @@ struct HourAcc {
     sm_n: u32,
     thr_max: u32,
     thr_gpu_seconds: f64,
+    thr_s_by_reason: [f64; 5],
     samples: u32,
 }
 
@@ -538,12 +539,14 @@ struct HourAcc {
 pub struct HourRollups {
     hour_ms: Option<UnixMs>,
     acc: BTreeMap<String, HourAcc>,
+    /// Node -> rack scope, rebuilt when the nodes change.
+    rack_of: std::collections::HashMap<String, String>,
 }
 
 impl HourRollups {
     /// Adds one overview that stands for `dt_ms` of source time; returns the finished
     /// hour's rollups when an hour boundary passed.
-    pub fn add(&mut self, ov: &Overview, dt_ms: i64) -> Vec<Rollup1h> {
+    pub fn add(&mut self, ov: &Overview, r: &Readings, dt_ms: i64) -> Vec<Rollup1h> {
         let hour = ov.at_ms - ov.at_ms.rem_euclid(3_600_000);
         let mut done = Vec::new();
         if self.hour_ms.is_some_and(|h| h != hour) {
@@ -551,6 +554,30 @@ impl HourRollups {
         }
         self.hour_ms = Some(hour);
         let dt_h = dt_ms.max(0) as f64 / 3_600_000.0;
+        let dt_s = dt_h * 3600.0;
+        // GPUs throttled per reason, for the cluster and each rack.
+        if self.rack_of.len() != ov.nodes.len() {
+            self.rack_of = ov
+                .nodes
+                .iter()
+                .map(|n| (n.name.clone(), format!("rack:{}", n.rack)))
+                .collect();
+        }
+        let mut by_reason: BTreeMap<&str, [u32; 5]> = BTreeMap::new();
+        for g in &r.gpus {
+            let Some(t) = g.throttle.filter(|t| t.is_throttling()) else {
+                continue;
+            };
+            let rack = self.rack_of.get(&g.node).map(String::as_str);
+            for (k, (bit, _)) in crate::aggregate::REASONS.iter().enumerate() {
+                if t.0 & bit != 0 {
+                    by_reason.entry("cluster").or_default()[k] += 1;
+                    if let Some(rack) = rack {
+                        by_reason.entry(rack).or_default()[k] += 1;
+                    }
+                }
+            }
+        }
         let mut put = |scope: String, power: f64, sm: Option<f64>, thr: u32| {
             let e = self.acc.entry(scope).or_insert_with(|| HourAcc {
                 power_min: f64::INFINITY,
@@ -580,6 +607,14 @@ impl HourRollups {
                 put(format!("rack:{}", r.name), p, None, r.gpus_throttling);
             }
         }
+        // Per reason, for the scopes that have this hour's power (the cluster always).
+        for (scope, counts) in &by_reason {
+            if let Some(e) = self.acc.get_mut(*scope) {
+                for (acc, n) in e.thr_s_by_reason.iter_mut().zip(counts) {
+                    *acc += f64::from(*n) * dt_s;
+                }
+            }
+        }
         done
     }
 
@@ -599,6 +634,7 @@ impl HourRollups {
                 sm_active_mean: (a.sm_n > 0).then(|| a.sm_sum / f64::from(a.sm_n)),
                 gpus_throttling_max: a.thr_max,
                 throttled_gpu_seconds: a.thr_gpu_seconds,
+                throttled_s_by_reason: a.thr_s_by_reason,
                 samples: a.samples,
             })
             .collect()
@@ -874,7 +910,7 @@ pub async fn run_sim_source(
         for r in rollups.add(&ov) {
             q.send(StoreWrite::Rollup(r));
         }
-        for r in hours.add(&ov, tick_ms) {
+        for r in hours.add(&ov, view, tick_ms) {
             q.send(StoreWrite::Rollup1h(r));
         }
         let deltas = reports.observe(&inventory, view, tick_ms);
@@ -919,10 +955,36 @@ mod tests {
         let h = 3_600_000;
         let third = h / 3;
         let mut hr = HourRollups::default();
-        assert!(hr.add(&ov(0, 1000.0, 0), third).is_empty());
-        assert!(hr.add(&ov(third, 2000.0, 2), third).is_empty());
-        assert!(hr.add(&ov(2 * third, 3000.0, 4), third).is_empty());
-        let done = hr.add(&ov(h, 500.0, 0), third);
+        // `thr` GPUs throttling: the first for HW thermal and HW slowdown at once, the rest
+        // for SW power cap.
+        let readings = |thr: u32| Readings {
+            at_ms: 0,
+            gpus: (0..thr)
+                .map(|i| app::model::GpuReading {
+                    node: "n1".into(),
+                    index: i,
+                    throttle: Some(app::model::ThrottleReasons(if i == 0 {
+                        app::model::ThrottleReasons::HW_THERMAL
+                            | app::model::ThrottleReasons::HW_SLOWDOWN
+                    } else {
+                        app::model::ThrottleReasons::SW_POWER_CAP
+                    })),
+                    ..Default::default()
+                })
+                .collect(),
+            racks: Vec::new(),
+            nodes: Vec::new(),
+            node_power_watts: Vec::new(),
+            jobs: Vec::new(),
+        };
+        assert!(hr.add(&ov(0, 1000.0, 0), &readings(0), third).is_empty());
+        assert!(hr
+            .add(&ov(third, 2000.0, 2), &readings(2), third)
+            .is_empty());
+        assert!(hr
+            .add(&ov(2 * third, 3000.0, 4), &readings(4), third)
+            .is_empty());
+        let done = hr.add(&ov(h, 500.0, 0), &readings(0), third);
         let c = done
             .iter()
             .find(|r| r.scope == "cluster")
@@ -933,6 +995,12 @@ mod tests {
         assert!((c.energy_wh - 2000.0).abs() < 1e-6, "{}", c.energy_wh);
         assert_eq!(c.gpus_throttling_max, 4);
         assert!((c.throttled_gpu_seconds - 6.0 * 1200.0).abs() < 1e-6);
+        // Per reason (HW thermal, SW thermal, SW power cap, HW slowdown, HW power brake):
+        // one GPU for HW thermal and slowdown in two ticks; 1 then 3 for the power cap.
+        assert_eq!(
+            c.throttled_s_by_reason,
+            [2400.0, 0.0, 4.0 * 1200.0, 2400.0, 0.0]
+        );
         assert_eq!(c.samples, 3);
         assert_eq!(c.sm_active_mean, None);
     }

@@ -307,7 +307,7 @@ pub async fn run_slurm_source(
         for r in minutes.add(&ov) {
             q.send(StoreWrite::Rollup(r));
         }
-        for r in hours.add(&ov, prev_now.map(|p| now - p).unwrap_or(0)) {
+        for r in hours.add(&ov, &readings, prev_now.map(|p| now - p).unwrap_or(0)) {
             q.send(StoreWrite::Rollup1h(r));
         }
         let deltas = reports.observe(&inv, &readings, prev_now.map(|p| now - p).unwrap_or(0));

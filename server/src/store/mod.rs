@@ -74,6 +74,9 @@ pub struct Rollup1h {
     pub gpus_throttling_max: u32,
     /// GPUs throttling integrated over time: GPU-seconds.
     pub throttled_gpu_seconds: f64,
+    /// The same per reason, in the order of `aggregate::REASONS` (a GPU throttled for two
+    /// reasons counts under both).
+    pub throttled_s_by_reason: [f64; 5],
     pub samples: u32,
 }
 
@@ -621,17 +624,23 @@ impl Store {
     /// Deletes rollups older than `before_ms` (retention).
     /// Writes (or rewrites) one hour's rollup.
     pub async fn put_rollup_1h(&self, r: &Rollup1h) -> Result<()> {
-        // A missing double is a literal NULL, never bound (see `put_rollup`).
-        let sm = r.sm_active_mean.map(|_| "$10").unwrap_or("NULL");
+        // A missing double is a literal NULL, never bound (see `put_rollup`); it comes last
+        // so the other placeholders keep their numbers.
+        let sm = r.sm_active_mean.map(|_| "$15").unwrap_or("NULL");
         let sql = format!(
             "INSERT INTO rollup_1h (scope, at_ms, power_watts_mean, power_watts_min, power_watts_max, energy_wh, \
-                                    sm_active_mean, gpus_throttling_max, throttled_gpu_seconds, samples) \
-             VALUES ($1, $2, $3, $4, $5, $6, {sm}, $7, $8, $9) \
+                                    gpus_throttling_max, throttled_gpu_seconds, samples, thr_hw_thermal_s, \
+                                    thr_sw_thermal_s, thr_sw_power_cap_s, thr_hw_slowdown_s, thr_hw_power_brake_s, \
+                                    sm_active_mean) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, {sm}) \
              ON CONFLICT (scope, at_ms) DO UPDATE SET power_watts_mean = excluded.power_watts_mean, \
                 power_watts_min = excluded.power_watts_min, power_watts_max = excluded.power_watts_max, \
                 energy_wh = excluded.energy_wh, sm_active_mean = excluded.sm_active_mean, \
                 gpus_throttling_max = excluded.gpus_throttling_max, \
-                throttled_gpu_seconds = excluded.throttled_gpu_seconds, samples = excluded.samples"
+                throttled_gpu_seconds = excluded.throttled_gpu_seconds, samples = excluded.samples, \
+                thr_hw_thermal_s = excluded.thr_hw_thermal_s, thr_sw_thermal_s = excluded.thr_sw_thermal_s, \
+                thr_sw_power_cap_s = excluded.thr_sw_power_cap_s, thr_hw_slowdown_s = excluded.thr_hw_slowdown_s, \
+                thr_hw_power_brake_s = excluded.thr_hw_power_brake_s"
         );
         let mut q = sqlx::query(&sql)
             .bind(&r.scope)
@@ -643,6 +652,9 @@ impl Store {
             .bind(i64::from(r.gpus_throttling_max))
             .bind(r.throttled_gpu_seconds)
             .bind(i64::from(r.samples));
+        for v in r.throttled_s_by_reason {
+            q = q.bind(v);
+        }
         if let Some(v) = r.sm_active_mean {
             q = q.bind(v);
         }
@@ -659,7 +671,8 @@ impl Store {
     ) -> Result<Vec<Rollup1h>> {
         let rows = sqlx::query(
             "SELECT scope, at_ms, power_watts_mean, power_watts_min, power_watts_max, energy_wh, sm_active_mean, \
-                    gpus_throttling_max, throttled_gpu_seconds, samples \
+                    gpus_throttling_max, throttled_gpu_seconds, samples, thr_hw_thermal_s, thr_sw_thermal_s, \
+                    thr_sw_power_cap_s, thr_hw_slowdown_s, thr_hw_power_brake_s \
              FROM rollup_1h WHERE scope = $1 AND at_ms >= $2 AND at_ms < $3 ORDER BY at_ms",
         )
         .bind(scope)
@@ -680,6 +693,13 @@ impl Store {
                     gpus_throttling_max: u32::try_from(r.try_get::<i64, _>("gpus_throttling_max")?)
                         .map_err(|_| StoreError::Corrupt("throttling".into()))?,
                     throttled_gpu_seconds: r.try_get("throttled_gpu_seconds")?,
+                    throttled_s_by_reason: [
+                        r.try_get("thr_hw_thermal_s")?,
+                        r.try_get("thr_sw_thermal_s")?,
+                        r.try_get("thr_sw_power_cap_s")?,
+                        r.try_get("thr_hw_slowdown_s")?,
+                        r.try_get("thr_hw_power_brake_s")?,
+                    ],
                     samples: u32::try_from(r.try_get::<i64, _>("samples")?)
                         .map_err(|_| StoreError::Corrupt("samples".into()))?,
                 })

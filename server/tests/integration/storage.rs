@@ -403,6 +403,7 @@ async fn hourly(url: &str) {
         sm_active_mean: sm,
         gpus_throttling_max: 3,
         throttled_gpu_seconds: 1800.0,
+        throttled_s_by_reason: [600.0, 0.0, 1200.0, 0.5, 0.0],
         samples: 3600,
     };
     store.put_rollup_1h(&h(T0, None)).await.expect("without SM");
