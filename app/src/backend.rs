@@ -36,13 +36,12 @@ pub trait Backend: Send + Sync + 'static {
     fn node_detail<'a>(&'a self, name: &'a str) -> BackendFuture<'a, Option<NodeDetail>>;
     /// One job's page, or `None` if neither the scheduler nor the history knows it.
     fn job_detail(&self, id: u64) -> BackendFuture<'_, Option<JobDetail>>;
-    /// The Gantt of jobs over nodes from `from_ms` to `to_ms` as SVG, or `None` without an
-    /// inventory yet; and the source's time now.
+    /// The Gantt of jobs over nodes for `hours` ending at `end_ms` (now by default).
     fn timeline(
         &self,
         hours: u32,
         end_ms: Option<i64>,
-    ) -> BackendFuture<'_, (String, i64, i64, i64)>;
+    ) -> BackendFuture<'_, crate::timeline::TimelineData>;
     /// The job history matching `f`, a page, and how many match.
     fn job_history<'a>(
         &'a self,

@@ -13,6 +13,7 @@ pub mod actions;
 pub mod live;
 pub mod model;
 pub mod reports;
+pub mod timeline;
 pub mod units;
 pub mod views;
 pub mod xid;

@@ -471,7 +471,7 @@ impl Backend for LiveBackend {
         &self,
         hours: u32,
         end_ms: Option<i64>,
-    ) -> app::backend::BackendFuture<'_, (String, i64, i64, i64)> {
+    ) -> app::backend::BackendFuture<'_, app::timeline::TimelineData> {
         Box::pin(async move {
             let inv = self.live.inventory().ok_or("no inventory yet")?;
             let now = self.live.source_now();
@@ -507,11 +507,8 @@ impl Backend for LiveBackend {
                         .collect()
                 })
                 .unwrap_or_default();
-            Ok((
-                crate::timeline::svg(&inv, &runs, &names, &spans, from, to),
-                from,
-                to,
-                now,
+            Ok(crate::timeline::data(
+                &inv, &runs, &names, &spans, from, to, now,
             ))
         })
     }

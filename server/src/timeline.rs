@@ -1,11 +1,10 @@
-//! The cluster's Gantt: job runs over nodes (grouped by rack) for a time window, with
-//! requeues and failures marked, drawn on the server as one SVG. Pure: runs and a layout
-//! in, SVG text out.
-
-use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write;
+//! The cluster's Gantt: job runs from transitions, out-of-service spans from node state
+//! changes, and the window's [`TimelineData`] (drawn by `app::timeline::svg` on both
+//! sides). Pure.
 
 use app::model::{Inventory, JobState, NodeState, UnixMs};
+use app::timeline::{TimelineData, TimelineRun};
+use std::collections::{BTreeMap, HashMap};
 
 use crate::store::JobEvent;
 
@@ -88,30 +87,17 @@ pub fn node_spans(events: &[(String, UnixMs, NodeState)], to_ms: UnixMs) -> Vec<
     out
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// The SVG of `runs` on `inv`'s nodes, grouped by rack, over [`from_ms`, `to_ms`].
-pub fn svg(
+/// The window's data for [`app::timeline::svg`]: racks in floor order (nodes top of the
+/// rack first), runs and out-of-service spans that overlap the window, nodes as row indices.
+pub fn data(
     inv: &Inventory,
     runs: &[Run],
     names: &HashMap<u64, String>,
     spans: &[NodeSpan],
     from_ms: UnixMs,
     to_ms: UnixMs,
-) -> String {
-    const LEFT: f64 = 90.0;
-    const WIDTH: f64 = 1100.0;
-    const ROW: f64 = 6.0;
-    const RACK_GAP: f64 = 10.0;
-    const TOP: f64 = 24.0;
-    let span = (to_ms - from_ms).max(1) as f64;
-    let x = |t: UnixMs| LEFT + (t.clamp(from_ms, to_ms) - from_ms) as f64 / span * WIDTH;
-    // Rows: racks in floor order, nodes top of the rack first.
+    now_ms: UnixMs,
+) -> TimelineData {
     let mut by_rack: BTreeMap<(String, u32, String), Vec<&app::model::Node>> = BTreeMap::new();
     let rack_pos: HashMap<&str, (String, u32)> = inv
         .racks
@@ -125,158 +111,43 @@ pub fn svg(
             .or_default()
             .push(n);
     }
-    let mut y_of: HashMap<&str, f64> = HashMap::new();
-    let mut y = TOP;
-    let mut labels = String::new();
-    for ((_, _, rack), nodes) in by_rack.iter_mut() {
+    let mut row_of: HashMap<&str, u32> = HashMap::new();
+    let mut racks = Vec::with_capacity(by_rack.len());
+    for ((_, _, rack), mut nodes) in by_rack {
         nodes.sort_by_key(|n| std::cmp::Reverse(n.u_position));
-        let _ = write!(
-            labels,
-            r#"<text x="4" y="{:.1}" class="tl-rack">{}</text>"#,
-            y + 5.0,
-            esc(rack)
-        );
-        for n in nodes.iter() {
-            y_of.insert(n.name.as_str(), y);
-            y += ROW;
+        for n in &nodes {
+            row_of.insert(n.name.as_str(), row_of.len() as u32);
         }
-        y += RACK_GAP;
+        racks.push((rack, nodes.iter().map(|n| n.name.clone()).collect()));
     }
-    let height = y + 20.0;
-    let mut out = String::with_capacity(64 * 1024);
-    let _ = write!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{w}" height="{height:.0}" viewBox="0 0 {w} {height:.0}" role="img" aria-label="Jobs over nodes from {} to {}"><title>Jobs over nodes, {} to {}</title>"#,
-        app::units::utc(from_ms),
-        app::units::utc(to_ms),
-        app::units::utc(from_ms),
-        app::units::utc(to_ms),
-        w = LEFT + WIDTH + 10.0,
-    );
-    // Hour grid and labels (UTC).
-    let step = if span > 2.0 * 86_400_000.0 {
-        86_400_000
-    } else if span > 12.0 * 3_600_000.0 {
-        6 * 3_600_000
-    } else {
-        3_600_000
-    };
-    let mut t = from_ms - from_ms.rem_euclid(step) + step;
-    while t < to_ms {
-        let _ = write!(
-            out,
-            r#"<line x1="{0:.1}" x2="{0:.1}" y1="{1}" y2="{2:.0}" class="tl-grid"/><text x="{0:.1}" y="14" class="tl-time">{3}</text>"#,
-            x(t),
-            TOP - 4.0,
-            height - 16.0,
-            &app::units::utc(t)[5..16]
-        );
-        t += step;
-    }
-    out.push_str(&labels);
-    // Drains and downtime behind the runs, the whole row's height.
-    for (node, start, end, state) in spans {
-        if *end < from_ms || *start > to_ms {
-            continue;
-        }
-        let Some(&yy) = y_of.get(node.as_str()) else {
-            continue;
-        };
-        let class = match state {
-            NodeState::Drained | NodeState::Draining => "tl-drain",
-            _ => "tl-down",
-        };
-        let (x0, x1) = (x(*start), x(*end));
-        let _ = write!(
-            out,
-            r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{ROW:.1}" class="{class}" data-node="{}"><title>{} {} from {}</title></rect>"#,
-            yy - 0.5,
-            (x1 - x0).max(1.0),
-            esc(node),
-            esc(node),
-            state.label(),
-            app::units::utc(*start)
-        );
-    }
-    // One link per run, its bars over its nodes' rows.
-    for r in runs {
-        let end = r.end_ms.unwrap_or(to_ms);
-        if end < from_ms || r.start_ms > to_ms {
-            continue;
-        }
-        let (x0, x1) = (x(r.start_ms), x(end));
-        let class = match r.end_state {
-            None => "tl-run",
-            Some(JobState::Requeued) => "tl-run tl-requeued",
-            Some(JobState::Failed | JobState::NodeFail | JobState::Timeout) => "tl-run tl-failed",
-            Some(_) => "tl-run tl-done",
-        };
-        let name = names.get(&r.job_id).map(String::as_str).unwrap_or("");
-        let title = format!(
-            "job {} {} on {} node(s), {} to {}{}",
-            r.job_id,
-            name,
-            r.nodes.len(),
-            app::units::utc(r.start_ms),
-            r.end_ms
-                .map(app::units::utc)
-                .unwrap_or_else(|| "now".into()),
-            r.end_state
-                .map(|s| format!(" ({})", s.label()))
-                .unwrap_or_default()
-        );
-        // The run's class is on its link, its bars inherit the colour: one class per run,
-        // not per bar. Bars of nodes on adjacent rows are merged into one (`data-nodes`
-        // says how many rows it covers), so a 32-node job is one element, not 32.
-        let _ = write!(
-            out,
-            r#"<a href="/jobs/{}" data-job="{}" class="{class}"><title>{}</title>"#,
-            r.job_id,
-            r.job_id,
-            esc(&title)
-        );
-        let mut ys: Vec<f64> = r
-            .nodes
+    let overlaps = |start: UnixMs, end: UnixMs| end >= from_ms && start <= to_ms;
+    TimelineData {
+        from_ms,
+        to_ms,
+        now_ms,
+        racks,
+        runs: runs
             .iter()
-            .filter_map(|n| y_of.get(n.as_str()).copied())
-            .collect();
-        ys.sort_by(f64::total_cmp);
-        ys.dedup();
-        let width = (x1 - x0).max(1.0);
-        let mut i = 0;
-        while i < ys.len() {
-            let mut j = i + 1;
-            while j < ys.len() && (ys[j] - ys[j - 1] - ROW).abs() < 0.01 {
-                j += 1;
-            }
-            let k = j - i;
-            let _ = write!(
-                out,
-                r#"<rect x="{x0:.0}" y="{:.0}" width="{width:.0}" height="{:.0}" data-nodes="{k}"/>"#,
-                ys[i],
-                k as f64 * ROW - 1.0
-            );
-            i = j;
-        }
-        // An end that lost work is marked at its end.
-        if matches!(
-            r.end_state,
-            Some(JobState::Requeued | JobState::Failed | JobState::NodeFail)
-        ) {
-            if let Some(&yy) = r.nodes.first().and_then(|n| y_of.get(n.as_str())) {
-                let _ = write!(
-                    out,
-                    r#"<rect x="{:.1}" y="{:.1}" width="2" height="{:.1}" class="tl-mark"/>"#,
-                    x1 - 1.0,
-                    yy - 1.0,
-                    ROW + 1.0
-                );
-            }
-        }
-        out.push_str("</a>");
+            .filter(|r| overlaps(r.start_ms, r.end_ms.unwrap_or(to_ms)))
+            .map(|r| TimelineRun {
+                job_id: r.job_id,
+                name: names.get(&r.job_id).cloned().unwrap_or_default(),
+                rows: r
+                    .nodes
+                    .iter()
+                    .filter_map(|n| row_of.get(n.as_str()).copied())
+                    .collect(),
+                start_ms: r.start_ms,
+                end_ms: r.end_ms,
+                end_state: r.end_state,
+            })
+            .collect(),
+        spans: spans
+            .iter()
+            .filter(|(_, s, e, _)| overlaps(*s, *e))
+            .filter_map(|(n, s, e, st)| Some((*row_of.get(n.as_str())?, *s, *e, *st)))
+            .collect(),
     }
-    out.push_str("</svg>");
-    out
 }
 
 #[cfg(test)]
@@ -360,7 +231,7 @@ mod tests {
                 (n(6), 900, 1000, NodeState::Down)
             ]
         );
-        let s = svg(&inv, &r, &names, &spans, 0, 1000);
+        let s = app::timeline::svg(&data(&inv, &r, &names, &spans, 0, 1000, 1000));
         assert_eq!(s.matches(r#"class="tl-drain""#).count(), 1);
         assert_eq!(s.matches(r#"class="tl-down""#).count(), 1);
         assert!(s.starts_with("<svg"));

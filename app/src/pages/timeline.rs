@@ -1,7 +1,7 @@
 //! `/timeline`: jobs over nodes, grouped by rack, for a window (6 h by default; 1 h to 7 days,
-//! panned earlier or later). Window links load the page from the server (`rel="external"`):
-//! at 2,048 nodes over 7 days the SVG is megabytes, and the browser parses it faster as HTML
-//! than the app can decode it from a server function's answer. Drawn on the server as one SVG (a picture that does not move
+//! panned earlier or later). The server sends the window's data (rows as numbers) and the
+//! page draws the SVG from it, on the server for the first paint and in the browser when
+//! the window moves, so neither the HTML nor a pan carries the picture twice. Drawn on the server as one SVG (a picture that does not move
 //! while looked at); each bar links to its job and says what it was on hover. The window is
 //! in the URL, so a link shows the same view.
 
@@ -11,12 +11,12 @@ use leptos_router::hooks::use_query_map;
 
 use crate::units;
 
-/// The timeline's SVG, and its window (from, to) and the source's now.
+/// The timeline's data (drawn on both sides by `timeline::svg`).
 #[server(endpoint = "timeline")]
 pub async fn get_timeline(
     hours: u32,
     end_ms: Option<i64>,
-) -> Result<(String, i64, i64, i64), ServerFnError> {
+) -> Result<crate::timeline::TimelineData, ServerFnError> {
     crate::backend::backend()?
         .timeline(hours, end_ms)
         .await
@@ -47,7 +47,9 @@ pub fn TimelinePage() -> impl IntoView {
         <Suspense fallback=|| view! { <p class="loading">"Drawing the timeline…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
-                    Ok((svg, from, to, now)) => {
+                    Ok(d) => {
+                        let svg = crate::timeline::svg(&d);
+                        let (from, to, now) = (d.from_ms, d.to_ms, d.now_ms);
                         let h = hours();
                         let half = i64::from(h) * 1_800_000;
                         view! {
@@ -55,12 +57,12 @@ pub fn TimelinePage() -> impl IntoView {
                                 <span>"Window:"</span>
                                 {WINDOWS.into_iter().map(|(w, label)| view! {
                                     <a class=if w == h { "chip active" } else { "chip" } aria-current=(w == h).then_some("true")
-                                        rel="external" href=format!("/timeline?hours={w}&end={to}")>{label}</a>
+                                        href=format!("/timeline?hours={w}&end={to}")>{label}</a>
                                 }).collect_view()}
                                 <span class="spacer"></span>
-                                <a class="chip" rel="external" href=format!("/timeline?hours={h}&end={}", to - half)>"← earlier"</a>
-                                <a class="chip" rel="external" href=format!("/timeline?hours={h}&end={}", (to + half).min(now))>"later →"</a>
-                                <a class="chip" rel="external" href=format!("/timeline?hours={h}")>"now"</a>
+                                <a class="chip" href=format!("/timeline?hours={h}&end={}", to - half)>"← earlier"</a>
+                                <a class="chip" href=format!("/timeline?hours={h}&end={}", (to + half).min(now))>"later →"</a>
+                                <a class="chip" href=format!("/timeline?hours={h}")>"now"</a>
                             </nav>
                             <p class="legend">
                                 <span>{format!("{} to {}", units::utc(from), units::utc(to))}</span>
