@@ -18,8 +18,15 @@ await cdp.send("Performance.enable");
 
 async function taskMs() {
   const { metrics } = await cdp.send("Performance.getMetrics");
-  return 1000 * (metrics.find((m) => m.name === "TaskDuration")?.value ?? 0);
+  const get = (n) => 1000 * (metrics.find((m) => m.name === n)?.value ?? 0);
+  // Where the time goes: script, style recalculation, layout (the rest is paint and other).
+  split.script = get("ScriptDuration");
+  split.style = get("RecalcStyleDuration");
+  split.layout = get("LayoutDuration");
+  return get("TaskDuration");
 }
+const split = { script: 0, style: 0, layout: 0 };
+let splitStart = null;
 
 let measuring = false;
 let last = null;
@@ -29,6 +36,7 @@ cdp.on("Network.eventSourceMessageReceived", async (e) => {
   (sizes[e.eventName] ?? (sizes[e.eventName] = [])).push(Buffer.byteLength(e.data));
   if (!measuring) return;
   const t = await taskMs();
+  if (splitStart === null) splitStart = { ...split };
   if (last !== null) perUpdate.push(t - last);
   last = t;
 });
@@ -56,4 +64,10 @@ console.log(`nodes on the floor:          ${nodes}`);
 console.log(`page HTML:                   ${kb(htmlBytes)} KB, load event after ${loadMs} ms`);
 console.log(`first contentful paint:      ${fcp === null ? "n/a" : fcp.toFixed(0) + " ms"}   (goal: under 1,500 ms)`);
 console.log(`main-thread time per update: average ${avg(perUpdate).toFixed(1)} ms, p95 ${p95.toFixed(1)} ms over ${perUpdate.length} updates   (goal: under 16 ms)`);
+const n = Math.max(perUpdate.length, 1);
+if (splitStart !== null) {
+  console.log(
+    `  of which per update:       script ${((split.script - splitStart.script) / n).toFixed(1)} ms, style ${((split.style - splitStart.style) / n).toFixed(1)} ms, layout ${((split.layout - splitStart.layout) / n).toFixed(1)} ms`,
+  );
+}
 console.log(`bytes per SSE update:        average ${kb(avg(sizes.delta))} KB, max ${kb(Math.max(0, ...sizes.delta))} KB over ${sizes.delta.length} deltas; snapshot ${kb(Math.max(0, ...sizes.snapshot))} KB   (goal: under 64 KB)`);

@@ -234,8 +234,9 @@ impl Live {
     }
 
     pub fn record_window(&self, readings: &Readings, ov: &Overview) {
+        let inv = self.inventory();
         if let Ok(mut w) = self.window.lock() {
-            if w.push(readings.at_ms, readings, ov) {
+            if w.push(readings.at_ms, readings, ov, inv.as_deref()) {
                 self.metrics.hot_window_bytes.store(
                     w.memory_bytes() as u64,
                     std::sync::atomic::Ordering::Relaxed,

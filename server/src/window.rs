@@ -1,4 +1,5 @@
-//! The hot window: the last hour of readings in memory, per GPU, node, rack and cluster,
+//! The hot window: the last hour of readings in memory, per GPU, node, rack, switch domain
+//! and cluster,
 //! at a fixed resolution (a point is taken when at least one resolution has passed since
 //! the last; readings in between are skipped).
 //!
@@ -9,7 +10,7 @@
 use std::collections::HashMap;
 
 use app::live::Overview;
-use app::model::UnixMs;
+use app::model::{Inventory, UnixMs};
 
 use crate::aggregate::Readings;
 
@@ -44,13 +45,18 @@ impl Metric {
 pub enum Scope {
     Cluster,
     Rack(String),
+    /// A switch domain: NVLink domain, leaf or spine switch, Slurm block.
+    Domain(String),
     Node(String),
     Gpu(String, u32),
 }
 
 impl Scope {
-    /// `cluster`, `rack:A01`, `node:gpu001`, `gpu:gpu001:3`.
+    /// `cluster`, `rack:A01`, `domain:leaf01`, `node:gpu001`, `gpu:gpu001:3`.
     pub fn parse(s: &str) -> Option<Scope> {
+        if let Some(d) = s.strip_prefix("domain:") {
+            return (!d.is_empty()).then(|| Scope::Domain(d.into()));
+        }
         let mut parts = s.splitn(3, ':');
         Some(match (parts.next()?, parts.next(), parts.next()) {
             ("cluster", None, None) => Scope::Cluster,
@@ -98,8 +104,15 @@ impl HotWindow {
         self.series.len()
     }
 
-    /// Takes one instant's readings and overview, if `at_ms` starts a new slot.
-    pub fn push(&mut self, at_ms: UnixMs, readings: &Readings, overview: &Overview) -> bool {
+    /// Takes one instant's readings and overview, if `at_ms` starts a new slot; `inv`
+    /// (when known) says which nodes make each switch domain.
+    pub fn push(
+        &mut self,
+        at_ms: UnixMs,
+        readings: &Readings,
+        overview: &Overview,
+        inv: Option<&Inventory>,
+    ) -> bool {
         if self.len > 0 && at_ms < self.times[self.head] + self.resolution_ms {
             return false;
         }
@@ -167,6 +180,49 @@ impl HotWindow {
                 Some(f64::from(r.gpus_throttling)),
             );
         }
+        // Per switch domain: its nodes' power and GPUs throttling summed, its SM activity
+        // as the overview computed it. A domain with no node reporting power has none.
+        if let Some(inv) = inv {
+            let tile: HashMap<&str, &app::live::NodeTile> = overview
+                .nodes
+                .iter()
+                .map(|n| (n.name.as_str(), n))
+                .collect();
+            // A spine lists no nodes: it has its leaves'. A one-node domain (an HGX board's
+            // NVSwitch) is its node's series already.
+            for d in &inv.domains {
+                let members: Vec<&String> = if d.nodes.is_empty() {
+                    inv.domains
+                        .iter()
+                        .filter(|c| c.parent.as_deref() == Some(d.name.as_str()))
+                        .flat_map(|c| c.nodes.iter())
+                        .collect()
+                } else {
+                    d.nodes.iter().collect()
+                };
+                if members.len() < 2 {
+                    continue;
+                }
+                let (mut power, mut seen, mut thr) = (0.0, false, 0u32);
+                for n in members.iter().filter_map(|n| tile.get(n.as_str())) {
+                    if let Some(p) = n.power_watts {
+                        power += p;
+                        seen = true;
+                    }
+                    thr += n.gpus_throttling;
+                }
+                let scope = || Scope::Domain(d.name.clone());
+                put(scope(), Metric::PowerWatts, seen.then_some(power));
+                put(scope(), Metric::GpusThrottling, Some(f64::from(thr)));
+            }
+            for d in &overview.domains {
+                put(
+                    Scope::Domain(d.name.clone()),
+                    Metric::SmActiveRatio,
+                    d.sm_active_mean,
+                );
+            }
+        }
         let s = &overview.summary;
         put(Scope::Cluster, Metric::PowerWatts, Some(s.power_watts));
         put(Scope::Cluster, Metric::SmActiveRatio, s.sm_active_mean);
@@ -209,7 +265,7 @@ mod tests {
         sim.advance_to(t);
         let r = sim.readings();
         let ov = crate::aggregate::overview(sim.inventory(), &r, 1, 1000, t);
-        w.push(t, &r, &ov);
+        w.push(t, &r, &ov, Some(sim.inventory()));
         ov
     }
 
@@ -264,8 +320,34 @@ mod tests {
         assert!(w
             .query(&Scope::Node("nope".into()), Metric::PowerWatts, 0)
             .is_none());
-        // 512 GPUs x 4 + 64 nodes + 8 racks x 3 + 3 cluster series, 360 points each.
-        assert_eq!(w.series_count(), 512 * 4 + 64 + 64 * 3 + 8 * 3 + 3);
+        // A switch domain's power is its nodes' power.
+        let inv = sim.inventory();
+        let leaf = inv
+            .domains
+            .iter()
+            .find(|d| d.kind == app::model::DomainKind::Leaf)
+            .expect("a leaf");
+        let want: f64 = ov
+            .nodes
+            .iter()
+            .filter(|n| leaf.nodes.contains(&n.name))
+            .filter_map(|n| n.power_watts)
+            .sum();
+        let got = w
+            .query(&Scope::Domain(leaf.name.clone()), Metric::PowerWatts, 0)
+            .expect("domain");
+        assert_eq!(got, vec![(T0, Some(want as f32))]);
+        assert!(w
+            .query(&Scope::Domain(leaf.name.clone()), Metric::SmActiveRatio, 0)
+            .is_some());
+        // 512 GPUs x 4 + 64 nodes + 8 racks x 3 + 3 cluster series, and per switch domain
+        // power, throttling and SM activity (domains of more than one node), 360 points
+        // each.
+        let multi = ov.domains.len();
+        assert_eq!(
+            w.series_count(),
+            512 * 4 + 64 + 64 * 3 + 8 * 3 + 3 + multi * 3
+        );
         assert_eq!(w.memory_bytes(), w.series_count() * 360 * 4 + 360 * 8);
     }
 
@@ -273,6 +355,10 @@ mod tests {
     fn scopes_and_metrics_parse() {
         assert_eq!(Scope::parse("cluster"), Some(Scope::Cluster));
         assert_eq!(Scope::parse("rack:A01"), Some(Scope::Rack("A01".into())));
+        assert_eq!(
+            Scope::parse("domain:leaf:01"),
+            Some(Scope::Domain("leaf:01".into()))
+        );
         assert_eq!(
             Scope::parse("gpu:gpu001:3"),
             Some(Scope::Gpu("gpu001".into(), 3))
@@ -285,6 +371,7 @@ mod tests {
             "gpu:gpu001:x",
             "cluster:x",
             "disk:a",
+            "domain:",
         ] {
             assert_eq!(Scope::parse(bad), None, "{bad}");
         }
