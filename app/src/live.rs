@@ -190,8 +190,12 @@ pub struct FragmentedJob {
     pub name: String,
     pub user: String,
     pub nodes: u32,
-    pub leaves_used: u32,
-    pub leaves_min: u32,
+    /// Leaf switches or Slurm blocks.
+    pub kind: DomainKind,
+    /// Domains of that kind the job's nodes are in.
+    pub used: u32,
+    /// The fewest its node count needs.
+    pub min: u32,
 }
 
 /// Everything the live pages show, as of `at_ms`.

@@ -429,41 +429,43 @@ fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov:
     }
     ov.domains = domains;
 
-    // Fragmentation: leaves used against the fewest leaves the job's size needs.
-    let leaves: Vec<&app::model::SwitchDomain> = inv
-        .domains
-        .iter()
-        .filter(|d| d.kind == DomainKind::Leaf)
-        .collect();
-    let leaf_of: HashMap<&str, &str> = leaves
-        .iter()
-        .flat_map(|l| l.nodes.iter().map(move |n| (n.as_str(), l.name.as_str())))
-        .collect();
-    let leaf_size = leaves.iter().map(|l| l.nodes.len()).max().unwrap_or(0);
+    // Fragmentation: leaf switches, and Slurm blocks, used against the fewest of that kind
+    // the job's size needs (domains of a kind hold the same number of nodes, at most).
     let mut fragmented = Vec::new();
-    if leaf_size > 0 {
+    for kind in [DomainKind::Leaf, DomainKind::Block] {
+        let of_kind: Vec<&app::model::SwitchDomain> =
+            inv.domains.iter().filter(|d| d.kind == kind).collect();
+        let domain_of: HashMap<&str, &str> = of_kind
+            .iter()
+            .flat_map(|l| l.nodes.iter().map(move |n| (n.as_str(), l.name.as_str())))
+            .collect();
+        let size = of_kind.iter().map(|l| l.nodes.len()).max().unwrap_or(0);
+        if size == 0 {
+            continue;
+        }
         for j in &running {
             let mut used: Vec<&str> = j
                 .nodes
                 .iter()
-                .filter_map(|n| leaf_of.get(n.as_str()).copied())
+                .filter_map(|n| domain_of.get(n.as_str()).copied())
                 .collect();
             used.sort_unstable();
             used.dedup();
-            let min = j.nodes.len().div_ceil(leaf_size);
+            let min = j.nodes.len().div_ceil(size);
             if used.len() > min {
                 fragmented.push(FragmentedJob {
                     id: j.id,
                     name: j.name.clone(),
                     user: j.user.clone(),
                     nodes: j.nodes.len() as u32,
-                    leaves_used: used.len() as u32,
-                    leaves_min: min as u32,
+                    kind,
+                    used: used.len() as u32,
+                    min: min as u32,
                 });
             }
         }
     }
-    fragmented.sort_by_key(|f| (std::cmp::Reverse(f.leaves_used - f.leaves_min), f.id));
+    fragmented.sort_by_key(|f| (std::cmp::Reverse(f.used - f.min), f.kind, f.id));
     ov.fragmented = fragmented;
 }
 
@@ -473,6 +475,41 @@ mod tests {
     use crate::sim::Sim;
 
     const T0: i64 = 1_795_968_000_000; // 2026-11-29 16:00:00 UTC
+
+    #[test]
+    fn jobs_over_more_leaves_or_blocks_than_they_need_are_fragmented() {
+        let sim = Sim::new(64, 42, "t", T0);
+        let mut r = sim.readings();
+        let job = |id: u64, nodes: &[u32]| app::model::Job {
+            id,
+            name: format!("job{id}"),
+            user: "u".into(),
+            account: "a".into(),
+            partition: "p".into(),
+            state: JobState::Running,
+            nodes: nodes.iter().map(|n| format!("gpu{n:03}")).collect(),
+            gpus: 8 * nodes.len() as u32,
+            submit_ms: T0,
+            start_ms: Some(T0),
+            end_ms: None,
+        };
+        // Eight nodes over leaves 1, 2 and 3 and blocks 1 and 2 (one leaf and one block
+        // would do); eight nodes filling leaf 2 exactly.
+        r.jobs = vec![
+            job(1, &[1, 2, 3, 4, 5, 6, 9, 17]),
+            job(2, &[9, 10, 11, 12, 13, 14, 15, 16]),
+        ];
+        let ov = overview(sim.inventory(), &r, 1, 1000, T0);
+        let got: Vec<(u64, DomainKind, u32, u32)> = ov
+            .fragmented
+            .iter()
+            .map(|f| (f.id, f.kind, f.used, f.min))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(1, DomainKind::Leaf, 3, 1), (1, DomainKind::Block, 2, 1)]
+        );
+    }
 
     #[test]
     fn overview_equals_the_simulators_truth() {

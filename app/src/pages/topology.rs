@@ -128,21 +128,22 @@ fn Topology(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
             {move || {
                 let f = state.with(|s| s.fragmented.clone());
                 if f.is_empty() {
-                    view! { <p data-test="fragmented-none">"No running job spans more leaf switches than its size needs."</p> }.into_any()
+                    view! { <p data-test="fragmented-none">"No running job spans more leaf switches or Slurm blocks than its size needs."</p> }.into_any()
                 } else {
                     view! {
                         <table class="grid compact" aria-labelledby="frag" data-test="fragmented">
                             <thead><tr>
                                 <th scope="col" class="num">"Job"</th><th scope="col">"Name"</th><th scope="col">"User"</th>
-                                <th scope="col" class="num">"Nodes"</th><th scope="col" class="num">"Leaf switches used"</th>
-                                <th scope="col" class="num">"Could have used"</th>
+                                <th scope="col" class="num">"Nodes"</th><th scope="col">"Over"</th>
+                                <th scope="col" class="num">"Used"</th><th scope="col" class="num">"Could have used"</th>
                             </tr></thead>
                             <tbody>
                                 {f.into_iter().map(|j| view! {
                                     <tr>
                                         <th scope="row" class="num"><a href=format!("/jobs/{}", j.id)>{j.id}</a></th>
                                         <td>{j.name}</td><td>{j.user}</td><td class="num">{j.nodes}</td>
-                                        <td class="num">{j.leaves_used}</td><td class="num">{j.leaves_min}</td>
+                                        <td>{match j.kind { DomainKind::Block => "Slurm blocks", _ => "leaf switches" }}</td>
+                                        <td class="num">{j.used}</td><td class="num">{j.min}</td>
                                     </tr>
                                 }).collect_view()}
                             </tbody>
