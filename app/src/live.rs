@@ -181,6 +181,10 @@ pub struct DomainTile {
     pub oversubscription: f64,
     /// Every node idle and schedulable: a whole domain a large job could have.
     pub free_whole: bool,
+    /// NVLink traffic of its GPUs, sent plus received, bytes per second (to 1 GB/s);
+    /// `None` where no exporter reports it.
+    #[serde(default)]
+    pub nvlink_bytes_per_second: Option<f64>,
 }
 
 /// A running job spread over more leaf switches (or blocks) than its size needs.

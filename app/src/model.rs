@@ -316,6 +316,12 @@ pub struct GpuReading {
     /// Memory rows remapped for uncorrectable errors (HBM); any means the GPU should go.
     #[serde(default)]
     pub remapped_rows_uncorrectable: Option<u64>,
+    /// NVLink traffic, sent plus received, in bytes per second (DCGM profiling fields).
+    #[serde(default)]
+    pub nvlink_bytes_per_second: Option<f64>,
+    /// PCIe traffic, sent plus received, in bytes per second.
+    #[serde(default)]
+    pub pcie_bytes_per_second: Option<f64>,
 }
 
 /// One rack's own readings (PDU power, inlet sensor).

@@ -35,6 +35,19 @@ pub fn power(watts: Option<f64>) -> String {
     }
 }
 
+/// A data rate: `850 GB/s`, `6.4 TB/s` (decimal units, as NVIDIA quotes NVLink).
+pub fn bytes_per_second(b: f64) -> String {
+    if !b.is_finite() || b < 0.0 {
+        return MISSING.into();
+    }
+    if b < 1e12 {
+        format!("{} GB/s", thousands((b / 1e9).round() as u64))
+    } else {
+        let tenths = (b / 1e11).round() as u64;
+        format!("{}.{} TB/s", thousands(tenths / 10), tenths % 10)
+    }
+}
+
 /// Temperatures in whole degrees Celsius.
 pub fn celsius(c: Option<f64>) -> String {
     match c {
@@ -196,6 +209,14 @@ mod tests {
         assert_eq!(thousands(1000), "1,000");
         assert_eq!(thousands(16_384), "16,384");
         assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn data_rates() {
+        assert_eq!(bytes_per_second(0.0), "0 GB/s");
+        assert_eq!(bytes_per_second(850e9), "850 GB/s");
+        assert_eq!(bytes_per_second(6_400e9), "6.4 TB/s");
+        assert_eq!(bytes_per_second(f64::NAN), MISSING);
     }
 
     #[test]

@@ -28,6 +28,16 @@ pub const REASONS: [(u64, &str); 5] = [
     (ThrottleReasons::HW_POWER_BRAKE, "hw_power_brake"),
 ];
 
+/// Two significant digits (and at least 1 GB/s steps): display precision, so a noisy sum
+/// does not send a delta every tick.
+fn round_sig2(x: f64) -> f64 {
+    if x <= 0.0 || !x.is_finite() {
+        return 0.0;
+    }
+    let step = 10f64.powi(x.log10().floor() as i32 - 1).max(1e9);
+    round_to(x, step)
+}
+
 fn round_to(x: f64, step: f64) -> f64 {
     (x / step).round() * step
 }
@@ -374,6 +384,13 @@ fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov:
 
     // Switch domains of more than one node.
     let tile_of: HashMap<&str, &NodeTile> = ov.nodes.iter().map(|t| (t.name.as_str(), t)).collect();
+    // NVLink bytes per second per node, where its exporter reports them.
+    let mut node_nvlink: HashMap<&str, f64> = HashMap::new();
+    for g in &r.gpus {
+        if let Some(b) = g.nvlink_bytes_per_second {
+            *node_nvlink.entry(g.node.as_str()).or_default() += b;
+        }
+    }
     let allocated: HashMap<&str, ()> = jobs_on.keys().map(|k| (*k, ())).collect();
     let mut domains = Vec::new();
     for d in inv
@@ -393,8 +410,12 @@ fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov:
         };
         let mut g = GpuCounts::default();
         let (mut sm_sum, mut sm_n) = (0.0, 0u32);
+        let mut nvlink: Option<f64> = None;
         let mut free_whole = !members.is_empty();
         for m in &members {
+            if let Some(b) = node_nvlink.get(m) {
+                *nvlink.get_or_insert(0.0) += b;
+            }
             let Some(t) = tile_of.get(m) else { continue };
             let k = t.gpus;
             g.total += k;
@@ -425,6 +446,7 @@ fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov:
             sm_active_mean: (sm_n > 0).then(|| round_to(sm_sum / f64::from(sm_n), 0.01)),
             oversubscription: d.oversubscription,
             free_whole,
+            nvlink_bytes_per_second: nvlink.map(round_sig2),
         });
     }
     ov.domains = domains;
@@ -550,6 +572,29 @@ mod tests {
             .find(|d| d.name == "spine01")
             .expect("spine");
         assert_eq!(spine.nodes, 32);
+        // NVLink traffic of a leaf: its GPUs' readings summed, to 1 GB/s.
+        let leaf = &sim
+            .inventory()
+            .domains
+            .iter()
+            .find(|d| d.name == "leaf01")
+            .expect("leaf");
+        let want: f64 = r
+            .gpus
+            .iter()
+            .filter(|g| leaf.nodes.contains(&g.node))
+            .filter_map(|g| g.nvlink_bytes_per_second)
+            .sum();
+        let tile = ov
+            .domains
+            .iter()
+            .find(|d| d.name == "leaf01")
+            .expect("leaf tile");
+        assert_eq!(tile.nvlink_bytes_per_second, Some(round_sig2(want)));
+        assert_eq!(round_sig2(6_437e9), 6_400e9);
+        assert_eq!(round_sig2(0.4e9), 0.0);
+        assert_eq!(round_sig2(0.0), 0.0);
+        assert!(want > 0.0, "the simulator's busy GPUs use NVLink");
         assert_eq!(ov.nodes.len(), 64);
         let per_node: u32 = ov.nodes.iter().map(|n| n.gpus_throttling).sum();
         assert_eq!(per_node, truth.gpus_throttling);

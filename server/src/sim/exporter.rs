@@ -86,6 +86,33 @@ pub fn render_dcgm(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
         "The ratio of cycles an SM has at least 1 warp assigned (in %).",
         &|i| with_job(float(gpus[i].sm_active_ratio)),
     );
+    // Traffic as dcgm-exporter's profiling fields: bytes per second each way (the
+    // simulator splits its total evenly).
+    let half = |v: Option<f64>| v.map(|x| format!("{}", (x / 2.0).round() as u64));
+    family(
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        "gauge",
+        "The rate of data transmitted over NVLink, not including protocol headers, in bytes per second.",
+        &|i| plain(half(gpus[i].nvlink_bytes_per_second)),
+    );
+    family(
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
+        "gauge",
+        "The rate of data received over NVLink, not including protocol headers, in bytes per second.",
+        &|i| plain(half(gpus[i].nvlink_bytes_per_second)),
+    );
+    family(
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "gauge",
+        "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
+        &|i| plain(half(gpus[i].pcie_bytes_per_second)),
+    );
+    family(
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "gauge",
+        "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
+        &|i| plain(half(gpus[i].pcie_bytes_per_second)),
+    );
     family(
         "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
         "counter",
@@ -215,6 +242,8 @@ mod tests {
                 assert_eq!(got.throttle, want.throttle);
                 assert_eq!(got.ecc_dbe_total, want.ecc_dbe_total);
                 assert_eq!(got.last_xid, want.last_xid);
+                assert_eq!(got.nvlink_bytes_per_second, want.nvlink_bytes_per_second);
+                assert_eq!(got.pcie_bytes_per_second, want.pcie_bytes_per_second);
                 assert_eq!(got.temp_celsius, want.temp_celsius.map(f64::round));
                 assert_eq!(g.no_data, vec![Field::MemoryTempCelsius]);
                 assert_eq!(

@@ -508,6 +508,19 @@ impl Sim {
             bits |= ThrottleReasons::GPU_IDLE;
             (GPU_IDLE_CLOCK_MHZ, 0.0)
         };
+        // Traffic: all-reduce over NVLink while computing; a checkpoint save goes out over
+        // PCIe to storage.
+        let gb = 1e9;
+        let (nvlink, pcie) = if busy {
+            (
+                load * clock_factor * (120.0 + 10.0 * noise(3)) * gb,
+                (4.0 + 2.0 * noise(4)) * gb,
+            )
+        } else if saving {
+            (2.0 * gb, (20.0 + 4.0 * noise(4)) * gb)
+        } else {
+            (0.0, 0.0)
+        };
         GpuReading {
             node: self.inv.nodes[node].name.clone(),
             index: g as u32,
@@ -521,6 +534,9 @@ impl Sim {
             ecc_sbe_total: None,
             pcie_replay_total: None,
             remapped_rows_uncorrectable: None,
+            // Whole MB/s: even, so the exporter's halves add up exactly.
+            nvlink_bytes_per_second: Some((nvlink / 1e6).round() * 1e6),
+            pcie_bytes_per_second: Some((pcie / 1e6).round() * 1e6),
         }
     }
 

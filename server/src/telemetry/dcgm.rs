@@ -251,7 +251,23 @@ impl DcgmGpu {
             remapped_rows_uncorrectable: self
                 .get(Field::RemappedRowsUncorrectable)
                 .map(|v| v as u64),
+            nvlink_bytes_per_second: sum_present(
+                self.get(Field::NvlinkTxBytesPerSecond),
+                self.get(Field::NvlinkRxBytesPerSecond),
+            ),
+            pcie_bytes_per_second: sum_present(
+                self.get(Field::PcieTxBytesPerSecond),
+                self.get(Field::PcieRxBytesPerSecond),
+            ),
         }
+    }
+}
+
+/// Sent plus received, when either is reported.
+fn sum_present(tx: Option<f64>, rx: Option<f64>) -> Option<f64> {
+    match (tx, rx) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
     }
 }
 
@@ -478,6 +494,23 @@ DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT{nvswitch="nvswitch0",hostname="gpu017"}
         let re = metric_names_regex();
         assert!(re.contains("|DCGM_FI_DEV_BOARD_POWER_WATTS|"));
         assert!(!re.contains('"') && !re.contains('\\'));
+    }
+
+    #[test]
+    fn nvlink_and_pcie_traffic_add_both_directions_and_stay_missing_when_absent() {
+        let t = "DCGM_FI_PROF_NVLINK_TX_BYTES{gpu=\"0\",Hostname=\"a\"} 60000000000\n\
+                 DCGM_FI_PROF_NVLINK_RX_BYTES{gpu=\"0\",Hostname=\"a\"} 40000000000\n\
+                 DCGM_FI_PROF_PCIE_RX_BYTES{gpu=\"0\",Hostname=\"a\"} 5000000000\n\
+                 DCGM_FI_DEV_GPU_TEMP{gpu=\"1\",Hostname=\"a\"} 40\n";
+        let s = decode(t.as_bytes(), "a");
+        let r0 = s.gpus[0].to_reading();
+        assert_eq!(r0.nvlink_bytes_per_second, Some(1e11));
+        assert_eq!(r0.pcie_bytes_per_second, Some(5e9));
+        let r1 = s.gpus[1].to_reading();
+        assert_eq!(
+            (r1.nvlink_bytes_per_second, r1.pcie_bytes_per_second),
+            (None, None)
+        );
     }
 
     #[test]
