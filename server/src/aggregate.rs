@@ -245,6 +245,17 @@ pub fn steady(prev: &Overview, next: &mut Overview) {
             hold(o.gpu_temp_max_celsius, &mut n.gpu_temp_max_celsius, 1.0);
         }
     }
+    if prev.domains.len() == next.domains.len() {
+        for (o, n) in prev.domains.iter().zip(next.domains.iter_mut()) {
+            if o.name != n.name {
+                continue;
+            }
+            // Traffic moves with every step of every job: hold it within 10%.
+            let step = o.nvlink_bytes_per_second.unwrap_or(0.0) * 0.1;
+            hold(o.nvlink_bytes_per_second, &mut n.nvlink_bytes_per_second, step);
+            hold(o.sm_active_mean, &mut n.sm_active_mean, 0.05);
+        }
+    }
 }
 
 /// Per node, per switch domain, throttling by reason and job, fragmented jobs; and each
