@@ -252,7 +252,11 @@ pub fn steady(prev: &Overview, next: &mut Overview) {
             }
             // Traffic moves with every step of every job: hold it within 10%.
             let step = o.nvlink_bytes_per_second.unwrap_or(0.0) * 0.1;
-            hold(o.nvlink_bytes_per_second, &mut n.nvlink_bytes_per_second, step);
+            hold(
+                o.nvlink_bytes_per_second,
+                &mut n.nvlink_bytes_per_second,
+                step,
+            );
             hold(o.sm_active_mean, &mut n.sm_active_mean, 0.05);
         }
     }

@@ -101,13 +101,51 @@ fn phase_ms(url: &str, interval: Duration) -> i64 {
     (h % (interval.as_millis().max(1) as u64)) as i64
 }
 
-enum Kind {
+/// Which exporter of a node a target is.
+pub enum Kind {
     Gpu,
     Bmc,
 }
 
+/// The scrapes of one round, planned from an [`Ingest`] and fetched without it.
+pub struct Round {
+    client: Client,
+    concurrency: usize,
+    jobs: Vec<(String, String, Kind)>,
+}
+
+impl Round {
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Fetches every planned target, `concurrency` at a time; a slow or failing target
+    /// holds up only its own slot.
+    pub async fn fetch(self) -> Vec<Fetched> {
+        let client = self.client;
+        stream::iter(self.jobs)
+            .map(|(node, url, kind)| {
+                let client = client.clone();
+                async move {
+                    let t = Instant::now();
+                    let result = client.fetch(&url).await;
+                    Fetched {
+                        node,
+                        url,
+                        kind,
+                        result,
+                        took: t.elapsed(),
+                    }
+                }
+            })
+            .buffer_unordered(self.concurrency)
+            .collect()
+            .await
+    }
+}
+
 /// One target's answer in a round.
-struct Fetched {
+pub struct Fetched {
     node: String,
     url: String,
     kind: Kind,
@@ -176,6 +214,14 @@ impl Ingest {
     /// every round, failing ones after their backoff (doubling per failure, up to
     /// [`crate::scrape::MAX_BACKOFF`]), so a dead exporter costs one attempt now and then.
     pub async fn scrape_due(&mut self, now_ms: UnixMs, interval: Duration) -> RoundStats {
+        let round = self.plan(now_ms, interval);
+        let results = round.fetch().await;
+        self.apply(results, now_ms)
+    }
+
+    /// The scrapes due at `now_ms`: what [`Round::fetch`] fetches without the `Ingest`
+    /// (so the scrape task holds no lock while it waits on exporters).
+    pub fn plan(&mut self, now_ms: UnixMs, interval: Duration) -> Round {
         let health = &self.health;
         let jitter = self.jitter;
         let started = *self.started_ms.get_or_insert(now_ms);
@@ -199,25 +245,15 @@ impl Ingest {
             })
             .filter(|(_, url, _)| due(url))
             .collect();
-        let client = self.client.clone();
-        let results: Vec<Fetched> = stream::iter(jobs)
-            .map(|(node, url, kind)| {
-                let client = client.clone();
-                async move {
-                    let t = Instant::now();
-                    let result = client.fetch(&url).await;
-                    Fetched {
-                        node,
-                        url,
-                        kind,
-                        result,
-                        took: t.elapsed(),
-                    }
-                }
-            })
-            .buffer_unordered(self.concurrency)
-            .collect()
-            .await;
+        Round {
+            client: self.client.clone(),
+            concurrency: self.concurrency,
+            jobs,
+        }
+    }
+
+    /// Takes a round's answers: decodes bodies into the latest readings, records health.
+    pub fn apply(&mut self, results: Vec<Fetched>, now_ms: UnixMs) -> RoundStats {
         let mut stats = RoundStats {
             targets: results.len(),
             ..RoundStats::default()
@@ -242,6 +278,7 @@ impl Ingest {
                     Err(e)
                 }
             };
+            // A target removed while its scrape was in flight has no health any more.
             if let Some(h) = self.health.get_mut(&url) {
                 match &outcome {
                     Ok(n) => h.record(now_ms, took, Ok(*n)),
@@ -449,6 +486,60 @@ impl Ingest {
             jobs,
         }
     }
+}
+
+/// An [`Ingest`] shared by its own scrape task and the live tick that reads it.
+pub type SharedIngest = std::sync::Arc<std::sync::Mutex<Ingest>>;
+
+/// How a source gets its telemetry.
+pub enum Telemetry {
+    /// Scraped or queried inside each live tick: the simulator's own exporters (a tick then
+    /// shows one simulated instant) and PromQL (one query per tick).
+    InTick(Box<Ingest>),
+    /// Scraped by [`run_scraper`]; the tick only reads the latest. Configured exporters of
+    /// real nodes: a slow one delays its own scrape, never a tick.
+    Task(SharedIngest),
+}
+
+/// Scrapes what is due every `round` until `shutdown`, holding the `Ingest` only to plan
+/// and to take the answers, never while exporters are awaited.
+pub async fn run_scraper(
+    ingest: SharedIngest,
+    live: std::sync::Arc<crate::live::Live>,
+    interval: Duration,
+    round: Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut ticker = tokio::time::interval(round);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shutdown.changed() => break,
+        }
+        if *shutdown.borrow() {
+            break;
+        }
+        let now = crate::live::wall_now_ms();
+        let planned = match ingest.lock() {
+            Ok(mut i) => i.plan(now, interval),
+            Err(_) => break,
+        };
+        if planned.is_empty() {
+            continue;
+        }
+        let results = planned.fetch().await;
+        let health = match ingest.lock() {
+            Ok(mut i) => {
+                let stats = i.apply(results, now);
+                live.metrics.record_scrape_round(&stats);
+                i.health()
+            }
+            Err(_) => break,
+        };
+        live.set_targets(health);
+    }
+    tracing::info!("scraper stopped");
 }
 
 #[cfg(test)]

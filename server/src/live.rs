@@ -738,7 +738,7 @@ pub struct SimSource {
     pub speed: f64,
     pub interval_ms: u64,
     /// Scrape the simulator's exporters (the embedded default) instead of reading it directly.
-    pub ingest: Option<crate::ingest::Ingest>,
+    pub ingest: Option<crate::ingest::Telemetry>,
     /// With `ingest`: query this PromQL store (which scrapes the exporters) instead of scraping.
     pub promql: Option<crate::promql::PromQl>,
     /// How often each target is scraped; data older than two of these is stale.
@@ -851,7 +851,21 @@ pub async fn run_sim_source(
         let scraped;
         let view: &Readings = match ingest.as_mut() {
             None => &frame.readings,
-            Some(ing) => {
+            // Scraped by its own task: take what is fresh now.
+            Some(crate::ingest::Telemetry::Task(shared)) => {
+                let r = &frame.readings;
+                let ing = shared.lock().unwrap_or_else(|e| e.into_inner());
+                scraped = ing.readings(
+                    &inventory,
+                    wall_now_ms(),
+                    r.at_ms,
+                    2 * scrape_interval_ms.max(interval_ms) as i64,
+                    r.nodes.clone(),
+                    r.jobs.clone(),
+                );
+                &scraped
+            }
+            Some(crate::ingest::Telemetry::InTick(ing)) => {
                 let round = match &promql {
                     None => {
                         ing.scrape_due(wall_now_ms(), Duration::from_millis(scrape_interval_ms))

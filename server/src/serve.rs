@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use crate::config::{Config, SourceKind, TelemetryKind};
 use crate::http::{router_with_paths, AppState};
-use crate::ingest::{self, Ingest};
+use crate::ingest::{self, Ingest, Telemetry};
 use crate::live::{self, Live, SimSource};
 use crate::metrics::Metrics;
 use crate::promql::PromQl;
@@ -193,9 +193,14 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             } else {
                 cfg.live_interval_ms
             });
-            // A scrape or query runs within the tick that uses it.
+            // The simulator's own exporters and PromQL are read within the tick that uses
+            // them; configured exporters by their own task, each within most of the interval.
             let client = Client::new(ScrapeConfig {
-                timeout: Duration::from_millis(cfg.live_interval_ms * 4 / 5),
+                timeout: Duration::from_millis(if external.is_some() {
+                    (scrape_interval_ms * 4 / 5).min(10_000)
+                } else {
+                    cfg.live_interval_ms * 4 / 5
+                }),
                 gzip: external.is_some(),
                 ..ScrapeConfig::default()
             });
@@ -208,25 +213,31 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                         cfg.power_mapping.clone(),
                         cfg.scrape_concurrency,
                     );
-                    (
-                        Some(if external.is_some() {
-                            ing.with_jitter()
-                        } else {
-                            ing
-                        }),
-                        None,
-                    )
+                    if external.is_some() {
+                        // Real exporters: their own task, spread over the interval.
+                        let shared = std::sync::Arc::new(std::sync::Mutex::new(ing.with_jitter()));
+                        tasks.push(tokio::spawn(ingest::run_scraper(
+                            std::sync::Arc::clone(&shared),
+                            Arc::clone(&live),
+                            Duration::from_millis(scrape_interval_ms),
+                            scrape_round(scrape_interval_ms),
+                            shutdown_rx.clone(),
+                        )));
+                        (Some(Telemetry::Task(shared)), None)
+                    } else {
+                        (Some(Telemetry::InTick(Box::new(ing))), None)
+                    }
                 }
                 TelemetryKind::PromQl => {
                     let url = cfg.promql_url.clone().unwrap_or_default();
                     let prom = PromQl::new(client.clone(), &url);
                     (
-                        Some(Ingest::new(
+                        Some(Telemetry::InTick(Box::new(Ingest::new(
                             client,
                             Vec::new(),
                             cfg.power_mapping.clone(),
                             cfg.scrape_concurrency,
-                        )),
+                        )))),
                         Some(prom),
                     )
                 }
@@ -274,9 +285,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                 .zip(cfg.bmc_exporter_url.clone())
                 .map(|(g, b)| {
                     let client = Client::new(ScrapeConfig {
-                        timeout: Duration::from_millis(
-                            cfg.slurm.poll_interval_ms.min(scrape_interval_ms) * 4 / 5,
-                        ),
+                        timeout: Duration::from_millis((scrape_interval_ms * 4 / 5).min(10_000)),
                         ..ScrapeConfig::default()
                     });
                     let ing = Ingest::new(
@@ -286,7 +295,15 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                         cfg.scrape_concurrency,
                     )
                     .with_jitter();
-                    (ing, g, b)
+                    let shared = std::sync::Arc::new(std::sync::Mutex::new(ing));
+                    tasks.push(tokio::spawn(ingest::run_scraper(
+                        std::sync::Arc::clone(&shared),
+                        Arc::clone(&live),
+                        Duration::from_millis(scrape_interval_ms),
+                        scrape_round(scrape_interval_ms),
+                        shutdown_rx.clone(),
+                    )));
+                    (shared, g, b)
                 });
             let src = crate::slurm::source::SlurmSource {
                 sched,
@@ -387,4 +404,10 @@ async fn retention(
         }
         crate::auth::prune_sessions_now(&store, live::wall_now_ms()).await;
     }
+}
+
+/// How often the scrape task looks for due targets: targets keep their own phase in the
+/// interval, so a round every tenth of it (at most a second) keeps each close to its time.
+fn scrape_round(interval_ms: u64) -> Duration {
+    Duration::from_millis((interval_ms / 10).clamp(100, 1000))
 }

@@ -116,7 +116,9 @@ pub struct SlurmSource {
     pub interval_ms: u64,
     /// Telemetry from each node's exporters: the scraper and the GPU and BMC URL templates;
     /// its targets follow Slurm's node list. `None`: no telemetry.
-    pub telemetry: Option<(crate::ingest::Ingest, String, String)>,
+    /// Scraped by its own task (`ingest::run_scraper`); the source sets its targets and
+    /// reads the latest.
+    pub telemetry: Option<(crate::ingest::SharedIngest, String, String)>,
     pub scrape_interval_ms: u64,
     /// Allocated GPUs under this SM activity count as idle in reports.
     pub idle_below_sm: f64,
@@ -139,7 +141,7 @@ pub async fn run_slurm_source(
         idle_below_sm,
     } = src;
     let mut reports = crate::reports::Accumulator::new(idle_below_sm);
-    let (mut ingest, gpu_t, bmc_t) = match telemetry {
+    let (ingest, gpu_t, bmc_t) = match telemetry {
         Some((i, g, b)) => (Some(i), g, b),
         None => (None, String::new(), String::new()),
     };
@@ -208,8 +210,10 @@ pub async fn run_slurm_source(
                 ),
                 None => inventory_from_nodes(&cluster, &nodes),
             });
-            if let Some(ing) = ingest.as_mut() {
-                ing.set_targets(crate::ingest::targets(&inv, &gpu_t, &bmc_t));
+            if let Some(ing) = ingest.as_ref() {
+                ing.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .set_targets(crate::ingest::targets(&inv, &gpu_t, &bmc_t));
             }
             q.send(StoreWrite::Inventory(Box::new((*inv).clone())));
             live.set_inventory(Arc::clone(&inv));
@@ -251,13 +255,9 @@ pub async fn run_slurm_source(
             .filter(|j| matches!(j.job.state, JobState::Pending | JobState::Running))
             .map(|j| j.job.clone())
             .collect();
-        let readings = match ingest.as_mut() {
+        let readings = match ingest.as_ref() {
             Some(ing) => {
-                let round = ing
-                    .scrape_due(now, Duration::from_millis(scrape_interval_ms))
-                    .await;
-                live.metrics.record_scrape_round(&round);
-                live.set_targets(ing.health());
+                let ing = ing.lock().unwrap_or_else(|e| e.into_inner());
                 ing.readings(
                     &inv,
                     wall_now_ms(),

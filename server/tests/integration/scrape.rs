@@ -331,3 +331,49 @@ async fn configured_exporter_targets_are_scraped_with_jitter() {
     b.stop().await.expect("stop B");
     a.stop().await.expect("stop A");
 }
+
+/// Configured exporters are scraped by their own task: when every one of them accepts the
+/// connection and never answers, the live tick still comes every 200 ms (scraping inside
+/// the tick would hold each one for the 800 ms scrape deadline), and every target reports
+/// the timeout.
+#[tokio::test]
+async fn hanging_exporters_never_hold_up_the_live_tick() {
+    let hang = target(Behaviour::Hang).await;
+    let mut cfg = support::test_config(support::sqlite_url(), 16, 1e-6, 200);
+    cfg.gpu_exporter_url = Some(format!("http://{hang}/dcgm/{{node}}"));
+    cfg.bmc_exporter_url = Some(format!("http://{hang}/ipmi/{{node}}"));
+    cfg.scrape_interval_ms = Some(1_000);
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    let seq = || r.live.current().map(|t| t.overview.seq).unwrap_or(0);
+    let (s0, t0) = (seq(), Instant::now());
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let ticks = seq() - s0;
+    assert!(
+        ticks >= 8,
+        "{ticks} ticks in {:?} with every exporter hanging",
+        t0.elapsed()
+    );
+    let mut timed_out = 0;
+    for _ in 0..40 {
+        let t = get(r.addr, "/api/targets").await.json();
+        let all = t["targets"].as_array().cloned().unwrap_or_default();
+        timed_out = all
+            .iter()
+            .filter(|h| {
+                h["last_error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("no complete answer within 800 ms"))
+            })
+            .count();
+        if all.len() == 32 && timed_out == 32 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(timed_out, 32, "every target says it timed out");
+    // Nothing was made up: the hanging nodes are missing, not zero.
+    let tick = r.live.current().expect("tick");
+    assert!(tick.overview.nodes.iter().all(|n| n.power_watts.is_none()));
+    r.stop().await.expect("stop");
+}
