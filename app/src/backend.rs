@@ -41,6 +41,7 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         hours: u32,
         end_ms: Option<i64>,
+        group: crate::timeline::Grouping,
     ) -> BackendFuture<'_, crate::timeline::TimelineData>;
     /// The job history matching `f`, a page, and how many match.
     fn job_history<'a>(

@@ -25,6 +25,32 @@ pub struct TimelineRun {
     pub end_state: Option<JobState>,
 }
 
+/// How the Gantt's rows are grouped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Grouping {
+    /// By rack, in floor order, top of the rack first.
+    #[default]
+    Rack,
+    /// By InfiniBand leaf switch (under its spine), nodes by name.
+    Switch,
+}
+
+impl Grouping {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Grouping::Rack => "rack",
+            Grouping::Switch => "switch",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Grouping> {
+        [Grouping::Rack, Grouping::Switch]
+            .into_iter()
+            .find(|g| g.as_str() == s)
+    }
+}
+
 /// Everything the Gantt of one window shows.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TimelineData {
@@ -32,8 +58,8 @@ pub struct TimelineData {
     pub to_ms: UnixMs,
     /// The source's time now (the window may end earlier).
     pub now_ms: UnixMs,
-    /// Racks in floor order with their nodes, top of the rack first; rows are numbered
-    /// through all racks in this order.
+    /// Groups (racks in floor order, or leaf switches) with their nodes; rows are
+    /// numbered through all groups in this order.
     pub racks: Vec<(String, Vec<String>)>,
     /// Runs that overlap the window.
     pub runs: Vec<TimelineRun>,

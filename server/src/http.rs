@@ -471,6 +471,7 @@ impl Backend for LiveBackend {
         &self,
         hours: u32,
         end_ms: Option<i64>,
+        group: app::timeline::Grouping,
     ) -> app::backend::BackendFuture<'_, app::timeline::TimelineData> {
         Box::pin(async move {
             let inv = self.live.inventory().ok_or("no inventory yet")?;
@@ -508,7 +509,7 @@ impl Backend for LiveBackend {
                 })
                 .unwrap_or_default();
             Ok(crate::timeline::data(
-                &inv, &runs, &names, &spans, from, to, now,
+                &inv, group, &runs, &names, &spans, from, to, now,
             ))
         })
     }

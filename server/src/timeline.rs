@@ -2,8 +2,8 @@
 //! changes, and the window's [`TimelineData`] (drawn by `app::timeline::svg` on both
 //! sides). Pure.
 
-use app::model::{Inventory, JobState, NodeState, UnixMs};
-use app::timeline::{TimelineData, TimelineRun};
+use app::model::{DomainKind, Inventory, JobState, NodeState, UnixMs};
+use app::timeline::{Grouping, TimelineData, TimelineRun};
 use std::collections::{BTreeMap, HashMap};
 
 use crate::store::JobEvent;
@@ -87,10 +87,14 @@ pub fn node_spans(events: &[(String, UnixMs, NodeState)], to_ms: UnixMs) -> Vec<
     out
 }
 
-/// The window's data for [`app::timeline::svg`]: racks in floor order (nodes top of the
-/// rack first), runs and out-of-service spans that overlap the window, nodes as row indices.
+/// The window's data for [`app::timeline::svg`]: groups of rows (racks in floor order,
+/// nodes top of the rack first; or leaf switches under their spines, nodes by name, and
+/// the nodes of no leaf last), runs and out-of-service spans that overlap the window,
+/// nodes as row indices.
+#[allow(clippy::too_many_arguments)]
 pub fn data(
     inv: &Inventory,
+    group: Grouping,
     runs: &[Run],
     names: &HashMap<u64, String>,
     spans: &[NodeSpan],
@@ -98,28 +102,69 @@ pub fn data(
     to_ms: UnixMs,
     now_ms: UnixMs,
 ) -> TimelineData {
-    let mut by_rack: BTreeMap<(String, u32, String), Vec<&app::model::Node>> = BTreeMap::new();
-    let rack_pos: HashMap<&str, (String, u32)> = inv
-        .racks
-        .iter()
-        .map(|r| (r.name.as_str(), (r.row.clone(), r.position)))
-        .collect();
-    for n in &inv.nodes {
-        let (row, pos) = rack_pos.get(n.rack.as_str()).cloned().unwrap_or_default();
-        by_rack
-            .entry((row, pos, n.rack.clone()))
-            .or_default()
-            .push(n);
-    }
-    let mut row_of: HashMap<&str, u32> = HashMap::new();
-    let mut racks = Vec::with_capacity(by_rack.len());
-    for ((_, _, rack), mut nodes) in by_rack {
-        nodes.sort_by_key(|n| std::cmp::Reverse(n.u_position));
-        for n in &nodes {
-            row_of.insert(n.name.as_str(), row_of.len() as u32);
+    let groups: Vec<(String, Vec<String>)> = match group {
+        Grouping::Rack => {
+            let mut by_rack: BTreeMap<(String, u32, String), Vec<&app::model::Node>> =
+                BTreeMap::new();
+            let rack_pos: HashMap<&str, (String, u32)> = inv
+                .racks
+                .iter()
+                .map(|r| (r.name.as_str(), (r.row.clone(), r.position)))
+                .collect();
+            for n in &inv.nodes {
+                let (row, pos) = rack_pos.get(n.rack.as_str()).cloned().unwrap_or_default();
+                by_rack
+                    .entry((row, pos, n.rack.clone()))
+                    .or_default()
+                    .push(n);
+            }
+            by_rack
+                .into_iter()
+                .map(|((_, _, rack), mut nodes)| {
+                    nodes.sort_by_key(|n| std::cmp::Reverse(n.u_position));
+                    (rack, nodes.iter().map(|n| n.name.clone()).collect())
+                })
+                .collect()
         }
-        racks.push((rack, nodes.iter().map(|n| n.name.clone()).collect()));
+        Grouping::Switch => {
+            let mut leaves: Vec<&app::model::SwitchDomain> = inv
+                .domains
+                .iter()
+                .filter(|d| d.kind == DomainKind::Leaf)
+                .collect();
+            leaves.sort_by(|a, b| (&a.parent, &a.name).cmp(&(&b.parent, &b.name)));
+            let mut placed: std::collections::HashSet<&str> = std::collections::HashSet::new();
+            let mut out: Vec<(String, Vec<String>)> = Vec::new();
+            for l in leaves {
+                let mut nodes: Vec<String> = l
+                    .nodes
+                    .iter()
+                    .filter(|n| placed.insert(n.as_str()))
+                    .cloned()
+                    .collect();
+                nodes.sort();
+                out.push((l.name.clone(), nodes));
+            }
+            let rest: Vec<String> = inv
+                .nodes
+                .iter()
+                .filter(|n| !placed.contains(n.name.as_str()))
+                .map(|n| n.name.clone())
+                .collect();
+            if !rest.is_empty() {
+                out.push(("no leaf".into(), rest));
+            }
+            out
+        }
+    };
+    let mut row_of: HashMap<&str, u32> = HashMap::new();
+    for (_, nodes) in &groups {
+        for n in nodes {
+            let next = row_of.len() as u32;
+            row_of.entry(n.as_str()).or_insert(next);
+        }
     }
+    let racks = groups.clone();
     let overlaps = |start: UnixMs, end: UnixMs| end >= from_ms && start <= to_ms;
     TimelineData {
         from_ms,
@@ -162,6 +207,49 @@ mod tests {
             nodes: nodes.iter().map(|n| n.to_string()).collect(),
             detail: String::new(),
         }
+    }
+
+    #[test]
+    fn rows_group_by_rack_or_by_leaf_switch_with_every_node_once() {
+        let inv = crate::sim::layout(20, "t");
+        let run = Run {
+            job_id: 1,
+            nodes: vec![inv.nodes[0].name.clone(), inv.nodes[9].name.clone()],
+            start_ms: 0,
+            end_ms: None,
+            end_state: None,
+        };
+        for g in [Grouping::Rack, Grouping::Switch] {
+            let d = data(
+                &inv,
+                g,
+                std::slice::from_ref(&run),
+                &HashMap::new(),
+                &[],
+                0,
+                10,
+                10,
+            );
+            let mut all: Vec<&String> = d.racks.iter().flat_map(|(_, n)| n.iter()).collect();
+            assert_eq!(all.len(), 20, "{g:?}");
+            all.sort();
+            all.dedup();
+            assert_eq!(all.len(), 20, "{g:?}: every node once");
+            assert_eq!(d.runs[0].rows.len(), 2);
+        }
+        let d = data(
+            &inv,
+            Grouping::Switch,
+            &[run],
+            &HashMap::new(),
+            &[],
+            0,
+            10,
+            10,
+        );
+        let names: Vec<&str> = d.racks.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["leaf01", "leaf02", "leaf03"]);
+        assert!(app::timeline::svg(&d).contains(">leaf02</text>"));
     }
 
     #[test]
@@ -231,7 +319,16 @@ mod tests {
                 (n(6), 900, 1000, NodeState::Down)
             ]
         );
-        let s = app::timeline::svg(&data(&inv, &r, &names, &spans, 0, 1000, 1000));
+        let s = app::timeline::svg(&data(
+            &inv,
+            Grouping::Rack,
+            &r,
+            &names,
+            &spans,
+            0,
+            1000,
+            1000,
+        ));
         assert_eq!(s.matches(r#"class="tl-drain""#).count(), 1);
         assert_eq!(s.matches(r#"class="tl-down""#).count(), 1);
         assert!(s.starts_with("<svg"));

@@ -1,4 +1,4 @@
-//! `/timeline`: jobs over nodes, grouped by rack, for a window (6 h by default; 1 h to 7 days,
+//! `/timeline`: jobs over nodes, grouped by rack or by leaf switch (`?group=switch`), for a window (6 h by default; 1 h to 7 days,
 //! panned earlier or later). The server sends the window's data (rows as numbers) and the
 //! page draws the SVG from it, on the server for the first paint and in the browser when
 //! the window moves, so neither the HTML nor a pan carries the picture twice. Drawn on the server as one SVG (a picture that does not move
@@ -9,6 +9,7 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
+use crate::timeline::Grouping;
 use crate::units;
 
 /// The timeline's data (drawn on both sides by `timeline::svg`).
@@ -16,9 +17,12 @@ use crate::units;
 pub async fn get_timeline(
     hours: u32,
     end_ms: Option<i64>,
+    group: String,
 ) -> Result<crate::timeline::TimelineData, ServerFnError> {
+    let group = crate::timeline::Grouping::parse(&group)
+        .ok_or_else(|| ServerFnError::new("group is rack or switch"))?;
     crate::backend::backend()?
-        .timeline(hours, end_ms)
+        .timeline(hours, end_ms, group)
         .await
         .map_err(ServerFnError::new)
 }
@@ -40,7 +44,14 @@ pub fn TimelinePage() -> impl IntoView {
             .unwrap_or(6)
     };
     let end = move || q.with(|q| q.get("end").and_then(|e| e.parse::<i64>().ok()));
-    let data = Resource::new(move || (hours(), end()), |(h, e)| get_timeline(h, e));
+    let group = move || {
+        q.with(|q| q.get("group").and_then(|g| Grouping::parse(&g)))
+            .unwrap_or_default()
+    };
+    let data = Resource::new(
+        move || (hours(), end(), group()),
+        |(h, e, g)| get_timeline(h, e, g.as_str().to_string()),
+    );
     view! {
         <Title text="Timeline"/>
         <div class="page-head"><h1>"Timeline"</h1></div>
@@ -51,18 +62,26 @@ pub fn TimelinePage() -> impl IntoView {
                         let svg = crate::timeline::svg(&d);
                         let (from, to, now) = (d.from_ms, d.to_ms, d.now_ms);
                         let h = hours();
+                        let g = group();
+                        let gq = g.as_str();
                         let half = i64::from(h) * 1_800_000;
                         view! {
                             <nav class="toolbar" aria-label="Window">
                                 <span>"Window:"</span>
                                 {WINDOWS.into_iter().map(|(w, label)| view! {
                                     <a class=if w == h { "chip active" } else { "chip" } aria-current=(w == h).then_some("true")
-                                        href=format!("/timeline?hours={w}&end={to}")>{label}</a>
+                                        href=format!("/timeline?hours={w}&end={to}&group={gq}")>{label}</a>
                                 }).collect_view()}
                                 <span class="spacer"></span>
-                                <a class="chip" href=format!("/timeline?hours={h}&end={}", to - half)>"← earlier"</a>
-                                <a class="chip" href=format!("/timeline?hours={h}&end={}", (to + half).min(now))>"later →"</a>
-                                <a class="chip" href=format!("/timeline?hours={h}")>"now"</a>
+                                <a class="chip" href=format!("/timeline?hours={h}&end={}&group={gq}", to - half)>"← earlier"</a>
+                                <a class="chip" href=format!("/timeline?hours={h}&end={}&group={gq}", (to + half).min(now))>"later →"</a>
+                                <a class="chip" href=format!("/timeline?hours={h}&group={gq}")>"now"</a>
+                                <span>"Rows by:"</span>
+                                {[(Grouping::Rack, "rack"), (Grouping::Switch, "leaf switch")].into_iter().map(|(k, label)| view! {
+                                    <a class=if k == g { "chip active" } else { "chip" } aria-current=(k == g).then_some("true")
+                                        data-test=format!("group-{}", k.as_str())
+                                        href=format!("/timeline?hours={h}&end={to}&group={}", k.as_str())>{label}</a>
+                                }).collect_view()}
                             </nav>
                             <p class="legend">
                                 <span>{format!("{} to {}", units::utc(from), units::utc(to))}</span>

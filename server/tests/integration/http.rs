@@ -467,6 +467,27 @@ async fn the_timeline_draws_every_running_job_on_its_nodes() {
     let mut ids: Vec<String> = running.iter().map(|j| j.job.id.to_string()).collect();
     ids.sort();
     assert_eq!(links, ids, "one link per running job");
+    // Grouped by leaf switch: the same jobs on the same number of rows, under leaf labels.
+    let by_switch = get_with(
+        r.addr,
+        "/timeline?hours=24&group=switch",
+        &[("Accept", "text/html")],
+    )
+    .await
+    .text();
+    assert!(by_switch.contains(">leaf01</text>"), "leaf labels");
+    assert_eq!(running_rows(&by_switch), want);
+    assert_eq!(
+        get_with(
+            r.addr,
+            "/timeline?hours=24&group=galaxy",
+            &[("Accept", "text/html")]
+        )
+        .await
+        .status,
+        200,
+        "an unknown grouping falls back to racks"
+    );
     // The drained node and the down one show as such on their rows.
     for _ in 0..50 {
         if html.contains(r#"class="tl-drain" data-node="gpu051""#)
