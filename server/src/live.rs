@@ -370,7 +370,10 @@ pub fn spawn_store_writer(
     store: Store,
     metrics: Arc<Metrics>,
 ) -> (StoreQueue, tokio::task::JoinHandle<()>) {
-    let (tx, mut rx) = mpsc::channel::<StoreWrite>(8192);
+    // Room for a start-up burst at 2,048 nodes: the first tick records every node's state
+    // and the simulator's day of history at once (with 8,192 slots, over 1,000 writes were
+    // dropped there).
+    let (tx, mut rx) = mpsc::channel::<StoreWrite>(65_536);
     let m = Arc::clone(&metrics);
     let handle = tokio::spawn(async move {
         while let Some(w) = rx.recv().await {
