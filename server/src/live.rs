@@ -543,8 +543,43 @@ struct HourAcc {
 pub struct HourRollups {
     hour_ms: Option<UnixMs>,
     acc: BTreeMap<String, HourAcc>,
+    reasons: ReasonCounter,
+}
+
+/// GPUs throttled per reason (in the order of `aggregate::REASONS`; a GPU counts under each
+/// of its reasons), for the cluster and each rack.
+#[derive(Default)]
+struct ReasonCounter {
     /// Node -> rack scope, rebuilt when the nodes change.
     rack_of: std::collections::HashMap<String, String>,
+}
+
+impl ReasonCounter {
+    fn count(&mut self, ov: &Overview, r: &Readings) -> BTreeMap<String, [u32; 5]> {
+        if self.rack_of.len() != ov.nodes.len() {
+            self.rack_of = ov
+                .nodes
+                .iter()
+                .map(|n| (n.name.clone(), format!("rack:{}", n.rack)))
+                .collect();
+        }
+        let mut by_reason: BTreeMap<String, [u32; 5]> = BTreeMap::new();
+        for g in &r.gpus {
+            let Some(t) = g.throttle.filter(|t| t.is_throttling()) else {
+                continue;
+            };
+            let rack = self.rack_of.get(&g.node);
+            for (k, (bit, _)) in crate::aggregate::REASONS.iter().enumerate() {
+                if t.0 & bit != 0 {
+                    by_reason.entry("cluster".into()).or_default()[k] += 1;
+                    if let Some(rack) = rack {
+                        by_reason.entry(rack.clone()).or_default()[k] += 1;
+                    }
+                }
+            }
+        }
+        by_reason
+    }
 }
 
 impl HourRollups {
@@ -559,29 +594,7 @@ impl HourRollups {
         self.hour_ms = Some(hour);
         let dt_h = dt_ms.max(0) as f64 / 3_600_000.0;
         let dt_s = dt_h * 3600.0;
-        // GPUs throttled per reason, for the cluster and each rack.
-        if self.rack_of.len() != ov.nodes.len() {
-            self.rack_of = ov
-                .nodes
-                .iter()
-                .map(|n| (n.name.clone(), format!("rack:{}", n.rack)))
-                .collect();
-        }
-        let mut by_reason: BTreeMap<&str, [u32; 5]> = BTreeMap::new();
-        for g in &r.gpus {
-            let Some(t) = g.throttle.filter(|t| t.is_throttling()) else {
-                continue;
-            };
-            let rack = self.rack_of.get(&g.node).map(String::as_str);
-            for (k, (bit, _)) in crate::aggregate::REASONS.iter().enumerate() {
-                if t.0 & bit != 0 {
-                    by_reason.entry("cluster").or_default()[k] += 1;
-                    if let Some(rack) = rack {
-                        by_reason.entry(rack).or_default()[k] += 1;
-                    }
-                }
-            }
-        }
+        let by_reason = self.reasons.count(ov, r);
         let mut put = |scope: String, power: f64, sm: Option<f64>, thr: u32| {
             let e = self.acc.entry(scope).or_insert_with(|| HourAcc {
                 power_min: f64::INFINITY,
@@ -613,7 +626,7 @@ impl HourRollups {
         }
         // Per reason, for the scopes that have this hour's power (the cluster always).
         for (scope, counts) in &by_reason {
-            if let Some(e) = self.acc.get_mut(*scope) {
+            if let Some(e) = self.acc.get_mut(scope) {
                 for (acc, n) in e.thr_s_by_reason.iter_mut().zip(counts) {
                     *acc += f64::from(*n) * dt_s;
                 }
@@ -651,17 +664,28 @@ pub struct MinuteRollups {
     minute_ms: Option<UnixMs>,
     /// scope -> (power sum, sm sum, sm samples, throttling max, samples)
     acc: BTreeMap<String, (f64, f64, u32, u32, u32)>,
+    /// scope -> GPU-seconds throttled per reason
+    thr_s: BTreeMap<String, [f64; 5]>,
+    reasons: ReasonCounter,
 }
 
 impl MinuteRollups {
-    /// Adds one overview; returns the finished minute's rollups when a minute boundary passed.
-    pub fn add(&mut self, ov: &Overview) -> Vec<Rollup> {
+    /// Adds one overview (and its readings, standing for `dt_ms`); returns the finished
+    /// minute's rollups when a minute boundary passed.
+    pub fn add(&mut self, ov: &Overview, r: &Readings, dt_ms: i64) -> Vec<Rollup> {
         let minute = ov.at_ms - ov.at_ms.rem_euclid(60_000);
         let mut done = Vec::new();
         if self.minute_ms.is_some_and(|m| m != minute) {
             done = self.flush();
         }
         self.minute_ms = Some(minute);
+        let dt_s = dt_ms.max(0) as f64 / 1000.0;
+        for (scope, counts) in self.reasons.count(ov, r) {
+            let e = self.thr_s.entry(scope).or_default();
+            for (acc, n) in e.iter_mut().zip(counts) {
+                *acc += f64::from(n) * dt_s;
+            }
+        }
         let mut put = |scope: String, power: f64, sm: Option<f64>, thr: u32| {
             let e = self.acc.entry(scope).or_default();
             e.0 += power;
@@ -712,9 +736,12 @@ impl MinuteRollups {
         let Some(at_ms) = self.minute_ms else {
             return Vec::new();
         };
+        // Per-reason seconds of scopes without a rollup this minute (no power) are dropped.
+        let mut thr_s = std::mem::take(&mut self.thr_s);
         std::mem::take(&mut self.acc)
             .into_iter()
             .map(|(scope, (p, sm, smn, thr, n))| Rollup {
+                throttled_s_by_reason: thr_s.remove(&scope).unwrap_or_default(),
                 scope,
                 at_ms,
                 power_watts_mean: p / f64::from(n.max(1)),
@@ -925,7 +952,7 @@ pub async fn run_sim_source(
             .map(|(r, h)| (r.clone(), (h * 100.0).round() / 100.0))
             .collect();
         ov.summary.alerts_firing = live.alerts_firing();
-        for r in rollups.add(&ov) {
+        for r in rollups.add(&ov, view, tick_ms) {
             q.send(StoreWrite::Rollup(r));
         }
         for r in hours.add(&ov, view, tick_ms) {
@@ -966,6 +993,36 @@ mod tests {
         o.summary.power_watts = power;
         o.summary.gpus_throttling = thr;
         o
+    }
+
+    #[test]
+    fn a_minute_keeps_seconds_throttled_per_reason() {
+        let mut m = MinuteRollups::default();
+        let two_thermal = Readings {
+            at_ms: 0,
+            gpus: (0..2)
+                .map(|i| app::model::GpuReading {
+                    node: "n1".into(),
+                    index: i,
+                    throttle: Some(app::model::ThrottleReasons(
+                        app::model::ThrottleReasons::SW_THERMAL,
+                    )),
+                    ..Default::default()
+                })
+                .collect(),
+            racks: Vec::new(),
+            nodes: Vec::new(),
+            node_power_watts: Vec::new(),
+            jobs: Vec::new(),
+        };
+        // Three 20 s ticks with two GPUs thermally throttled, then the next minute.
+        for t in [20_000, 40_000, 59_000] {
+            assert!(m.add(&ov(t, 1000.0, 2), &two_thermal, 20_000).is_empty());
+        }
+        let done = m.add(&ov(60_000, 1000.0, 0), &two_thermal, 1_000);
+        let c = done.iter().find(|r| r.scope == "cluster").expect("cluster");
+        // HW thermal, SW thermal, SW power cap, HW slowdown, HW power brake.
+        assert_eq!(c.throttled_s_by_reason, [0.0, 120.0, 0.0, 0.0, 0.0]);
     }
 
     #[test]

@@ -304,7 +304,7 @@ pub async fn run_slurm_source(
         seq += 1;
         let mut ov = crate::aggregate::overview(&inv, &readings, seq, interval_ms as i64, now);
         ov.summary.alerts_firing = live.alerts_firing();
-        for r in minutes.add(&ov) {
+        for r in minutes.add(&ov, &readings, prev_now.map(|p| now - p).unwrap_or(0)) {
             q.send(StoreWrite::Rollup(r));
         }
         for r in hours.add(&ov, &readings, prev_now.map(|p| now - p).unwrap_or(0)) {

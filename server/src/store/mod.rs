@@ -57,6 +57,8 @@ pub struct Rollup {
     pub power_watts_mean: f64,
     pub sm_active_mean: Option<f64>,
     pub gpus_throttling_max: u32,
+    /// GPU-seconds throttled per reason, in the order of `aggregate::REASONS`.
+    pub throttled_s_by_reason: [f64; 5],
     pub samples: u32,
 }
 
@@ -562,30 +564,33 @@ impl Store {
     pub async fn put_rollup(&self, r: &Rollup) -> Result<()> {
         // A missing double is written as a literal NULL, never bound: sqlx 0.8's Any driver
         // declares a bound NULL double as float4 on PostgreSQL, and a statement prepared so
-        // then refuses every real double on that connection (see ARCHITECTURE.md).
-        let (sm, thr, n) = if r.sm_active_mean.is_some() {
-            ("$4", "$5", "$6")
-        } else {
-            ("NULL", "$4", "$5")
-        };
+        // then refuses every real double on that connection (see ARCHITECTURE.md). It comes
+        // last, so the other placeholders keep their numbers.
+        let sm = r.sm_active_mean.map(|_| "$11").unwrap_or("NULL");
         let sql = format!(
-            "INSERT INTO rollup_1m (scope, at_ms, power_watts_mean, sm_active_mean, gpus_throttling_max, samples) \
-             VALUES ($1, $2, $3, {sm}, {thr}, {n}) \
+            "INSERT INTO rollup_1m (scope, at_ms, power_watts_mean, gpus_throttling_max, samples, \
+                                    thr_hw_thermal_s, thr_sw_thermal_s, thr_sw_power_cap_s, thr_hw_slowdown_s, \
+                                    thr_hw_power_brake_s, sm_active_mean) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, {sm}) \
              ON CONFLICT (scope, at_ms) DO UPDATE SET power_watts_mean = excluded.power_watts_mean, \
                 sm_active_mean = excluded.sm_active_mean, gpus_throttling_max = excluded.gpus_throttling_max, \
-                samples = excluded.samples"
+                samples = excluded.samples, thr_hw_thermal_s = excluded.thr_hw_thermal_s, \
+                thr_sw_thermal_s = excluded.thr_sw_thermal_s, thr_sw_power_cap_s = excluded.thr_sw_power_cap_s, \
+                thr_hw_slowdown_s = excluded.thr_hw_slowdown_s, thr_hw_power_brake_s = excluded.thr_hw_power_brake_s"
         );
         let mut q = sqlx::query(&sql)
             .bind(&r.scope)
             .bind(r.at_ms)
-            .bind(r.power_watts_mean);
+            .bind(r.power_watts_mean)
+            .bind(i64::from(r.gpus_throttling_max))
+            .bind(i64::from(r.samples));
+        for v in r.throttled_s_by_reason {
+            q = q.bind(v);
+        }
         if let Some(v) = r.sm_active_mean {
             q = q.bind(v);
         }
-        q.bind(i64::from(r.gpus_throttling_max))
-            .bind(i64::from(r.samples))
-            .execute(&self.pool)
-            .await?;
+        q.execute(&self.pool).await?;
         Ok(())
     }
 
@@ -597,7 +602,8 @@ impl Store {
         to_ms: UnixMs,
     ) -> Result<Vec<Rollup>> {
         let rows = sqlx::query(
-            "SELECT scope, at_ms, power_watts_mean, sm_active_mean, gpus_throttling_max, samples \
+            "SELECT scope, at_ms, power_watts_mean, sm_active_mean, gpus_throttling_max, samples, \
+                    thr_hw_thermal_s, thr_sw_thermal_s, thr_sw_power_cap_s, thr_hw_slowdown_s, thr_hw_power_brake_s \
              FROM rollup_1m WHERE scope = $1 AND at_ms >= $2 AND at_ms < $3 ORDER BY at_ms",
         )
         .bind(scope)
@@ -616,12 +622,18 @@ impl Store {
                         .map_err(|_| StoreError::Corrupt("throttling".into()))?,
                     samples: u32::try_from(r.try_get::<i64, _>("samples")?)
                         .map_err(|_| StoreError::Corrupt("samples".into()))?,
+                    throttled_s_by_reason: [
+                        r.try_get("thr_hw_thermal_s")?,
+                        r.try_get("thr_sw_thermal_s")?,
+                        r.try_get("thr_sw_power_cap_s")?,
+                        r.try_get("thr_hw_slowdown_s")?,
+                        r.try_get("thr_hw_power_brake_s")?,
+                    ],
                 })
             })
             .collect()
     }
 
-    /// Deletes rollups older than `before_ms` (retention).
     /// Writes (or rewrites) one hour's rollup.
     pub async fn put_rollup_1h(&self, r: &Rollup1h) -> Result<()> {
         // A missing double is a literal NULL, never bound (see `put_rollup`); it comes last

@@ -168,6 +168,7 @@ async fn story(url: &str, dialect: Dialect) {
             power_watts_mean: 30_000.0 + m as f64,
             sm_active_mean: if m == 2 { None } else { Some(0.5) },
             gpus_throttling_max: m as u32,
+            throttled_s_by_reason: [60.0 * m as f64, 0.0, 30.0, 0.0, 0.5],
             samples: 60,
         };
         store.put_rollup(&r).await.expect("rollup");
@@ -180,6 +181,7 @@ async fn story(url: &str, dialect: Dialect) {
     assert_eq!(rs.len(), 3);
     assert_eq!(rs[1].sm_active_mean, None);
     assert_eq!(rs[2].power_watts_mean, 30_003.0);
+    assert_eq!(rs[2].throttled_s_by_reason, [180.0, 0.0, 30.0, 0.0, 0.5]);
     assert_eq!(store.prune_rollups(T0 + 120_000).await.expect("prune"), 2);
     assert_eq!(
         store
@@ -270,6 +272,7 @@ async fn null_double_then_value(url: &str) {
             power_watts_mean: 1.0,
             sm_active_mean: sm,
             gpus_throttling_max: 0,
+            throttled_s_by_reason: [0.0, 1.0, 0.0, 0.0, 0.0],
             samples: 1,
         };
         store
