@@ -445,14 +445,20 @@ async fn the_timeline_draws_every_running_job_on_its_nodes() {
         .filter(|j| j.job.state == app::model::JobState::Running)
         .collect();
     let want: usize = running.iter().map(|j| j.job.nodes.len()).sum();
+    let mut ids: Vec<String> = running.iter().map(|j| j.job.id.to_string()).collect();
+    ids.sort();
     assert!(want > 0);
     let mut html = String::new();
-    for _ in 0..100 {
+    // Up to 60 s: with the whole suite on two cores, writing the simulated day of history
+    // took over 10 s.
+    for _ in 0..600 {
         html = get_with(r.addr, "/timeline?hours=24", &[("Accept", "text/html")])
             .await
             .text();
         // The store writer may still be catching up with the simulated history.
-        if running_rows(&html) == want && running_links(&html).len() == running.len() {
+        let mut links = running_links(&html);
+        links.sort();
+        if running_rows(&html) == want && links == ids {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -464,8 +470,6 @@ async fn the_timeline_draws_every_running_job_on_its_nodes() {
     );
     let mut links = running_links(&html);
     links.sort();
-    let mut ids: Vec<String> = running.iter().map(|j| j.job.id.to_string()).collect();
-    ids.sort();
     assert_eq!(links, ids, "one link per running job");
     // Grouped by leaf switch: the same jobs on the same number of rows, under leaf labels.
     let by_switch = get_with(
