@@ -643,6 +643,19 @@ mod tests {
         let cost = report_svg(ReportChartKind::Cost, &plot).expect("svg");
         assert!(cost.contains("Cost by rack") && cost.contains("cost (EUR)"));
         assert!(cost.contains("\nnlp\n") && cost.contains("\nspeech\n"));
+        // A hostile group name is text, never markup, in the SVG the page inlines.
+        let mut hostile = rows.clone();
+        hostile[0].key = "<img src=x onerror=1>&".into();
+        let svg = report_svg(
+            ReportChartKind::Cost,
+            &ReportPlot {
+                rows: &hostile,
+                ..plot
+            },
+        )
+        .expect("svg");
+        assert!(!svg.contains("<img"), "{svg}");
+        assert!(svg.contains("&lt;img src=x"), "escaped and shortened");
         plot.points = &[];
         plot.rows = &[];
         for k in ReportChartKind::ALL {
