@@ -9,6 +9,7 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{JobState, NodeState, UnixMs};
+use crate::units::xml_escape;
 
 /// One run of a job: its node rows and when.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -67,13 +68,6 @@ pub struct TimelineData {
     pub spans: Vec<(u32, UnixMs, UnixMs, NodeState)>,
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// The SVG of `d`.
 pub fn svg(d: &TimelineData) -> String {
     const LEFT: f64 = 90.0;
@@ -92,7 +86,7 @@ pub fn svg(d: &TimelineData) -> String {
             labels,
             r#"<text x="4" y="{:.1}" class="tl-rack">{}</text>"#,
             y + 5.0,
-            esc(rack)
+            xml_escape(rack)
         );
         for _ in nodes {
             y_of.push(y);
@@ -159,8 +153,8 @@ pub fn svg(d: &TimelineData) -> String {
             r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{ROW:.1}" class="{class}" data-node="{}"><title>{} {} from {}</title></rect>"#,
             yy - 0.5,
             (x1 - x0).max(1.0),
-            esc(node),
-            esc(node),
+            xml_escape(node),
+            xml_escape(node),
             state.label(),
             crate::units::utc(*start)
         );
@@ -200,7 +194,7 @@ pub fn svg(d: &TimelineData) -> String {
             r#"<a href="/jobs/{}" data-job="{}" class="{class}"><title>{}</title>"#,
             r.job_id,
             r.job_id,
-            esc(&title)
+            xml_escape(&title)
         );
         let mut ys: Vec<f64> = r
             .rows

@@ -7,6 +7,25 @@ use crate::model::UnixMs;
 /// The text shown for a value that is not known.
 pub const MISSING: &str = "-";
 
+/// One CSV field: quoted, quotes doubled, and a leading `= + - @` defused so a
+/// spreadsheet does not run a hostile value as a formula.
+pub fn csv_field(s: &str) -> String {
+    let s = if s.starts_with(['=', '+', '-', '@']) {
+        format!("'{s}")
+    } else {
+        s.to_string()
+    };
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// Text for XML and SVG, in element content and quoted attributes.
+pub fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
 /// `1234567` -> `1,234,567`.
 pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
@@ -209,6 +228,18 @@ mod tests {
         assert_eq!(thousands(1000), "1,000");
         assert_eq!(thousands(16_384), "16,384");
         assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn xml_and_csv_escaping() {
+        assert_eq!(
+            xml_escape(r#"<a href="x">&</a>"#),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;"
+        );
+        assert_eq!(csv_field("plain"), "\"plain\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("=HYPERLINK(1)"), "\"'=HYPERLINK(1)\"");
+        assert_eq!(csv_field("-1+2"), "\"'-1+2\"");
     }
 
     #[test]

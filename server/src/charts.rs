@@ -118,7 +118,7 @@ fn with_title(svg: String, title: &str) -> String {
         Some(pos) => {
             let mut out = String::with_capacity(svg.len() + title.len() + 16);
             out.push_str(&svg[..=pos]);
-            let _ = write!(out, "<title>{}</title>", escape(title));
+            let _ = write!(out, "<title>{}</title>", app::units::xml_escape(title));
             out.push_str(&svg[pos + 1..]);
             out
         }
@@ -488,12 +488,6 @@ pub fn report_charts(p: &ReportPlot<'_>) -> Result<Vec<app::reports::ReportChart
             })
         })
         .collect()
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 #[cfg(test)]

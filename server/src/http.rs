@@ -1120,17 +1120,6 @@ struct AuditQuery {
     format: Option<String>,
 }
 
-/// One CSV field: quoted, quotes doubled, and a leading `= + - @` defused so a
-/// spreadsheet does not run a hostile reason as a formula.
-pub fn csv_field(s: &str) -> String {
-    let s = if s.starts_with(['=', '+', '-', '@']) {
-        format!("'{s}")
-    } else {
-        s.to_string()
-    };
-    format!("\"{}\"", s.replace('"', "\"\""))
-}
-
 /// The report query of a request's URL (`period`, `group`, `at`, `from`, `to`).
 fn report_query(
     pairs: &[(String, String)],
@@ -1159,7 +1148,8 @@ async fn report_get(
             Ok(Json(r).into_response())
         }
         Some("csv") => {
-            let r = crate::reports::build(&st.store, &q, now, &st.rates).await?;
+            // The numbers only: no chart is drawn for a CSV.
+            let r = crate::reports::data(&st.store, &q, now, &st.rates).await?;
             let name = format!(
                 "gantry-report-{}-{}-{}.csv",
                 q.group.as_str(),
@@ -1174,7 +1164,7 @@ async fn report_get(
                         format!("attachment; filename=\"{name}\""),
                     ),
                 ],
-                crate::reports::csv(&r),
+                crate::reports::csv(&r, &st.rates.currency),
             )
                 .into_response())
         }
@@ -1244,7 +1234,7 @@ async fn audit(
                 r.result.clone(),
                 r.finished_ms.map(app::units::utc).unwrap_or_default(),
             ];
-            let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+            let line: Vec<String> = fields.iter().map(|f| app::units::csv_field(f)).collect();
             out.push_str(&line.join(","));
             out.push('\n');
         }

@@ -543,19 +543,22 @@ struct HourAcc {
 pub struct HourRollups {
     hour_ms: Option<UnixMs>,
     acc: BTreeMap<String, HourAcc>,
-    reasons: ReasonCounter,
 }
 
 /// GPUs throttled per reason (in the order of `aggregate::REASONS`; a GPU counts under each
-/// of its reasons), for the cluster and each rack.
+/// of its reasons), for the cluster and each rack: counted once per tick by the source and
+/// given to both rollups.
 #[derive(Default)]
-struct ReasonCounter {
+pub struct ReasonCounter {
     /// Node -> rack scope, rebuilt when the nodes change.
     rack_of: std::collections::HashMap<String, String>,
 }
 
+/// Scope (`cluster`, `rack:A01`) and its GPUs throttled per reason.
+pub type ReasonCounts = Vec<(String, [u32; 5])>;
+
 impl ReasonCounter {
-    fn count(&mut self, ov: &Overview, r: &Readings) -> BTreeMap<String, [u32; 5]> {
+    pub fn count(&mut self, ov: &Overview, r: &Readings) -> ReasonCounts {
         if self.rack_of.len() != ov.nodes.len() {
             self.rack_of = ov
                 .nodes
@@ -563,29 +566,32 @@ impl ReasonCounter {
                 .map(|n| (n.name.clone(), format!("rack:{}", n.rack)))
                 .collect();
         }
-        let mut by_reason: BTreeMap<String, [u32; 5]> = BTreeMap::new();
+        let mut cluster = [0u32; 5];
+        let mut racks: std::collections::HashMap<&str, [u32; 5]> = std::collections::HashMap::new();
         for g in &r.gpus {
             let Some(t) = g.throttle.filter(|t| t.is_throttling()) else {
                 continue;
             };
-            let rack = self.rack_of.get(&g.node);
+            let rack = self.rack_of.get(&g.node).map(String::as_str);
             for (k, (bit, _)) in crate::aggregate::REASONS.iter().enumerate() {
                 if t.0 & bit != 0 {
-                    by_reason.entry("cluster".into()).or_default()[k] += 1;
+                    cluster[k] += 1;
                     if let Some(rack) = rack {
-                        by_reason.entry(rack.clone()).or_default()[k] += 1;
+                        racks.entry(rack).or_default()[k] += 1;
                     }
                 }
             }
         }
-        by_reason
+        let mut out = vec![("cluster".to_string(), cluster)];
+        out.extend(racks.into_iter().map(|(k, v)| (k.to_string(), v)));
+        out
     }
 }
 
 impl HourRollups {
-    /// Adds one overview that stands for `dt_ms` of source time; returns the finished
-    /// hour's rollups when an hour boundary passed.
-    pub fn add(&mut self, ov: &Overview, r: &Readings, dt_ms: i64) -> Vec<Rollup1h> {
+    /// Adds one overview (and its throttling per reason) that stands for `dt_ms` of source
+    /// time; returns the finished hour's rollups when an hour boundary passed.
+    pub fn add(&mut self, ov: &Overview, by_reason: &ReasonCounts, dt_ms: i64) -> Vec<Rollup1h> {
         let hour = ov.at_ms - ov.at_ms.rem_euclid(3_600_000);
         let mut done = Vec::new();
         if self.hour_ms.is_some_and(|h| h != hour) {
@@ -594,7 +600,6 @@ impl HourRollups {
         self.hour_ms = Some(hour);
         let dt_h = dt_ms.max(0) as f64 / 3_600_000.0;
         let dt_s = dt_h * 3600.0;
-        let by_reason = self.reasons.count(ov, r);
         let mut put = |scope: String, power: f64, sm: Option<f64>, thr: u32| {
             let e = self.acc.entry(scope).or_insert_with(|| HourAcc {
                 power_min: f64::INFINITY,
@@ -625,7 +630,7 @@ impl HourRollups {
             }
         }
         // Per reason, for the scopes that have this hour's power (the cluster always).
-        for (scope, counts) in &by_reason {
+        for (scope, counts) in by_reason {
             if let Some(e) = self.acc.get_mut(scope) {
                 for (acc, n) in e.thr_s_by_reason.iter_mut().zip(counts) {
                     *acc += f64::from(*n) * dt_s;
@@ -666,13 +671,12 @@ pub struct MinuteRollups {
     acc: BTreeMap<String, (f64, f64, u32, u32, u32)>,
     /// scope -> GPU-seconds throttled per reason
     thr_s: BTreeMap<String, [f64; 5]>,
-    reasons: ReasonCounter,
 }
 
 impl MinuteRollups {
-    /// Adds one overview (and its readings, standing for `dt_ms`); returns the finished
-    /// minute's rollups when a minute boundary passed.
-    pub fn add(&mut self, ov: &Overview, r: &Readings, dt_ms: i64) -> Vec<Rollup> {
+    /// Adds one overview (and its throttling per reason, standing for `dt_ms`); returns the
+    /// finished minute's rollups when a minute boundary passed.
+    pub fn add(&mut self, ov: &Overview, by_reason: &ReasonCounts, dt_ms: i64) -> Vec<Rollup> {
         let minute = ov.at_ms - ov.at_ms.rem_euclid(60_000);
         let mut done = Vec::new();
         if self.minute_ms.is_some_and(|m| m != minute) {
@@ -680,10 +684,10 @@ impl MinuteRollups {
         }
         self.minute_ms = Some(minute);
         let dt_s = dt_ms.max(0) as f64 / 1000.0;
-        for (scope, counts) in self.reasons.count(ov, r) {
-            let e = self.thr_s.entry(scope).or_default();
+        for (scope, counts) in by_reason {
+            let e = self.thr_s.entry(scope.clone()).or_default();
             for (acc, n) in e.iter_mut().zip(counts) {
-                *acc += f64::from(n) * dt_s;
+                *acc += f64::from(*n) * dt_s;
             }
         }
         let mut put = |scope: String, power: f64, sm: Option<f64>, thr: u32| {
@@ -818,6 +822,7 @@ pub async fn run_sim_source(
         .collect();
     let mut node_states = NodeStates::default();
     let mut hours = HourRollups::default();
+    let mut reasons = ReasonCounter::default();
     let mut prev_at_ms: Option<UnixMs> = None;
     loop {
         let sim_now = || start_ms + (wall_start.elapsed().as_millis() as f64 * speed) as i64;
@@ -952,10 +957,11 @@ pub async fn run_sim_source(
             .map(|(r, h)| (r.clone(), (h * 100.0).round() / 100.0))
             .collect();
         ov.summary.alerts_firing = live.alerts_firing();
-        for r in rollups.add(&ov, view, tick_ms) {
+        let by_reason = reasons.count(&ov, view);
+        for r in rollups.add(&ov, &by_reason, tick_ms) {
             q.send(StoreWrite::Rollup(r));
         }
-        for r in hours.add(&ov, view, tick_ms) {
+        for r in hours.add(&ov, &by_reason, tick_ms) {
             q.send(StoreWrite::Rollup1h(r));
         }
         let deltas = reports.observe(&inventory, view, tick_ms);
@@ -1015,11 +1021,13 @@ mod tests {
             node_power_watts: Vec::new(),
             jobs: Vec::new(),
         };
+        let mut reasons = ReasonCounter::default();
+        let counts = reasons.count(&ov(0, 1000.0, 2), &two_thermal);
         // Three 20 s ticks with two GPUs thermally throttled, then the next minute.
         for t in [20_000, 40_000, 59_000] {
-            assert!(m.add(&ov(t, 1000.0, 2), &two_thermal, 20_000).is_empty());
+            assert!(m.add(&ov(t, 1000.0, 2), &counts, 20_000).is_empty());
         }
-        let done = m.add(&ov(60_000, 1000.0, 0), &two_thermal, 1_000);
+        let done = m.add(&ov(60_000, 1000.0, 0), &counts, 1_000);
         let c = done.iter().find(|r| r.scope == "cluster").expect("cluster");
         // HW thermal, SW thermal, SW power cap, HW slowdown, HW power brake.
         assert_eq!(c.throttled_s_by_reason, [0.0, 120.0, 0.0, 0.0, 0.0]);
@@ -1052,14 +1060,33 @@ mod tests {
             node_power_watts: Vec::new(),
             jobs: Vec::new(),
         };
-        assert!(hr.add(&ov(0, 1000.0, 0), &readings(0), third).is_empty());
+        let mut reasons = ReasonCounter::default();
         assert!(hr
-            .add(&ov(third, 2000.0, 2), &readings(2), third)
+            .add(
+                &ov(0, 1000.0, 0),
+                &reasons.count(&ov(0, 0.0, 0), &readings(0)),
+                third
+            )
             .is_empty());
         assert!(hr
-            .add(&ov(2 * third, 3000.0, 4), &readings(4), third)
+            .add(
+                &ov(third, 2000.0, 2),
+                &reasons.count(&ov(0, 0.0, 0), &readings(2)),
+                third
+            )
             .is_empty());
-        let done = hr.add(&ov(h, 500.0, 0), &readings(0), third);
+        assert!(hr
+            .add(
+                &ov(2 * third, 3000.0, 4),
+                &reasons.count(&ov(0, 0.0, 0), &readings(4)),
+                third
+            )
+            .is_empty());
+        let done = hr.add(
+            &ov(h, 500.0, 0),
+            &reasons.count(&ov(0, 0.0, 0), &readings(0)),
+            third,
+        );
         let c = done
             .iter()
             .find(|r| r.scope == "cluster")

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use app::model::{Inventory, Job, JobState, NodeState, UnixMs};
-use app::reports::{Cost, GroupBy, Rates, Report, ReportQuery, ReportRow, Usage, UNALLOCATED};
+use app::reports::{Cost, Rates, Report, ReportQuery, ReportRow, Usage, UNALLOCATED};
 
 use crate::aggregate::{clock_deficit, Readings};
 use crate::store::{ReportDelta, ReportSums, Store, StoreError};
@@ -581,19 +581,19 @@ pub async fn build(
 
 /// The report as CSV: one line per group, then the unallocated and total lines. Keys
 /// that a spreadsheet would run as formulas are neutralised.
-pub fn csv(r: &Report) -> String {
+pub fn csv(r: &ReportData, currency: &str) -> String {
     let mut out = String::from(
         "group,capacity_gpu_h,allocated_gpu_h,busy_gpu_h,idle_gpu_h,free_gpu_h,drained_gpu_h,down_gpu_h,\
          throttle_lost_gpu_h,failure_lost_gpu_h,goodput_gpu_h,energy_kwh,",
     );
-    let c = &r.rates.currency;
+    let c = currency;
     out.push_str(&format!(
         "capex_{c},power_{c},overhead_{c},total_{c},idle_{c},throttle_{c},failures_{c},per_goodput_gpu_h_{c},cloud_same_hours_{c}\n"
     ));
     let mut line = |r: &ReportRow| {
         let u = &r.usage;
         let k = &r.cost;
-        out.push_str(&crate::http::csv_field(&r.key));
+        out.push_str(&app::units::csv_field(&r.key));
         for v in [
             u.capacity_gh,
             u.allocated_gh,
@@ -661,12 +661,6 @@ pub fn validate(r: &Rates) -> Result<(), String> {
         return Err("reports.currency must be a short code like USD or EUR".into());
     }
     Ok(())
-}
-
-/// Whether grouping `g` sums to the total (job groupings with the unallocated row, and
-/// racks); switch domains overlap.
-pub fn sums_to_total(g: GroupBy) -> bool {
-    g != GroupBy::Domain
 }
 
 #[cfg(test)]

@@ -215,14 +215,13 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                     );
                     if external.is_some() {
                         // Real exporters: their own task, spread over the interval.
-                        let shared = std::sync::Arc::new(std::sync::Mutex::new(ing.with_jitter()));
-                        tasks.push(tokio::spawn(ingest::run_scraper(
-                            std::sync::Arc::clone(&shared),
-                            Arc::clone(&live),
-                            Duration::from_millis(scrape_interval_ms),
-                            scrape_round(scrape_interval_ms),
-                            shutdown_rx.clone(),
-                        )));
+                        let shared = spawn_scraper(
+                            ing.with_jitter(),
+                            &live,
+                            scrape_interval_ms,
+                            &shutdown_rx,
+                            &mut tasks,
+                        );
                         (Some(Telemetry::Task(shared)), None)
                     } else {
                         (Some(Telemetry::InTick(Box::new(ing))), None)
@@ -295,14 +294,8 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                         cfg.scrape_concurrency,
                     )
                     .with_jitter();
-                    let shared = std::sync::Arc::new(std::sync::Mutex::new(ing));
-                    tasks.push(tokio::spawn(ingest::run_scraper(
-                        std::sync::Arc::clone(&shared),
-                        Arc::clone(&live),
-                        Duration::from_millis(scrape_interval_ms),
-                        scrape_round(scrape_interval_ms),
-                        shutdown_rx.clone(),
-                    )));
+                    let shared =
+                        spawn_scraper(ing, &live, scrape_interval_ms, &shutdown_rx, &mut tasks);
                     (shared, g, b)
                 });
             let src = crate::slurm::source::SlurmSource {
@@ -406,8 +399,23 @@ async fn retention(
     }
 }
 
-/// How often the scrape task looks for due targets: targets keep their own phase in the
-/// interval, so a round every tenth of it (at most a second) keeps each close to its time.
-fn scrape_round(interval_ms: u64) -> Duration {
-    Duration::from_millis((interval_ms / 10).clamp(100, 1000))
+/// Starts the scrape task of configured exporters and returns the `Ingest` it shares with
+/// the live tick. It looks for due targets every tenth of the interval (at most a second):
+/// targets keep their own phase in the interval, so each is scraped close to its time.
+fn spawn_scraper(
+    ing: Ingest,
+    live: &Arc<Live>,
+    interval_ms: u64,
+    shutdown: &watch::Receiver<bool>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> ingest::SharedIngest {
+    let shared = Arc::new(std::sync::Mutex::new(ing));
+    tasks.push(tokio::spawn(ingest::run_scraper(
+        Arc::clone(&shared),
+        Arc::clone(live),
+        Duration::from_millis(interval_ms),
+        Duration::from_millis((interval_ms / 10).clamp(100, 1000)),
+        shutdown.clone(),
+    )));
+    shared
 }

@@ -1179,41 +1179,11 @@ fn http_get(addr: SocketAddr, path: &str) -> Result<Vec<u8>> {
     }
 }
 
-/// Parse throughput on real-format input at 512 nodes x 8 GPUs: the simulator's
-/// dcgm-exporter text for every node, parsed by a release build of the parser, against a
-/// bare line-splitting baseline in the same run.
 /// `/racks` of 2,048 simulated nodes in headless Chromium (release builds): first
 /// contentful paint, main-thread time per 1 Hz update, bytes per SSE update.
 fn bench_browser() -> Result {
-    bootstrap(true, true)?;
-    leptos_build(true, false)?;
-    ensure_apt(
-        &["chromium"],
-        "the browser benchmark runs Debian's Chromium",
-    )?;
-    let port = free_port()?;
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let dir = target_dir().join("bench");
-    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let _ = fs::remove_file(dir.join("browser.db"));
-    step("starting gantry (release) with 2,048 simulated nodes (16,384 GPUs)");
-    let child = Command::new(target_dir().join("release").join("gantry"))
-        .current_dir(root())
-        .env("GANTRY_LISTEN", addr.to_string())
-        .env(
-            "GANTRY_DATABASE_URL",
-            format!("sqlite://{}", dir.join("browser.db").display()),
-        )
-        .env("GANTRY_SITE_ROOT", root().join("target").join("site"))
-        .env("GANTRY_SIM_NODES", "2048")
-        .env("GANTRY_TELEMETRY", "direct")
-        .env("GANTRY_ANONYMOUS_READ", "true")
-        .env("RUST_LOG", "warn")
-        .spawn()
-        .map_err(|e| format!("cannot start gantry: {e}"))?;
-    let server = Guard(Some(child), "gantry");
-    wait_healthy(addr, 120)?;
     let secs = env::var("GANTRY_BENCH_SECONDS").unwrap_or_else(|_| "60".into());
+    let (addr, server) = browser_bench_gantry("browser.db", &[])?;
     step(&format!("measuring /racks in Chromium for {secs} s"));
     let res = run_cmd(
         Command::new("node")
@@ -1226,46 +1196,61 @@ fn bench_browser() -> Result {
     res
 }
 
-/// `/timeline` of 2,048 simulated nodes over 7 days in headless Chromium (release builds):
-/// the simulator starts 7 days back at 7 days per minute, then the 7-day window is timed
-/// on the server and in the browser, with a pan earlier.
-fn bench_timeline() -> Result {
+/// For the Chromium benchmarks: release builds, Debian's Chromium, and a release gantry
+/// with 2,048 simulated nodes (16,384 GPUs) read directly, on a fresh database `db` under
+/// the bench directory, with `extra` environment; returns its address once healthy.
+fn browser_bench_gantry(db: &str, extra: &[(&str, String)]) -> Result<(SocketAddr, Guard)> {
     bootstrap(true, true)?;
     leptos_build(true, false)?;
     ensure_apt(
         &["chromium"],
-        "the timeline benchmark runs Debian's Chromium",
+        "the browser benchmarks run Debian's Chromium",
     )?;
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
     let dir = target_dir().join("bench");
     fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for suffix in ["", "-wal", "-shm"] {
-        let _ = fs::remove_file(format!("{}{suffix}", dir.join("timeline.db").display()));
+        let _ = fs::remove_file(format!("{}{suffix}", dir.join(db).display()));
     }
+    step("starting gantry (release) with 2,048 simulated nodes (16,384 GPUs)");
+    let mut c = Command::new(target_dir().join("release").join("gantry"));
+    c.current_dir(root())
+        .env("GANTRY_LISTEN", addr.to_string())
+        .env(
+            "GANTRY_DATABASE_URL",
+            format!("sqlite://{}", dir.join(db).display()),
+        )
+        .env("GANTRY_SITE_ROOT", root().join("target").join("site"))
+        .env("GANTRY_SIM_NODES", "2048")
+        .env("GANTRY_TELEMETRY", "direct")
+        .env("GANTRY_ANONYMOUS_READ", "true")
+        .env("RUST_LOG", "warn");
+    for (k, v) in extra {
+        c.env(k, v);
+    }
+    let child = c.spawn().map_err(|e| format!("cannot start gantry: {e}"))?;
+    let server = Guard(Some(child), "gantry");
+    wait_healthy(addr, 120)?;
+    Ok((addr, server))
+}
+
+/// `/timeline` of 2,048 simulated nodes over 7 days in headless Chromium (release builds):
+/// the simulator starts 7 days back at 7 days per minute, then the 7-day window is timed
+/// on the server and in the browser, with a pan earlier.
+fn bench_timeline() -> Result {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
     let week_ms = 7 * 86_400_000u64;
-    step("starting gantry (release): 2,048 simulated nodes from 7 days ago, 7 days a minute");
-    let child = Command::new(target_dir().join("release").join("gantry"))
-        .current_dir(root())
-        .env("GANTRY_LISTEN", addr.to_string())
-        .env(
-            "GANTRY_DATABASE_URL",
-            format!("sqlite://{}", dir.join("timeline.db").display()),
-        )
-        .env("GANTRY_SITE_ROOT", root().join("target").join("site"))
-        .env("GANTRY_SIM_NODES", "2048")
-        .env("GANTRY_SIM_START_MS", (now_ms - week_ms).to_string())
-        .env("GANTRY_SIM_SPEED", "10080")
-        .env("GANTRY_TELEMETRY", "direct")
-        .env("GANTRY_ANONYMOUS_READ", "true")
-        .env("RUST_LOG", "warn")
-        .spawn()
-        .map_err(|e| format!("cannot start gantry: {e}"))?;
-    let server = Guard(Some(child), "gantry");
-    wait_healthy(addr, 120)?;
+    let (addr, server) = browser_bench_gantry(
+        "timeline.db",
+        &[
+            ("GANTRY_SIM_START_MS", (now_ms - week_ms).to_string()),
+            ("GANTRY_SIM_SPEED", "10080".into()),
+        ],
+    )?;
+    step("simulating 7 days (a minute at 7 days a minute)");
     std::thread::sleep(Duration::from_secs(62));
     let dropped = metric_value(addr, "/metrics", "gantry_store_queue_dropped_total").unwrap_or(0.0);
     println!("store writes dropped while simulating the week: {dropped}");
@@ -1280,6 +1265,9 @@ fn bench_timeline() -> Result {
     res
 }
 
+/// Parse throughput on real-format input at 512 nodes x 8 GPUs: the simulator's
+/// dcgm-exporter text for every node, parsed by a release build of the parser, against a
+/// bare line-splitting baseline in the same run.
 fn bench_ingest() -> Result {
     step("building gantry to produce the input");
     run_cmd(cargo().args(["build", "-p", "server", "--bin", "gantry"]))?;
@@ -1388,59 +1376,9 @@ fn bench_scale() -> Result {
         .unwrap_or(120);
     step("building gantry (release)");
     run_cmd(cargo().args(["build", "--release", "-p", "server", "--bin", "gantry"]))?;
-    let exe = target_dir().join("release").join("gantry");
     let dir = target_dir().join("bench");
     fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let (a, b) = (
-        SocketAddr::from(([127, 0, 0, 1], free_port()?)),
-        SocketAddr::from(([127, 0, 0, 1], free_port()?)),
-    );
-    let spawn = |addr: SocketAddr, db: &str, extra: &[(&str, String)]| -> Result<Child> {
-        let _ = fs::remove_file(dir.join(db));
-        let mut c = Command::new(&exe);
-        c.env("GANTRY_LISTEN", addr.to_string())
-            .env(
-                "GANTRY_DATABASE_URL",
-                format!("sqlite://{}", dir.join(db).display()),
-            )
-            .env("GANTRY_SIM_NODES", "2048")
-            .env("GANTRY_SIM_START_MS", "1795968000000")
-            .env("GANTRY_ANONYMOUS_READ", "true")
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null());
-        for (k, v) in extra {
-            c.env(k, v);
-        }
-        c.spawn().map_err(|e| format!("cannot start gantry: {e}"))
-    };
-    let _exporters = Guard(
-        Some(spawn(
-            a,
-            "scale-exporters.db",
-            &[("GANTRY_TELEMETRY", "direct".into())],
-        )?),
-        "exporters",
-    );
-    wait_healthy(a, 180)?;
-    let gantry = Guard(
-        Some(spawn(
-            b,
-            "scale-gantry.db",
-            &[
-                (
-                    "GANTRY_GPU_EXPORTER_URL",
-                    format!("http://{a}/sim/exporter/dcgm/{{node}}/metrics"),
-                ),
-                (
-                    "GANTRY_BMC_EXPORTER_URL",
-                    format!("http://{a}/sim/exporter/ipmi/{{node}}/metrics"),
-                ),
-                ("GANTRY_SCRAPE_INTERVAL_MS", "10000".into()),
-            ],
-        )?),
-        "gantry",
-    );
-    wait_healthy(b, 180)?;
+    let (_a, _exporters, b, gantry) = exporters_and_scraper(2048, &dir, "scale-")?;
     // One live client, as a browser would hold.
     let mut sse = TcpStream::connect(b).map_err(|e| e.to_string())?;
     write!(
@@ -1481,34 +1419,31 @@ fn bench_scale() -> Result {
     Ok(())
 }
 
-fn bench_vs_prometheus(dir: &Path) -> Result {
-    let secs: u64 = env::var("GANTRY_BENCH_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(300);
-    ensure_apt(
-        &["prometheus"],
-        "the ingest benchmark compares Gantry with Prometheus",
-    )?;
-    step("building gantry (release) for the side-by-side");
-    run_cmd(cargo().args(["build", "--release", "-p", "server", "--bin", "gantry"]))?;
+/// Two release gantries on one simulated cluster of `nodes` (a fixed start time): A reads
+/// its simulator directly and serves its exporters; B scrapes them every 10 s as a site's
+/// configured targets. Fresh databases `{prefix}exporters.db` and `{prefix}gantry.db` in
+/// `dir`. Returns both addresses and processes once both are healthy.
+fn exporters_and_scraper(
+    nodes: u32,
+    dir: &Path,
+    prefix: &str,
+) -> Result<(SocketAddr, Guard, SocketAddr, Guard)> {
     let exe = target_dir().join("release").join("gantry");
-    let (pa, pb, pp) = (free_port()?, free_port()?, free_port()?);
-    let (a, b, p) = (
-        SocketAddr::from(([127, 0, 0, 1], pa)),
-        SocketAddr::from(([127, 0, 0, 1], pb)),
-        SocketAddr::from(([127, 0, 0, 1], pp)),
+    let (a, b) = (
+        SocketAddr::from(([127, 0, 0, 1], free_port()?)),
+        SocketAddr::from(([127, 0, 0, 1], free_port()?)),
     );
-    let start_ms = "1795968000000";
     let spawn = |addr: SocketAddr, db: &str, extra: &[(&str, String)]| -> Result<Child> {
+        let db = dir.join(format!("{prefix}{db}"));
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = fs::remove_file(format!("{}{suffix}", db.display()));
+        }
         let mut c = Command::new(&exe);
         c.env("GANTRY_LISTEN", addr.to_string())
-            .env(
-                "GANTRY_DATABASE_URL",
-                format!("sqlite://{}", dir.join(db).display()),
-            )
-            .env("GANTRY_SIM_NODES", "512")
-            .env("GANTRY_SIM_START_MS", start_ms)
+            .env("GANTRY_DATABASE_URL", format!("sqlite://{}", db.display()))
+            .env("GANTRY_SIM_NODES", nodes.to_string())
+            .env("GANTRY_SIM_START_MS", "1795968000000")
+            .env("GANTRY_ANONYMOUS_READ", "true")
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null());
         for (k, v) in extra {
@@ -1516,10 +1451,6 @@ fn bench_vs_prometheus(dir: &Path) -> Result {
         }
         c.spawn().map_err(|e| format!("cannot start gantry: {e}"))
     };
-    for db in ["exporters.db", "gantry.db"] {
-        let _ = fs::remove_file(dir.join(db));
-    }
-    // A: the 512 nodes' exporters (it reads its simulator directly; not measured).
     let exporters = Guard(
         Some(spawn(
             a,
@@ -1528,8 +1459,7 @@ fn bench_vs_prometheus(dir: &Path) -> Result {
         )?),
         "exporters",
     );
-    wait_healthy(a, 120)?;
-    // B: Gantry scraping A's exporters as configured targets, every 10 s.
+    wait_healthy(a, 180)?;
     let gantry = Guard(
         Some(spawn(
             b,
@@ -1548,6 +1478,24 @@ fn bench_vs_prometheus(dir: &Path) -> Result {
         )?),
         "gantry",
     );
+    wait_healthy(b, 180)?;
+    Ok((a, exporters, b, gantry))
+}
+
+fn bench_vs_prometheus(dir: &Path) -> Result {
+    let secs: u64 = env::var("GANTRY_BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
+    ensure_apt(
+        &["prometheus"],
+        "the ingest benchmark compares Gantry with Prometheus",
+    )?;
+    step("building gantry (release) for the side-by-side");
+    run_cmd(cargo().args(["build", "--release", "-p", "server", "--bin", "gantry"]))?;
+    let p = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+    // A: the 512 nodes' exporters (not measured); B: Gantry scraping them every 10 s.
+    let (a, exporters, b, gantry) = exporters_and_scraper(512, dir, "")?;
     // C: Prometheus scraping the same exporters, every 10 s.
     let targets: Vec<String> = (1..=512).map(|n| format!("\"gpu{n:03}\"")).collect();
     let job = |name: &str| {
@@ -1588,7 +1536,6 @@ fn bench_vs_prometheus(dir: &Path) -> Result {
         ),
         "prometheus",
     );
-    wait_healthy(b, 120)?;
     let ids = |g: &Guard| g.0.as_ref().map(Child::id).unwrap_or(0);
     let (gpid, ppid) = (ids(&gantry), ids(&prom));
     // Let both reach steady state (one full interval), then measure.

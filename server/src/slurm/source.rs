@@ -154,6 +154,7 @@ pub async fn run_slurm_source(
     let mut node_history = crate::live::NodeStates::default();
     let mut minutes = crate::live::MinuteRollups::default();
     let mut hours = crate::live::HourRollups::default();
+    let mut reasons = crate::live::ReasonCounter::default();
     let mut prev_now: Option<i64> = None;
     loop {
         tokio::select! {
@@ -304,10 +305,11 @@ pub async fn run_slurm_source(
         seq += 1;
         let mut ov = crate::aggregate::overview(&inv, &readings, seq, interval_ms as i64, now);
         ov.summary.alerts_firing = live.alerts_firing();
-        for r in minutes.add(&ov, &readings, prev_now.map(|p| now - p).unwrap_or(0)) {
+        let by_reason = reasons.count(&ov, &readings);
+        for r in minutes.add(&ov, &by_reason, prev_now.map(|p| now - p).unwrap_or(0)) {
             q.send(StoreWrite::Rollup(r));
         }
-        for r in hours.add(&ov, &readings, prev_now.map(|p| now - p).unwrap_or(0)) {
+        for r in hours.add(&ov, &by_reason, prev_now.map(|p| now - p).unwrap_or(0)) {
             q.send(StoreWrite::Rollup1h(r));
         }
         let deltas = reports.observe(&inv, &readings, prev_now.map(|p| now - p).unwrap_or(0));

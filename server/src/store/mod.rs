@@ -82,6 +82,35 @@ pub struct Rollup1h {
     pub samples: u32,
 }
 
+/// The per-reason throttle columns of the rollup tables, in the order of
+/// `aggregate::REASONS` (`thr_hw_thermal_s`, ...): one source for names and order.
+fn thr_columns() -> impl Iterator<Item = String> {
+    crate::aggregate::REASONS
+        .iter()
+        .map(|(_, name)| format!("thr_{name}_s"))
+}
+
+/// `thr_a_s, thr_b_s, ...`, and `thr_a_s = excluded.thr_a_s, ...` for an upsert.
+fn thr_list() -> String {
+    thr_columns().collect::<Vec<_>>().join(", ")
+}
+
+fn thr_set() -> String {
+    thr_columns()
+        .map(|c| format!("{c} = excluded.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A row's throttled seconds per reason.
+fn thr_of(r: &sqlx::any::AnyRow) -> Result<[f64; 5]> {
+    let mut out = [0.0; 5];
+    for (v, c) in out.iter_mut().zip(thr_columns()) {
+        *v = r.try_get(c.as_str())?;
+    }
+    Ok(out)
+}
+
 /// A state transition of a job.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobEvent {
@@ -569,14 +598,13 @@ impl Store {
         let sm = r.sm_active_mean.map(|_| "$11").unwrap_or("NULL");
         let sql = format!(
             "INSERT INTO rollup_1m (scope, at_ms, power_watts_mean, gpus_throttling_max, samples, \
-                                    thr_hw_thermal_s, thr_sw_thermal_s, thr_sw_power_cap_s, thr_hw_slowdown_s, \
-                                    thr_hw_power_brake_s, sm_active_mean) \
+                                    {thr}, sm_active_mean) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, {sm}) \
              ON CONFLICT (scope, at_ms) DO UPDATE SET power_watts_mean = excluded.power_watts_mean, \
                 sm_active_mean = excluded.sm_active_mean, gpus_throttling_max = excluded.gpus_throttling_max, \
-                samples = excluded.samples, thr_hw_thermal_s = excluded.thr_hw_thermal_s, \
-                thr_sw_thermal_s = excluded.thr_sw_thermal_s, thr_sw_power_cap_s = excluded.thr_sw_power_cap_s, \
-                thr_hw_slowdown_s = excluded.thr_hw_slowdown_s, thr_hw_power_brake_s = excluded.thr_hw_power_brake_s"
+                samples = excluded.samples, {set}",
+            thr = thr_list(),
+            set = thr_set(),
         );
         let mut q = sqlx::query(&sql)
             .bind(&r.scope)
@@ -601,11 +629,11 @@ impl Store {
         from_ms: UnixMs,
         to_ms: UnixMs,
     ) -> Result<Vec<Rollup>> {
-        let rows = sqlx::query(
-            "SELECT scope, at_ms, power_watts_mean, sm_active_mean, gpus_throttling_max, samples, \
-                    thr_hw_thermal_s, thr_sw_thermal_s, thr_sw_power_cap_s, thr_hw_slowdown_s, thr_hw_power_brake_s \
+        let rows = sqlx::query(&format!(
+            "SELECT scope, at_ms, power_watts_mean, sm_active_mean, gpus_throttling_max, samples, {} \
              FROM rollup_1m WHERE scope = $1 AND at_ms >= $2 AND at_ms < $3 ORDER BY at_ms",
-        )
+            thr_list()
+        ))
         .bind(scope)
         .bind(from_ms)
         .bind(to_ms)
@@ -622,13 +650,7 @@ impl Store {
                         .map_err(|_| StoreError::Corrupt("throttling".into()))?,
                     samples: u32::try_from(r.try_get::<i64, _>("samples")?)
                         .map_err(|_| StoreError::Corrupt("samples".into()))?,
-                    throttled_s_by_reason: [
-                        r.try_get("thr_hw_thermal_s")?,
-                        r.try_get("thr_sw_thermal_s")?,
-                        r.try_get("thr_sw_power_cap_s")?,
-                        r.try_get("thr_hw_slowdown_s")?,
-                        r.try_get("thr_hw_power_brake_s")?,
-                    ],
+                    throttled_s_by_reason: thr_of(r)?,
                 })
             })
             .collect()
@@ -641,18 +663,15 @@ impl Store {
         let sm = r.sm_active_mean.map(|_| "$15").unwrap_or("NULL");
         let sql = format!(
             "INSERT INTO rollup_1h (scope, at_ms, power_watts_mean, power_watts_min, power_watts_max, energy_wh, \
-                                    gpus_throttling_max, throttled_gpu_seconds, samples, thr_hw_thermal_s, \
-                                    thr_sw_thermal_s, thr_sw_power_cap_s, thr_hw_slowdown_s, thr_hw_power_brake_s, \
-                                    sm_active_mean) \
+                                    gpus_throttling_max, throttled_gpu_seconds, samples, {thr}, sm_active_mean) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, {sm}) \
              ON CONFLICT (scope, at_ms) DO UPDATE SET power_watts_mean = excluded.power_watts_mean, \
                 power_watts_min = excluded.power_watts_min, power_watts_max = excluded.power_watts_max, \
                 energy_wh = excluded.energy_wh, sm_active_mean = excluded.sm_active_mean, \
                 gpus_throttling_max = excluded.gpus_throttling_max, \
-                throttled_gpu_seconds = excluded.throttled_gpu_seconds, samples = excluded.samples, \
-                thr_hw_thermal_s = excluded.thr_hw_thermal_s, thr_sw_thermal_s = excluded.thr_sw_thermal_s, \
-                thr_sw_power_cap_s = excluded.thr_sw_power_cap_s, thr_hw_slowdown_s = excluded.thr_hw_slowdown_s, \
-                thr_hw_power_brake_s = excluded.thr_hw_power_brake_s"
+                throttled_gpu_seconds = excluded.throttled_gpu_seconds, samples = excluded.samples, {set}",
+            thr = thr_list(),
+            set = thr_set(),
         );
         let mut q = sqlx::query(&sql)
             .bind(&r.scope)
@@ -681,12 +700,12 @@ impl Store {
         from_ms: UnixMs,
         to_ms: UnixMs,
     ) -> Result<Vec<Rollup1h>> {
-        let rows = sqlx::query(
+        let rows = sqlx::query(&format!(
             "SELECT scope, at_ms, power_watts_mean, power_watts_min, power_watts_max, energy_wh, sm_active_mean, \
-                    gpus_throttling_max, throttled_gpu_seconds, samples, thr_hw_thermal_s, thr_sw_thermal_s, \
-                    thr_sw_power_cap_s, thr_hw_slowdown_s, thr_hw_power_brake_s \
+                    gpus_throttling_max, throttled_gpu_seconds, samples, {} \
              FROM rollup_1h WHERE scope = $1 AND at_ms >= $2 AND at_ms < $3 ORDER BY at_ms",
-        )
+            thr_list()
+        ))
         .bind(scope)
         .bind(from_ms)
         .bind(to_ms)
@@ -705,13 +724,7 @@ impl Store {
                     gpus_throttling_max: u32::try_from(r.try_get::<i64, _>("gpus_throttling_max")?)
                         .map_err(|_| StoreError::Corrupt("throttling".into()))?,
                     throttled_gpu_seconds: r.try_get("throttled_gpu_seconds")?,
-                    throttled_s_by_reason: [
-                        r.try_get("thr_hw_thermal_s")?,
-                        r.try_get("thr_sw_thermal_s")?,
-                        r.try_get("thr_sw_power_cap_s")?,
-                        r.try_get("thr_hw_slowdown_s")?,
-                        r.try_get("thr_hw_power_brake_s")?,
-                    ],
+                    throttled_s_by_reason: thr_of(r)?,
                     samples: u32::try_from(r.try_get::<i64, _>("samples")?)
                         .map_err(|_| StoreError::Corrupt("samples".into()))?,
                 })

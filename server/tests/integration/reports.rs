@@ -331,7 +331,10 @@ async fn story(url: String) {
     assert!(r.charts[2].svg.contains("cost (EUR)") && r.charts[2].svg.contains("nlp"));
 
     // The CSV: a header, nlp, vision, unallocated, total, with the same numbers.
-    let csv = server::reports::csv(&r);
+    let d = server::reports::data(&store, &day("account"), now, &rates)
+        .await
+        .expect("data");
+    let csv = server::reports::csv(&d, &rates.currency);
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 5, "{csv}");
     assert!(lines[0].starts_with("group,capacity_gpu_h") && lines[0].contains("total_EUR"));
