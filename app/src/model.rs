@@ -322,6 +322,26 @@ pub struct GpuReading {
     /// PCIe traffic, sent plus received, in bytes per second.
     #[serde(default)]
     pub pcie_bytes_per_second: Option<f64>,
+    /// The power limit the driver enforces now, in watts.
+    #[serde(default)]
+    pub power_limit_watts: Option<f64>,
+    /// HBM temperature (GDDR boards do not report one).
+    #[serde(default)]
+    pub memory_temp_celsius: Option<f64>,
+    /// DCGM_FI_DEV_GPU_UTIL: percent of time a kernel ran, 0 to 100 (coarse: a GPU can be
+    /// 100% "utilized" with one SM busy; SM activity tells more).
+    #[serde(default)]
+    pub gpu_util_percent: Option<f64>,
+    /// Graphics engine, tensor pipe and DRAM interface activity, 0.0 to 1.0.
+    #[serde(default)]
+    pub gr_engine_active_ratio: Option<f64>,
+    #[serde(default)]
+    pub tensor_active_ratio: Option<f64>,
+    #[serde(default)]
+    pub dram_active_ratio: Option<f64>,
+    /// Energy since the driver loaded, in joules.
+    #[serde(default)]
+    pub energy_joules: Option<f64>,
 }
 
 /// One rack's own readings (PDU power, inlet sensor).

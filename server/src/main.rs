@@ -207,7 +207,7 @@ fn inspect(args: &[String]) -> ExitCode {
                 }
                 path => path,
             };
-            let scrape = server::telemetry::dcgm::decode(&body, host);
+            let scrape = server::telemetry::dcgm::decode_checked(&body, host);
             let gpus: Vec<serde_json::Value> = scrape
                 .gpus
                 .iter()

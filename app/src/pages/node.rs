@@ -117,8 +117,9 @@ fn NodeBody(d: NodeDetail) -> impl IntoView {
         <h2 id="gpus-h">"GPUs"</h2>
         <table class="grid compact" aria-labelledby="gpus-h" data-test="node-gpus" class:stale=move || stale.get()>
             <thead><tr>
-                <th scope="col" class="num">"GPU"</th><th scope="col" class="num">"Temp"</th><th scope="col" class="num">"Power"</th>
-                <th scope="col" class="num">"SM clock"</th><th scope="col" class="num">"SM activity"</th>
+                <th scope="col" class="num">"GPU"</th><th scope="col" class="num">"Temp GPU / HBM"</th><th scope="col" class="num">"Power / limit"</th>
+                <th scope="col" class="num">"SM clock"</th><th scope="col" class="num">"GPU util"</th><th scope="col" class="num">"Activity SM / tensor / DRAM"</th>
+                <th scope="col" class="num">"NVLink / PCIe"</th><th scope="col" class="num">"Energy"</th>
                 <th scope="col">"Throttle reasons"</th><th scope="col" class="num">"ECC single / double-bit"</th>
                 <th scope="col" class="num">"Remapped rows (uncorr.)"</th><th scope="col" class="num">"PCIe replays"</th><th scope="col">"Last XID"</th>
             </tr></thead>
@@ -132,10 +133,13 @@ fn NodeBody(d: NodeDetail) -> impl IntoView {
                     view! {
                         <tr data-test="gpu-row" data-gpu=g.index.to_string()>
                             <th scope="row" class="num">{g.index}</th>
-                            <td class="num">{units::celsius(g.temp_celsius)}</td>
-                            <td class="num">{units::power(g.power_watts)}</td>
+                            <td class="num">{format!("{} / {}", units::celsius(g.temp_celsius), units::celsius(g.memory_temp_celsius))}</td>
+                            <td class="num">{format!("{} / {}", units::power(g.power_watts), units::power(g.power_limit_watts))}</td>
                             <td class="num">{g.sm_clock_mhz.map(|c| format!("{c:.0} MHz")).unwrap_or_else(|| "-".into())}</td>
-                            <td class="num">{units::percent(g.sm_active_ratio)}</td>
+                            <td class="num">{units::percent(g.gpu_util_percent.map(|p| p / 100.0))}</td>
+                            <td class="num" data-test="gpu-activity">{format!("{} / {} / {}", units::percent(g.sm_active_ratio), units::percent(g.tensor_active_ratio), units::percent(g.dram_active_ratio))}</td>
+                            <td class="num">{format!("{} / {}", g.nvlink_bytes_per_second.map(units::bytes_per_second).unwrap_or_else(|| "-".into()), g.pcie_bytes_per_second.map(units::bytes_per_second).unwrap_or_else(|| "-".into()))}</td>
+                            <td class="num">{g.energy_joules.map(|j| format!("{:.1} kWh", j / 3.6e6)).unwrap_or_else(|| "-".into())}</td>
                             <td>{reasons}</td>
                             <td class="num" class:warn=dbe.is_some_and(|x| x > 0)>
                                 {format!("{} / {}", g.ecc_sbe_total.map(|x| x.to_string()).unwrap_or_else(|| "-".into()), dbe.map(|x| x.to_string()).unwrap_or_else(|| "-".into()))}

@@ -19,4 +19,16 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     assert_eq!(report.samples, seen);
     assert!(report.errors.len() <= exposition::MAX_REPORTED_ERRORS);
     assert!(report.error_count >= report.errors.len());
+    // Classified: only accepted names arrive, with their class; skipped lines still count.
+    let mut kept = 0usize;
+    let classified = exposition::parse_classified(
+        data,
+        |name| (name.len() % 2 == 0).then_some(name.len()),
+        |len, s| {
+            kept += 1;
+            assert_eq!(s.name.len(), len);
+        },
+    );
+    assert!(classified.samples >= kept);
+    assert!(classified.error_count <= report.error_count);
 });

@@ -116,6 +116,7 @@ impl Sim {
             return Err(format!("Job is pending execution for job {id}"));
         }
         let nodes = std::mem::take(&mut sj.node_idx);
+        let (intensity, started) = (sj.intensity, sj.job.start_ms);
         let mut ended = sj.job.clone();
         ended.end_ms = Some(t);
         ended.state = JobState::Requeued;
@@ -126,15 +127,7 @@ impl Sim {
         sj.held = hold;
         sj.fail_at_ms = None;
         sj.eligible_ms = t + 120_000;
-        for i in nodes {
-            let n = &mut self.nodes[i];
-            n.job = None;
-            n.state = match n.state {
-                NodeState::Draining => NodeState::Drained,
-                NodeState::Allocated => NodeState::Idle,
-                other => other,
-            };
-        }
+        self.release(&nodes, intensity, started, t);
         self.events.push(SimEvent::JobRequeued {
             job: ended,
             at_ms: t,

@@ -24,7 +24,7 @@ pub fn render_dcgm(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
         .iter()
         .filter(|j| j.state == JobState::Running && j.nodes.iter().any(|x| x == node))
         .collect();
-    let mut out = String::with_capacity(gpus.len() * 2600);
+    let mut out = String::with_capacity(gpus.len() * 7000);
     let labels: Vec<String> = gpus
         .iter()
         .map(|g| {
@@ -55,12 +55,43 @@ pub fn render_dcgm(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
     let plain = |v: Option<String>| v.map(|v| (String::new(), v));
     let with_job = |v: Option<String>| v.map(|v| (job_label.clone(), v));
     let int = |v: Option<f64>| v.map(|x| format!("{}", x.round() as i64));
+    let whole = |v: Option<u64>| v.map(|x| x.to_string());
     let float = |v: Option<f64>| v.map(|x| format!("{x:.6}"));
+    let zero = |_: usize| plain(Some("0".to_string()));
+    // Traffic as dcgm-exporter's profiling fields: bytes per second each way (the
+    // simulator splits its total evenly).
+    let half = |v: Option<f64>| v.map(|x| format!("{}", (x / 2.0).round() as u64));
+    // Framebuffer of an H100 80GB in MiB: what the driver reserves, and what a training
+    // job's model, optimizer state and activations hold.
+    const FB_TOTAL_MIB: u64 = 81_559;
+    const FB_RESERVED_MIB: u64 = 579;
+    let fb_used = |i: usize| {
+        if !jobs.is_empty() && gpus[i].gpu_util_percent.is_some_and(|u| u > 0.0) {
+            71_234
+        } else {
+            0
+        }
+    };
+    // dcgm-exporter's default counters (etc/default-counters.csv) and its profiling (DCP)
+    // fields, in that file's order, plus the enforced power limit: 32 fields per GPU, as a
+    // site scraping the default set sees. Gantry reads 24 of them.
     family(
         "DCGM_FI_DEV_SM_CLOCK",
         "gauge",
         "SM clock frequency (in MHz).",
         &|i| plain(int(gpus[i].sm_clock_mhz)),
+    );
+    family(
+        "DCGM_FI_DEV_MEM_CLOCK",
+        "gauge",
+        "Memory clock frequency (in MHz).",
+        &|_| plain(Some("2619".into())),
+    );
+    family(
+        "DCGM_FI_DEV_MEMORY_TEMP",
+        "gauge",
+        "Memory temperature (in C).",
+        &|i| plain(int(gpus[i].memory_temp_celsius)),
     );
     family(
         "DCGM_FI_DEV_GPU_TEMP",
@@ -75,49 +106,40 @@ pub fn render_dcgm(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
         &|i| with_job(float(gpus[i].power_watts)),
     );
     family(
-        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
-        "gauge",
-        "Current clock throttle reasons.",
-        &|i| plain(gpus[i].throttle.map(|t| t.0.to_string())),
-    );
-    family(
-        "DCGM_FI_PROF_SM_ACTIVE",
-        "gauge",
-        "The ratio of cycles an SM has at least 1 warp assigned (in %).",
-        &|i| with_job(float(gpus[i].sm_active_ratio)),
-    );
-    // Traffic as dcgm-exporter's profiling fields: bytes per second each way (the
-    // simulator splits its total evenly).
-    let half = |v: Option<f64>| v.map(|x| format!("{}", (x / 2.0).round() as u64));
-    family(
-        "DCGM_FI_PROF_NVLINK_TX_BYTES",
-        "gauge",
-        "The rate of data transmitted over NVLink, not including protocol headers, in bytes per second.",
-        &|i| plain(half(gpus[i].nvlink_bytes_per_second)),
-    );
-    family(
-        "DCGM_FI_PROF_NVLINK_RX_BYTES",
-        "gauge",
-        "The rate of data received over NVLink, not including protocol headers, in bytes per second.",
-        &|i| plain(half(gpus[i].nvlink_bytes_per_second)),
-    );
-    family(
-        "DCGM_FI_PROF_PCIE_TX_BYTES",
-        "gauge",
-        "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
-        &|i| plain(half(gpus[i].pcie_bytes_per_second)),
-    );
-    family(
-        "DCGM_FI_PROF_PCIE_RX_BYTES",
-        "gauge",
-        "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
-        &|i| plain(half(gpus[i].pcie_bytes_per_second)),
-    );
-    family(
-        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
         "counter",
-        "Total number of double-bit persistent ECC errors.",
-        &|i| plain(gpus[i].ecc_dbe_total.map(|v| v.to_string())),
+        "Total energy consumption since boot (in mJ).",
+        &|i| plain(int(gpus[i].energy_joules.map(|j| j * 1000.0))),
+    );
+    family(
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "counter",
+        "Total number of PCIe retries.",
+        &|i| plain(whole(gpus[i].pcie_replay_total)),
+    );
+    family(
+        "DCGM_FI_DEV_GPU_UTIL",
+        "gauge",
+        "GPU utilization (in %).",
+        &|i| plain(int(gpus[i].gpu_util_percent)),
+    );
+    family(
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        "gauge",
+        "Memory utilization (in %).",
+        &|i| plain(int(gpus[i].dram_active_ratio.map(|r| r * 100.0))),
+    );
+    family(
+        "DCGM_FI_DEV_ENC_UTIL",
+        "gauge",
+        "Encoder utilization (in %).",
+        &zero,
+    );
+    family(
+        "DCGM_FI_DEV_DEC_UTIL",
+        "gauge",
+        "Decoder utilization (in %).",
+        &zero,
     );
     // The last XID, with the exporter's err_code/err_msg labels; 0 when there was none.
     family(
@@ -141,13 +163,125 @@ pub fn render_dcgm(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
             })
         },
     );
-    // H100 HBM3 reports memory temperature; the simulator does not model it, so it sends
-    // DCGM's "not supported" sentinel, as real exporters do for fields they cannot read.
     family(
-        "DCGM_FI_DEV_MEMORY_TEMP",
+        "DCGM_FI_DEV_FB_FREE",
         "gauge",
-        "Memory temperature (in C).",
-        &|_| Some((String::new(), "9223372036854775794".into())),
+        "Framebuffer memory free (in MiB).",
+        &|i| plain(whole(Some(FB_TOTAL_MIB - FB_RESERVED_MIB - fb_used(i)))),
+    );
+    family(
+        "DCGM_FI_DEV_FB_USED",
+        "gauge",
+        "Framebuffer memory used (in MiB).",
+        &|i| plain(whole(Some(fb_used(i)))),
+    );
+    family(
+        "DCGM_FI_DEV_FB_RESERVED",
+        "gauge",
+        "Framebuffer memory reserved (in MiB).",
+        &|_| plain(whole(Some(FB_RESERVED_MIB))),
+    );
+    family(
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "counter",
+        "Total number of NVLink bandwidth counters for all lanes.",
+        &zero,
+    );
+    family(
+        "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
+        "gauge",
+        "vGPU License status",
+        &zero,
+    );
+    family(
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "counter",
+        "Number of remapped rows for uncorrectable errors",
+        &|i| plain(whole(gpus[i].remapped_rows_uncorrectable)),
+    );
+    family(
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "counter",
+        "Number of remapped rows for correctable errors",
+        &zero,
+    );
+    family(
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "gauge",
+        "Whether remapping of rows has failed",
+        &zero,
+    );
+    family(
+        "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
+        "gauge",
+        "Effective power limit that the driver enforces after taking into account all limiters (in W).",
+        &|i| plain(float(gpus[i].power_limit_watts)),
+    );
+    family(
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        "gauge",
+        "Current clock throttle reasons.",
+        &|i| plain(gpus[i].throttle.map(|t| t.0.to_string())),
+    );
+    family(
+        "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+        "counter",
+        "Total number of single-bit persistent ECC errors.",
+        &|i| plain(whole(gpus[i].ecc_sbe_total)),
+    );
+    family(
+        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+        "counter",
+        "Total number of double-bit persistent ECC errors.",
+        &|i| plain(whole(gpus[i].ecc_dbe_total)),
+    );
+    family(
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "gauge",
+        "Ratio of time the graphics engine is active.",
+        &|i| with_job(float(gpus[i].gr_engine_active_ratio)),
+    );
+    family(
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "gauge",
+        "The ratio of cycles an SM has at least 1 warp assigned (in %).",
+        &|i| with_job(float(gpus[i].sm_active_ratio)),
+    );
+    family(
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "gauge",
+        "Ratio of cycles the tensor (HMMA) pipe is active.",
+        &|i| with_job(float(gpus[i].tensor_active_ratio)),
+    );
+    family(
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "gauge",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+        &|i| with_job(float(gpus[i].dram_active_ratio)),
+    );
+    family(
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "gauge",
+        "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
+        &|i| plain(half(gpus[i].pcie_bytes_per_second)),
+    );
+    family(
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "gauge",
+        "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
+        &|i| plain(half(gpus[i].pcie_bytes_per_second)),
+    );
+    family(
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        "gauge",
+        "The rate of data transmitted over NVLink, not including protocol headers, in bytes per second.",
+        &|i| plain(half(gpus[i].nvlink_bytes_per_second)),
+    );
+    family(
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
+        "gauge",
+        "The rate of data received over NVLink, not including protocol headers, in bytes per second.",
+        &|i| plain(half(gpus[i].nvlink_bytes_per_second)),
     );
     Some(out)
 }
@@ -200,7 +334,7 @@ pub fn node_power_watts(r: &Readings, node: &str) -> Option<f64> {
 mod tests {
     use super::*;
     use crate::sim::Sim;
-    use crate::telemetry::dcgm::{decode, Field};
+    use crate::telemetry::dcgm::decode;
     use std::collections::HashMap;
 
     const T0: i64 = 1_795_968_000_000;
@@ -216,11 +350,21 @@ mod tests {
             };
             let scrape = decode(text.as_bytes(), "unused");
             assert_eq!(scrape.line_errors, 0, "{:?}", scrape.errors);
-            assert!(
-                scrape.ignored_metrics.is_empty(),
-                "{:?}",
-                scrape.ignored_metrics
+            // The default set's fields Gantry has no use for, and nothing else.
+            assert_eq!(
+                scrape.ignored_metrics,
+                [
+                    "DCGM_FI_DEV_DEC_UTIL",
+                    "DCGM_FI_DEV_ENC_UTIL",
+                    "DCGM_FI_DEV_FB_FREE",
+                    "DCGM_FI_DEV_FB_RESERVED",
+                    "DCGM_FI_DEV_FB_USED",
+                    "DCGM_FI_DEV_MEM_CLOCK",
+                    "DCGM_FI_DEV_MEM_COPY_UTIL",
+                    "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
+                ]
             );
+            assert_eq!(scrape.samples, 8 * 32);
             assert_eq!(scrape.gpus.len(), 8);
             for g in &scrape.gpus {
                 let want = r
@@ -245,7 +389,18 @@ mod tests {
                 assert_eq!(got.nvlink_bytes_per_second, want.nvlink_bytes_per_second);
                 assert_eq!(got.pcie_bytes_per_second, want.pcie_bytes_per_second);
                 assert_eq!(got.temp_celsius, want.temp_celsius.map(f64::round));
-                assert_eq!(g.no_data, vec![Field::MemoryTempCelsius]);
+                // Read as the simulator holds them (percent, ratios to 6 decimals, whole
+                // millijoules and watts-as-printed): exactly.
+                assert_eq!(got.memory_temp_celsius, want.memory_temp_celsius);
+                assert_eq!(got.power_limit_watts, want.power_limit_watts);
+                assert_eq!(got.gpu_util_percent, want.gpu_util_percent);
+                assert_eq!(got.gr_engine_active_ratio, want.gr_engine_active_ratio);
+                assert_eq!(got.tensor_active_ratio, want.tensor_active_ratio);
+                assert_eq!(got.dram_active_ratio, want.dram_active_ratio);
+                assert_eq!(got.energy_joules, want.energy_joules);
+                assert_eq!(got.ecc_sbe_total, Some(0));
+                assert_eq!(got.pcie_replay_total, Some(0));
+                assert!(g.no_data.is_empty(), "{:?}", g.no_data);
                 assert_eq!(
                     g.uuid.as_deref(),
                     node.gpus.get(g.gpu as usize).map(|x| x.uuid.as_str())

@@ -58,6 +58,8 @@ struct SimNode {
     ecc_dbe: [u64; GPUS_PER_NODE],
     last_xid: [Option<u32>; GPUS_PER_NODE],
     fault: Option<SimGpuFault>,
+    /// Energy each GPU drew above idle in jobs that have ended here, in joules.
+    job_energy_j: f64,
 }
 
 #[derive(Clone, Debug)]
@@ -102,6 +104,14 @@ pub struct Sim {
     /// Mean time between arrivals, sized to keep the cluster about 80% busy.
     arrival_mean_ms: f64,
     events: Vec<SimEvent>,
+    /// When the GPUs' drivers loaded: their energy counters count from here.
+    boot_ms: UnixMs,
+}
+
+/// A job's mean power per GPU above idle while it computes (checkpoint pauses and noise
+/// left out): what the energy counters integrate.
+fn job_extra_watts(intensity: f64) -> f64 {
+    (20.0 + intensity * 610.0).min(GPU_MAX_POWER_WATTS - GPU_IDLE_POWER_WATTS)
 }
 
 impl Sim {
@@ -123,6 +133,7 @@ impl Sim {
                 ecc_dbe: [0; GPUS_PER_NODE],
                 last_xid: [None; GPUS_PER_NODE],
                 fault: None,
+                job_energy_j: 0.0,
             })
             .collect();
         // Field trouble, placed by fraction so every size has it: one node with a GPU that
@@ -161,6 +172,7 @@ impl Sim {
             next_arrival_ms: first_arrival,
             arrival_mean_ms,
             events: Vec::new(),
+            boot_ms: warmup_from - 30 * 24 * HOUR_MS,
         };
         sim.submit_long_runs();
         sim.schedule();
@@ -321,17 +333,41 @@ impl Sim {
         Some(out)
     }
 
-    fn finish(&mut self, j: usize, state: JobState, t: UnixMs) {
-        let mut sj = self.active.remove(j);
-        for &i in &sj.node_idx {
+    /// Frees a job's nodes at `t` (a draining node becomes drained) and banks the energy
+    /// the job drew on them.
+    fn release(&mut self, nodes: &[usize], intensity: f64, start_ms: Option<UnixMs>, t: UnixMs) {
+        let joules =
+            job_extra_watts(intensity) * (t - start_ms.unwrap_or(t)).max(0) as f64 / 1000.0;
+        for &i in nodes {
             let n = &mut self.nodes[i];
             n.job = None;
+            n.job_energy_j += joules;
             n.state = match n.state {
                 NodeState::Draining => NodeState::Drained,
                 NodeState::Allocated => NodeState::Idle,
                 other => other,
             };
         }
+    }
+
+    /// GPU `g` of node `node`'s energy counter at the current time, in joules: idle power
+    /// since boot, plus what ended jobs drew, plus the running job so far.
+    fn energy_joules(&self, node: usize, g: usize, job: Option<&SimJob>) -> f64 {
+        let since_boot = (self.t_ms - self.boot_ms) as f64 / 1000.0;
+        let running = job
+            .and_then(|j| j.job.start_ms.map(|s| (j.intensity, s)))
+            .map(|(intensity, s)| {
+                job_extra_watts(intensity) * (self.t_ms - s).max(0) as f64 / 1000.0
+            })
+            .unwrap_or(0.0);
+        // Drivers loaded a few hours apart, so GPUs do not all read the same.
+        let offset = 3.6e6 * hash_unit(self.seed, 0, (node * GPUS_PER_NODE + g) as u64);
+        GPU_IDLE_POWER_WATTS * since_boot + self.nodes[node].job_energy_j + running + offset
+    }
+
+    fn finish(&mut self, j: usize, state: JobState, t: UnixMs) {
+        let mut sj = self.active.remove(j);
+        self.release(&sj.node_idx, sj.intensity, sj.job.start_ms, t);
         sj.job.state = state;
         sj.job.end_ms = Some(t);
         self.events.push(SimEvent::JobEnded { job: sj.job });
@@ -508,6 +544,22 @@ impl Sim {
             bits |= ThrottleReasons::GPU_IDLE;
             (GPU_IDLE_CLOCK_MHZ, 0.0)
         };
+        // Engine activity as a transformer's training step shows it: kernels nearly all the
+        // time, the tensor pipe about half of the SMs' active cycles, HBM a third. Ratios
+        // to 6 decimals and percents whole, as the exporter prints them.
+        let six = |x: f64| (x.clamp(0.0, 1.0) * 1e6).round() / 1e6;
+        let (util, gr, tensor, dram) = if busy {
+            (
+                (90.0 + 10.0 * load).round(),
+                six(sm + 0.02),
+                six(sm * 0.55),
+                six(sm * 0.35),
+            )
+        } else if saving {
+            (12.0, six(0.03), 0.0, six(0.08))
+        } else {
+            (0.0, 0.0, 0.0, 0.0)
+        };
         // Traffic: all-reduce over NVLink while computing; a checkpoint save goes out over
         // PCIe to storage.
         let gb = 1e9;
@@ -531,12 +583,21 @@ impl Sim {
             throttle: Some(ThrottleReasons(bits)),
             ecc_dbe_total: Some(n.ecc_dbe[g]),
             last_xid: n.last_xid[g],
-            ecc_sbe_total: None,
-            pcie_replay_total: None,
-            remapped_rows_uncorrectable: None,
+            // Healthy counters read zero, as real exporters report them.
+            ecc_sbe_total: Some(0),
+            pcie_replay_total: Some(0),
+            remapped_rows_uncorrectable: Some(0),
             // Whole MB/s: even, so the exporter's halves add up exactly.
             nvlink_bytes_per_second: Some((nvlink / 1e6).round() * 1e6),
             pcie_bytes_per_second: Some((pcie / 1e6).round() * 1e6),
+            power_limit_watts: Some(GPU_MAX_POWER_WATTS),
+            memory_temp_celsius: Some((temp - 2.0 + 2.0 * noise(5)).round()),
+            gpu_util_percent: Some(util),
+            gr_engine_active_ratio: Some(gr),
+            tensor_active_ratio: Some(tensor),
+            dram_active_ratio: Some(dram),
+            // Whole millijoules, as the exporter's counter.
+            energy_joules: Some((self.energy_joules(node, g, job) * 1000.0).round() / 1000.0),
         }
     }
 

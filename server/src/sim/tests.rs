@@ -165,3 +165,56 @@ fn largest_cluster_builds_and_reads_quickly() {
     assert_eq!(r.gpus.len(), 16_384);
     assert!(start.elapsed().as_secs() < 60);
 }
+
+#[test]
+fn energy_counters_only_rise_and_rise_faster_under_load() {
+    let mut sim = Sim::new(64, 42, "c", T0);
+    let before = sim.readings();
+    // Six hours: jobs end, start and fail in between, and the counters must carry over.
+    sim.advance_to(T0 + 6 * HOUR_MS);
+    let mid = sim.readings();
+    let idle_floor = GPU_IDLE_POWER_WATTS * 6.0 * 3600.0;
+    let mut compared = 0;
+    for (a, b) in before.gpus.iter().zip(&mid.gpus) {
+        if let (Some(x), Some(y)) = (a.energy_joules, b.energy_joules) {
+            assert!(y - x >= idle_floor - 1e-3, "{} gpu {}", a.node, a.index);
+            compared += 1;
+        }
+    }
+    assert!(compared > 400, "{compared}");
+    // Over the next minute a GPU in a running job gains more than an idle one's 70 W.
+    sim.advance_to(T0 + 6 * HOUR_MS + MIN_MS);
+    let after = sim.readings();
+    let busy: Vec<&str> = after
+        .jobs
+        .iter()
+        .filter(|j| j.state == JobState::Running)
+        .flat_map(|j| j.nodes.iter().map(String::as_str))
+        .collect();
+    let (mut busy_gain, mut idle_gain) = (Vec::new(), Vec::new());
+    for (a, b) in mid.gpus.iter().zip(&after.gpus) {
+        if let (Some(x), Some(y)) = (a.energy_joules, b.energy_joules) {
+            let in_job = busy.contains(&a.node.as_str())
+                && mid
+                    .jobs
+                    .iter()
+                    .any(|j| j.state == JobState::Running && j.nodes.contains(&a.node));
+            if in_job {
+                busy_gain.push(y - x);
+            } else if !busy.contains(&a.node.as_str())
+                && !mid
+                    .jobs
+                    .iter()
+                    .any(|j| j.state == JobState::Running && j.nodes.contains(&a.node))
+            {
+                idle_gain.push(y - x);
+            }
+        }
+    }
+    assert!(!busy_gain.is_empty() && !idle_gain.is_empty());
+    let idle_minute = GPU_IDLE_POWER_WATTS * 60.0;
+    assert!(idle_gain.iter().all(|g| (g - idle_minute).abs() < 1e-2));
+    assert!(busy_gain
+        .iter()
+        .all(|g| *g > idle_minute + 20.0 * 60.0 - 1e-2));
+}

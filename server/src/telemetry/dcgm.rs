@@ -8,6 +8,8 @@ use serde::Serialize;
 
 use app::model::{GpuReading, ThrottleReasons};
 
+use std::collections::HashMap;
+
 use super::exposition::{self, Report, Sample};
 
 /// The DCGM fields Gantry reads per GPU.
@@ -259,6 +261,15 @@ impl DcgmGpu {
                 self.get(Field::PcieTxBytesPerSecond),
                 self.get(Field::PcieRxBytesPerSecond),
             ),
+            power_limit_watts: self.get(Field::PowerLimitWatts),
+            memory_temp_celsius: self.get(Field::MemoryTempCelsius),
+            gpu_util_percent: self.get(Field::GpuUtilPercent),
+            gr_engine_active_ratio: self.get(Field::GrEngineActiveRatio),
+            tensor_active_ratio: self.get(Field::TensorActiveRatio),
+            dram_active_ratio: self.get(Field::DramActiveRatio),
+            energy_joules: self
+                .get(Field::TotalEnergyMillijoules)
+                .map(|mj| mj / 1000.0),
         }
     }
 }
@@ -285,11 +296,40 @@ pub struct DcgmScrape {
 
 const MAX_IGNORED: usize = 50;
 
-/// Decodes a dcgm-exporter body. `default_host` names the GPUs' host when the exporter
-/// sends no `Hostname`/`hostname` label (`--no-hostname`): usually the scrape target.
+/// Decodes a dcgm-exporter body, as the scraper does. `default_host` names the GPUs' host
+/// when the exporter sends no `Hostname`/`hostname` label (`--no-hostname`): usually the
+/// scrape target. Families Gantry does not read are listed as ignored and skipped unparsed,
+/// so a broken line in one of them is not seen; [`decode_checked`] reads every line.
 pub fn decode(body: &[u8], default_host: &str) -> DcgmScrape {
+    decode_with(body, default_host, false)
+}
+
+/// Decodes a body reading every line, so a broken line anywhere is reported: for
+/// `gantry inspect metrics`, where finding what is wrong with an exporter is the point.
+pub fn decode_checked(body: &[u8], default_host: &str) -> DcgmScrape {
+    decode_with(body, default_host, true)
+}
+
+fn decode_with(body: &[u8], default_host: &str, check_all: bool) -> DcgmScrape {
     let mut d = Decoder::default();
-    let report: Report = exposition::parse(body, |s: Sample<'_>| d.push(&s, default_host));
+    let mut ignored = std::mem::take(&mut d.ignored);
+    let report: Report = exposition::parse_classified(
+        body,
+        |name| match field_of(name) {
+            Some((_, field, fp64)) => Some(Some((field, fp64))),
+            // Checked: read the line, and name the family only if it parses.
+            None if check_all => Some(None),
+            None => {
+                note_ignored(&mut ignored, name);
+                None
+            }
+        },
+        |class, s: &Sample<'_>| match class {
+            Some((field, fp64)) => d.push_field(field, fp64, s, default_host),
+            None => note_ignored(&mut d.ignored, s.name),
+        },
+    );
+    d.ignored.append(&mut ignored);
     let mut out = d.finish();
     out.samples = report.samples;
     out.line_errors = report.error_count;
@@ -297,10 +337,21 @@ pub fn decode(body: &[u8], default_host: &str) -> DcgmScrape {
     out
 }
 
+fn note_ignored(ignored: &mut std::collections::BTreeSet<String>, name: &str) {
+    if ignored.len() < MAX_IGNORED && !ignored.contains(name) {
+        ignored.insert(name.to_string());
+    }
+}
+
 /// Turns samples from any origin (exposition text, a PromQL result) into GPUs.
 #[derive(Default)]
 pub struct Decoder {
-    gpus: BTreeMap<(String, u32, Option<String>), DcgmGpu>,
+    gpus: Vec<DcgmGpu>,
+    /// Each host's GPUs, as indexes into `gpus`.
+    hosts: HashMap<String, Vec<usize>>,
+    /// The host of the last sample and its entry: a scrape is one host, so this spares
+    /// hashing the same name for every sample.
+    last_host: Option<(String, Vec<usize>)>,
     ignored: std::collections::BTreeSet<String>,
     samples: usize,
 }
@@ -308,36 +359,70 @@ pub struct Decoder {
 impl Decoder {
     /// Takes one sample; `default_host` names its host when no `Hostname` label does.
     pub fn push(&mut self, s: &Sample<'_>, default_host: &str) {
-        self.samples += 1;
-        let ignore = |ignored: &mut std::collections::BTreeSet<String>| {
-            if ignored.len() < MAX_IGNORED {
-                ignored.insert(s.name.to_string());
+        match field_of(s.name) {
+            Some((_, field, fp64)) => self.push_field(field, fp64, s, default_host),
+            None => {
+                self.samples += 1;
+                note_ignored(&mut self.ignored, s.name);
+            }
+        }
+    }
+
+    /// The GPU (host, index, MIG instance) a sample is about, created when first seen.
+    fn gpu_mut(&mut self, host: &str, gpu: u32, mig: Option<&str>) -> &mut DcgmGpu {
+        if self.last_host.as_ref().is_some_and(|(h, _)| h != host) {
+            if let Some((h, v)) = self.last_host.take() {
+                self.hosts.insert(h, v);
+            }
+        }
+        let (_, mine) = self.last_host.get_or_insert_with(|| {
+            let v = self.hosts.remove(host).unwrap_or_default();
+            (host.to_string(), v)
+        });
+        let found = mine.iter().copied().find(|&i| {
+            let g = &self.gpus[i];
+            g.gpu == gpu && g.mig_instance.as_deref() == mig
+        });
+        let i = match found {
+            Some(i) => i,
+            None => {
+                self.gpus.push(DcgmGpu {
+                    host: host.to_string(),
+                    gpu,
+                    mig_instance: mig.map(str::to_string),
+                    ..DcgmGpu::default()
+                });
+                mine.push(self.gpus.len() - 1);
+                self.gpus.len() - 1
             }
         };
-        let Some((_, field, fp64)) = field_of(s.name) else {
-            ignore(&mut self.ignored);
-            return;
-        };
-        let Some(gpu) = s.label("gpu").and_then(|g| g.parse::<u32>().ok()) else {
+        &mut self.gpus[i]
+    }
+
+    fn push_field(&mut self, field: Field, fp64: bool, s: &Sample<'_>, default_host: &str) {
+        self.samples += 1;
+        // The labels every sample needs, in one pass.
+        let (mut gpu, mut host, mut host_lower, mut mig, mut job, mut err_msg) =
+            (None, None, None, None, None, None);
+        for (k, v) in &s.labels {
+            let v = Some(v.as_ref());
+            match *k {
+                "gpu" => gpu = v,
+                "Hostname" => host = v,
+                "hostname" => host_lower = v,
+                "GPU_I_ID" => mig = v,
+                "hpc_job" => job = v,
+                "err_msg" => err_msg = v,
+                _ => {}
+            }
+        }
+        let Some(gpu) = gpu.and_then(|g| g.parse::<u32>().ok()) else {
             // NVSwitch, link or CPU entities: not a GPU reading.
-            ignore(&mut self.ignored);
+            note_ignored(&mut self.ignored, s.name);
             return;
         };
-        let host = s
-            .label("Hostname")
-            .or(s.label("hostname"))
-            .unwrap_or(default_host)
-            .to_string();
-        let mig = s.label("GPU_I_ID").map(str::to_string);
-        let g = self
-            .gpus
-            .entry((host.clone(), gpu, mig.clone()))
-            .or_insert_with(|| DcgmGpu {
-                host,
-                gpu,
-                mig_instance: mig,
-                ..DcgmGpu::default()
-            });
+        let host = host.or(host_lower).unwrap_or(default_host);
+        let g = self.gpu_mut(host, gpu, mig);
         let fill = |slot: &mut Option<String>, keys: &[&str]| {
             if slot.is_none() {
                 *slot = keys
@@ -356,7 +441,7 @@ impl Decoder {
         );
         fill(&mut g.mig_profile, &["GPU_I_PROFILE"]);
         fill(&mut g.pod, &["pod", "pod_name"]);
-        if let Some(job) = s.label("hpc_job").filter(|j| !j.is_empty()) {
+        if let Some(job) = job.filter(|j| !j.is_empty()) {
             if !g.hpc_jobs.iter().any(|j| j == job) {
                 g.hpc_jobs.push(job.to_string());
             }
@@ -370,7 +455,7 @@ impl Decoder {
             return;
         }
         if field == Field::LastXid {
-            if let Some(msg) = s.label("err_msg").filter(|m| !m.is_empty()) {
+            if let Some(msg) = err_msg.filter(|m| !m.is_empty()) {
                 g.last_xid_message = Some(msg.to_string());
             }
         }
@@ -380,7 +465,14 @@ impl Decoder {
 
     /// The GPUs seen, in (host, index, MIG instance) order.
     pub fn finish(self) -> DcgmScrape {
-        let mut gpus: Vec<DcgmGpu> = self.gpus.into_values().collect();
+        let mut gpus = self.gpus;
+        gpus.sort_unstable_by(|a, b| {
+            (a.host.as_str(), a.gpu, a.mig_instance.as_deref()).cmp(&(
+                b.host.as_str(),
+                b.gpu,
+                b.mig_instance.as_deref(),
+            ))
+        });
         for g in &mut gpus {
             g.no_data.retain(|f| !g.readings.contains_key(f));
         }
@@ -540,5 +632,26 @@ DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT{nvswitch="nvswitch0",hostname="gpu017"}
         );
         assert!(s.gpus.is_empty());
         assert_eq!(s.line_errors, 2);
+    }
+
+    #[test]
+    fn unread_families_are_skipped_by_the_scraper_and_checked_by_inspect() {
+        let t = "DCGM_FI_DEV_FB_FREE{gpu=\"0\",Hostname=\"a\"} 1024\n\
+                 DCGM_FI_DEV_FB_FREE{gpu=\"1\",Hostname=\"a\" broken\n\
+                 DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",Hostname=\"a\"} 41\n";
+        let fast = decode(t.as_bytes(), "a");
+        let checked = decode_checked(t.as_bytes(), "a");
+        for s in [&fast, &checked] {
+            assert_eq!(s.ignored_metrics, ["DCGM_FI_DEV_FB_FREE"]);
+            assert_eq!(s.gpus.len(), 1);
+            assert_eq!(s.gpus[0].get(Field::GpuTempCelsius), Some(41.0));
+        }
+        assert_eq!((fast.samples, fast.line_errors), (3, 0));
+        assert_eq!((checked.samples, checked.line_errors), (2, 1));
+        assert!(
+            checked.errors[0].starts_with("line 2:"),
+            "{:?}",
+            checked.errors
+        );
     }
 }

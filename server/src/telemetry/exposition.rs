@@ -107,11 +107,42 @@ pub fn parse_value(s: &str) -> Option<f64> {
 }
 
 /// Parses `text`, calling `on_sample` for each sample in order.
-pub fn parse<'a>(text: &'a [u8], mut on_sample: impl FnMut(Sample<'a>)) -> Report {
+pub fn parse<'a>(text: &'a [u8], mut on_sample: impl FnMut(&Sample<'a>)) -> Report {
+    parse_classified(text, |_| Some(()), |(), s| on_sample(s))
+}
+
+/// Parses `text`, asking `classify` about each metric name once per run of lines with
+/// that name (exporters write a family's lines together): a line whose name it answers
+/// `None` for is counted as a sample and skipped without reading its labels or value, so
+/// it is not checked either; the others go to `on_sample` with the class. This is what
+/// makes fields nobody reads nearly free.
+pub fn parse_classified<'a, K: Copy>(
+    text: &'a [u8],
+    mut classify: impl FnMut(&'a str) -> Option<K>,
+    mut on_sample: impl FnMut(K, &Sample<'a>),
+) -> Report {
     let mut report = Report::default();
-    for (i, raw) in text.split(|&b| b == b'\n').enumerate() {
+    // One sample, its label list reused from line to line.
+    let mut sample = Sample {
+        name: "",
+        labels: Vec::new(),
+        value: 0.0,
+        timestamp_ms: None,
+    };
+    let mut last: Option<(&'a str, Option<K>)> = None;
+    // A whole body that is valid UTF-8 (the usual case) is checked once, not per line.
+    let whole = std::str::from_utf8(text).ok();
+    let mut rest = text;
+    let mut line_no = 0;
+    while !rest.is_empty() {
+        let (raw, next) = match memchr_newline(rest) {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (rest, &rest[rest.len()..]),
+        };
+        let offset = text.len() - rest.len();
+        rest = next;
+        line_no += 1;
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-        let line_no = i + 1;
         let fail = |kind: LineErrorKind, report: &mut Report| {
             report.error_count += 1;
             if report.errors.len() < MAX_REPORTED_ERRORS {
@@ -121,13 +152,17 @@ pub fn parse<'a>(text: &'a [u8], mut on_sample: impl FnMut(Sample<'a>)) -> Repor
                 });
             }
         };
-        let line = match std::str::from_utf8(raw) {
-            Ok(l) => l.trim_start_matches([' ', '\t']),
-            Err(_) => {
-                fail(LineErrorKind::NotUtf8, &mut report);
-                continue;
-            }
+        let line: &'a str = match whole {
+            Some(w) => &w[offset..offset + raw.len()],
+            None => match std::str::from_utf8(raw) {
+                Ok(l) => l,
+                Err(_) => {
+                    fail(LineErrorKind::NotUtf8, &mut report);
+                    continue;
+                }
+            },
         };
+        let line = line.trim_start_matches([' ', '\t']);
         if line.is_empty() {
             continue;
         }
@@ -147,10 +182,29 @@ pub fn parse<'a>(text: &'a [u8], mut on_sample: impl FnMut(Sample<'a>)) -> Repor
             }
             continue;
         }
-        match parse_sample(line) {
-            Ok(s) => {
+        let name = match metric_name(line) {
+            Ok(n) => n,
+            Err(kind) => {
+                fail(kind, &mut report);
+                continue;
+            }
+        };
+        let class = match last {
+            Some((n, k)) if n == name => k,
+            _ => {
+                let k = classify(name);
+                last = Some((name, k));
+                k
+            }
+        };
+        let Some(class) = class else {
+            report.samples += 1;
+            continue;
+        };
+        match read_sample(line, name, &mut sample) {
+            Ok(()) => {
                 report.samples += 1;
-                on_sample(s);
+                on_sample(class, &sample);
             }
             Err(kind) => fail(kind, &mut report),
         }
@@ -158,18 +212,73 @@ pub fn parse<'a>(text: &'a [u8], mut on_sample: impl FnMut(Sample<'a>)) -> Repor
     report
 }
 
-/// Parses one sample line (no comment, not empty).
-pub fn parse_sample(line: &str) -> Result<Sample<'_>, LineErrorKind> {
+/// The first `\n` in `b` (skipped lines are nothing but this search).
+fn memchr_newline(b: &[u8]) -> Option<usize> {
+    find_either(b, b'\n', b'\n')
+}
+
+/// The first byte of `b` equal to `x` or `y`, eight bytes at a time: a byte loop with an
+/// early exit is not vectorized, and label values and skipped lines are long.
+fn find_either(b: &[u8], x: u8, y: u8) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let (mx, my) = (LO * u64::from(x), LO * u64::from(y));
+    // Zero bytes where a match is; the lowest set high bit marks the first (false marks
+    // appear only above a true one).
+    let zeros = |v: u64| v.wrapping_sub(LO) & !v & HI;
+    let mut chunks = b.chunks_exact(8);
+    let mut at = 0;
+    for c in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(c);
+        let w = u64::from_le_bytes(word);
+        let found = zeros(w ^ mx) | zeros(w ^ my);
+        if found != 0 {
+            return Some(at + (found.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&c| c == x || c == y)
+        .map(|p| at + p)
+}
+
+/// The metric name a sample line starts with.
+fn metric_name(line: &str) -> Result<&str, LineErrorKind> {
     let b = line.as_bytes();
     if !b.first().is_some_and(|&c| is_name_start(c)) {
         return Err(LineErrorKind::BadName);
     }
-    let mut i = 1;
-    while i < b.len() && is_name_char(b[i]) {
-        i += 1;
-    }
-    let name = &line[..i];
-    let mut labels = Vec::new();
+    let end = b.iter().position(|&c| !is_name_char(c)).unwrap_or(b.len());
+    Ok(&line[..end])
+}
+
+/// Parses one sample line (no comment, not empty).
+pub fn parse_sample(line: &str) -> Result<Sample<'_>, LineErrorKind> {
+    let mut s = Sample {
+        name: "",
+        labels: Vec::new(),
+        value: 0.0,
+        timestamp_ms: None,
+    };
+    read_sample(line, metric_name(line)?, &mut s)?;
+    Ok(s)
+}
+
+/// Reads the labels, value and timestamp of `line`, whose metric name is `name`, into `out`
+/// (its label list is cleared first and reused).
+fn read_sample<'a>(
+    line: &'a str,
+    name: &'a str,
+    out: &mut Sample<'a>,
+) -> Result<(), LineErrorKind> {
+    let b = line.as_bytes();
+    let mut i = name.len();
+    out.name = name;
+    out.labels.clear();
+    let labels = &mut out.labels;
     if b.get(i) == Some(&b'{') {
         i += 1;
         loop {
@@ -209,15 +318,14 @@ pub fn parse_sample(line: &str) -> Result<Sample<'_>, LineErrorKind> {
             let vstart = i;
             let mut escaped = false;
             loop {
-                match b.get(i) {
-                    None => return Err(LineErrorKind::UnterminatedLabels),
-                    Some(b'\\') => {
-                        escaped = true;
-                        i += 2;
-                    }
-                    Some(b'"') => break,
-                    Some(_) => i += 1,
+                // The next quote or backslash, eight bytes at a time.
+                i += find_either(b.get(i..).unwrap_or_default(), b'"', b'\\')
+                    .ok_or(LineErrorKind::UnterminatedLabels)?;
+                if b[i] == b'"' {
+                    break;
                 }
+                escaped = true;
+                i += 2;
             }
             let raw = line
                 .get(vstart..i)
@@ -258,12 +366,9 @@ pub fn parse_sample(line: &str) -> Result<Sample<'_>, LineErrorKind> {
     if fields.next().is_some() {
         return Err(LineErrorKind::Trailing);
     }
-    Ok(Sample {
-        name,
-        labels,
-        value,
-        timestamp_ms,
-    })
+    out.value = value;
+    out.timestamp_ms = timestamp_ms;
+    Ok(())
 }
 
 fn unescape(raw: &str) -> String {
@@ -294,7 +399,7 @@ mod tests {
 
     fn all(text: &str) -> (Vec<Sample<'_>>, Report) {
         let mut v = Vec::new();
-        let r = parse(text.as_bytes(), |s| v.push(s));
+        let r = parse(text.as_bytes(), |s| v.push(s.clone()));
         (v, r)
     }
 
@@ -394,6 +499,63 @@ mod tests {
         let (s, r) = all(&text);
         assert_eq!(r.error_count, 0);
         assert_eq!(s[0].label("big").map(str::len), Some(1 << 20));
+    }
+
+    #[test]
+    fn classified_parse_asks_once_per_run_and_skips_unwanted_lines_unread() {
+        let text =
+            "# TYPE a gauge\na{g=\"0\"} 1\na{g=\"1\"} 2\nskip{g=\"0\"} 3\nskip{broken 4\na 5\n";
+        let mut asked = Vec::new();
+        let mut got = Vec::new();
+        let r = parse_classified(
+            text.as_bytes(),
+            |name| {
+                asked.push(name);
+                (name == "a").then_some(7u8)
+            },
+            |k, s| got.push((k, s.label("g").map(str::to_string), s.value)),
+        );
+        // Three runs of names: a, skip, a.
+        assert_eq!(asked, ["a", "skip", "a"]);
+        assert_eq!(
+            got,
+            [
+                (7, Some("0".to_string()), 1.0),
+                (7, Some("1".to_string()), 2.0),
+                (7, None, 5.0)
+            ]
+        );
+        // Skipped lines count as samples and are not checked.
+        assert_eq!((r.samples, r.error_count), (5, 0));
+        // The same text read whole: the broken line is reported.
+        let full = parse(text.as_bytes(), |_| {});
+        assert_eq!((full.samples, full.error_count), (4, 1));
+    }
+
+    #[test]
+    fn newline_search_finds_the_first_at_every_offset() {
+        for len in 0..40 {
+            for at in 0..=len {
+                let mut b = vec![b'x'; len];
+                // Bytes that look like a newline to a careless bit trick: 0x8a, 0x0b, 0x09.
+                for (i, c) in b.iter_mut().enumerate() {
+                    *c = [b'x', 0x8a, 0x0b, 0x09][i % 4];
+                }
+                let want = (at < len).then(|| {
+                    b[at] = b'\n';
+                    if at + 3 < len {
+                        b[at + 3] = b'\n';
+                    }
+                    at
+                });
+                assert_eq!(memchr_newline(&b), want, "len {len} at {at}");
+                let quote = b
+                    .iter()
+                    .map(|&c| if c == b'\n' { b'"' } else { c })
+                    .collect::<Vec<_>>();
+                assert_eq!(find_either(&quote, b'"', b'\\'), want, "len {len} at {at}");
+            }
+        }
     }
 
     #[test]

@@ -349,6 +349,11 @@ async fn a_nodes_xid_shows_the_catalogs_meaning() {
         "{html}"
     );
     assert!(html.contains(r#"data-test="node-page" data-node="gpu038""#));
+    // Read through the scrape path (the simulator's dcgm-exporter text): the enforced
+    // power limit, tensor and DRAM activity, and the energy counter.
+    assert!(html.contains(" / 700 W<"), "{html}");
+    assert!(html.contains(" kWh<"), "{html}");
+    assert!(html.contains(r#"data-test="gpu-activity""#), "{html}");
     // An unknown node is a 404 page, not an error.
     let missing = get_with(r.addr, "/nodes/nosuchnode", &[("Accept", "text/html")]).await;
     assert_eq!(missing.status, 404);
