@@ -74,7 +74,9 @@ impl Client {
         connector.set_nodelay(true);
         let inner = HyperClient::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(2)
+            // Real exporters are one per host, so this only matters where many share a
+            // host (a proxy, the simulator): keep a connection per scrape in flight.
+            .pool_max_idle_per_host(64)
             .build(connector);
         Client { inner, cfg }
     }
@@ -132,8 +134,12 @@ impl Client {
             }
             let gzip =
                 header_str(resp.headers(), header::CONTENT_ENCODING).eq_ignore_ascii_case("gzip");
+            // Sized from Content-Length when given (trusted only up to the cap).
+            let declared = header_str(resp.headers(), header::CONTENT_LENGTH)
+                .parse::<usize>()
+                .unwrap_or(0);
             let mut body = resp.into_body();
-            let mut raw: Vec<u8> = Vec::new();
+            let mut raw: Vec<u8> = Vec::with_capacity(declared.min(max));
             while let Some(frame) = body.frame().await {
                 let frame = frame.map_err(|e| ScrapeError::Connect(error_chain(&e)))?;
                 if let Some(data) = frame.data_ref() {
@@ -176,7 +182,15 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 
 fn gunzip(raw: &[u8], max: usize) -> Result<Vec<u8>, ScrapeError> {
     use std::io::Read;
-    let mut out = Vec::new();
+    // gzip ends with the decoded size (mod 2^32): one allocation instead of a doubling
+    // series, trusted only up to the cap.
+    let said = raw
+        .len()
+        .checked_sub(4)
+        .and_then(|i| raw.get(i..))
+        .and_then(|t| <[u8; 4]>::try_from(t).ok())
+        .map_or(0, |t| u32::from_le_bytes(t) as usize);
+    let mut out = Vec::with_capacity(said.min(max) + 1);
     flate2::read::GzDecoder::new(raw)
         .take(max as u64 + 1)
         .read_to_end(&mut out)
