@@ -133,20 +133,25 @@ pub fn overview(
     let mut throttling = vec![0u32; inv.racks.len()];
     let mut gpu_watts = vec![0.0f64; inv.racks.len()];
     let (mut sm_sum, mut sm_n) = (0.0, 0u32);
-    for g in &r.gpus {
-        let rack = node_rack.get(g.node.as_str()).copied();
-        if let (Some(ri), Some(p)) = (rack, g.power_watts) {
-            gpu_watts[ri] += p;
-        }
-        if g.throttle.is_some_and(|t| t.is_throttling()) {
-            if let Some(ri) = rack {
-                throttling[ri] += 1;
+    // Readings come grouped by node: look each node up once, not once per GPU.
+    for gs in r.gpus.chunk_by(|a, b| a.node == b.node) {
+        let node = gs[0].node.as_str();
+        let rack = node_rack.get(node).copied();
+        let allocated = allocated_nodes.contains_key(node);
+        for g in gs {
+            if let (Some(ri), Some(p)) = (rack, g.power_watts) {
+                gpu_watts[ri] += p;
             }
-        }
-        if allocated_nodes.contains_key(g.node.as_str()) {
-            if let Some(sm) = g.sm_active_ratio {
-                sm_sum += sm;
-                sm_n += 1;
+            if g.throttle.is_some_and(|t| t.is_throttling()) {
+                if let Some(ri) = rack {
+                    throttling[ri] += 1;
+                }
+            }
+            if allocated {
+                if let Some(sm) = g.sm_active_ratio {
+                    sm_sum += sm;
+                    sm_n += 1;
+                }
             }
         }
     }
@@ -277,8 +282,8 @@ fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov:
         }
     }
     let mut by_node: HashMap<&str, Vec<&GpuReading>> = HashMap::new();
-    for g in &r.gpus {
-        by_node.entry(g.node.as_str()).or_default().push(g);
+    for gs in r.gpus.chunk_by(|a, b| a.node == b.node) {
+        by_node.entry(gs[0].node.as_str()).or_default().extend(gs);
     }
     let power_of: HashMap<&str, Option<f64>> = r
         .nodes
@@ -401,9 +406,13 @@ fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov:
     let tile_of: HashMap<&str, &NodeTile> = ov.nodes.iter().map(|t| (t.name.as_str(), t)).collect();
     // NVLink bytes per second per node, where its exporter reports them.
     let mut node_nvlink: HashMap<&str, f64> = HashMap::new();
-    for g in &r.gpus {
-        if let Some(b) = g.nvlink_bytes_per_second {
-            *node_nvlink.entry(g.node.as_str()).or_default() += b;
+    for gs in r.gpus.chunk_by(|a, b| a.node == b.node) {
+        let mut sum = None;
+        for b in gs.iter().filter_map(|g| g.nvlink_bytes_per_second) {
+            *sum.get_or_insert(0.0) += b;
+        }
+        if let Some(b) = sum {
+            *node_nvlink.entry(gs[0].node.as_str()).or_default() += b;
         }
     }
     let allocated: HashMap<&str, ()> = jobs_on.keys().map(|k| (*k, ())).collect();

@@ -7,7 +7,7 @@
 //! acknowledge (with a note) and silence until a time. An opt-in policy drains a node on a
 //! double-bit ECC error or a drain-class XID through the same action path as a person.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -100,8 +100,8 @@ pub struct Facts<'a> {
 #[derive(Default)]
 pub struct RuleState {
     since: HashMap<(&'static str, String), UnixMs>,
-    /// Per GPU (`node:gpu`): the last PCIe replay count seen, and when it last rose.
-    replays: HashMap<String, (u64, Option<UnixMs>)>,
+    /// Per node, per GPU index: the last PCIe replay count seen, and when it last rose.
+    replays: HashMap<String, Vec<(u32, u64, Option<UnixMs>)>>,
 }
 
 impl RuleState {
@@ -113,15 +113,15 @@ impl RuleState {
         subject: &str,
         now: UnixMs,
         ms: i64,
-        seen: &mut Vec<(&'static str, String)>,
+        seen: &mut HashSet<(&'static str, String)>,
     ) -> bool {
         let k = (rule, subject.to_string());
-        seen.push(k.clone());
+        seen.insert(k.clone());
         let since = *self.since.entry(k).or_insert(now);
         now - since >= ms
     }
 
-    fn retain(&mut self, seen: &[(&'static str, String)]) {
+    fn retain(&mut self, seen: &HashSet<(&'static str, String)>) {
         self.since.retain(|k, _| seen.contains(k));
     }
 }
@@ -144,7 +144,7 @@ pub fn evaluate(
 ) -> Vec<Condition> {
     let now = ov.at_ms;
     let mut out = Vec::new();
-    let mut seen = Vec::new();
+    let mut seen = HashSet::new();
     let node_state: HashMap<&str, NodeState> = ov
         .nodes
         .iter()
@@ -161,11 +161,12 @@ pub fn evaluate(
 
     if let Some(r) = f.readings {
         // Per node: double-bit ECC, drain-class XIDs, thermal throttling.
-        let mut by_node: BTreeMap<&str, Vec<&app::model::GpuReading>> = BTreeMap::new();
-        for g in &r.gpus {
-            by_node.entry(g.node.as_str()).or_default().push(g);
-        }
-        for (node, gpus) in by_node {
+        // GPUs by node, nodes in name order: readings come grouped by node, so the sort
+        // is a check more than work, and no per-GPU map entry is built.
+        let mut sorted: Vec<&app::model::GpuReading> = r.gpus.iter().collect();
+        sorted.sort_by(|a, b| a.node.cmp(&b.node));
+        for gpus in sorted.chunk_by(|a, b| a.node == b.node) {
+            let node = gpus[0].node.as_str();
             let dbe: Vec<u32> = gpus
                 .iter()
                 .filter(|g| g.ecc_dbe_total.is_some_and(|x| x > 0))
@@ -187,7 +188,7 @@ pub fn evaluate(
                     drain_node: Some(node.to_string()),
                 });
             }
-            for g in &gpus {
+            for g in gpus {
                 let Some(x) = g.last_xid else { continue };
                 let Some((meaning, action)) = app::xid::lookup(x) else {
                     continue;
@@ -226,19 +227,27 @@ pub fn evaluate(
                 });
             }
             // PCIe replays rising: firing while the count rose within the last 5 minutes.
-            for g in &gpus {
+            for g in gpus {
                 let Some(count) = g.pcie_replay_total else {
                     continue;
                 };
-                let e = st
-                    .replays
-                    .entry(format!("{node}:{}", g.index))
-                    .or_insert((count, None));
-                if count > e.0 {
-                    e.1 = Some(now);
+                let per_gpu = match st.replays.get_mut(node) {
+                    Some(v) => v,
+                    None => st.replays.entry(node.to_string()).or_default(),
+                };
+                let i = match per_gpu.iter().position(|e| e.0 == g.index) {
+                    Some(i) => i,
+                    None => {
+                        per_gpu.push((g.index, count, None));
+                        per_gpu.len() - 1
+                    }
+                };
+                let e = &mut per_gpu[i];
+                if count > e.1 {
+                    e.2 = Some(now);
                 }
-                e.0 = count;
-                if e.1.is_some_and(|t| now - t <= 5 * 60_000) {
+                e.1 = count;
+                if e.2.is_some_and(|t| now - t <= 5 * 60_000) {
                     out.push(Condition {
                         rule: "pcie_replays",
                         subject: format!("node:{node}:gpu{}", g.index),

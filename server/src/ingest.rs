@@ -428,37 +428,28 @@ impl Ingest {
         jobs: Vec<Job>,
     ) -> Readings {
         let fresh = |t: Option<UnixMs>| t.is_some_and(|t| now_ms - t <= fresh_ms);
-        let mut gpus = Vec::new();
+        let mut gpus = Vec::with_capacity(inv.gpu_count());
         let mut node_power = Vec::with_capacity(nodes.len());
         let mut rack_power: HashMap<&str, f64> = HashMap::new();
         let mut rack_inlet: HashMap<&str, f64> = HashMap::new();
-        let rack_of: HashMap<&str, &str> = inv
-            .nodes
-            .iter()
-            .map(|n| (n.name.as_str(), n.rack.as_str()))
-            .collect();
-        let gpus_of: HashMap<&str, Vec<u32>> = inv
-            .nodes
-            .iter()
-            .map(|n| (n.name.as_str(), n.gpus.iter().map(|g| g.index).collect()))
-            .collect();
+        let inv_node: HashMap<&str, &app::model::Node> =
+            inv.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
         for (name, _) in &nodes {
             let l = self.latest.get(name);
+            let known = inv_node.get(name.as_str());
             match l.filter(|l| fresh(l.gpus_at_ms)) {
                 Some(l) => gpus.extend(l.gpus.iter().cloned()),
                 // Not reporting: its GPUs are there, with nothing known about them.
-                None => gpus.extend(gpus_of.get(name.as_str()).into_iter().flatten().map(
-                    |&index| GpuReading {
-                        node: name.clone(),
-                        index,
-                        ..GpuReading::default()
-                    },
-                )),
+                None => gpus.extend(known.into_iter().flat_map(|n| &n.gpus).map(|g| GpuReading {
+                    node: name.clone(),
+                    index: g.index,
+                    ..GpuReading::default()
+                })),
             }
             let bmc = l.filter(|l| fresh(l.bmc_at_ms));
             let power = bmc.and_then(|l| l.power_watts);
             node_power.push(power);
-            if let Some(rack) = rack_of.get(name.as_str()) {
+            if let Some(rack) = known.map(|n| n.rack.as_str()) {
                 if let Some(p) = power {
                     *rack_power.entry(rack).or_default() += p;
                 }

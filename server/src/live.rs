@@ -883,22 +883,22 @@ pub async fn run_sim_source(
             inventory: Arc::clone(&inventory),
             readings,
         });
-        let scraped;
+        let mut scraped: Option<Arc<Readings>> = None;
         let view: &Readings = match ingest.as_mut() {
             None => &frame.readings,
             // Scraped by its own task: take what is fresh now.
             Some(crate::ingest::Telemetry::Task(shared)) => {
                 let r = &frame.readings;
                 let ing = shared.lock().unwrap_or_else(|e| e.into_inner());
-                scraped = ing.readings(
+                scraped = Some(Arc::new(ing.readings(
                     &inventory,
                     wall_now_ms(),
                     r.at_ms,
                     2 * scrape_interval_ms.max(interval_ms) as i64,
                     r.nodes.clone(),
                     r.jobs.clone(),
-                );
-                &scraped
+                )));
+                scraped.as_deref().unwrap_or(r)
             }
             Some(crate::ingest::Telemetry::InTick(ing)) => {
                 let round = match &promql {
@@ -922,15 +922,15 @@ pub async fn run_sim_source(
                 live.metrics.record_scrape_round(&round);
                 live.set_targets(ing.health());
                 let r = &frame.readings;
-                scraped = ing.readings(
+                scraped = Some(Arc::new(ing.readings(
                     &inventory,
                     wall_now_ms(),
                     r.at_ms,
                     2 * scrape_interval_ms.max(interval_ms) as i64,
                     r.nodes.clone(),
                     r.jobs.clone(),
-                );
-                &scraped
+                )));
+                scraped.as_deref().unwrap_or(r)
             }
         };
         seq += 1;
@@ -969,10 +969,9 @@ pub async fn run_sim_source(
             q.send(StoreWrite::Report(deltas));
         }
         live.record_window(view, &ov);
-        live.set_latest(if ingest.is_some() {
-            Latest::Owned(Arc::new(view.clone()))
-        } else {
-            Latest::Frame(Arc::clone(&frame))
+        live.set_latest(match scraped {
+            Some(s) => Latest::Owned(s),
+            None => Latest::Frame(Arc::clone(&frame)),
         });
         // Rollups and the hot window above took exact values; the floor gets steady ones.
         if let Some(prev) = live.current() {
