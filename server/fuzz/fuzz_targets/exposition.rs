@@ -17,6 +17,19 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         }
     });
     assert_eq!(report.samples, seen);
+    // Differential: every line parsed on its own (no label sets remembered from earlier
+    // lines) gives exactly the samples of the whole parse.
+    let mut whole = Vec::new();
+    exposition::parse(data, |s| whole.push(format!("{s:?}")));
+    let alone: Vec<String> = data
+        .split(|&b| b == b'\n')
+        .filter_map(|raw| std::str::from_utf8(raw.strip_suffix(b"\r").unwrap_or(raw)).ok())
+        .map(|l| l.trim_start_matches([' ', '\t']))
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| exposition::parse_sample(l).ok())
+        .map(|s| format!("{s:?}"))
+        .collect();
+    assert_eq!(whole, alone);
     assert!(report.errors.len() <= exposition::MAX_REPORTED_ERRORS);
     assert!(report.error_count >= report.errors.len());
     // Classified: only accepted names arrive, with their class; skipped lines still count.

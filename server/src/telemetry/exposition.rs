@@ -130,6 +130,11 @@ pub fn parse_classified<'a, K: Copy>(
         timestamp_ms: None,
     };
     let mut last: Option<(&'a str, Option<K>)> = None;
+    // Label sets by position in a run of same-named lines: exporters write each family's
+    // series in the same order (dcgm-exporter: GPU 0, 1, ...), so line k of a family
+    // usually carries the label text of line k of the one before.
+    let mut seen: Vec<Vec<SeenLabels<'a>>> = Vec::new();
+    let mut position = 0usize;
     // A whole body that is valid UTF-8 (the usual case) is checked once, not per line.
     let whole = std::str::from_utf8(text).ok();
     let mut rest = text;
@@ -190,10 +195,14 @@ pub fn parse_classified<'a, K: Copy>(
             }
         };
         let class = match last {
-            Some((n, k)) if n == name => k,
+            Some((n, k)) if n == name => {
+                position += 1;
+                k
+            }
             _ => {
                 let k = classify(name);
                 last = Some((name, k));
+                position = 0;
                 k
             }
         };
@@ -201,7 +210,10 @@ pub fn parse_classified<'a, K: Copy>(
             report.samples += 1;
             continue;
         };
-        match read_sample(line, name, &mut sample) {
+        if seen.len() <= position && position < MAX_POSITIONS {
+            seen.resize_with(position + 1, Vec::new);
+        }
+        match read_sample(line, name, &mut sample, seen.get_mut(position)) {
             Ok(()) => {
                 report.samples += 1;
                 on_sample(class, &sample);
@@ -211,6 +223,17 @@ pub fn parse_classified<'a, K: Copy>(
     }
     report
 }
+
+/// A label set read once: its text from `{` to `}` and what it parsed to.
+struct SeenLabels<'a> {
+    text: &'a str,
+    labels: Vec<(&'a str, Cow<'a, str>)>,
+}
+
+/// Label sets remembered per position (the plain one and a few variants, such as a series
+/// with an extra `hpc_job` label), and positions remembered per run.
+const SEEN_PER_POSITION: usize = 3;
+const MAX_POSITIONS: usize = 1024;
 
 /// The first `\n` in `b` (skipped lines are nothing but this search).
 fn memchr_newline(b: &[u8]) -> Option<usize> {
@@ -263,7 +286,7 @@ pub fn parse_sample(line: &str) -> Result<Sample<'_>, LineErrorKind> {
         value: 0.0,
         timestamp_ms: None,
     };
-    read_sample(line, metric_name(line)?, &mut s)?;
+    read_sample(line, metric_name(line)?, &mut s, None)?;
     Ok(s)
 }
 
@@ -273,13 +296,25 @@ fn read_sample<'a>(
     line: &'a str,
     name: &'a str,
     out: &mut Sample<'a>,
+    seen: Option<&mut Vec<SeenLabels<'a>>>,
 ) -> Result<(), LineErrorKind> {
     let b = line.as_bytes();
     let mut i = name.len();
     out.name = name;
     out.labels.clear();
     let labels = &mut out.labels;
-    if b.get(i) == Some(&b'{') {
+    // A label set already read at this position of an earlier run: the same text parses
+    // to the same labels and ends at the same '}', so it is taken, not read again.
+    let hit = seen.as_ref().and_then(|seen| {
+        let s = seen
+            .iter()
+            .find(|s| line.get(i..).is_some_and(|rest| rest.starts_with(s.text)))?;
+        labels.extend(s.labels.iter().cloned());
+        Some(s.text.len())
+    });
+    if let Some(len) = hit {
+        i += len;
+    } else if b.get(i) == Some(&b'{') {
         i += 1;
         loop {
             while i < b.len() && (b[i] == b' ' || b[i] == b'\t') {
@@ -346,6 +381,17 @@ fn read_sample<'a>(
                 None => return Err(LineErrorKind::UnterminatedLabels),
                 Some(_) => return Err(LineErrorKind::BadLabel("expected ',' or '}'")),
             }
+        }
+    }
+    if let (None, Some(seen)) = (hit, seen) {
+        if i > name.len() {
+            if seen.len() == SEEN_PER_POSITION {
+                seen.remove(0);
+            }
+            seen.push(SeenLabels {
+                text: &line[name.len()..i],
+                labels: labels.clone(),
+            });
         }
     }
     let rest = &line[i..];
@@ -556,6 +602,32 @@ mod tests {
                 assert_eq!(find_either(&quote, b'"', b'\\'), want, "len {len} at {at}");
             }
         }
+    }
+
+    #[test]
+    fn label_sets_seen_at_the_same_position_read_as_if_fresh() {
+        // Three families over the same series, with variants at the same positions: an
+        // extra label, a changed value, a prefix of an earlier set, an escaped value, and a
+        // label set followed by junk.
+        let text = "a{gpu=\"0\",h=\"n\"} 1\na{gpu=\"1\",h=\"n\"} 2\na{gpu=\"2\",m=\"x\\\"y\"} 3\n\
+                    b{gpu=\"0\",h=\"n\"} 4\nb{gpu=\"1\",h=\"n\",job=\"7\"} 5\nb{gpu=\"2\",m=\"x\\\"y\"} 6\n\
+                    c{gpu=\"0\",h=\"n\"}x 7\nc{gpu=\"1\",h=\"m\"} 8\nc{gpu=\"2\",m=\"x\\\"y\"} 9\n";
+        let mut got = Vec::new();
+        let r = parse(text.as_bytes(), |s| got.push(s.clone()));
+        let fresh: Vec<Result<Sample<'_>, LineErrorKind>> =
+            text.lines().map(parse_sample).collect();
+        let want: Vec<Sample<'_>> = fresh.iter().filter_map(|s| s.clone().ok()).collect();
+        assert_eq!(got, want);
+        assert_eq!(got.len(), 8);
+        assert_eq!(got[4].label("job"), Some("7"));
+        assert_eq!(got[7].label("m"), Some("x\"y"));
+        assert_eq!(
+            r.errors,
+            vec![LineError {
+                line: 7,
+                kind: LineErrorKind::BadName
+            }]
+        );
     }
 
     #[test]
