@@ -275,22 +275,40 @@ fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov:
         .iter()
         .filter(|j| j.state == JobState::Running)
         .collect();
-    let mut jobs_on: HashMap<&str, Vec<u64>> = HashMap::new();
-    for j in &running {
-        for n in &j.nodes {
-            jobs_on.entry(n.as_str()).or_default().push(j.id);
-        }
-    }
-    let mut by_node: HashMap<&str, Vec<&GpuReading>> = HashMap::new();
-    for gs in r.gpus.chunk_by(|a, b| a.node == b.node) {
-        by_node.entry(gs[0].node.as_str()).or_default().extend(gs);
-    }
-    let power_of: HashMap<&str, Option<f64>> = r
+    // Everything per node is kept by the node's index in the inventory: names are looked
+    // up once per node (or per run of a node's GPUs), never once per GPU or per domain.
+    let ix: HashMap<&str, usize> = inv
         .nodes
         .iter()
-        .zip(&r.node_power_watts)
-        .map(|((n, _), p)| (n.as_str(), *p))
+        .enumerate()
+        .map(|(i, n)| (n.name.as_str(), i))
         .collect();
+    let n_nodes = inv.nodes.len();
+    let mut jobs_on: Vec<Vec<u64>> = vec![Vec::new(); n_nodes];
+    for j in &running {
+        for n in &j.nodes {
+            if let Some(&i) = ix.get(n.as_str()) {
+                jobs_on[i].push(j.id);
+            }
+        }
+    }
+    let mut by_node: Vec<Vec<&GpuReading>> = vec![Vec::new(); n_nodes];
+    let mut node_nvlink: Vec<Option<f64>> = vec![None; n_nodes];
+    for gs in r.gpus.chunk_by(|a, b| a.node == b.node) {
+        let Some(&i) = ix.get(gs[0].node.as_str()) else {
+            continue;
+        };
+        by_node[i].extend(gs);
+        for b in gs.iter().filter_map(|g| g.nvlink_bytes_per_second) {
+            *node_nvlink[i].get_or_insert(0.0) += b;
+        }
+    }
+    let mut power_of: Vec<Option<f64>> = vec![None; n_nodes];
+    for ((n, _), p) in r.nodes.iter().zip(&r.node_power_watts) {
+        if let Some(&i) = ix.get(n.as_str()) {
+            power_of[i] = *p;
+        }
+    }
     let mut reason_counts = [0u32; REASONS.len()];
     let mut job_thr: HashMap<u64, (u32, f64, u32)> = HashMap::new();
     let rack_idx: HashMap<String, usize> = ov
@@ -300,24 +318,25 @@ fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov:
         .map(|(i, t)| (t.name.clone(), i))
         .collect();
     let mut rack_jobs: Vec<HashMap<u64, u32>> = vec![HashMap::new(); ov.racks.len()];
-    let mut node_sm: HashMap<&str, Option<f64>> = HashMap::new();
+    let mut node_sm: Vec<Option<f64>> = vec![None; n_nodes];
     ov.nodes = inv
         .nodes
         .iter()
-        .map(|n| {
-            let gs = by_node
-                .get(n.name.as_str())
-                .map(Vec::as_slice)
-                .unwrap_or(&[]);
+        .enumerate()
+        .map(|(i, n)| {
+            let gs = by_node[i].as_slice();
             let temp = gs
                 .iter()
                 .filter_map(|g| g.temp_celsius)
                 .fold(None, |m: Option<f64>, t| Some(m.map_or(t, |m| m.max(t))));
-            let sms: Vec<f64> = gs.iter().filter_map(|g| g.sm_active_ratio).collect();
-            let sm = (!sms.is_empty()).then(|| sms.iter().sum::<f64>() / sms.len() as f64);
-            node_sm.insert(n.name.as_str(), sm);
+            let (sm_sum, sm_n) = gs
+                .iter()
+                .filter_map(|g| g.sm_active_ratio)
+                .fold((0.0, 0u32), |(s, n), x| (s + x, n + 1));
+            let sm = (sm_n > 0).then(|| sm_sum / f64::from(sm_n));
+            node_sm[i] = sm;
             let mut thr = 0;
-            let jobs = jobs_on.get(n.name.as_str()).cloned().unwrap_or_default();
+            let jobs = jobs_on[i].clone();
             for g in gs {
                 let Some(t) = g.throttle.filter(|t| t.is_throttling()) else {
                     continue;
@@ -355,11 +374,7 @@ fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov:
                     .get(n.name.as_str())
                     .copied()
                     .unwrap_or(NodeState::Unknown),
-                power_watts: power_of
-                    .get(n.name.as_str())
-                    .copied()
-                    .flatten()
-                    .map(|p| round_to(p, 100.0)),
+                power_watts: power_of[i].map(|p| round_to(p, 100.0)),
                 gpu_temp_max_celsius: temp.map(f64::round),
                 sm_active_mean: sm.map(|x| round_to(x, 0.05)),
                 gpus: n.gpus.len() as u32,
@@ -402,20 +417,7 @@ fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov:
         lost_by_rack: Vec::new(),
     };
 
-    // Switch domains of more than one node.
-    let tile_of: HashMap<&str, &NodeTile> = ov.nodes.iter().map(|t| (t.name.as_str(), t)).collect();
-    // NVLink bytes per second per node, where its exporter reports them.
-    let mut node_nvlink: HashMap<&str, f64> = HashMap::new();
-    for gs in r.gpus.chunk_by(|a, b| a.node == b.node) {
-        let mut sum = None;
-        for b in gs.iter().filter_map(|g| g.nvlink_bytes_per_second) {
-            *sum.get_or_insert(0.0) += b;
-        }
-        if let Some(b) = sum {
-            *node_nvlink.entry(gs[0].node.as_str()).or_default() += b;
-        }
-    }
-    let allocated: HashMap<&str, ()> = jobs_on.keys().map(|k| (*k, ())).collect();
+    // Switch domains of more than one node. `ov.nodes` is in inventory order.
     let mut domains = Vec::new();
     for d in inv
         .domains
@@ -423,7 +425,7 @@ fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov:
         .filter(|d| d.nodes.len() > 1 || d.kind != DomainKind::Nvlink)
     {
         // A spine's nodes are its leaves' nodes.
-        let members: Vec<&str> = if d.nodes.is_empty() {
+        let names: Vec<&str> = if d.nodes.is_empty() {
             inv.domains
                 .iter()
                 .filter(|c| c.parent.as_deref() == Some(d.name.as_str()))
@@ -432,21 +434,24 @@ fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov:
         } else {
             d.nodes.iter().map(String::as_str).collect()
         };
+        let members: Vec<Option<usize>> = names.iter().map(|m| ix.get(m).copied()).collect();
         let mut g = GpuCounts::default();
         let (mut sm_sum, mut sm_n) = (0.0, 0u32);
         let mut nvlink: Option<f64> = None;
         let mut free_whole = !members.is_empty();
-        for m in &members {
-            if let Some(b) = node_nvlink.get(m) {
+        for &m in &members {
+            let Some(i) = m else { continue };
+            if let Some(b) = node_nvlink[i] {
                 *nvlink.get_or_insert(0.0) += b;
             }
-            let Some(t) = tile_of.get(m) else { continue };
+            let t = &ov.nodes[i];
             let k = t.gpus;
             g.total += k;
             let st = t.state;
-            if allocated.contains_key(m) {
+            let allocated = !jobs_on[i].is_empty();
+            if allocated {
                 g.allocated += k;
-                if let Some(Some(s)) = node_sm.get(m) {
+                if let Some(s) = node_sm[i] {
                     sm_sum += s;
                     sm_n += 1;
                 }
@@ -457,7 +462,7 @@ fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov:
             } else {
                 g.idle += k;
             }
-            if allocated.contains_key(m) || st != NodeState::Idle {
+            if allocated || st != NodeState::Idle {
                 free_whole = false;
             }
         }
