@@ -271,32 +271,54 @@ fn FloorRack(
     }
 }
 
+/// What one node cell shows: compared as a whole, so a tick that changes nothing shown
+/// touches nothing in the DOM.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct CellView {
+    bucket: Option<u8>,
+    summary: String,
+    value: String,
+}
+
+fn cell_view(n: &NodeTile, m: Metric) -> CellView {
+    CellView {
+        bucket: bucket(m, n),
+        summary: node_summary(n),
+        value: match m {
+            Metric::Power => units::power(n.power_watts),
+            Metric::Temp => units::celsius(n.gpu_temp_max_celsius),
+            Metric::Sm => units::percent(n.sm_active_mean),
+            Metric::Throttle => format!("{} thr", n.gpus_throttling),
+            Metric::State => n.state.label().to_string(),
+        },
+    }
+}
+
 #[component]
 fn FloorNode(state: RwSignal<Overview>, i: usize, metric: Memo<Metric>) -> impl IntoView {
     // The cell is built once; a tick changes only its class, label and value text, and only
-    // when this node's tile changed.
-    // Its own signal when the page has node cells (a tick then touches only the nodes it
-    // names); else a memo over the whole overview.
-    let tile: Signal<Option<NodeTile>> = match use_context::<NodeCells>().and_then(|c| c.get(i)) {
-        Some(cell) => Signal::derive(move || Some(cell.get())),
-        None => Memo::new(move |_| state.with(|s| s.nodes.get(i).cloned())).into(),
+    // when what it shows changed. One memo per cell computes all of it once per change of
+    // the node's own signal (when the page has node cells, a tick touches only the nodes it
+    // names), else of the whole overview.
+    let cells = use_context::<NodeCells>().and_then(|c| c.get(i));
+    let name = match cells {
+        Some(c) => c.with_untracked(|n| n.name.clone()),
+        None => {
+            state.with_untracked(|s| s.nodes.get(i).map(|n| n.name.clone()).unwrap_or_default())
+        }
     };
-    let name = tile.with_untracked(|t| t.as_ref().map(|n| n.name.clone()).unwrap_or_default());
-    let bucket_of = move || tile.with(|t| t.as_ref().and_then(|n| bucket(metric.get(), n)));
-    let summary = move || tile.with(|t| t.as_ref().map(node_summary).unwrap_or_default());
-    let value = move || {
-        tile.with(|t| {
-            t.as_ref()
-                .map(|n| match metric.get() {
-                    Metric::Power => units::power(n.power_watts),
-                    Metric::Temp => units::celsius(n.gpu_temp_max_celsius),
-                    Metric::Sm => units::percent(n.sm_active_mean),
-                    Metric::Throttle => format!("{} thr", n.gpus_throttling),
-                    Metric::State => n.state.label().to_string(),
-                })
-                .unwrap_or_default()
-        })
+    let shown: Memo<CellView> = match cells {
+        Some(c) => Memo::new(move |_| {
+            let m = metric.get();
+            c.with(|n| cell_view(n, m))
+        }),
+        None => Memo::new(move |_| {
+            let m = metric.get();
+            state.with(|s| s.nodes.get(i).map(|n| cell_view(n, m)).unwrap_or_default())
+        }),
     };
+    let bucket_of = move || shown.with(|v| v.bucket);
+    let summary = move || shown.with(|v| v.summary.clone());
     view! {
         <li>
             <a class=move || match bucket_of() { Some(k) => format!("floor-node m{k}"), None => "floor-node none".into() }
@@ -304,7 +326,7 @@ fn FloorNode(state: RwSignal<Overview>, i: usize, metric: Memo<Metric>) -> impl 
                 data-test="floor-node" data-node=name.clone()
                 data-bucket=move || bucket_of().map(|k| k.to_string()).unwrap_or_default()>
                 <span class="floor-node-name">{name.clone()}</span>
-                <span class="floor-node-value num">{value}</span>
+                <span class="floor-node-value num">{move || shown.with(|v| v.value.clone())}</span>
             </a>
         </li>
     }
