@@ -185,6 +185,10 @@ pub struct DomainTile {
     /// `None` where no exporter reports it.
     #[serde(default)]
     pub nvlink_bytes_per_second: Option<f64>,
+    /// InfiniBand traffic of its nodes, received plus sent, bytes per second (2 significant
+    /// digits); `None` where no node_exporter reports it.
+    #[serde(default)]
+    pub ib_bytes_per_second: Option<f64>,
 }
 
 /// A running job spread over more leaf switches (or blocks) than its size needs.

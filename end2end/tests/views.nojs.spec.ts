@@ -53,6 +53,20 @@ test("/topology: each domain's allocated GPUs equal the jobs placed there", asyn
   }
 });
 
+test("/topology: InfiniBand traffic per domain, from node_exporter counters", async ({ page }) => {
+  // A rate needs two scrapes of the counters: reload until every domain has one.
+  await expect
+    .poll(
+      async () => {
+        await page.goto("/topology");
+        const cells = await page.locator('[data-test="domain-ib"]').allTextContents();
+        return cells.length > 0 && cells.every((t) => /^[\d,.]+ [GT]B\/s$/.test(t.trim()));
+      },
+      { timeout: 20_000 },
+    )
+    .toBe(true);
+});
+
 test("a node's page lists its GPUs and draws its last hour", async ({ page, request }) => {
   const resp = await page.goto("/nodes/gpu001");
   expect(resp?.status()).toBe(200);

@@ -47,6 +47,7 @@ fn hours_of_deltas() -> Vec<Vec<ReportDelta>> {
         nodes: names.iter().map(|n| (n.clone(), NodeState::Idle)).collect(),
         node_power_watts: vec![None; names.len()],
         jobs: Vec::new(),
+        ..Readings::default()
     };
     let mut acc = Accumulator::new(0.05);
     let mut out = Vec::new();

@@ -53,7 +53,7 @@ pub fn clock_deficit(g: &GpuReading) -> Option<f64> {
 
 /// Everything a source reports at one instant: the input of aggregation, whichever
 /// source (simulator, scrape, PromQL) produced it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Readings {
     pub at_ms: UnixMs,
     /// Every GPU of the inventory; one whose node is not reporting has no values.
@@ -65,6 +65,12 @@ pub struct Readings {
     pub node_power_watts: Vec<Option<f64>>,
     /// Pending and running jobs.
     pub jobs: Vec<Job>,
+    /// Each node's InfiniBand traffic, received plus sent, in bytes per second, in the order
+    /// of `nodes`; empty or `None` where no exporter reports it.
+    pub node_ib_bytes_per_second: Vec<Option<f64>>,
+    /// Each node's InfiniBand byte counters summed over its ports (what node_exporter
+    /// reports), in the order of `nodes`: the simulator's exporters serve these.
+    pub node_ib_bytes_total: Vec<Option<f64>>,
 }
 
 /// The overview of `inv` from `r`, numbered `seq`.
@@ -262,6 +268,8 @@ pub fn steady(prev: &Overview, next: &mut Overview) {
                 &mut n.nvlink_bytes_per_second,
                 step,
             );
+            let step = o.ib_bytes_per_second.unwrap_or(0.0) * 0.1;
+            hold(o.ib_bytes_per_second, &mut n.ib_bytes_per_second, step);
             hold(o.sm_active_mean, &mut n.sm_active_mean, 0.05);
         }
     }
@@ -304,9 +312,11 @@ fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov:
         }
     }
     let mut power_of: Vec<Option<f64>> = vec![None; n_nodes];
-    for ((n, _), p) in r.nodes.iter().zip(&r.node_power_watts) {
+    let mut node_ib: Vec<Option<f64>> = vec![None; n_nodes];
+    for (k, (n, _)) in r.nodes.iter().enumerate() {
         if let Some(&i) = ix.get(n.as_str()) {
-            power_of[i] = *p;
+            power_of[i] = r.node_power_watts.get(k).copied().flatten();
+            node_ib[i] = r.node_ib_bytes_per_second.get(k).copied().flatten();
         }
     }
     let mut reason_counts = [0u32; REASONS.len()];
@@ -437,12 +447,15 @@ fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov:
         let members: Vec<Option<usize>> = names.iter().map(|m| ix.get(m).copied()).collect();
         let mut g = GpuCounts::default();
         let (mut sm_sum, mut sm_n) = (0.0, 0u32);
-        let mut nvlink: Option<f64> = None;
+        let (mut nvlink, mut ib): (Option<f64>, Option<f64>) = (None, None);
         let mut free_whole = !members.is_empty();
         for &m in &members {
             let Some(i) = m else { continue };
             if let Some(b) = node_nvlink[i] {
                 *nvlink.get_or_insert(0.0) += b;
+            }
+            if let Some(b) = node_ib[i] {
+                *ib.get_or_insert(0.0) += b;
             }
             let t = &ov.nodes[i];
             let k = t.gpus;
@@ -476,6 +489,7 @@ fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov:
             oversubscription: d.oversubscription,
             free_whole,
             nvlink_bytes_per_second: nvlink.map(round_sig2),
+            ib_bytes_per_second: ib.map(round_sig2),
         });
     }
     ov.domains = domains;
@@ -560,6 +574,44 @@ mod tests {
             got,
             vec![(1, DomainKind::Leaf, 3, 1), (1, DomainKind::Block, 2, 1)]
         );
+    }
+
+    #[test]
+    fn a_domains_infiniband_traffic_is_its_nodes_summed() {
+        let sim = Sim::new(64, 42, "t", T0);
+        let r = sim.readings();
+        let ov = overview(sim.inventory(), &r, 1, 1000, T0);
+        let rate: HashMap<&str, Option<f64>> = r
+            .nodes
+            .iter()
+            .zip(&r.node_ib_bytes_per_second)
+            .map(|((n, _), b)| (n.as_str(), *b))
+            .collect();
+        let mut busy = 0;
+        for d in sim
+            .inventory()
+            .domains
+            .iter()
+            .filter(|d| d.kind == DomainKind::Leaf)
+        {
+            let sum: f64 = d.nodes.iter().filter_map(|n| rate[n.as_str()]).sum();
+            let tile = ov.domains.iter().find(|t| t.name == d.name).expect("tile");
+            assert_eq!(
+                tile.ib_bytes_per_second,
+                Some(round_sig2(sum)),
+                "{}",
+                d.name
+            );
+            if sum > 1e9 {
+                busy += 1;
+            }
+        }
+        assert!(busy > 0);
+        // Without node_exporter: nothing, not zero.
+        let mut none = r.clone();
+        none.node_ib_bytes_per_second.clear();
+        let ov = overview(sim.inventory(), &none, 1, 1000, T0);
+        assert!(ov.domains.iter().all(|d| d.ib_bytes_per_second.is_none()));
     }
 
     #[test]

@@ -131,6 +131,9 @@ pub struct Config {
     /// node name. Unset: the simulator's own exporter endpoints.
     pub gpu_exporter_url: Option<String>,
     pub bmc_exporter_url: Option<String>,
+    /// Each node's node_exporter URL template, for InfiniBand port counters. Unset with
+    /// configured exporters: not scraped; unset with the simulator's: its own endpoint.
+    pub node_exporter_url: Option<String>,
     /// How often each target is scraped. Unset: 10 s for configured targets; the live
     /// interval for the simulator's own endpoints (so each tick shows one instant).
     pub scrape_interval_ms: Option<u64>,
@@ -168,6 +171,7 @@ impl Default for Config {
             promql_url: None,
             gpu_exporter_url: None,
             bmc_exporter_url: None,
+            node_exporter_url: None,
             scrape_interval_ms: None,
             power_mapping: crate::ingest::PowerMapping::default(),
             sim: SimConfig {
@@ -241,6 +245,7 @@ struct FileConfig {
     promql_url: Option<String>,
     gpu_exporter_url: Option<String>,
     bmc_exporter_url: Option<String>,
+    node_exporter_url: Option<String>,
     scrape_interval_ms: Option<u64>,
     power_mapping: Option<FilePowerMapping>,
     sim: Option<FileSim>,
@@ -402,6 +407,7 @@ impl Config {
                 "PROMQL_URL" => raw.promql_url = Some(value),
                 "GPU_EXPORTER_URL" => raw.gpu_exporter_url = Some(value),
                 "BMC_EXPORTER_URL" => raw.bmc_exporter_url = Some(value),
+                "NODE_EXPORTER_URL" => raw.node_exporter_url = Some(value),
                 "SCRAPE_INTERVAL_MS" => {
                     raw.scrape_interval_ms = Some(value.parse().map_err(|_| num("milliseconds"))?)
                 }
@@ -540,6 +546,7 @@ impl Config {
         for (field, t) in [
             ("gpu_exporter_url", &raw.gpu_exporter_url),
             ("bmc_exporter_url", &raw.bmc_exporter_url),
+            ("node_exporter_url", &raw.node_exporter_url),
         ] {
             if let Some(t) = t {
                 if !t.starts_with("http://") || !t.contains("{node}") {
@@ -800,6 +807,7 @@ impl Config {
             promql_url,
             gpu_exporter_url: raw.gpu_exporter_url,
             bmc_exporter_url: raw.bmc_exporter_url,
+            node_exporter_url: raw.node_exporter_url,
             scrape_interval_ms: raw.scrape_interval_ms,
             power_mapping,
             sim,

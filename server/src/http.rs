@@ -656,7 +656,8 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
         t = t
             .route("/sim/truth", get(sim_truth))
             .route("/sim/exporter/dcgm/{node}/metrics", get(sim_dcgm))
-            .route("/sim/exporter/ipmi/{node}/metrics", get(sim_ipmi));
+            .route("/sim/exporter/ipmi/{node}/metrics", get(sim_ipmi))
+            .route("/sim/exporter/node/{node}/metrics", get(sim_node));
     }
     let mut paths = t.paths;
     paths.extend(routes.iter().map(|r| r.path().to_string()));
@@ -935,6 +936,13 @@ async fn sim_ipmi(
     Path(node): Path<String>,
 ) -> Result<Response, ApiError> {
     sim_exporter(&st, &node, crate::sim::exporter::render_ipmi)
+}
+
+async fn sim_node(
+    State(st): State<AppState>,
+    Path(node): Path<String>,
+) -> Result<Response, ApiError> {
+    sim_exporter(&st, &node, crate::sim::exporter::render_node)
 }
 
 fn snapshot_event(overview: &Overview) -> Event {

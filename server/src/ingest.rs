@@ -45,6 +45,34 @@ pub struct NodeTarget {
     pub node: String,
     pub gpu_url: String,
     pub bmc_url: String,
+    /// node_exporter, where configured: InfiniBand port counters.
+    pub node_url: Option<String>,
+}
+
+impl NodeTarget {
+    /// Every exporter URL of the node, with what it is.
+    fn urls(&self) -> impl Iterator<Item = (&String, Kind)> {
+        [(&self.gpu_url, Kind::Gpu), (&self.bmc_url, Kind::Bmc)]
+            .into_iter()
+            .chain(self.node_url.iter().map(|u| (u, Kind::Node)))
+    }
+}
+
+/// The InfiniBand port counters Gantry reads from node_exporter (its `infiniband`
+/// collector): bytes received and sent, per HCA port.
+pub const IB_METRICS: [&str; 2] = [
+    "node_infiniband_port_data_received_bytes_total",
+    "node_infiniband_port_data_transmitted_bytes_total",
+];
+
+/// Adds each node's node_exporter URL from `template` (`{node}` is the node name).
+pub fn with_node_exporter(mut targets: Vec<NodeTarget>, template: Option<&str>) -> Vec<NodeTarget> {
+    if let Some(t) = template {
+        for n in &mut targets {
+            n.node_url = Some(t.replace("{node}", &n.node));
+        }
+    }
+    targets
 }
 
 /// Targets for every node of `inv` from URL templates in which `{node}` is the node name.
@@ -55,6 +83,7 @@ pub fn targets(inv: &Inventory, gpu_template: &str, bmc_template: &str) -> Vec<N
             node: n.name.clone(),
             gpu_url: gpu_template.replace("{node}", &n.name),
             bmc_url: bmc_template.replace("{node}", &n.name),
+            node_url: None,
         })
         .collect()
 }
@@ -66,6 +95,11 @@ struct NodeLatest {
     bmc_at_ms: Option<UnixMs>,
     power_watts: Option<f64>,
     inlet_celsius: Option<f64>,
+    node_at_ms: Option<UnixMs>,
+    /// The InfiniBand counters (received plus sent, over every port) at the last scrape.
+    ib_total: Option<(f64, UnixMs)>,
+    /// Their rate between the last two scrapes.
+    ib_bytes_per_second: Option<f64>,
 }
 
 /// Totals of one round of scrapes.
@@ -102,9 +136,11 @@ fn phase_ms(url: &str, interval: Duration) -> i64 {
 }
 
 /// Which exporter of a node a target is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Gpu,
     Bmc,
+    Node,
 }
 
 /// The scrapes of one round, planned from an [`Ingest`] and fetched without it.
@@ -162,8 +198,8 @@ impl Ingest {
     ) -> Ingest {
         let health = targets
             .iter()
-            .flat_map(|t| [&t.gpu_url, &t.bmc_url])
-            .map(|u| (u.clone(), TargetHealth::new(u)))
+            .flat_map(NodeTarget::urls)
+            .map(|(u, _)| (u.clone(), TargetHealth::new(u)))
             .collect();
         Ingest {
             client,
@@ -182,11 +218,12 @@ impl Ingest {
     pub fn set_targets(&mut self, targets: Vec<NodeTarget>) {
         let keep: std::collections::HashSet<&str> = targets
             .iter()
-            .flat_map(|t| [t.gpu_url.as_str(), t.bmc_url.as_str()])
+            .flat_map(NodeTarget::urls)
+            .map(|(u, _)| u.as_str())
             .collect();
         self.health.retain(|u, _| keep.contains(u.as_str()));
         for t in &targets {
-            for u in [&t.gpu_url, &t.bmc_url] {
+            for (u, _) in t.urls() {
                 self.health
                     .entry(u.clone())
                     .or_insert_with(|| TargetHealth::new(u));
@@ -237,12 +274,7 @@ impl Ingest {
         let jobs: Vec<(String, String, Kind)> = self
             .targets
             .iter()
-            .flat_map(|t| {
-                [
-                    (t.node.clone(), t.gpu_url.clone(), Kind::Gpu),
-                    (t.node.clone(), t.bmc_url.clone(), Kind::Bmc),
-                ]
-            })
+            .flat_map(|t| t.urls().map(|(u, k)| (t.node.clone(), u.clone(), k)))
             .filter(|(_, url, _)| due(url))
             .collect();
         Round {
@@ -328,6 +360,23 @@ impl Ingest {
                 latest.power_watts = power;
                 latest.inlet_celsius = inlet;
                 latest.bmc_at_ms = Some(now_ms);
+                (report.samples, report.error_count)
+            }
+            Kind::Node => {
+                let mut total: Option<f64> = None;
+                let report = exposition::parse_classified(
+                    body,
+                    |name| IB_METRICS.contains(&name).then_some(()),
+                    |(), s| {
+                        if s.value.is_finite() && s.value >= 0.0 {
+                            *total.get_or_insert(0.0) += s.value;
+                        }
+                    },
+                );
+                let now = total.map(|t| (t, now_ms));
+                latest.ib_bytes_per_second = counter_rate(latest.ib_total, now);
+                latest.ib_total = now;
+                latest.node_at_ms = Some(now_ms);
                 (report.samples, report.error_count)
             }
         }
@@ -430,6 +479,7 @@ impl Ingest {
         let fresh = |t: Option<UnixMs>| t.is_some_and(|t| now_ms - t <= fresh_ms);
         let mut gpus = Vec::with_capacity(inv.gpu_count());
         let mut node_power = Vec::with_capacity(nodes.len());
+        let mut ib_rate = Vec::with_capacity(nodes.len());
         let mut rack_power: HashMap<&str, f64> = HashMap::new();
         let mut rack_inlet: HashMap<&str, f64> = HashMap::new();
         let inv_node: HashMap<&str, &app::model::Node> =
@@ -449,6 +499,10 @@ impl Ingest {
             let bmc = l.filter(|l| fresh(l.bmc_at_ms));
             let power = bmc.and_then(|l| l.power_watts);
             node_power.push(power);
+            ib_rate.push(
+                l.filter(|l| fresh(l.node_at_ms))
+                    .and_then(|l| l.ib_bytes_per_second),
+            );
             if let Some(rack) = known.map(|n| n.rack.as_str()) {
                 if let Some(p) = power {
                     *rack_power.entry(rack).or_default() += p;
@@ -475,8 +529,17 @@ impl Ingest {
             nodes,
             node_power_watts: node_power,
             jobs,
+            node_ib_bytes_per_second: ib_rate,
+            node_ib_bytes_total: Vec::new(),
         }
     }
+}
+
+/// The rate of a counter between two readings `(value, at_ms)`; none across a reset (the
+/// counter went down) or without two readings.
+fn counter_rate(prev: Option<(f64, UnixMs)>, now: Option<(f64, UnixMs)>) -> Option<f64> {
+    let ((v0, t0), (v1, t1)) = (prev?, now?);
+    (t1 > t0 && v1 >= v0).then(|| (v1 - v0) * 1000.0 / (t1 - t0) as f64)
 }
 
 /// An [`Ingest`] shared by its own scrape task and the live tick that reads it.
@@ -567,6 +630,49 @@ mod tests {
     }
 
     #[test]
+    fn infiniband_counters_become_a_rate_and_a_reset_is_not_one() {
+        let mut ing = Ingest::new(
+            Client::new(Default::default()),
+            Vec::new(),
+            PowerMapping::default(),
+            4,
+        );
+        // node_exporter's infiniband collector, as Go prints the counters.
+        let body = |rx: f64, tx: f64| {
+            format!(
+                "# TYPE node_infiniband_port_data_received_bytes_total counter\n\
+                 node_infiniband_port_data_received_bytes_total{{device=\"mlx5_0\",port=\"1\"}} {rx:e}\n\
+                 node_infiniband_port_data_received_bytes_total{{device=\"mlx5_1\",port=\"1\"}} {rx:e}\n\
+                 node_infiniband_port_data_transmitted_bytes_total{{device=\"mlx5_0\",port=\"1\"}} {tx:e}\n\
+                 node_infiniband_port_data_transmitted_bytes_total{{device=\"mlx5_1\",port=\"1\"}} {tx:e}\n\
+                 node_infiniband_link_downed_total{{device=\"mlx5_0\",port=\"1\"}} 0\n"
+            )
+        };
+        ing.take("n1", Kind::Node, body(1e12, 2e12).as_bytes(), 10_000);
+        assert_eq!(
+            ing.latest["n1"].ib_bytes_per_second, None,
+            "one reading is no rate"
+        );
+        // 10 s later: 2 x (5 GB + 5 GB) more.
+        ing.take(
+            "n1",
+            Kind::Node,
+            body(1.005e12, 2.005e12).as_bytes(),
+            20_000,
+        );
+        assert_eq!(ing.latest["n1"].ib_bytes_per_second, Some(2e9));
+        // A reboot resets the counters: no rate for that interval, then rates again.
+        ing.take("n1", Kind::Node, body(1e6, 1e6).as_bytes(), 30_000);
+        assert_eq!(ing.latest["n1"].ib_bytes_per_second, None);
+        ing.take("n1", Kind::Node, body(2e6, 2e6).as_bytes(), 31_000);
+        assert_eq!(ing.latest["n1"].ib_bytes_per_second, Some(4e6));
+        // An exporter without the collector: nothing, not zero.
+        ing.take("n2", Kind::Node, b"node_load1 0.5\n", 10_000);
+        ing.take("n2", Kind::Node, b"node_load1 0.5\n", 20_000);
+        assert_eq!(ing.latest["n2"].ib_bytes_per_second, None);
+    }
+
+    #[test]
     fn a_site_maps_its_own_exporter_names() {
         // node_exporter's hwmon collector on an ACPI power meter.
         let mapping = PowerMapping {
@@ -595,6 +701,7 @@ mod tests {
             node: "n1".into(),
             gpu_url: url.clone(),
             bmc_url: url.clone() + "?bmc",
+            node_url: None,
         }];
         let mut ing = Ingest::new(
             Client::new(Default::default()),
@@ -644,6 +751,7 @@ mod tests {
                 node: format!("n{n}"),
                 gpu_url: format!("http://{closed}/gpu{n}"),
                 bmc_url: format!("http://{closed}/bmc{n}"),
+                node_url: None,
             })
             .collect();
         let mut ing = Ingest::new(

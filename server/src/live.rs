@@ -1019,6 +1019,7 @@ mod tests {
             nodes: Vec::new(),
             node_power_watts: Vec::new(),
             jobs: Vec::new(),
+            ..Readings::default()
         };
         let mut reasons = ReasonCounter::default();
         let counts = reasons.count(&ov(0, 1000.0, 2), &two_thermal);
@@ -1058,6 +1059,7 @@ mod tests {
             nodes: Vec::new(),
             node_power_watts: Vec::new(),
             jobs: Vec::new(),
+            ..Readings::default()
         };
         let mut reasons = ReasonCounter::default();
         assert!(hr

@@ -731,6 +731,7 @@ mod tests {
             nodes: vec![("n1".into(), NodeState::Mixed)],
             node_power_watts: vec![Some(1000.0)],
             jobs,
+            ..Readings::default()
         }
     }
 

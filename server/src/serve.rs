@@ -185,7 +185,17 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                     format!("{own}/ipmi/{{node}}/metrics"),
                 )
             });
-            let targets = ingest::targets(sim.inventory(), &gpu_t, &bmc_t);
+            // node_exporter (InfiniBand counters): configured, or the simulator's own when
+            // its other exporters are the ones read.
+            let node_t = cfg.node_exporter_url.clone().or_else(|| {
+                external
+                    .is_none()
+                    .then(|| format!("{own}/node/{{node}}/metrics"))
+            });
+            let targets = ingest::with_node_exporter(
+                ingest::targets(sim.inventory(), &gpu_t, &bmc_t),
+                node_t.as_deref(),
+            );
             // The simulator's own exporters are scraped every tick, so a tick shows one
             // simulated instant; configured ones every 10 s, spread over the interval.
             let scrape_interval_ms = cfg.scrape_interval_ms.unwrap_or(if external.is_some() {
@@ -296,7 +306,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                     .with_jitter();
                     let shared =
                         spawn_scraper(ing, &live, scrape_interval_ms, &shutdown_rx, &mut tasks);
-                    (shared, g, b)
+                    (shared, g, b, cfg.node_exporter_url.clone())
                 });
             let src = crate::slurm::source::SlurmSource {
                 sched,

@@ -43,6 +43,9 @@ fn DomainRows(domains: Vec<DomainTile>) -> impl IntoView {
                     <td class="num" data-test="domain-nvlink" title=if d.nvlink_bytes_per_second.is_none() { "not exported by this cluster's GPU exporters" } else { "" }>
                         {d.nvlink_bytes_per_second.map(units::bytes_per_second).unwrap_or_else(|| units::MISSING.into())}
                     </td>
+                    <td class="num" data-test="domain-ib" title=if d.ib_bytes_per_second.is_none() { "not exported: no node_exporter InfiniBand counters" } else { "" }>
+                        {d.ib_bytes_per_second.map(units::bytes_per_second).unwrap_or_else(|| units::MISSING.into())}
+                    </td>
                     <td class="num">{if d.oversubscription > 1.0 { format!("{:.0}:1", d.oversubscription) } else { "1:1".into() }}</td>
                     <td>{if d.free_whole { "free now" } else { "" }}</td>
                 </tr>
@@ -57,7 +60,7 @@ fn head() -> impl IntoView {
             <th scope="col">"Domain"</th><th scope="col" class="num">"Nodes"</th>
             <th scope="col" class="num">"GPUs allocated"</th><th scope="col" class="num">"Idle"</th>
             <th scope="col" class="num">"Drained"</th><th scope="col" class="num">"Down"</th>
-            <th scope="col" class="num">"SM activity"</th><th scope="col" class="num">"NVLink traffic"</th>
+            <th scope="col" class="num">"SM activity"</th><th scope="col" class="num">"NVLink traffic"</th><th scope="col" class="num">"IB traffic"</th>
             <th scope="col" class="num">"Oversubscription"</th>
             <th scope="col">"Whole domain"</th>
         </tr></thead>

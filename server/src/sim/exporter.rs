@@ -324,6 +324,60 @@ pub fn render_ipmi(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
     Some(out)
 }
 
+/// node_exporter's InfiniBand collector for `node`: per HCA port, data bytes received and
+/// sent since boot (the simulator's counter split over 4 ports each way), printed as Go
+/// prints floats.
+pub fn render_node(inv: &Inventory, r: &Readings, node: &str) -> Option<String> {
+    inv.nodes.iter().find(|n| n.name == node)?;
+    let i = r.nodes.iter().position(|(n, _)| n == node)?;
+    let total = r.node_ib_bytes_total.get(i).copied().flatten()?;
+    // Eight whole shares that add up to the total (as exactly as f64 holds it).
+    let share = (total / 8.0).floor();
+    let extra = (total - 8.0 * share).max(0.0) as usize;
+    let mut out = String::with_capacity(1024);
+    for (k, (name, help)) in [
+        (
+            "node_infiniband_port_data_received_bytes_total",
+            "Number of data octets received on all links",
+        ),
+        (
+            "node_infiniband_port_data_transmitted_bytes_total",
+            "Number of data octets transmitted on all links",
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for p in 0..4 {
+            let v = share + if k * 4 + p < extra { 1.0 } else { 0.0 };
+            let _ = writeln!(
+                out,
+                "{name}{{device=\"mlx5_{p}\",port=\"1\"}} {}",
+                go_float(v)
+            );
+        }
+    }
+    Some(out)
+}
+
+/// A float as Go's `strconv.FormatFloat(v, 'g', -1, 64)` writes it, as Prometheus client
+/// libraries in Go do: the shortest exact digits, in exponent form when the exponent is
+/// under -4 or 6 and over (so large counters read `1.2345678e+12`).
+fn go_float(v: f64) -> String {
+    let e = format!("{v:e}");
+    let Some((mantissa, exp)) = e.split_once('e') else {
+        return e;
+    };
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if !(-4..6).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
+    } else {
+        format!("{v}")
+    }
+}
+
 /// A node's total power as its BMC reports it; `None` when the node is down.
 pub fn node_power_watts(r: &Readings, node: &str) -> Option<f64> {
     let i = r.nodes.iter().position(|(n, _)| n == node)?;
@@ -429,6 +483,53 @@ mod tests {
             .all(|g| g.hpc_jobs == vec![job.id.to_string()]));
         assert_eq!(render_dcgm(sim.inventory(), &r, "nope"), None);
         assert_eq!(render_ipmi(sim.inventory(), &r, "nope"), None);
+    }
+
+    #[test]
+    fn infiniband_counters_are_served_as_node_exporter_writes_them() {
+        let mut sim = Sim::new(64, 42, "t", T0);
+        let r0 = sim.readings();
+        sim.advance_to(T0 + 10_000);
+        let r1 = sim.readings();
+        let read = |r: &Readings, node: &str| -> Option<f64> {
+            let text = render_node(sim.inventory(), r, node)?;
+            let mut sum = 0.0;
+            let report = crate::telemetry::exposition::parse(text.as_bytes(), |s| {
+                assert!(crate::ingest::IB_METRICS.contains(&s.name));
+                sum += s.value;
+            });
+            assert_eq!((report.samples, report.error_count), (8, 0));
+            Some(sum)
+        };
+        let mut busy = 0;
+        for (i, (node, _)) in r1.nodes.iter().enumerate() {
+            let (Some(a), Some(b)) = (read(&r0, node), read(&r1, node)) else {
+                // Only the node that is off has no exporter.
+                assert_eq!(r1.node_ib_bytes_total[i], None, "{node}");
+                continue;
+            };
+            // The eight counters add up to the simulator's (to f64's precision), and over
+            // 10 s they rose at the rate it reports.
+            let total = r1.node_ib_bytes_total[i].unwrap_or(-1.0);
+            assert!((b - total).abs() <= total * 1e-12, "{node}: {b} vs {total}");
+            let rate = r1.node_ib_bytes_per_second[i].unwrap_or(-1.0);
+            assert!(((b - a) / 10.0 - rate).abs() <= rate * 1e-3 + 1.0, "{node}");
+            if rate > 1e9 {
+                busy += 1;
+            }
+        }
+        assert!(busy > 0, "multi-node jobs move data over InfiniBand");
+        assert_eq!(render_node(sim.inventory(), &r1, "nope"), None);
+    }
+
+    #[test]
+    fn floats_print_as_go_prints_them() {
+        assert_eq!(go_float(1_234_567.0), "1.234567e+06");
+        assert_eq!(go_float(5.4e15), "5.4e+15");
+        assert_eq!(go_float(123_456.0), "123456");
+        assert_eq!(go_float(0.5), "0.5");
+        assert_eq!(go_float(0.00001), "1e-05");
+        assert_eq!(go_float(0.0), "0");
     }
 
     #[test]

@@ -60,6 +60,8 @@ struct SimNode {
     fault: Option<SimGpuFault>,
     /// Energy each GPU drew above idle in jobs that have ended here, in joules.
     job_energy_j: f64,
+    /// InfiniBand bytes (received plus sent) of jobs that have ended here.
+    job_ib_bytes: f64,
 }
 
 #[derive(Clone, Debug)]
@@ -114,6 +116,18 @@ fn job_extra_watts(intensity: f64) -> f64 {
     (20.0 + intensity * 610.0).min(GPU_MAX_POWER_WATTS - GPU_IDLE_POWER_WATTS)
 }
 
+/// A node's InfiniBand traffic, received plus sent, in bytes per second: management and
+/// storage chatter always, plus the all-reduce of a job spread over several nodes (4 x
+/// 400 Gb/s HCAs, a quarter of their 200 GB/s each way at full intensity).
+const IB_IDLE_BYTES_PER_SECOND: f64 = 1e6;
+fn job_ib_bytes_per_second(intensity: f64, nodes: usize) -> f64 {
+    if nodes > 1 {
+        intensity * 100e9
+    } else {
+        0.0
+    }
+}
+
 impl Sim {
     /// A cluster of `nodes` nodes (1 to 2,048) whose history starts 24 h before `start_ms`
     /// so that at `start_ms` it is already busy, with jobs of every age.
@@ -134,6 +148,7 @@ impl Sim {
                 last_xid: [None; GPUS_PER_NODE],
                 fault: None,
                 job_energy_j: 0.0,
+                job_ib_bytes: 0.0,
             })
             .collect();
         // Field trouble, placed by fraction so every size has it: one node with a GPU that
@@ -336,12 +351,14 @@ impl Sim {
     /// Frees a job's nodes at `t` (a draining node becomes drained) and banks the energy
     /// the job drew on them.
     fn release(&mut self, nodes: &[usize], intensity: f64, start_ms: Option<UnixMs>, t: UnixMs) {
-        let joules =
-            job_extra_watts(intensity) * (t - start_ms.unwrap_or(t)).max(0) as f64 / 1000.0;
+        let secs = (t - start_ms.unwrap_or(t)).max(0) as f64 / 1000.0;
+        let joules = job_extra_watts(intensity) * secs;
+        let ib = job_ib_bytes_per_second(intensity, nodes.len()) * secs;
         for &i in nodes {
             let n = &mut self.nodes[i];
             n.job = None;
             n.job_energy_j += joules;
+            n.job_ib_bytes += ib;
             n.state = match n.state {
                 NodeState::Draining => NodeState::Drained,
                 NodeState::Allocated => NodeState::Idle,
@@ -363,6 +380,26 @@ impl Sim {
         // Drivers loaded a few hours apart, so GPUs do not all read the same.
         let offset = 3.6e6 * hash_unit(self.seed, 0, (node * GPUS_PER_NODE + g) as u64);
         GPU_IDLE_POWER_WATTS * since_boot + self.nodes[node].job_energy_j + running + offset
+    }
+
+    /// Node `node`'s InfiniBand counter (bytes received plus sent since boot) and rate now;
+    /// `None` for a node that is off.
+    fn ib(&self, node: usize, job: Option<&SimJob>) -> Option<(f64, f64)> {
+        let n = &self.nodes[node];
+        if matches!(n.state, NodeState::Down | NodeState::NotResponding) {
+            return None;
+        }
+        let since_boot = (self.t_ms - self.boot_ms) as f64 / 1000.0;
+        let (rate, running) = job
+            .and_then(|j| j.job.start_ms.map(|s| (j, s)))
+            .map(|(j, s)| {
+                let r = job_ib_bytes_per_second(j.intensity, j.node_idx.len());
+                (r, r * (self.t_ms - s).max(0) as f64 / 1000.0)
+            })
+            .unwrap_or((0.0, 0.0));
+        // Whole bytes, as the counters are.
+        let total = (IB_IDLE_BYTES_PER_SECOND * since_boot + n.job_ib_bytes + running).round();
+        Some((total, IB_IDLE_BYTES_PER_SECOND + rate))
     }
 
     fn finish(&mut self, j: usize, state: JobState, t: UnixMs) {
@@ -616,6 +653,7 @@ impl Sim {
             })
             .collect();
         let mut node_power = Vec::with_capacity(self.nodes.len());
+        let (mut ib_total, mut ib_rate) = (Vec::new(), Vec::new());
         let jobs_by_id: std::collections::HashMap<u64, &SimJob> =
             self.active.iter().map(|j| (j.job.id, j)).collect();
         for (i, n) in self.nodes.iter().enumerate() {
@@ -637,6 +675,9 @@ impl Sim {
                 *p += w;
             }
             node_power.push(node_watts);
+            let ib = self.ib(i, job);
+            ib_total.push(ib.map(|x| x.0));
+            ib_rate.push(ib.map(|x| x.1));
         }
         let nodes = self
             .nodes
@@ -652,6 +693,8 @@ impl Sim {
             nodes,
             node_power_watts: node_power,
             jobs,
+            node_ib_bytes_per_second: ib_rate,
+            node_ib_bytes_total: ib_total,
         }
     }
 
@@ -670,6 +713,7 @@ impl Sim {
                 .collect(),
             node_power_watts: Vec::new(),
             jobs: self.active.iter().map(|j| j.job.clone()).collect(),
+            ..Readings::default()
         }
     }
 

@@ -118,7 +118,8 @@ pub struct SlurmSource {
     /// its targets follow Slurm's node list. `None`: no telemetry.
     /// Scraped by its own task (`ingest::run_scraper`); the source sets its targets and
     /// reads the latest.
-    pub telemetry: Option<(crate::ingest::SharedIngest, String, String)>,
+    /// With the GPU, BMC and (optional) node_exporter URL templates.
+    pub telemetry: Option<(crate::ingest::SharedIngest, String, String, Option<String>)>,
     pub scrape_interval_ms: u64,
     /// Allocated GPUs under this SM activity count as idle in reports.
     pub idle_below_sm: f64,
@@ -141,9 +142,9 @@ pub async fn run_slurm_source(
         idle_below_sm,
     } = src;
     let mut reports = crate::reports::Accumulator::new(idle_below_sm);
-    let (ingest, gpu_t, bmc_t) = match telemetry {
-        Some((i, g, b)) => (Some(i), g, b),
-        None => (None, String::new(), String::new()),
+    let (ingest, gpu_t, bmc_t, node_t) = match telemetry {
+        Some((i, g, b, n)) => (Some(i), g, b, n),
+        None => (None, String::new(), String::new(), None),
     };
     let mut ticker = tokio::time::interval(Duration::from_millis(interval_ms));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -212,9 +213,12 @@ pub async fn run_slurm_source(
                 None => inventory_from_nodes(&cluster, &nodes),
             });
             if let Some(ing) = ingest.as_ref() {
-                ing.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .set_targets(crate::ingest::targets(&inv, &gpu_t, &bmc_t));
+                ing.lock().unwrap_or_else(|e| e.into_inner()).set_targets(
+                    crate::ingest::with_node_exporter(
+                        crate::ingest::targets(&inv, &gpu_t, &bmc_t),
+                        node_t.as_deref(),
+                    ),
+                );
             }
             q.send(StoreWrite::Inventory(Box::new((*inv).clone())));
             live.set_inventory(Arc::clone(&inv));
@@ -293,6 +297,7 @@ pub async fn run_slurm_source(
                 node_power_watts: vec![None; node_states.len()],
                 nodes: node_states,
                 jobs: active,
+                ..Readings::default()
             },
         };
         live.set_sched(SchedSnapshot {

@@ -109,7 +109,11 @@ async fn the_overview_is_read_from_scraped_exporter_text() {
     }
     let t = get(r.addr, "/api/targets").await.json();
     let targets = t["targets"].as_array().expect("targets");
-    assert_eq!(targets.len(), 128, "a GPU and a BMC exporter per node");
+    assert_eq!(
+        targets.len(),
+        192,
+        "a GPU, a BMC and a node_exporter per node"
+    );
     for h in targets {
         let url = h["url"].as_str().expect("url");
         if url.contains("/gpu061/") {

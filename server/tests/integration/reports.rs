@@ -122,6 +122,7 @@ fn tick(k: i64) -> Readings {
         nodes: (1..=4).map(|n| (format!("n{n}"), state(n))).collect(),
         node_power_watts: vec![None; 4],
         jobs,
+        ..Readings::default()
     }
 }
 
