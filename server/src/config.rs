@@ -893,6 +893,22 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(c.scrape_interval_ms, Some(15_000));
+        assert_eq!(c.node_exporter_url, None);
+        let e = Config::load(
+            None,
+            env(&[("GANTRY_NODE_EXPORTER_URL", "http://x:9100/metrics")]),
+        )
+        .expect_err("no {node}");
+        assert!(e.to_string().contains("node_exporter_url"), "{e}");
+        let c = Config::load(
+            None,
+            env(&[("GANTRY_NODE_EXPORTER_URL", "http://{node}:9100/metrics")]),
+        )
+        .expect("valid");
+        assert_eq!(
+            c.node_exporter_url.as_deref(),
+            Some("http://{node}:9100/metrics")
+        );
     }
 
     #[test]
