@@ -566,14 +566,7 @@ pub async fn run_scraper(
 ) {
     let mut ticker = tokio::time::interval(round);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = shutdown.changed() => break,
-        }
-        if *shutdown.borrow() {
-            break;
-        }
+    while crate::live::next_tick(&mut ticker, &mut shutdown).await {
         let now = crate::live::wall_now_ms();
         let planned = match ingest.lock() {
             Ok(mut i) => i.plan(now, interval),

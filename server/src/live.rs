@@ -522,9 +522,9 @@ impl NodeStates {
     }
 }
 
-/// One scope's hour so far.
+/// One scope's period so far.
 #[derive(Clone, Debug, Default)]
-struct HourAcc {
+struct PeriodAcc {
     power_sum: f64,
     power_min: f64,
     power_max: f64,
@@ -537,12 +537,124 @@ struct HourAcc {
     samples: u32,
 }
 
-/// Per-hour accumulation of live ticks: mean, min and max power, energy (power integrated
-/// over each tick's duration), SM activity, throttling (max and GPU-seconds).
-#[derive(Default)]
-pub struct HourRollups {
-    hour_ms: Option<UnixMs>,
-    acc: BTreeMap<String, HourAcc>,
+impl PeriodAcc {
+    fn power_mean(&self) -> f64 {
+        self.power_sum / f64::from(self.samples.max(1))
+    }
+
+    fn sm_mean(&self) -> Option<f64> {
+        (self.sm_n > 0).then(|| self.sm_sum / f64::from(self.sm_n))
+    }
+}
+
+/// Live ticks accumulated per scope over fixed periods (a minute, an hour): power (mean,
+/// min, max, energy integrated over each tick's duration), SM activity, throttling (max,
+/// GPU-seconds in all and per reason). One mechanism behind both rollups.
+struct Periods {
+    period_ms: i64,
+    /// Also accumulate each running job (`job:ID`, from its nodes).
+    jobs: bool,
+    start_ms: Option<UnixMs>,
+    acc: BTreeMap<String, PeriodAcc>,
+}
+
+impl Periods {
+    fn new(period_ms: i64, jobs: bool) -> Periods {
+        Periods {
+            period_ms,
+            jobs,
+            start_ms: None,
+            acc: BTreeMap::new(),
+        }
+    }
+
+    /// Adds one overview (and its throttling per reason) that stands for `dt_ms` of source
+    /// time; returns the finished period (its start and scopes) when a boundary passed.
+    fn add(
+        &mut self,
+        ov: &Overview,
+        by_reason: &ReasonCounts,
+        dt_ms: i64,
+    ) -> Option<(UnixMs, BTreeMap<String, PeriodAcc>)> {
+        let start = ov.at_ms - ov.at_ms.rem_euclid(self.period_ms);
+        let done = match self.start_ms {
+            Some(s) if s != start => Some((s, std::mem::take(&mut self.acc))),
+            _ => None,
+        };
+        self.start_ms = Some(start);
+        let dt_s = dt_ms.max(0) as f64 / 1000.0;
+        let mut put = |scope: String, power: f64, sm: Option<f64>, thr: u32| {
+            let e = self.acc.entry(scope).or_insert_with(|| PeriodAcc {
+                power_min: f64::INFINITY,
+                power_max: f64::NEG_INFINITY,
+                ..PeriodAcc::default()
+            });
+            e.power_sum += power;
+            e.power_min = e.power_min.min(power);
+            e.power_max = e.power_max.max(power);
+            e.energy_wh += power * dt_s / 3600.0;
+            if let Some(s) = sm {
+                e.sm_sum += s;
+                e.sm_n += 1;
+            }
+            e.thr_max = e.thr_max.max(thr);
+            e.thr_gpu_seconds += f64::from(thr) * dt_s;
+            e.samples += 1;
+        };
+        put(
+            "cluster".into(),
+            ov.summary.power_watts,
+            ov.summary.sm_active_mean,
+            ov.summary.gpus_throttling,
+        );
+        for r in &ov.racks {
+            if let Some(p) = r.power_watts {
+                put(format!("rack:{}", r.name), p, None, r.gpus_throttling);
+            }
+        }
+        if self.jobs {
+            // Per running job, from its nodes: power, mean SM activity, GPUs throttling
+            // (the job page's activity band).
+            let mut jobs: BTreeMap<u64, (f64, f64, u32, u32)> = BTreeMap::new();
+            for n in &ov.nodes {
+                for &j in &n.jobs {
+                    let e = jobs.entry(j).or_default();
+                    e.0 += n.power_watts.unwrap_or(0.0);
+                    if let Some(s) = n.sm_active_mean {
+                        e.1 += s;
+                        e.2 += 1;
+                    }
+                    e.3 += n.gpus_throttling;
+                }
+            }
+            for (j, (p, sm, smn, thr)) in jobs {
+                put(
+                    format!("job:{j}"),
+                    p,
+                    (smn > 0).then(|| sm / f64::from(smn)),
+                    thr,
+                );
+            }
+        }
+        // Per reason, for the scopes that have power this tick (the cluster always).
+        for (scope, counts) in by_reason {
+            if let Some(e) = self.acc.get_mut(scope) {
+                for (acc, n) in e.thr_s_by_reason.iter_mut().zip(counts) {
+                    *acc += f64::from(*n) * dt_s;
+                }
+            }
+        }
+        done
+    }
+}
+
+/// Per-hour rollups of the cluster and each rack.
+pub struct HourRollups(Periods);
+
+impl Default for HourRollups {
+    fn default() -> Self {
+        HourRollups(Periods::new(3_600_000, false))
+    }
 }
 
 /// GPUs throttled per reason (in the order of `aggregate::REASONS`; a GPU counts under each
@@ -592,68 +704,19 @@ impl HourRollups {
     /// Adds one overview (and its throttling per reason) that stands for `dt_ms` of source
     /// time; returns the finished hour's rollups when an hour boundary passed.
     pub fn add(&mut self, ov: &Overview, by_reason: &ReasonCounts, dt_ms: i64) -> Vec<Rollup1h> {
-        let hour = ov.at_ms - ov.at_ms.rem_euclid(3_600_000);
-        let mut done = Vec::new();
-        if self.hour_ms.is_some_and(|h| h != hour) {
-            done = self.flush();
-        }
-        self.hour_ms = Some(hour);
-        let dt_h = dt_ms.max(0) as f64 / 3_600_000.0;
-        let dt_s = dt_h * 3600.0;
-        let mut put = |scope: String, power: f64, sm: Option<f64>, thr: u32| {
-            let e = self.acc.entry(scope).or_insert_with(|| HourAcc {
-                power_min: f64::INFINITY,
-                power_max: f64::NEG_INFINITY,
-                ..HourAcc::default()
-            });
-            e.power_sum += power;
-            e.power_min = e.power_min.min(power);
-            e.power_max = e.power_max.max(power);
-            e.energy_wh += power * dt_h;
-            if let Some(s) = sm {
-                e.sm_sum += s;
-                e.sm_n += 1;
-            }
-            e.thr_max = e.thr_max.max(thr);
-            e.thr_gpu_seconds += f64::from(thr) * dt_h * 3600.0;
-            e.samples += 1;
-        };
-        put(
-            "cluster".into(),
-            ov.summary.power_watts,
-            ov.summary.sm_active_mean,
-            ov.summary.gpus_throttling,
-        );
-        for r in &ov.racks {
-            if let Some(p) = r.power_watts {
-                put(format!("rack:{}", r.name), p, None, r.gpus_throttling);
-            }
-        }
-        // Per reason, for the scopes that have this hour's power (the cluster always).
-        for (scope, counts) in by_reason {
-            if let Some(e) = self.acc.get_mut(scope) {
-                for (acc, n) in e.thr_s_by_reason.iter_mut().zip(counts) {
-                    *acc += f64::from(*n) * dt_s;
-                }
-            }
-        }
-        done
-    }
-
-    fn flush(&mut self) -> Vec<Rollup1h> {
-        let Some(at_ms) = self.hour_ms else {
+        let Some((at_ms, scopes)) = self.0.add(ov, by_reason, dt_ms) else {
             return Vec::new();
         };
-        std::mem::take(&mut self.acc)
+        scopes
             .into_iter()
             .map(|(scope, a)| Rollup1h {
                 scope,
                 at_ms,
-                power_watts_mean: a.power_sum / f64::from(a.samples.max(1)),
+                power_watts_mean: a.power_mean(),
                 power_watts_min: a.power_min,
                 power_watts_max: a.power_max,
                 energy_wh: a.energy_wh,
-                sm_active_mean: (a.sm_n > 0).then(|| a.sm_sum / f64::from(a.sm_n)),
+                sm_active_mean: a.sm_mean(),
                 gpus_throttling_max: a.thr_max,
                 throttled_gpu_seconds: a.thr_gpu_seconds,
                 throttled_s_by_reason: a.thr_s_by_reason,
@@ -663,98 +726,47 @@ impl HourRollups {
     }
 }
 
-/// Per-minute accumulation of live ticks into rollups.
-#[derive(Default)]
-pub struct MinuteRollups {
-    minute_ms: Option<UnixMs>,
-    /// scope -> (power sum, sm sum, sm samples, throttling max, samples)
-    acc: BTreeMap<String, (f64, f64, u32, u32, u32)>,
-    /// scope -> GPU-seconds throttled per reason
-    thr_s: BTreeMap<String, [f64; 5]>,
+/// Per-minute rollups of the cluster, each rack and each running job.
+pub struct MinuteRollups(Periods);
+
+impl Default for MinuteRollups {
+    fn default() -> Self {
+        MinuteRollups(Periods::new(60_000, true))
+    }
 }
 
 impl MinuteRollups {
     /// Adds one overview (and its throttling per reason, standing for `dt_ms`); returns the
     /// finished minute's rollups when a minute boundary passed.
     pub fn add(&mut self, ov: &Overview, by_reason: &ReasonCounts, dt_ms: i64) -> Vec<Rollup> {
-        let minute = ov.at_ms - ov.at_ms.rem_euclid(60_000);
-        let mut done = Vec::new();
-        if self.minute_ms.is_some_and(|m| m != minute) {
-            done = self.flush();
-        }
-        self.minute_ms = Some(minute);
-        let dt_s = dt_ms.max(0) as f64 / 1000.0;
-        for (scope, counts) in by_reason {
-            let e = self.thr_s.entry(scope.clone()).or_default();
-            for (acc, n) in e.iter_mut().zip(counts) {
-                *acc += f64::from(*n) * dt_s;
-            }
-        }
-        let mut put = |scope: String, power: f64, sm: Option<f64>, thr: u32| {
-            let e = self.acc.entry(scope).or_default();
-            e.0 += power;
-            if let Some(s) = sm {
-                e.1 += s;
-                e.2 += 1;
-            }
-            e.3 = e.3.max(thr);
-            e.4 += 1;
-        };
-        put(
-            "cluster".into(),
-            ov.summary.power_watts,
-            ov.summary.sm_active_mean,
-            ov.summary.gpus_throttling,
-        );
-        for r in &ov.racks {
-            if let Some(p) = r.power_watts {
-                put(format!("rack:{}", r.name), p, None, r.gpus_throttling);
-            }
-        }
-        // Per running job, from its nodes: power, mean SM activity, GPUs throttling (the
-        // job page's activity band).
-        let mut jobs: BTreeMap<u64, (f64, f64, u32, u32)> = BTreeMap::new();
-        for n in &ov.nodes {
-            for &j in &n.jobs {
-                let e = jobs.entry(j).or_default();
-                e.0 += n.power_watts.unwrap_or(0.0);
-                if let Some(s) = n.sm_active_mean {
-                    e.1 += s;
-                    e.2 += 1;
-                }
-                e.3 += n.gpus_throttling;
-            }
-        }
-        for (j, (p, sm, smn, thr)) in jobs {
-            put(
-                format!("job:{j}"),
-                p,
-                (smn > 0).then(|| sm / f64::from(smn)),
-                thr,
-            );
-        }
-        done
-    }
-
-    fn flush(&mut self) -> Vec<Rollup> {
-        let Some(at_ms) = self.minute_ms else {
+        let Some((at_ms, scopes)) = self.0.add(ov, by_reason, dt_ms) else {
             return Vec::new();
         };
-        // Per-reason seconds of scopes without a rollup this minute (no power) are dropped.
-        let mut thr_s = std::mem::take(&mut self.thr_s);
-        std::mem::take(&mut self.acc)
+        scopes
             .into_iter()
-            .map(|(scope, (p, sm, smn, thr, n))| Rollup {
-                throttled_s_by_reason: thr_s.remove(&scope).unwrap_or_default(),
+            .map(|(scope, a)| Rollup {
                 scope,
                 at_ms,
-                power_watts_mean: p / f64::from(n.max(1)),
-                sm_active_mean: (smn > 0).then(|| sm / f64::from(smn)),
-                gpus_throttling_max: thr,
-                samples: n,
+                power_watts_mean: a.power_mean(),
+                sm_active_mean: a.sm_mean(),
+                gpus_throttling_max: a.thr_max,
+                throttled_s_by_reason: a.thr_s_by_reason,
+                samples: a.samples,
             })
             .collect()
     }
+}
+
+/// Waits for the next tick of a periodic task; false once `shutdown` is signalled.
+pub async fn next_tick(
+    ticker: &mut tokio::time::Interval,
+    shutdown: &mut watch::Receiver<bool>,
+) -> bool {
+    tokio::select! {
+        _ = ticker.tick() => {}
+        _ = shutdown.changed() => return false,
+    }
+    !*shutdown.borrow()
 }
 
 /// Wall-clock Unix ms: read only here, at the edge, and passed inward.

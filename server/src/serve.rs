@@ -372,14 +372,7 @@ async fn retention(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut ticker = tokio::time::interval(Duration::from_secs(3600));
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = shutdown.changed() => break,
-        }
-        if *shutdown.borrow() {
-            break;
-        }
+    while crate::live::next_tick(&mut ticker, &mut shutdown).await {
         let Some(now) = live.current().map(|t| t.overview.at_ms) else {
             continue;
         };
