@@ -95,11 +95,20 @@ pub fn overview(
         .enumerate()
         .map(|(i, r)| (r.name.as_str(), i))
         .collect();
-    let node_rack: HashMap<&str, usize> = inv
+    // Everything per node is kept by the node's index in the inventory: names are looked
+    // up once per node (or per run of a node's GPUs), never once per GPU or per domain.
+    let ix: HashMap<&str, usize> = inv
         .nodes
         .iter()
-        .filter_map(|n| rack_idx.get(n.rack.as_str()).map(|&i| (n.name.as_str(), i)))
+        .enumerate()
+        .map(|(i, n)| (n.name.as_str(), i))
         .collect();
+    let rack_of: Vec<Option<usize>> = inv
+        .nodes
+        .iter()
+        .map(|n| rack_idx.get(n.rack.as_str()).copied())
+        .collect();
+    let node_rack = |name: &str| ix.get(name).and_then(|&i| rack_of[i]);
 
     let mut gpus = GpuCounts::default();
     let mut unavailable = vec![0u32; inv.racks.len()];
@@ -120,7 +129,7 @@ pub fn overview(
             gpus.idle += k;
         }
         if st.is_unavailable() {
-            if let Some(&ri) = node_rack.get(n.name.as_str()) {
+            if let Some(ri) = node_rack(&n.name) {
                 unavailable[ri] += 1;
             }
         }
@@ -131,7 +140,7 @@ pub fn overview(
     for ((name, st), power) in r.nodes.iter().zip(&r.node_power_watts) {
         let down = matches!(st, NodeState::Down | NodeState::NotResponding);
         if power.is_none() && !down {
-            if let Some(&ri) = node_rack.get(name.as_str()) {
+            if let Some(ri) = node_rack(name) {
                 not_reporting[ri] += 1;
             }
         }
@@ -142,7 +151,7 @@ pub fn overview(
     // Readings come grouped by node: look each node up once, not once per GPU.
     for gs in r.gpus.chunk_by(|a, b| a.node == b.node) {
         let node = gs[0].node.as_str();
-        let rack = node_rack.get(node).copied();
+        let rack = node_rack(node);
         let allocated = allocated_nodes.contains_key(node);
         for g in gs {
             if let (Some(ri), Some(p)) = (rack, g.power_watts) {
@@ -219,7 +228,7 @@ pub fn overview(
         racks,
         ..Overview::default()
     };
-    floor(inv, r, &state_of, &mut ov);
+    floor(inv, r, &ix, &state_of, &mut ov);
     ov
 }
 
@@ -277,19 +286,17 @@ pub fn steady(prev: &Overview, next: &mut Overview) {
 
 /// Per node, per switch domain, throttling by reason and job, fragmented jobs; and each
 /// rack's hottest GPU and the jobs drawing its power.
-fn floor(inv: &Inventory, r: &Readings, state_of: &HashMap<&str, NodeState>, ov: &mut Overview) {
+fn floor(
+    inv: &Inventory,
+    r: &Readings,
+    ix: &HashMap<&str, usize>,
+    state_of: &HashMap<&str, NodeState>,
+    ov: &mut Overview,
+) {
     let running: Vec<&Job> = r
         .jobs
         .iter()
         .filter(|j| j.state == JobState::Running)
-        .collect();
-    // Everything per node is kept by the node's index in the inventory: names are looked
-    // up once per node (or per run of a node's GPUs), never once per GPU or per domain.
-    let ix: HashMap<&str, usize> = inv
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.name.as_str(), i))
         .collect();
     let n_nodes = inv.nodes.len();
     let mut jobs_on: Vec<Vec<u64>> = vec![Vec::new(); n_nodes];
