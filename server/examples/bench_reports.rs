@@ -43,10 +43,8 @@ fn hours_of_deltas() -> Vec<Vec<ReportDelta>> {
                 })
             })
             .collect(),
-        racks: Vec::new(),
         nodes: names.iter().map(|n| (n.clone(), NodeState::Idle)).collect(),
         node_power_watts: vec![None; names.len()],
-        jobs: Vec::new(),
         ..Readings::default()
     };
     let mut acc = Accumulator::new(0.05);

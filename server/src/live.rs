@@ -1027,10 +1027,6 @@ mod tests {
                     ..Default::default()
                 })
                 .collect(),
-            racks: Vec::new(),
-            nodes: Vec::new(),
-            node_power_watts: Vec::new(),
-            jobs: Vec::new(),
             ..Readings::default()
         };
         let mut reasons = ReasonCounter::default();
@@ -1067,10 +1063,6 @@ mod tests {
                     ..Default::default()
                 })
                 .collect(),
-            racks: Vec::new(),
-            nodes: Vec::new(),
-            node_power_watts: Vec::new(),
-            jobs: Vec::new(),
             ..Readings::default()
         };
         let mut reasons = ReasonCounter::default();

@@ -727,7 +727,6 @@ mod tests {
                     ..GpuReading::default()
                 })
                 .collect(),
-            racks: Vec::new(),
             nodes: vec![("n1".into(), NodeState::Mixed)],
             node_power_watts: vec![Some(1000.0)],
             jobs,

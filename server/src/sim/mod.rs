@@ -703,15 +703,12 @@ impl Sim {
     pub fn sched_readings(&self) -> Readings {
         Readings {
             at_ms: self.t_ms,
-            gpus: Vec::new(),
-            racks: Vec::new(),
             nodes: self
                 .nodes
                 .iter()
                 .zip(&self.inv.nodes)
                 .map(|(s, n)| (n.name.clone(), s.state))
                 .collect(),
-            node_power_watts: Vec::new(),
             jobs: self.active.iter().map(|j| j.job.clone()).collect(),
             ..Readings::default()
         }

@@ -118,7 +118,6 @@ fn tick(k: i64) -> Readings {
     Readings {
         at_ms: T0 + k * MIN,
         gpus,
-        racks: Vec::new(),
         nodes: (1..=4).map(|n| (format!("n{n}"), state(n))).collect(),
         node_power_watts: vec![None; 4],
         jobs,
