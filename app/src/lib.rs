@@ -62,6 +62,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
+    provide_context(pages::alerts::AlertCount::new());
     view! {
         <Stylesheet id="leptos" href="/pkg/gantry.css"/>
         <Title formatter=|t: String| format!("{t} · Gantry")/>

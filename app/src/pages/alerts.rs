@@ -134,22 +134,70 @@ fn AlertsBody(v: AlertsView, data: Resource<Result<AlertsView, ServerFnError>>) 
     }
 }
 
-/// The header's badge: alerts firing now, re-read every 5 s after hydration.
+/// Alerts firing now, as the header shows them. A live page's stream carries the count
+/// with every tick and sets it here; the badge fetches it itself only when no stream has
+/// told it for a while (pages without a live stream).
+#[derive(Clone, Copy)]
+pub struct AlertCount {
+    count: RwSignal<Option<u32>>,
+    /// When a live stream last told the count (browser clock, ms).
+    heard_ms: StoredValue<f64>,
+}
+
+impl AlertCount {
+    pub fn new() -> AlertCount {
+        AlertCount {
+            count: RwSignal::new(None),
+            heard_ms: StoredValue::new(f64::NEG_INFINITY),
+        }
+    }
+
+    /// A live stream says `n` alerts are firing at `now_ms`.
+    #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+    pub fn heard(&self, n: u32, now_ms: f64) {
+        if self.count.get_untracked() != Some(n) {
+            self.count.set(Some(n));
+        }
+        self.heard_ms.set_value(now_ms);
+    }
+
+    /// Whether a live stream told the count within the poll period before `now_ms`.
+    #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+    fn heard_since(&self, now_ms: f64) -> bool {
+        now_ms - self.heard_ms.get_value() < POLL.as_millis() as f64
+    }
+}
+
+impl Default for AlertCount {
+    fn default() -> Self {
+        AlertCount::new()
+    }
+}
+
+/// How often the badge re-reads the count when no live stream tells it.
+const POLL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The header's badge: alerts firing now, from a live page's stream, or re-read every 5 s
+/// after hydration on other pages.
 #[component]
 pub fn AlertBadge() -> impl IntoView {
     let count = Resource::new(|| (), |_| get_alert_count());
-    let n = RwSignal::new(None::<u32>);
+    let shared = use_context::<AlertCount>().unwrap_or_default();
+    let n = shared.count;
     #[cfg(feature = "hydrate")]
     {
         let poll = set_interval_with_handle(
             move || {
+                if shared.heard_since(js_sys::Date::now()) {
+                    return;
+                }
                 leptos::task::spawn_local(async move {
                     if let Ok(c) = get_alert_count().await {
                         n.set(Some(c));
                     }
                 });
             },
-            std::time::Duration::from_secs(5),
+            POLL,
         )
         .ok();
         on_cleanup(move || {
