@@ -35,3 +35,31 @@ test("a click on a node opens its page", async ({ page }) => {
   await expect(page).toHaveURL(/\/nodes\/gpu003$/);
   await expect(page.locator('[data-test="node-page"]')).toHaveAttribute("data-node", "gpu003");
 });
+
+test("choosing a metric recolours every node cell in place, rows off screen included", async ({ page, request }) => {
+  let loads = 0;
+  page.on("load", () => loads++);
+  await page.goto("/racks");
+  await expect(page.locator('[data-test="live-status"]')).toHaveClass(/\blive\b/, { timeout: 15_000 });
+  await page.getByRole("link", { name: "Slurm state" }).click();
+  await expect(page.locator('[data-test="floor-legend"]')).toHaveAttribute("data-metric", "state");
+  const bucketOf: Record<string, string> = { idle: "0", allocated: "1", mixed: "1", draining: "2", drained: "2", down: "3", not_responding: "3" };
+  // Cells of rows off screen follow within two ticks; read every cell and the sequence in
+  // one go, and compare with the truth of that sequence until they agree.
+  let mismatched: string[] = [];
+  for (let i = 0; i < 20; i++) {
+    const { seq, cells } = await page.evaluate(() => ({
+      seq: document.querySelector('[data-test="live-page"]')?.getAttribute("data-seq") ?? "",
+      cells: [...document.querySelectorAll('[data-test="floor-node"]')].map((a) => [a.getAttribute("data-node"), a.getAttribute("data-bucket")]),
+    }));
+    const shown = Object.fromEntries(cells);
+    const truth = await truthAt(request, seq);
+    mismatched = (truth.nodes as [string, string][])
+      .filter(([name, state]) => shown[name] !== (bucketOf[state] ?? "4"))
+      .map(([name]) => name);
+    if (mismatched.length === 0) break;
+    await page.waitForTimeout(500);
+  }
+  expect(mismatched).toEqual([]);
+  expect(loads).toBe(1);
+});

@@ -18,9 +18,13 @@ test("/racks shows each rack's power within 1% of the truth, and every node", as
     expect(Math.abs(shown - r.power_watts)).toBeLessThanOrEqual(0.01 * r.power_watts);
   }
   await expect(page.locator('[data-test="floor-node"]')).toHaveCount(truth.nodes.length);
-  // Every node cell says what it shows in words, not colour alone.
-  const label = (await page.locator('[data-test="floor-node"]').first().getAttribute("aria-label")) ?? "";
-  expect(label).toMatch(/^gpu\d+: \w+/);
+  // Every node cell says what it shows in words, not colour alone: its name and value are
+  // its accessible name, its summary (state, power, hottest GPU, jobs) its description and
+  // its hover text.
+  const cell = page.locator('[data-test="floor-node"]').first();
+  await expect(cell).toHaveAccessibleName(/^gpu\d+ \S+/);
+  await expect(cell).toHaveAccessibleDescription(/^gpu\d+: \w+, .* power, hottest GPU/);
+  expect((await cell.getAttribute("title")) ?? "").toMatch(/^gpu\d+: \w+/);
 });
 
 test("/racks?metric=state colours nodes by their Slurm state", async ({ page, request }) => {

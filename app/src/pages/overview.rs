@@ -8,8 +8,10 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 
-use crate::live::{LiveSnapshot, Overview, OverviewDelta, RackTile};
+use crate::live::{LiveSnapshot, Overview, RackTile};
 use crate::model::UnixMs;
+#[cfg(feature = "hydrate")]
+use crate::pages::alerts::AlertCount;
 use crate::units;
 
 /// The newest overview, for the server-rendered page.
@@ -47,18 +49,30 @@ pub enum Conn {
     Reconnecting,
 }
 
-/// Freshness bookkeeping: when the newest data arrived (client clock) and how old it was
-/// then (by the server's clock).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Freshness {
-    pub received_ms: UnixMs,
-    pub age_at_receipt_ms: i64,
+/// When a live page's data counts as stale: older than two live intervals, by the
+/// server's clock when it was sent and by the browser's since it arrived.
+#[derive(Clone, Copy)]
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+pub(crate) struct StaleClock {
+    stale: RwSignal<bool>,
+    limit_ms: i64,
+    /// The age of the server-rendered data.
+    rendered_age_ms: i64,
 }
 
-impl Freshness {
-    pub(crate) fn age_ms(self, now_ms: UnixMs) -> i64 {
-        (now_ms - self.received_ms).max(0) + self.age_at_receipt_ms.max(0)
-    }
+/// The stale flag of a page rendered from `snap`, and the clock that keeps it.
+fn staleness(snap: &LiveSnapshot) -> (Memo<bool>, StaleClock) {
+    let limit_ms = 2 * snap.overview.interval_ms.max(1);
+    let age_ms = snap.server_now_ms - snap.overview.published_ms;
+    let flag = RwSignal::new(age_ms > limit_ms);
+    (
+        Memo::new(move |_| flag.get()),
+        StaleClock {
+            stale: flag,
+            limit_ms,
+            rendered_age_ms: age_ms,
+        },
+    )
 }
 
 #[component]
@@ -82,19 +96,15 @@ pub fn OverviewPage() -> impl IntoView {
 
 #[component]
 fn OverviewBody(snap: LiveSnapshot) -> impl IntoView {
-    let interval_ms = snap.overview.interval_ms;
-    let fresh = RwSignal::new(Freshness {
-        received_ms: snap.server_now_ms,
-        age_at_receipt_ms: snap.server_now_ms - snap.overview.published_ms,
-    });
-    let now = RwSignal::new(snap.server_now_ms);
+    let (stale, _clock) = staleness(&snap);
     let state = RwSignal::new(snap.overview);
     let conn = RwSignal::new(Conn::Static);
 
     #[cfg(feature = "hydrate")]
-    Effect::new(move |_| client::go_live(state, conn, fresh, now, None));
+    let alerts = use_context::<AlertCount>();
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| client::go_live(state, conn, _clock, alerts));
 
-    let stale = Memo::new(move |_| fresh.get().age_ms(now.get()) > 2 * interval_ms.max(1));
     let cluster = move || state.with(|s| s.cluster.clone());
 
     view! {
@@ -304,26 +314,60 @@ pub(crate) mod client {
     /// The one open EventSource, replaced on reconnect and closed on cleanup.
     type Slot = std::rc::Rc<std::cell::RefCell<Option<EventSource>>>;
 
+    /// Marks the data stale when no newer data arrives in time: one timer, re-armed by
+    /// each arrival, rather than a clock ticking while nothing changes.
+    #[derive(Clone)]
+    struct Deadline {
+        clock: StaleClock,
+        timer: std::rc::Rc<std::cell::Cell<Option<TimeoutHandle>>>,
+    }
+
+    impl Deadline {
+        /// Data that was `age_ms` old (by the server's clock) arrived now.
+        fn arrived(&self, age_ms: i64) {
+            self.clear();
+            let stale = self.clock.stale;
+            let left = self.clock.limit_ms - age_ms.max(0);
+            if left < 0 {
+                if !stale.get_untracked() {
+                    stale.set(true);
+                }
+                return;
+            }
+            if stale.get_untracked() {
+                stale.set(false);
+            }
+            // Stale once strictly older than the limit.
+            let at = Duration::from_millis(left as u64 + 1);
+            self.timer
+                .set(set_timeout_with_handle(move || stale.set(true), at).ok());
+        }
+
+        fn clear(&self) {
+            if let Some(t) = self.timer.take() {
+                t.clear();
+            }
+        }
+    }
+
     pub fn go_live(
         state: RwSignal<Overview>,
         conn: RwSignal<Conn>,
-        fresh: RwSignal<Freshness>,
-        now: RwSignal<UnixMs>,
-        cells: Option<NodeCells>,
+        clock: StaleClock,
+        alerts: Option<AlertCount>,
     ) {
-        // From here on ages are measured on the client's clock.
-        let t = local_now();
-        fresh.update(|f| f.received_ms = t);
-        now.set(t);
-        let ticker =
-            set_interval_with_handle(move || now.set(local_now()), Duration::from_millis(500)).ok();
+        // From here on ages are measured on the client's clock, from now.
+        let deadline = Deadline {
+            clock,
+            timer: Default::default(),
+        };
+        deadline.arrived(clock.rendered_age_ms);
         let slot: Slot = Default::default();
-        connect(state, conn, fresh, slot.clone(), cells);
-        let slot = SendWrapper::new(slot);
+        connect(state, conn, deadline.clone(), slot.clone(), alerts);
+        let held = SendWrapper::new((slot, deadline));
         on_cleanup(move || {
-            if let Some(t) = ticker {
-                t.clear();
-            }
+            let (slot, deadline) = &*held;
+            deadline.clear();
             if let Some(es) = slot.borrow_mut().take() {
                 es.close();
             }
@@ -333,9 +377,9 @@ pub(crate) mod client {
     fn connect(
         state: RwSignal<Overview>,
         conn: RwSignal<Conn>,
-        fresh: RwSignal<Freshness>,
+        deadline: Deadline,
         slot: Slot,
-        cells: Option<NodeCells>,
+        alerts: Option<AlertCount>,
     ) {
         if let Some(old) = slot.borrow_mut().take() {
             old.close();
@@ -355,17 +399,15 @@ pub(crate) mod client {
         es.set_onerror(Some(on_error.as_ref().unchecked_ref()));
         on_error.forget();
 
+        let on_arrival = deadline.clone();
         let on_snapshot = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
             let Some(text) = ev.data().as_string() else {
                 return;
             };
             if let Ok(snap) = serde_json::from_str::<LiveSnapshot>(&text) {
-                fresh.set(Freshness {
-                    received_ms: local_now(),
-                    age_at_receipt_ms: snap.server_now_ms - snap.overview.published_ms,
-                });
-                if let Some(c) = cells {
-                    c.sync(&snap.overview.nodes);
+                on_arrival.arrived(snap.server_now_ms - snap.overview.published_ms);
+                if let Some(a) = alerts {
+                    a.heard(snap.overview.summary.alerts_firing, local_now() as f64);
                 }
                 state.set(snap.overview);
                 conn.set(Conn::Live);
@@ -388,74 +430,18 @@ pub(crate) mod client {
             if gap {
                 // Missed an update: start over from a fresh snapshot on a new connection.
                 conn.set(Conn::Reconnecting);
-                connect(state, conn, fresh, slot_for_gap.clone(), cells);
+                connect(state, conn, deadline.clone(), slot_for_gap.clone(), alerts);
             } else {
-                if let Some(c) = cells {
-                    c.apply(&delta);
+                if let Some(a) = alerts {
+                    let n = state.with_untracked(|s| s.summary.alerts_firing);
+                    a.heard(n, local_now() as f64);
                 }
-                fresh.set(Freshness {
-                    received_ms: local_now(),
-                    age_at_receipt_ms: 0,
-                });
+                deadline.arrived(0);
             }
         });
         let _ = es.add_event_listener_with_callback(EVENT_DELTA, on_delta.as_ref().unchecked_ref());
         on_delta.forget();
         *slot.borrow_mut() = Some(es);
-    }
-}
-
-/// Per-node signals of a live page: a delta sets only the nodes it names, so only their
-/// cells re-render, however many nodes the floor has.
-#[derive(Clone, Copy)]
-pub struct NodeCells(StoredValue<Vec<RwSignal<crate::live::NodeTile>>>);
-
-impl NodeCells {
-    pub fn new(nodes: &[crate::live::NodeTile]) -> NodeCells {
-        NodeCells(StoredValue::new(
-            nodes.iter().cloned().map(RwSignal::new).collect(),
-        ))
-    }
-
-    /// The signal of node `i`, if there is one.
-    pub fn get(&self, i: usize) -> Option<RwSignal<crate::live::NodeTile>> {
-        self.0.with_value(|v| v.get(i).copied())
-    }
-
-    /// After a snapshot: changed nodes are set; a different node list starts over (the
-    /// page's shape re-renders then, taking the new signals).
-    #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
-    fn sync(&self, nodes: &[crate::live::NodeTile]) {
-        let same = self.0.with_value(|v| {
-            v.len() == nodes.len()
-                && v.iter()
-                    .zip(nodes)
-                    .all(|(s, n)| s.with_untracked(|t| t.name == n.name))
-        });
-        if !same {
-            self.0
-                .set_value(nodes.iter().cloned().map(RwSignal::new).collect());
-            return;
-        }
-        self.0.with_value(|v| {
-            for (s, n) in v.iter().zip(nodes) {
-                if s.with_untracked(|t| t != n) {
-                    s.set(n.clone());
-                }
-            }
-        });
-    }
-
-    /// After a delta that applied.
-    #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
-    fn apply(&self, d: &OverviewDelta) {
-        self.0.with_value(|v| {
-            for (i, n) in &d.nodes {
-                if let Some(s) = v.get(*i as usize) {
-                    s.set(n.clone());
-                }
-            }
-        });
     }
 }
 
@@ -490,19 +476,13 @@ fn LiveBody(
     heading: &'static str,
     body: fn(RwSignal<Overview>, Memo<bool>) -> AnyView,
 ) -> impl IntoView {
-    let interval_ms = snap.overview.interval_ms;
-    let fresh = RwSignal::new(Freshness {
-        received_ms: snap.server_now_ms,
-        age_at_receipt_ms: snap.server_now_ms - snap.overview.published_ms,
-    });
-    let now = RwSignal::new(snap.server_now_ms);
-    let cells = NodeCells::new(&snap.overview.nodes);
-    provide_context(cells);
+    let (stale, _clock) = staleness(&snap);
     let state = RwSignal::new(snap.overview);
     let conn = RwSignal::new(Conn::Static);
     #[cfg(feature = "hydrate")]
-    Effect::new(move |_| client::go_live(state, conn, fresh, now, Some(cells)));
-    let stale = Memo::new(move |_| fresh.get().age_ms(now.get()) > 2 * interval_ms.max(1));
+    let alerts = use_context::<AlertCount>();
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| client::go_live(state, conn, _clock, alerts));
     view! {
         <div class="live-page" data-test="live-page" data-seq=move || state.with(|s| s.seq.to_string())>
             <div class="page-head">

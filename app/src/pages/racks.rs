@@ -11,7 +11,7 @@ use leptos_router::hooks::use_query_map;
 
 use crate::live::{NodeTile, Overview, RackTile, Severity};
 use crate::model::NodeState;
-use crate::pages::overview::{LiveView, NodeCells};
+use crate::pages::overview::LiveView;
 use crate::units;
 
 /// What the node cells are coloured by.
@@ -188,6 +188,22 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
             rows
         })
     });
+    // The cells and rack heads are rendered once; in the browser one effect per floor
+    // brings them up to date on every tick (see `Painted`).
+    let painted = Painted::new();
+    let floor = NodeRef::<leptos::html::Div>::new();
+    #[cfg(feature = "hydrate")]
+    {
+        Effect::new(move |_| {
+            let m = metric.get();
+            state.with(|s| painted.repaint(s, m));
+        });
+        Effect::new(move |_| {
+            if let Some(el) = floor.get() {
+                dom::watch_rows(&el, painted, state, metric);
+            }
+        });
+    }
     view! {
         <nav class="toolbar" aria-label="Colour nodes by">
             <span>"Colour nodes by:"</span>
@@ -208,16 +224,218 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
             }}
             <span class="swatch none">"no reading"</span>
         </p>
-        <div class="floor" class:stale=move || stale.get() data-metric=move || metric.get().key()>
+        <div class="floor" node_ref=floor class:stale=move || stale.get() data-metric=move || metric.get().key()>
             {move || shape.get().into_iter().map(|(row, racks)| view! {
                 <section class="floor-row" aria-label=format!("Row {row}")>
                     <h2>{format!("Row {row}")}</h2>
                     <div class="floor-racks">
-                        {racks.into_iter().map(|(ri, nodes)| view! { <FloorRack state ri nodes metric/> }).collect_view()}
+                        {racks.into_iter().map(|(ri, nodes)| view! { <FloorRack state ri nodes metric painted/> }).collect_view()}
                     </div>
                 </section>
             }).collect_view()}
         </div>
+    }
+}
+
+/// What the floor's DOM shows now, per node and per rack, with handles on the elements a
+/// tick rewrites. Cells and heads are rendered once and register here; in the browser one
+/// effect per floor compares each tick's overview with what is painted and writes only
+/// the attributes and text that differ. At 2,048 nodes a reactive binding per attribute
+/// (or an effect per cell) cost more in bookkeeping than the DOM writes themselves; one
+/// comparison of every tile costs a fraction of a millisecond.
+#[derive(Clone, Copy)]
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+struct Painted {
+    nodes: StoredValue<Vec<Option<PaintedNode>>>,
+    racks: StoredValue<Vec<Option<PaintedRack>>>,
+    /// Repaints so far.
+    tick: StoredValue<u64>,
+}
+
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+struct PaintedNode {
+    /// Its rack's index.
+    rack: usize,
+    tile: NodeTile,
+    metric: Metric,
+    view: CellView,
+    link: NodeRef<leptos::html::A>,
+    value: NodeRef<leptos::html::Span>,
+}
+
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+struct PaintedRack {
+    /// Off screen, and not rendered.
+    hidden: bool,
+    tile: RackTile,
+    view: HeadView,
+    head: NodeRef<leptos::html::Header>,
+    power: NodeRef<leptos::html::Span>,
+    inlet: NodeRef<leptos::html::Span>,
+    silent: NodeRef<leptos::html::Span>,
+    jobs: NodeRef<leptos::html::Span>,
+}
+
+#[cfg(feature = "hydrate")]
+fn put<T>(v: &mut Vec<Option<T>>, i: usize, x: T) {
+    if v.len() <= i {
+        v.resize_with(i + 1, || None);
+    }
+    v[i] = Some(x);
+}
+
+impl Painted {
+    fn new() -> Painted {
+        Painted {
+            nodes: StoredValue::new(Vec::new()),
+            racks: StoredValue::new(Vec::new()),
+            tick: StoredValue::new(0),
+        }
+    }
+
+    /// Brings the registered rack heads up to `s`, and the cells of racks on screen (of
+    /// racks off screen one tick in `HIDDEN_EVERY`), coloured by `m`.
+    #[cfg(feature = "hydrate")]
+    fn repaint(&self, s: &Overview, m: Metric) {
+        let tick = self.tick.get_value();
+        self.tick.set_value(tick.wrapping_add(1));
+        let due: Vec<bool> = self.racks.with_value(|racks| {
+            racks
+                .iter()
+                .enumerate()
+                .map(|(ri, p)| {
+                    p.as_ref().is_none_or(|p| {
+                        !p.hidden || (ri as u64).wrapping_add(tick).is_multiple_of(HIDDEN_EVERY)
+                    })
+                })
+                .collect()
+        });
+        self.paint(s, m, |ri| due.get(ri).copied().unwrap_or(true));
+    }
+
+    /// Racks came on screen (`visible`) or went off it; those coming on are brought up to
+    /// date before they are drawn.
+    #[cfg(feature = "hydrate")]
+    fn racks_shown(&self, names: &[String], visible: bool, s: &Overview, m: Metric) {
+        let mut shown = Vec::new();
+        self.racks.update_value(|racks| {
+            for (ri, p) in racks.iter_mut().enumerate() {
+                if let Some(p) = p.as_mut().filter(|p| names.contains(&p.tile.name)) {
+                    p.hidden = !visible;
+                    shown.push(ri);
+                }
+            }
+        });
+        if visible && !shown.is_empty() {
+            self.paint(s, m, |r| shown.contains(&r));
+        }
+    }
+
+    /// Writes what differs: every rack head (a few per tick), and the cells of the racks
+    /// `due` names.
+    #[cfg(feature = "hydrate")]
+    fn paint(&self, s: &Overview, m: Metric, due: impl Fn(usize) -> bool) {
+        self.nodes.update_value(|cells| {
+            for (p, n) in cells.iter_mut().zip(&s.nodes) {
+                let Some(p) = p else { continue };
+                if (p.metric == m && p.tile == *n) || !due(p.rack) {
+                    continue;
+                }
+                let (Some(a), Some(v)) = (p.link.get_untracked(), p.value.get_untracked()) else {
+                    continue;
+                };
+                let view = cell_view(n, m);
+                dom::show_cell(&a, &v, &p.view, &view);
+                p.view = view;
+                p.tile = n.clone();
+                p.metric = m;
+            }
+        });
+        self.racks.update_value(|racks| {
+            for (p, r) in racks.iter_mut().zip(&s.racks) {
+                let Some(p) = p else { continue };
+                if p.tile == *r {
+                    continue;
+                }
+                let view = head_view(r);
+                if dom::show_head(p, &view).is_some() {
+                    p.view = view;
+                    p.tile = r.clone();
+                }
+            }
+        });
+    }
+}
+
+/// Rows of racks off screen are not rendered (`content-visibility: auto`), so writing
+/// their node cells every tick costs main-thread time and garbage for nothing anyone sees.
+/// Their cells are brought up to date the moment they come on screen (the browser says so
+/// before drawing them), and otherwise every `HIDDEN_EVERY` ticks, so what assistive
+/// technology reads in them is never older than the page's own staleness limit of two live
+/// intervals. Rack heads (a few change per tick) are always current.
+#[cfg(feature = "hydrate")]
+const HIDDEN_EVERY: u64 = 2;
+
+/// What a rack's head shows, compared as a whole like a node cell's.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct HeadView {
+    severity: &'static str,
+    power_attr: String,
+    power: String,
+    inlet: String,
+    not_reporting: u32,
+    /// The jobs drawing its power, when it is over or near its limit.
+    jobs: Vec<u64>,
+}
+
+impl HeadView {
+    fn class(&self) -> String {
+        format!("floor-rack-head sev-{}", self.severity)
+    }
+
+    fn silent(&self) -> String {
+        if self.not_reporting == 0 {
+            String::new()
+        } else {
+            format!("power incomplete: {} not reporting", self.not_reporting)
+        }
+    }
+}
+
+const JOBS_LEAD: &str = "drawing its power: ";
+
+fn head_view(r: &RackTile) -> HeadView {
+    let sev = r.severity();
+    let near = matches!(sev, Severity::Critical | Severity::Warning)
+        && r.load_ratio().is_some_and(|x| x > 0.9);
+    let word = match sev {
+        Severity::Critical if r.load_ratio().is_some_and(|x| x > 1.0) => " · over limit",
+        _ if near => " · near limit",
+        _ => "",
+    };
+    HeadView {
+        severity: sev.label(),
+        power_attr: r.power_watts.map(|p| format!("{p:.1}")).unwrap_or_default(),
+        power: format!(
+            "{} / {} ({}){word}",
+            units::power(r.power_watts),
+            units::power(Some(r.power_limit_watts)),
+            units::percent(r.load_ratio())
+        ),
+        inlet: format!(
+            "inlet {} · {}",
+            units::celsius(r.inlet_celsius),
+            match r.cooling {
+                crate::model::Cooling::Air => "air",
+                crate::model::Cooling::Liquid => "liquid",
+            }
+        ),
+        not_reporting: r.nodes_not_reporting,
+        jobs: if near {
+            r.jobs.iter().take(5).copied().collect()
+        } else {
+            Vec::new()
+        },
     }
 }
 
@@ -227,45 +445,54 @@ fn FloorRack(
     ri: usize,
     nodes: Vec<usize>,
     metric: Memo<Metric>,
+    painted: Painted,
 ) -> impl IntoView {
-    let tile = Memo::new(move |_| state.with(|s| s.racks.get(ri).cloned()));
-    let head = move || {
-        tile.get().map(|r: RackTile| {
-            let sev = r.severity();
-            let pct = units::percent(r.load_ratio());
-            let near = matches!(sev, Severity::Critical | Severity::Warning) && r.load_ratio().is_some_and(|x| x > 0.9);
-            let word = match sev {
-                Severity::Critical if r.load_ratio().is_some_and(|x| x > 1.0) => " · over limit",
-                _ if near => " · near limit",
-                _ => "",
-            };
-            let jobs = r.jobs.clone();
-            view! {
-                <header class=format!("floor-rack-head sev-{}", sev.label())
-                    data-test="floor-rack-head"
-                    data-power-watts=r.power_watts.map(|p| format!("{p:.1}")).unwrap_or_default()>
-                    <strong class="rack-name">{r.name.clone()}</strong>
-                    <span class="num">{units::power(r.power_watts)}" / "{units::power(Some(r.power_limit_watts))}" ("{pct}")"{word}</span>
-                    <span class="muted">{format!("inlet {} · {}", units::celsius(r.inlet_celsius), match r.cooling { crate::model::Cooling::Air => "air", crate::model::Cooling::Liquid => "liquid" })}</span>
-                    {(r.nodes_not_reporting > 0).then(|| view! {
-                        <span class="rack-silent">{format!("power incomplete: {} not reporting", r.nodes_not_reporting)}</span>
-                    })}
-                    {(near && !jobs.is_empty()).then(|| view! {
-                        <span class="rack-jobs" data-test="rack-jobs">
-                            "drawing its power: "
-                            {jobs.iter().take(5).map(|j| view! { <a href=format!("/jobs/{j}")>{format!("job {j}")}</a>" " }).collect_view()}
-                        </span>
-                    })}
-                </header>
-            }
-        })
-    };
-    let name = move || tile.with(|t| t.as_ref().map(|r| r.name.clone()).unwrap_or_default());
+    let (name, tile) = state.with_untracked(|s| match s.racks.get(ri) {
+        Some(r) => (r.name.clone(), Some(r.clone())),
+        None => (String::new(), None),
+    });
+    let first = tile.as_ref().map(head_view).unwrap_or_default();
+    let head = NodeRef::<leptos::html::Header>::new();
+    let power = NodeRef::<leptos::html::Span>::new();
+    let inlet = NodeRef::<leptos::html::Span>::new();
+    let silent = NodeRef::<leptos::html::Span>::new();
+    let jobs = NodeRef::<leptos::html::Span>::new();
+    // Only the browser repaints.
+    #[cfg(feature = "hydrate")]
+    if let Some(tile) = tile {
+        painted.racks.update_value(|v| {
+            put(
+                v,
+                ri,
+                PaintedRack {
+                    hidden: false,
+                    tile,
+                    view: first.clone(),
+                    head,
+                    power,
+                    inlet,
+                    silent,
+                    jobs,
+                },
+            )
+        });
+    }
     view! {
-        <article class="floor-rack" data-test="floor-rack" data-rack=name aria-label=move || format!("Rack {}", name())>
-            {head}
+        <article class="floor-rack" data-test="floor-rack" data-rack=name.clone() aria-label=format!("Rack {name}")>
+            <header node_ref=head class=first.class()
+                data-test="floor-rack-head"
+                data-power-watts=first.power_attr.clone()>
+                <strong class="rack-name">{name.clone()}</strong>
+                <span node_ref=power class="num">{first.power.clone()}</span>
+                <span node_ref=inlet class="muted">{first.inlet.clone()}</span>
+                <span node_ref=silent class="rack-silent" hidden=first.not_reporting == 0>{first.silent()}</span>
+                <span node_ref=jobs class="rack-jobs" data-test="rack-jobs" hidden=first.jobs.is_empty()>
+                    {JOBS_LEAD}
+                    {first.jobs.iter().map(|j| view! { <a href=format!("/jobs/{j}")>{format!("job {j}")}</a>" " }).collect_view()}
+                </span>
+            </header>
             <ol class="floor-nodes" aria-label="Nodes, top of the rack first">
-                {nodes.into_iter().map(|i| view! { <FloorNode state i metric/> }).collect_view()}
+                {nodes.into_iter().map(|i| view! { <FloorNode state i rack=ri metric painted/> }).collect_view()}
             </ol>
         </article>
     }
@@ -294,41 +521,194 @@ fn cell_view(n: &NodeTile, m: Metric) -> CellView {
     }
 }
 
-#[component]
-fn FloorNode(state: RwSignal<Overview>, i: usize, metric: Memo<Metric>) -> impl IntoView {
-    // The cell is built once; a tick changes only its class, label and value text, and only
-    // when what it shows changed. One memo per cell computes all of it once per change of
-    // the node's own signal (when the page has node cells, a tick touches only the nodes it
-    // names), else of the whole overview.
-    let cells = use_context::<NodeCells>().and_then(|c| c.get(i));
-    let name = match cells {
-        Some(c) => c.with_untracked(|n| n.name.clone()),
-        None => {
-            state.with_untracked(|s| s.nodes.get(i).map(|n| n.name.clone()).unwrap_or_default())
+impl CellView {
+    fn class(&self) -> String {
+        match self.bucket {
+            Some(k) => format!("floor-node m{k}"),
+            None => "floor-node none".into(),
         }
-    };
-    let shown: Memo<CellView> = match cells {
-        Some(c) => Memo::new(move |_| {
-            let m = metric.get();
-            c.with(|n| cell_view(n, m))
-        }),
-        None => Memo::new(move |_| {
-            let m = metric.get();
-            state.with(|s| s.nodes.get(i).map(|n| cell_view(n, m)).unwrap_or_default())
-        }),
-    };
-    let bucket_of = move || shown.with(|v| v.bucket);
-    let summary = move || shown.with(|v| v.summary.clone());
+    }
+
+    fn bucket_attr(&self) -> String {
+        self.bucket.map(|k| k.to_string()).unwrap_or_default()
+    }
+}
+
+#[component]
+fn FloorNode(
+    state: RwSignal<Overview>,
+    i: usize,
+    /// Its rack's index.
+    rack: usize,
+    metric: Memo<Metric>,
+    painted: Painted,
+) -> impl IntoView {
+    let m = metric.get_untracked();
+    let tile = state.with_untracked(|s| s.nodes.get(i).cloned());
+    let name = tile.as_ref().map(|n| n.name.clone()).unwrap_or_default();
+    let first = tile.as_ref().map(|n| cell_view(n, m)).unwrap_or_default();
+    let link = NodeRef::<leptos::html::A>::new();
+    let value = NodeRef::<leptos::html::Span>::new();
+    #[cfg(not(feature = "hydrate"))]
+    let _ = (painted, rack);
+    #[cfg(feature = "hydrate")]
+    if let Some(tile) = tile {
+        painted.nodes.update_value(|v| {
+            put(
+                v,
+                i,
+                PaintedNode {
+                    rack,
+                    tile,
+                    metric: m,
+                    view: first.clone(),
+                    link,
+                    value,
+                },
+            )
+        });
+    }
     view! {
         <li>
-            <a class=move || match bucket_of() { Some(k) => format!("floor-node m{k}"), None => "floor-node none".into() }
-                href=format!("/nodes/{name}") title=summary aria-label=summary
+            <a node_ref=link class=first.class()
+                href=format!("/nodes/{name}") title=first.summary.clone()
                 data-test="floor-node" data-node=name.clone()
-                data-bucket=move || bucket_of().map(|k| k.to_string()).unwrap_or_default()>
-                <span class="floor-node-name">{name.clone()}</span>
-                <span class="floor-node-value num">{move || shown.with(|v| v.value.clone())}</span>
+                data-bucket=first.bucket_attr()>
+                <span class="floor-node-name">{name.clone()}</span>" "
+                <span node_ref=value class="floor-node-value num">{first.value.clone()}</span>
             </a>
         </li>
+    }
+}
+
+/// Direct DOM writes of the floor's browser half.
+#[cfg(feature = "hydrate")]
+mod dom {
+    use super::{CellView, HeadView, Metric, Painted, PaintedRack, JOBS_LEAD};
+    use crate::live::Overview;
+    use leptos::prelude::*;
+    use wasm_bindgen::{closure::Closure, JsCast, JsValue};
+
+    /// Sets the text of `el`: the value of its first child, a text node as rendered (the
+    /// comment after it is the renderer's hydration marker), or else all of its content.
+    fn set_text(el: &web_sys::Element, text: &str) {
+        match el.first_child() {
+            Some(t) if t.node_type() == web_sys::Node::TEXT_NODE => t.set_node_value(Some(text)),
+            _ => el.set_text_content(Some(text)),
+        }
+    }
+
+    fn set_hidden(el: &web_sys::Element, hidden: bool) {
+        let _ = if hidden {
+            el.set_attribute("hidden", "")
+        } else {
+            el.remove_attribute("hidden")
+        };
+    }
+
+    /// Tells `painted` when a row of racks comes on screen or goes off it. The event does
+    /// not bubble, so the floor listens in the capture phase; the listener goes with the
+    /// page.
+    pub(super) fn watch_rows(
+        floor: &web_sys::HtmlDivElement,
+        painted: Painted,
+        state: RwSignal<Overview>,
+        metric: Memo<Metric>,
+    ) {
+        const EVENT: &str = "contentvisibilityautostatechange";
+        let on_change = Closure::<dyn FnMut(web_sys::Event)>::new(move |ev: web_sys::Event| {
+            let Some(row) = ev
+                .target()
+                .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+            else {
+                return;
+            };
+            let Ok(racks) = row.query_selector_all(r#"[data-test="floor-rack"]"#) else {
+                return;
+            };
+            let names: Vec<String> = (0..racks.length())
+                .filter_map(|i| racks.item(i)?.dyn_into::<web_sys::Element>().ok())
+                .filter_map(|r| r.get_attribute("data-rack"))
+                .collect();
+            let skipped = js_sys::Reflect::get(&ev, &JsValue::from_str("skipped"))
+                .ok()
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false);
+            let m = metric.get_untracked();
+            state.with_untracked(|s| painted.racks_shown(&names, !skipped, s, m));
+        });
+        let _ = floor.add_event_listener_with_callback_and_bool(
+            EVENT,
+            on_change.as_ref().unchecked_ref(),
+            true,
+        );
+        let held = send_wrapper::SendWrapper::new((floor.clone(), on_change));
+        on_cleanup(move || {
+            let (floor, on_change) = &*held;
+            let _ = floor.remove_event_listener_with_callback_and_bool(
+                EVENT,
+                on_change.as_ref().unchecked_ref(),
+                true,
+            );
+        });
+    }
+
+    pub(super) fn show_cell(
+        a: &web_sys::Element,
+        v: &web_sys::Element,
+        prev: &CellView,
+        now: &CellView,
+    ) {
+        if now.bucket != prev.bucket {
+            let _ = a.set_attribute("class", &now.class());
+            let _ = a.set_attribute("data-bucket", &now.bucket_attr());
+        }
+        if now.summary != prev.summary {
+            let _ = a.set_attribute("title", &now.summary);
+        }
+        if now.value != prev.value {
+            set_text(v, &now.value);
+        }
+    }
+
+    /// Writes what differs between the head `p` shows and `now`; `None` when the head is
+    /// not mounted (nothing written).
+    pub(super) fn show_head(p: &PaintedRack, now: &HeadView) -> Option<()> {
+        let h = p.head.get_untracked()?;
+        let power = p.power.get_untracked()?;
+        let inlet = p.inlet.get_untracked()?;
+        let silent = p.silent.get_untracked()?;
+        let jobs = p.jobs.get_untracked()?;
+        let prev = &p.view;
+        if now.severity != prev.severity {
+            let _ = h.set_attribute("class", &now.class());
+        }
+        if now.power_attr != prev.power_attr {
+            let _ = h.set_attribute("data-power-watts", &now.power_attr);
+        }
+        if now.power != prev.power {
+            set_text(&power, &now.power);
+        }
+        if now.inlet != prev.inlet {
+            set_text(&inlet, &now.inlet);
+        }
+        if now.not_reporting != prev.not_reporting {
+            set_text(&silent, &now.silent());
+            set_hidden(&silent, now.not_reporting == 0);
+        }
+        if now.jobs != prev.jobs {
+            jobs.set_text_content(Some(JOBS_LEAD));
+            let doc = jobs.owner_document()?;
+            for j in &now.jobs {
+                let a = doc.create_element("a").ok()?;
+                let _ = a.set_attribute("href", &format!("/jobs/{j}"));
+                a.set_text_content(Some(&format!("job {j}")));
+                let _ = jobs.append_child(&a);
+                let _ = jobs.append_child(doc.create_text_node(" ").unchecked_ref());
+            }
+            set_hidden(&jobs, now.jobs.is_empty());
+        }
+        Some(())
     }
 }
 
