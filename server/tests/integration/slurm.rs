@@ -605,14 +605,22 @@ async fn the_auto_drain_policy_drains_a_real_slurm_node() {
         drained.contains("Reason=gantry-policy: auto-drain: gpu008 GPU 2: XID 79"),
         "{drained}"
     );
-    let audit = r
-        .store
-        .audit(&app::actions::AuditFilter {
-            user: Some("gantry-policy".into()),
-            ..Default::default()
-        })
-        .await
-        .expect("audit");
+    // Slurm shows the drain before Gantry has verified it and finished the audit row.
+    let mut audit = Vec::new();
+    for _ in 0..100 {
+        audit = r
+            .store
+            .audit(&app::actions::AuditFilter {
+                user: Some("gantry-policy".into()),
+                ..Default::default()
+            })
+            .await
+            .expect("audit");
+        if audit.iter().any(|a| a.status != "started") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(
         audit
             .iter()
