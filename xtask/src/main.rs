@@ -1184,7 +1184,9 @@ fn http_get(addr: SocketAddr, path: &str) -> Result<Vec<u8>> {
 fn bench_browser() -> Result {
     let secs = env::var("GANTRY_BENCH_SECONDS").unwrap_or_else(|_| "60".into());
     let (addr, server) = browser_bench_gantry("browser.db", &[])?;
-    step(&format!("measuring /racks in Chromium for {secs} s"));
+    step(&format!(
+        "measuring /racks in Chromium: two windows of {secs} s (after going live, then steady)"
+    ));
     let res = run_cmd(
         Command::new("node")
             .arg("bench/browser.mjs")
