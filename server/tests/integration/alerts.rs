@@ -72,28 +72,16 @@ async fn a_bad_gpu_fires_is_drained_by_policy_and_resolves() {
     })
     .await;
     // The policy drained it like an operator would: an audit row, verified.
-    let mut drained = false;
-    for _ in 0..100 {
-        let audit = r
-            .store
-            .audit(&app::actions::AuditFilter {
-                user: Some("gantry-policy".into()),
-                ..Default::default()
-            })
-            .await
-            .expect("audit");
-        if audit.iter().any(|a| {
+    let verified = |audit: &[app::actions::AuditEntry]| {
+        audit.iter().any(|a| {
             a.target == "gpu038"
                 && a.action == "drain"
                 && a.status == "ok"
                 && a.detail.starts_with("gantry-policy: auto-drain:")
-        }) {
-            drained = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(drained, "auto-drain audit row");
+        })
+    };
+    let audit = crate::support::policy_audit_until(&r.store, verified).await;
+    assert!(verified(&audit), "auto-drain audit row: {audit:?}");
     // Out of service now: its hardware alerts resolve, and the receiver hears it once.
     let resolved = |subject: &str| {
         got.lock()

@@ -606,21 +606,9 @@ async fn the_auto_drain_policy_drains_a_real_slurm_node() {
         "{drained}"
     );
     // Slurm shows the drain before Gantry has verified it and finished the audit row.
-    let mut audit = Vec::new();
-    for _ in 0..100 {
-        audit = r
-            .store
-            .audit(&app::actions::AuditFilter {
-                user: Some("gantry-policy".into()),
-                ..Default::default()
-            })
-            .await
-            .expect("audit");
-        if audit.iter().any(|a| a.status != "started") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let audit =
+        crate::support::policy_audit_until(&r.store, |a| a.iter().any(|a| a.status != "started"))
+            .await;
     assert!(
         audit
             .iter()

@@ -378,3 +378,26 @@ pub async fn wait_ready(r: &server::serve::Running) {
     }
     panic!("server published nothing in 5 s");
 }
+
+/// The auto-drain policy's audit rows, re-read every 100 ms until `done` holds of them or
+/// 10 s have passed; the last read either way.
+pub async fn policy_audit_until(
+    store: &server::store::Store,
+    done: impl Fn(&[app::actions::AuditEntry]) -> bool,
+) -> Vec<app::actions::AuditEntry> {
+    let mut audit = Vec::new();
+    for _ in 0..100 {
+        audit = store
+            .audit(&app::actions::AuditFilter {
+                user: Some("gantry-policy".into()),
+                ..Default::default()
+            })
+            .await
+            .expect("audit");
+        if done(&audit) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    audit
+}
