@@ -225,14 +225,18 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
             <span class="swatch none">"no reading"</span>
         </p>
         <div class="floor" node_ref=floor class:stale=move || stale.get() data-metric=move || metric.get().key()>
-            {move || shape.get().into_iter().map(|(row, racks)| view! {
+            {move || {
+                // A new shape registers new cells and heads; the old ones go with their views.
+                painted.clear();
+                shape.get().into_iter().map(|(row, racks)| view! {
                 <section class="floor-row" aria-label=format!("Row {row}")>
                     <h2>{format!("Row {row}")}</h2>
                     <div class="floor-racks">
                         {racks.into_iter().map(|(ri, nodes)| view! { <FloorRack state ri nodes metric painted/> }).collect_view()}
                     </div>
                 </section>
-            }).collect_view()}
+                }).collect_view()
+            }}
         </div>
     }
 }
@@ -294,6 +298,12 @@ impl Painted {
         }
     }
 
+    /// Forgets every registered cell and head.
+    fn clear(&self) {
+        self.nodes.update_value(Vec::clear);
+        self.racks.update_value(Vec::clear);
+    }
+
     /// Brings the registered rack heads up to `s`, and the cells of racks on screen (of
     /// racks off screen one tick in `HIDDEN_EVERY`), coloured by `m`.
     #[cfg(feature = "hydrate")]
@@ -342,7 +352,11 @@ impl Painted {
                 if (p.metric == m && p.tile == *n) || !due(p.rack) {
                     continue;
                 }
-                let Some((a, v)) = p.list.get_untracked().and_then(|l| dom::cell_at(&l, p.at))
+                let Some((a, v)) = p
+                    .list
+                    .try_get_untracked()
+                    .flatten()
+                    .and_then(|l| dom::cell_at(&l, p.at))
                 else {
                     continue;
                 };
@@ -714,11 +728,11 @@ mod dom {
     /// Writes what differs between the head `p` shows and `now`; `None` when the head is
     /// not mounted (nothing written).
     pub(super) fn show_head(p: &PaintedRack, now: &HeadView) -> Option<()> {
-        let h = p.head.get_untracked()?;
-        let power = p.power.get_untracked()?;
-        let inlet = p.inlet.get_untracked()?;
-        let silent = p.silent.get_untracked()?;
-        let jobs = p.jobs.get_untracked()?;
+        let h = p.head.try_get_untracked().flatten()?;
+        let power = p.power.try_get_untracked().flatten()?;
+        let inlet = p.inlet.try_get_untracked().flatten()?;
+        let silent = p.silent.try_get_untracked().flatten()?;
+        let jobs = p.jobs.try_get_untracked().flatten()?;
         let prev = &p.view;
         if now.severity != prev.severity {
             let _ = h.set_attribute("class", &now.class());
