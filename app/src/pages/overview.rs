@@ -210,33 +210,50 @@ pub(crate) fn LiveStatus(
 
 #[component]
 fn RackMap(state: RwSignal<Overview>) -> impl IntoView {
-    let rows = move || {
+    // Rows of rack indices, recomputed only when the rack list changes (a snapshot); each
+    // tile follows its own rack, so a tick re-renders only the racks it changed.
+    let shape = Memo::new(move |_| {
         state.with(|s| {
-            let mut rows: Vec<(String, Vec<RackTile>)> = Vec::new();
-            for r in &s.racks {
-                match rows.iter_mut().find(|(name, _)| *name == r.row) {
-                    Some((_, v)) => v.push(r.clone()),
-                    None => rows.push((r.row.clone(), vec![r.clone()])),
+            s.racks
+                .iter()
+                .map(|r| (r.name.clone(), r.row.clone(), r.position))
+                .collect::<Vec<_>>()
+        })
+    });
+    let rows = Memo::new(move |_| {
+        shape.with(|racks| {
+            let mut rows: Vec<(String, Vec<usize>)> = Vec::new();
+            for (i, (_, row, _)) in racks.iter().enumerate() {
+                match rows.iter_mut().find(|(name, _)| name == row) {
+                    Some((_, v)) => v.push(i),
+                    None => rows.push((row.clone(), vec![i])),
                 }
             }
             for (_, v) in rows.iter_mut() {
-                v.sort_by_key(|r| r.position);
+                v.sort_by_key(|&i| racks[i].2);
             }
             rows
         })
-    };
+    });
     view! {
         <div class="rackmap">
-            {move || rows().into_iter().map(|(row, racks)| view! {
+            {move || rows.get().into_iter().map(|(row, racks)| view! {
                 <div class="rackrow">
                     <h3 class="rowname">{format!("Row {row}")}</h3>
                     <ul class="racks">
-                        {racks.into_iter().map(|r| view! { <RackTileView r/> }).collect_view()}
+                        {racks.into_iter().map(|i| view! { <RackTileAt state i/> }).collect_view()}
                     </ul>
                 </div>
             }).collect_view()}
         </div>
     }
+}
+
+/// The tile of rack `i`, re-rendered only when its rack changed.
+#[component]
+fn RackTileAt(state: RwSignal<Overview>, i: usize) -> impl IntoView {
+    let tile = Memo::new(move |_| state.with(|s| s.racks.get(i).cloned()));
+    move || tile.get().map(|r| view! { <RackTileView r/> })
 }
 
 #[component]

@@ -23,10 +23,53 @@ pub fn ThermalPage() -> impl IntoView {
     view! { <LiveView title="Thermal" heading="Thermal throttling" body=|state, stale| view! { <Thermal state stale/> }.into_any()/> }
 }
 
+/// What a rack's row shows.
+#[derive(Clone, Debug, PartialEq)]
+struct RackThermal {
+    rack: crate::live::RackTile,
+    lost_gpu_hours: f64,
+}
+
+#[component]
+fn RackRow(state: RwSignal<Overview>, i: usize) -> impl IntoView {
+    let row = Memo::new(move |_| {
+        state.with(|s| {
+            let rack = s.racks.get(i)?.clone();
+            let lost_gpu_hours = s
+                .thermal
+                .lost_by_rack
+                .iter()
+                .find(|(n, _)| *n == rack.name)
+                .map_or(0.0, |x| x.1);
+            Some(RackThermal {
+                rack,
+                lost_gpu_hours,
+            })
+        })
+    });
+    move || {
+        row.get().map(|RackThermal { rack: r, lost_gpu_hours: lost }| {
+            let hot = r.inlet_celsius.is_some_and(|t| t >= r.inlet_limit_celsius);
+            view! {
+                <tr data-rack=r.name.clone() class:warn=hot>
+                    <th scope="row"><a href="/racks?metric=temp">{r.name.clone()}</a></th>
+                    <td class="num">{units::celsius(r.inlet_celsius)}{hot.then_some(" · hot")}</td>
+                    <td class="num">{units::celsius(Some(r.inlet_limit_celsius))}</td>
+                    <td class="num">{units::celsius(r.gpu_temp_max_celsius)}</td>
+                    <td class="num" data-test="rack-throttling">{r.gpus_throttling}</td>
+                    <td class="num">{format!("{lost:.2} GPU-h")}</td>
+                </tr>
+            }
+        })
+    }
+}
+
 #[component]
 fn Thermal(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
     let total = move || state.with(|s| s.summary.gpus_throttling);
     let lost = move || state.with(|s| s.thermal.lost_gpu_hours);
+    // One row per rack, each following its own rack: a tick re-renders the racks it changed.
+    let rack_count = Memo::new(move |_| state.with(|s| s.racks.len()));
     view! {
         <div class:stale=move || stale.get()>
             <dl class="stats">
@@ -59,23 +102,7 @@ fn Thermal(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
                     <th scope="col" class="num">"Lost since start"</th>
                 </tr></thead>
                 <tbody>
-                    {move || {
-                        let (racks, lost_by) = state.with(|s| (s.racks.clone(), s.thermal.lost_by_rack.clone()));
-                        racks.into_iter().map(move |r| {
-                        let lost = lost_by.iter().find(|(n, _)| *n == r.name).map(|x| x.1).unwrap_or(0.0);
-                        let hot = r.inlet_celsius.is_some_and(|t| t >= r.inlet_limit_celsius);
-                        view! {
-                            <tr data-rack=r.name.clone() class:warn=hot>
-                                <th scope="row"><a href="/racks?metric=temp">{r.name.clone()}</a></th>
-                                <td class="num">{units::celsius(r.inlet_celsius)}{hot.then_some(" · hot")}</td>
-                                <td class="num">{units::celsius(Some(r.inlet_limit_celsius))}</td>
-                                <td class="num">{units::celsius(r.gpu_temp_max_celsius)}</td>
-                                <td class="num" data-test="rack-throttling">{r.gpus_throttling}</td>
-                                <td class="num">{format!("{:.2} GPU-h", lost)}</td>
-                            </tr>
-                        }
-                    }).collect_view()
-                    }}
+                    {move || (0..rack_count.get()).map(|i| view! { <RackRow state i/> }).collect_view()}
                 </tbody>
             </table>
             <h2 id="by-job">"By job"</h2>

@@ -24,34 +24,90 @@ fn kind_label(k: DomainKind) -> &'static str {
     }
 }
 
+/// One domain's row. Its memo re-runs every tick, but the row is rebuilt only when the
+/// domain's tile changed: a tick changes a few domains of hundreds.
 #[component]
-fn DomainRows(domains: Vec<DomainTile>) -> impl IntoView {
-    domains
+fn DomainRow(state: RwSignal<Overview>, i: usize) -> impl IntoView {
+    let tile = Memo::new(move |_| state.with(|s| s.domains.get(i).cloned()));
+    move || tile.get().map(domain_row)
+}
+
+fn domain_row(d: DomainTile) -> impl IntoView {
+    let g = d.gpus;
+    let indent = if d.kind == DomainKind::Leaf {
+        "indent"
+    } else {
+        ""
+    };
+    view! {
+        <tr data-test="domain" data-domain=d.name.clone() data-allocated=g.allocated.to_string() class=indent>
+            <th scope="row">{d.name.clone()}<span class="muted">{format!(" {}", kind_label(d.kind))}</span></th>
+            <td class="num">{d.nodes}</td>
+            <td class="num">{g.allocated}</td>
+            <td class="num">{g.idle}</td>
+            <td class="num">{g.drained}</td>
+            <td class="num">{g.down}</td>
+            <td class="num">{units::percent(d.sm_active_mean)}</td>
+            <td class="num" data-test="domain-nvlink" title=if d.nvlink_bytes_per_second.is_none() { "not exported by this cluster's GPU exporters" } else { "" }>
+                {d.nvlink_bytes_per_second.map(units::bytes_per_second).unwrap_or_else(|| units::MISSING.into())}
+            </td>
+            <td class="num" data-test="domain-ib" title=if d.ib_bytes_per_second.is_none() { "not exported: no node_exporter InfiniBand counters" } else { "" }>
+                {d.ib_bytes_per_second.map(units::bytes_per_second).unwrap_or_else(|| units::MISSING.into())}
+            </td>
+            <td class="num">{if d.oversubscription > 1.0 { format!("{:.0}:1", d.oversubscription) } else { "1:1".into() }}</td>
+            <td>{if d.free_whole { "free now" } else { "" }}</td>
+        </tr>
+    }
+}
+
+/// Rows for the domains at `indices`, each following its own tile.
+fn domain_rows(state: RwSignal<Overview>, indices: Vec<usize>) -> impl IntoView {
+    indices
         .into_iter()
-        .map(|d| {
-            let g = d.gpus;
-            let indent = if d.kind == DomainKind::Leaf { "indent" } else { "" };
-            view! {
-                <tr data-test="domain" data-domain=d.name.clone() data-allocated=g.allocated.to_string() class=indent>
-                    <th scope="row">{d.name.clone()}<span class="muted">{format!(" {}", kind_label(d.kind))}</span></th>
-                    <td class="num">{d.nodes}</td>
-                    <td class="num">{g.allocated}</td>
-                    <td class="num">{g.idle}</td>
-                    <td class="num">{g.drained}</td>
-                    <td class="num">{g.down}</td>
-                    <td class="num">{units::percent(d.sm_active_mean)}</td>
-                    <td class="num" data-test="domain-nvlink" title=if d.nvlink_bytes_per_second.is_none() { "not exported by this cluster's GPU exporters" } else { "" }>
-                        {d.nvlink_bytes_per_second.map(units::bytes_per_second).unwrap_or_else(|| units::MISSING.into())}
-                    </td>
-                    <td class="num" data-test="domain-ib" title=if d.ib_bytes_per_second.is_none() { "not exported: no node_exporter InfiniBand counters" } else { "" }>
-                        {d.ib_bytes_per_second.map(units::bytes_per_second).unwrap_or_else(|| units::MISSING.into())}
-                    </td>
-                    <td class="num">{if d.oversubscription > 1.0 { format!("{:.0}:1", d.oversubscription) } else { "1:1".into() }}</td>
-                    <td>{if d.free_whole { "free now" } else { "" }}</td>
-                </tr>
-            }
-        })
+        .map(|i| view! { <DomainRow state i/> })
         .collect_view()
+}
+
+/// Where each table's domains are in the overview's list: the tree (each spine followed
+/// by its leaves, then leaves without a spine), the Slurm blocks and the NVLink domains.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Layout {
+    tree: Vec<usize>,
+    blocks: Vec<usize>,
+    nvlink: Vec<usize>,
+}
+
+fn layout(domains: &[DomainTile]) -> Layout {
+    let of = |k: DomainKind| -> Vec<usize> {
+        domains
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.kind == k)
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let spines = of(DomainKind::Spine);
+    let mut tree = Vec::new();
+    for &sp in &spines {
+        tree.push(sp);
+        tree.extend(domains.iter().enumerate().filter_map(|(i, d)| {
+            (d.kind == DomainKind::Leaf && d.parent.as_deref() == Some(domains[sp].name.as_str()))
+                .then_some(i)
+        }));
+    }
+    tree.extend(domains.iter().enumerate().filter_map(|(i, d)| {
+        (d.kind == DomainKind::Leaf
+            && !d
+                .parent
+                .as_deref()
+                .is_some_and(|p| spines.iter().any(|&s| domains[s].name == p)))
+        .then_some(i)
+    }));
+    Layout {
+        tree,
+        blocks: of(DomainKind::Block),
+        nvlink: of(DomainKind::Nvlink),
+    }
 }
 
 fn head() -> impl IntoView {
@@ -69,66 +125,38 @@ fn head() -> impl IntoView {
 
 #[component]
 fn Topology(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
-    // The tree: each spine followed by its leaves; then leaves without a spine.
-    let tree = move || {
-        state.with(|s| {
-            let mut out = Vec::new();
-            for sp in s.domains.iter().filter(|d| d.kind == DomainKind::Spine) {
-                out.push(sp.clone());
-                out.extend(
-                    s.domains
-                        .iter()
-                        .filter(|d| {
-                            d.kind == DomainKind::Leaf
-                                && d.parent.as_deref() == Some(sp.name.as_str())
-                        })
-                        .cloned(),
-                );
-            }
-            let spines: Vec<&str> = s
-                .domains
-                .iter()
-                .filter(|d| d.kind == DomainKind::Spine)
-                .map(|d| d.name.as_str())
-                .collect();
-            out.extend(
-                s.domains
-                    .iter()
-                    .filter(|d| {
-                        d.kind == DomainKind::Leaf
-                            && !d.parent.as_deref().is_some_and(|p| spines.contains(&p))
-                    })
-                    .cloned(),
-            );
-            out
-        })
-    };
-    let of_kind = move |k: DomainKind| {
+    // Which domain goes in which row changes only with the list of domains (a snapshot),
+    // not with a tick: the tables are rebuilt then, and otherwise each row follows its own
+    // domain.
+    let shape = Memo::new(move |_| {
         state.with(|s| {
             s.domains
                 .iter()
-                .filter(|d| d.kind == k)
-                .cloned()
+                .map(|d| (d.name.clone(), d.kind, d.parent.clone()))
                 .collect::<Vec<_>>()
         })
-    };
+    });
+    let rows = Memo::new(move |_| {
+        shape.track();
+        state.with_untracked(|s| layout(&s.domains))
+    });
     view! {
         <div class:stale=move || stale.get()>
             <h2 id="fabric">"InfiniBand fabric"</h2>
             <table class="grid compact" aria-labelledby="fabric" data-test="fabric">
                 {head()}
-                <tbody>{move || view! { <DomainRows domains=tree()/> }}</tbody>
+                <tbody>{move || domain_rows(state, rows.with(|r| r.tree.clone()))}</tbody>
             </table>
             <h2 id="blocks">"Slurm blocks"</h2>
             <table class="grid compact" aria-labelledby="blocks">
                 {head()}
-                <tbody>{move || view! { <DomainRows domains=of_kind(DomainKind::Block)/> }}</tbody>
+                <tbody>{move || domain_rows(state, rows.with(|r| r.blocks.clone()))}</tbody>
             </table>
             {move || {
-                let nvl = of_kind(DomainKind::Nvlink);
+                let nvl = rows.with(|r| r.nvlink.clone());
                 (!nvl.is_empty()).then(|| view! {
                     <h2 id="nvlink">"NVLink domains"</h2>
-                    <table class="grid compact" aria-labelledby="nvlink">{head()}<tbody><DomainRows domains=nvl/></tbody></table>
+                    <table class="grid compact" aria-labelledby="nvlink">{head()}<tbody>{domain_rows(state, nvl)}</tbody></table>
                 })
             }}
             <h2 id="frag">"Fragmented jobs"</h2>
