@@ -213,47 +213,48 @@ fn RackMap(state: RwSignal<Overview>) -> impl IntoView {
     // Rows of rack indices, recomputed only when the rack list changes (a snapshot); each
     // tile follows its own rack, so a tick re-renders only the racks it changed.
     let shape = Memo::new(move |_| {
-        state.with(|s| {
-            s.racks
-                .iter()
-                .map(|r| (r.name.clone(), r.row.clone(), r.position))
-                .collect::<Vec<_>>()
-        })
+        state.with(|s| shape_of(s.racks.iter().map(|r| (&r.name, &r.row, r.position))))
     });
+    let racks = Entries::follow(state, |s| &s.racks);
     let rows = Memo::new(move |_| {
-        shape.with(|racks| {
+        shape.track();
+        state.with_untracked(|s| {
             let mut rows: Vec<(String, Vec<usize>)> = Vec::new();
-            for (i, (_, row, _)) in racks.iter().enumerate() {
-                match rows.iter_mut().find(|(name, _)| name == row) {
+            for (i, r) in s.racks.iter().enumerate() {
+                match rows.iter_mut().find(|(name, _)| *name == r.row) {
                     Some((_, v)) => v.push(i),
-                    None => rows.push((row.clone(), vec![i])),
+                    None => rows.push((r.row.clone(), vec![i])),
                 }
             }
             for (_, v) in rows.iter_mut() {
-                v.sort_by_key(|&i| racks[i].2);
+                v.sort_by_key(|&i| s.racks[i].position);
             }
             rows
         })
     });
     view! {
         <div class="rackmap">
-            {move || rows.get().into_iter().map(|(row, racks)| view! {
+            {move || {
+                // A new rack list: new tiles, following new signals.
+                let rows = rows.get();
+                racks.renew(state, |s| &s.racks);
+                rows.into_iter().map(|(row, members)| view! {
                 <div class="rackrow">
                     <h3 class="rowname">{format!("Row {row}")}</h3>
                     <ul class="racks">
-                        {racks.into_iter().map(|i| view! { <RackTileAt state i/> }).collect_view()}
+                        {members.into_iter().filter_map(|i| racks.get(i)).map(|r| view! { <RackTileAt r/> }).collect_view()}
                     </ul>
                 </div>
-            }).collect_view()}
+                }).collect_view()
+            }}
         </div>
     }
 }
 
-/// The tile of rack `i`, re-rendered only when its rack changed.
+/// A rack's tile, re-rendered only when its rack changed.
 #[component]
-fn RackTileAt(state: RwSignal<Overview>, i: usize) -> impl IntoView {
-    let tile = Memo::new(move |_| state.with(|s| s.racks.get(i).cloned()));
-    move || tile.get().map(|r| view! { <RackTileView r/> })
+fn RackTileAt(r: RwSignal<RackTile>) -> impl IntoView {
+    move || view! { <RackTileView r=r.get()/> }
 }
 
 #[component]
@@ -459,6 +460,64 @@ pub(crate) mod client {
         let _ = es.add_event_listener_with_callback(EVENT_DELTA, on_delta.as_ref().unchecked_ref());
         on_delta.forget();
         *slot.borrow_mut() = Some(es);
+    }
+}
+
+/// A fingerprint of what decides a list's layout (names, kinds, places), compared every
+/// tick without copying the list: a page re-lays out its rows only when it changes.
+pub(crate) fn shape_of<T: std::hash::Hash>(items: impl Iterator<Item = T>) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::hash::DefaultHasher::new();
+    for item in items {
+        item.hash(&mut h);
+    }
+    h.finish()
+}
+
+/// One signal per entry of a list of the overview (racks, domains), kept equal to it by
+/// one effect: a tick sets only the entries that changed, so a table of hundreds of rows
+/// re-renders the few that did, and the overview signal has one subscriber, not one per
+/// row (a memo per row re-ran every tick, and each re-run re-subscribed it).
+pub(crate) struct Entries<T: Send + Sync + 'static>(StoredValue<Vec<RwSignal<T>>>);
+
+impl<T: Send + Sync + 'static> Clone for Entries<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: Send + Sync + 'static> Copy for Entries<T> {}
+
+impl<T: Clone + PartialEq + Send + Sync + 'static> Entries<T> {
+    /// Follows `list` of `state`. The signals are made for the list as it is now; a page
+    /// takes new ones with `renew` when the list's shape changes.
+    pub(crate) fn follow(state: RwSignal<Overview>, list: fn(&Overview) -> &[T]) -> Entries<T> {
+        let e = Entries(StoredValue::new(Vec::new()));
+        e.renew(state, list);
+        #[cfg(feature = "hydrate")]
+        Effect::new(move |_| {
+            state.with(|s| {
+                e.0.with_value(|v| {
+                    for (sig, item) in v.iter().zip(list(s)) {
+                        if sig.with_untracked(|x| x != item) {
+                            sig.set(item.clone());
+                        }
+                    }
+                })
+            })
+        });
+        e
+    }
+
+    /// New signals for the list as it is now.
+    pub(crate) fn renew(&self, state: RwSignal<Overview>, list: fn(&Overview) -> &[T]) {
+        let v = state.with_untracked(|s| list(s).iter().cloned().map(RwSignal::new).collect());
+        self.0.set_value(v);
+    }
+
+    /// Entry `i`'s signal.
+    pub(crate) fn get(&self, i: usize) -> Option<RwSignal<T>> {
+        self.0.with_value(|v| v.get(i).copied())
     }
 }
 

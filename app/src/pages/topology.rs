@@ -7,7 +7,7 @@ use leptos::prelude::*;
 
 use crate::live::{DomainTile, Overview};
 use crate::model::DomainKind;
-use crate::pages::overview::LiveView;
+use crate::pages::overview::{Entries, LiveView};
 use crate::units;
 
 #[component]
@@ -24,12 +24,11 @@ fn kind_label(k: DomainKind) -> &'static str {
     }
 }
 
-/// One domain's row. Its memo re-runs every tick, but the row is rebuilt only when the
-/// domain's tile changed: a tick changes a few domains of hundreds.
+/// One domain's row, rebuilt only when the domain's tile changed: a tick changes a few
+/// domains of hundreds.
 #[component]
-fn DomainRow(state: RwSignal<Overview>, i: usize) -> impl IntoView {
-    let tile = Memo::new(move |_| state.with(|s| s.domains.get(i).cloned()));
-    move || tile.get().map(domain_row)
+fn DomainRow(d: RwSignal<DomainTile>) -> impl IntoView {
+    move || domain_row(d.get())
 }
 
 fn domain_row(d: DomainTile) -> impl IntoView {
@@ -61,10 +60,11 @@ fn domain_row(d: DomainTile) -> impl IntoView {
 }
 
 /// Rows for the domains at `indices`, each following its own tile.
-fn domain_rows(state: RwSignal<Overview>, indices: Vec<usize>) -> impl IntoView {
+fn domain_rows(domains: Entries<DomainTile>, indices: Vec<usize>) -> impl IntoView {
     indices
         .into_iter()
-        .map(|i| view! { <DomainRow state i/> })
+        .filter_map(|i| domains.get(i))
+        .map(|d| view! { <DomainRow d/> })
         .collect_view()
 }
 
@@ -130,34 +130,42 @@ fn Topology(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
     // domain.
     let shape = Memo::new(move |_| {
         state.with(|s| {
-            s.domains
-                .iter()
-                .map(|d| (d.name.clone(), d.kind, d.parent.clone()))
-                .collect::<Vec<_>>()
+            crate::pages::overview::shape_of(
+                s.domains.iter().map(|d| (&d.name, d.kind as u8, &d.parent)),
+            )
         })
     });
+    let domains = Entries::follow(state, |s| &s.domains);
     let rows = Memo::new(move |_| {
         shape.track();
         state.with_untracked(|s| layout(&s.domains))
     });
+    // A new domain list: new rows, following new signals.
+    let tables = move || {
+        let r = rows.get();
+        domains.renew(state, |s| &s.domains);
+        r
+    };
     view! {
         <div class:stale=move || stale.get()>
             <h2 id="fabric">"InfiniBand fabric"</h2>
-            <table class="grid compact" aria-labelledby="fabric" data-test="fabric">
-                {head()}
-                <tbody>{move || domain_rows(state, rows.with(|r| r.tree.clone()))}</tbody>
-            </table>
-            <h2 id="blocks">"Slurm blocks"</h2>
-            <table class="grid compact" aria-labelledby="blocks">
-                {head()}
-                <tbody>{move || domain_rows(state, rows.with(|r| r.blocks.clone()))}</tbody>
-            </table>
             {move || {
-                let nvl = rows.with(|r| r.nvlink.clone());
-                (!nvl.is_empty()).then(|| view! {
-                    <h2 id="nvlink">"NVLink domains"</h2>
-                    <table class="grid compact" aria-labelledby="nvlink">{head()}<tbody>{domain_rows(state, nvl)}</tbody></table>
-                })
+                let Layout { tree, blocks, nvlink } = tables();
+                view! {
+                    <table class="grid compact" aria-labelledby="fabric" data-test="fabric">
+                        {head()}
+                        <tbody>{domain_rows(domains, tree)}</tbody>
+                    </table>
+                    <h2 id="blocks">"Slurm blocks"</h2>
+                    <table class="grid compact" aria-labelledby="blocks">
+                        {head()}
+                        <tbody>{domain_rows(domains, blocks)}</tbody>
+                    </table>
+                    {(!nvlink.is_empty()).then(|| view! {
+                        <h2 id="nvlink">"NVLink domains"</h2>
+                        <table class="grid compact" aria-labelledby="nvlink">{head()}<tbody>{domain_rows(domains, nvlink)}</tbody></table>
+                    })}
+                }
             }}
             <h2 id="frag">"Fragmented jobs"</h2>
             {move || {
