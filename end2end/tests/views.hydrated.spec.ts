@@ -41,6 +41,10 @@ test("choosing a metric recolours every node cell in place, rows off screen incl
   page.on("load", () => loads++);
   await page.goto("/racks");
   await expect(page.locator('[data-test="live-status"]')).toHaveClass(/\blive\b/, { timeout: 15_000 });
+  // Updates are arriving and being applied: the page is hydrated and its router is in charge.
+  const root = page.locator('[data-test="live-page"]');
+  const first = Number(await root.getAttribute("data-seq"));
+  await expect.poll(async () => Number(await root.getAttribute("data-seq")), { timeout: 10_000 }).toBeGreaterThan(first + 1);
   await page.getByRole("link", { name: "Slurm state" }).click();
   await expect(page.locator('[data-test="floor-legend"]')).toHaveAttribute("data-metric", "state");
   const bucketOf: Record<string, string> = { idle: "0", allocated: "1", mixed: "1", draining: "2", drained: "2", down: "3", not_responding: "3" };
