@@ -1,15 +1,21 @@
-import { expect, test } from "@playwright/test";
+import { expect, Page, test } from "@playwright/test";
 import { truthAt } from "./truth";
 
-test("/racks goes live: the floor updates without reload and still matches the truth", async ({ page, request }) => {
-  let loads = 0;
-  page.on("load", () => loads++);
+/** Opens /racks and waits until it is live and has applied two updates; counts page loads. */
+async function racksLive(page: Page) {
+  let n = 0;
+  page.on("load", () => n++);
   await page.goto("/racks");
   await expect(page.locator('[data-test="live-status"]')).toHaveClass(/\blive\b/, { timeout: 15_000 });
   const root = page.locator('[data-test="live-page"]');
   const first = Number(await root.getAttribute("data-seq"));
   await expect.poll(async () => Number(await root.getAttribute("data-seq")), { timeout: 10_000 }).toBeGreaterThan(first + 1);
-  expect(loads).toBe(1);
+  return { root, loads: () => n };
+}
+
+test("/racks goes live: the floor updates without reload and still matches the truth", async ({ page, request }) => {
+  const { root, loads } = await racksLive(page);
+  expect(loads()).toBe(1);
   // Read a consistent picture: the sequence must not move while reading.
   for (let i = 0; i < 20; i++) {
     const seq = await root.getAttribute("data-seq");
@@ -37,14 +43,8 @@ test("a click on a node opens its page", async ({ page }) => {
 });
 
 test("choosing a metric recolours every node cell in place, rows off screen included", async ({ page, request }) => {
-  let loads = 0;
-  page.on("load", () => loads++);
-  await page.goto("/racks");
-  await expect(page.locator('[data-test="live-status"]')).toHaveClass(/\blive\b/, { timeout: 15_000 });
   // Updates are arriving and being applied: the page is hydrated and its router is in charge.
-  const root = page.locator('[data-test="live-page"]');
-  const first = Number(await root.getAttribute("data-seq"));
-  await expect.poll(async () => Number(await root.getAttribute("data-seq")), { timeout: 10_000 }).toBeGreaterThan(first + 1);
+  const { loads } = await racksLive(page);
   await page.getByRole("link", { name: "Slurm state" }).click();
   await expect(page.locator('[data-test="floor-legend"]')).toHaveAttribute("data-metric", "state");
   const bucketOf: Record<string, string> = { idle: "0", allocated: "1", mixed: "1", draining: "2", drained: "2", down: "3", not_responding: "3" };
@@ -65,5 +65,5 @@ test("choosing a metric recolours every node cell in place, rows off screen incl
     await page.waitForTimeout(500);
   }
   expect(mismatched).toEqual([]);
-  expect(loads).toBe(1);
+  expect(loads()).toBe(1);
 });
