@@ -489,11 +489,13 @@ impl<T: Send + Sync + 'static> Clone for Entries<T> {
 impl<T: Send + Sync + 'static> Copy for Entries<T> {}
 
 impl<T: Clone + PartialEq + Send + Sync + 'static> Entries<T> {
-    /// Follows `list` of `state`. The signals are made for the list as it is now; a page
-    /// takes new ones with `renew` when the list's shape changes.
+    /// Follows `list` of `state`. There are no signals until the page lays out its rows
+    /// and calls `renew`, which it does again whenever the list's shape changes.
     pub(crate) fn follow(state: RwSignal<Overview>, list: fn(&Overview) -> &[T]) -> Entries<T> {
         let e = Entries(StoredValue::new(Vec::new()));
-        e.renew(state, list);
+        // Only the browser follows.
+        #[cfg(not(feature = "hydrate"))]
+        let _ = (state, list);
         #[cfg(feature = "hydrate")]
         Effect::new(move |_| {
             state.with(|s| {

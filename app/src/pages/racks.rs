@@ -11,7 +11,7 @@ use leptos_router::hooks::use_query_map;
 
 use crate::live::{NodeTile, Overview, RackTile, Severity};
 use crate::model::NodeState;
-use crate::pages::overview::LiveView;
+use crate::pages::overview::{shape_of, LiveView};
 use crate::units;
 
 /// What the node cells are coloured by.
@@ -150,10 +150,8 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
     let shape_key = Memo::new(move |_| {
         state.with(|s| {
             (
-                s.racks.len(),
-                s.nodes.len(),
-                s.nodes.first().map(|n| n.name.clone()),
-                s.nodes.last().map(|n| n.name.clone()),
+                shape_of(s.racks.iter().map(|r| (&r.name, &r.row, r.position))),
+                shape_of(s.nodes.iter().map(|n| (&n.name, &n.rack, n.u_position))),
             )
         })
     });
