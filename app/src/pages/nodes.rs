@@ -159,15 +159,15 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
     let filter = RwSignal::new(String::new());
     let me = move || state.with(|v| v.me.clone());
     let rows = move || {
-        let f = filter.get().to_lowercase();
+        let f = filter.get().to_ascii_lowercase();
         state.with(|v| {
             v.nodes
                 .iter()
                 .filter(|n| {
                     f.is_empty()
-                        || n.name.to_lowercase().contains(&f)
+                        || n.name.to_ascii_lowercase().contains(&f)
                         || n.state.label().contains(&f)
-                        || n.rack.to_lowercase().contains(&f)
+                        || n.rack.to_ascii_lowercase().contains(&f)
                 })
                 .cloned()
                 .collect::<Vec<NodeRow>>()

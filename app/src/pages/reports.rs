@@ -169,7 +169,7 @@ fn ReportBody(r: Report) -> impl IntoView {
     let cur2 = cur.clone();
     view! {
         <p class="report-when" data-test="report-when">
-            {format!("{}, by {}: {when}", r.query.period.label(), group.label().to_lowercase())}
+            {format!("{}, by {}: {when}", r.query.period.label(), group.label().to_ascii_lowercase())}
         </p>
         <section class="cards" aria-label="Totals">
             <div class="card"><h2>"GPU-hours"</h2>
@@ -210,12 +210,12 @@ fn ReportBody(r: Report) -> impl IntoView {
         </section>
         <section aria-labelledby="report-table">
             <div class="page-head">
-                <h2 id="report-table">{format!("By {}", group.label().to_lowercase())}</h2>
+                <h2 id="report-table">{format!("By {}", group.label().to_ascii_lowercase())}</h2>
                 <a class="chip no-print" href=format!("/api/reports?{qs}&format=csv") download="">"Download CSV"</a>
             </div>
             <div class="table-wrap">
             <table class="grid report" data-test="report-table">
-                <caption class="sr-only">{format!("GPU-hours, energy and cost by {}, {when}", group.label().to_lowercase())}</caption>
+                <caption class="sr-only">{format!("GPU-hours, energy and cost by {}, {when}", group.label().to_ascii_lowercase())}</caption>
                 <thead><tr>
                     <th scope="col">{group.label()}</th>
                     <th scope="col" class="num">"GPU-h"</th>
