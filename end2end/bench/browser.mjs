@@ -1,5 +1,5 @@
-// `cargo xtask bench browser`: /racks of a 2,048-node simulated cluster in headless
-// Chromium, measured through the DevTools protocol. Prints first contentful paint, the
+// `cargo xtask bench browser`: /racks (or the live page GANTRY_BENCH_PAGE names) of a
+// 2,048-node simulated cluster in headless Chromium, measured through the DevTools protocol. Prints first contentful paint, the
 // main-thread time per live update (average and p95, in the first window after the page
 // goes live and in the next), and the bytes of each server-sent update.
 //
@@ -11,6 +11,7 @@ import { chromium } from "playwright-core";
 
 const url = process.env.GANTRY_URL ?? "http://127.0.0.1:3000";
 const secs = Number(process.env.GANTRY_BENCH_SECONDS ?? 60);
+const path = process.env.GANTRY_BENCH_PAGE ?? "/racks";
 
 const browser = await chromium.launch({
   executablePath: "/usr/bin/chromium",
@@ -28,7 +29,7 @@ cdp.on("Network.eventSourceMessageReceived", (e) => {
 });
 
 const t0 = Date.now();
-const resp = await page.goto(`${url}/racks`, { waitUntil: "load" });
+const resp = await page.goto(`${url}${path}`, { waitUntil: "load" });
 const loadMs = Date.now() - t0;
 const htmlBytes = Number(resp?.headers()["content-length"] ?? 0) || (await resp?.body())?.length || 0;
 const fcp = await page.evaluate(() => performance.getEntriesByName("first-contentful-paint")[0]?.startTime ?? null);
@@ -110,7 +111,7 @@ const windowLine = (from) => {
   return `average ${avg(ms).toFixed(1)} ms, p95 ${p95.toFixed(1)} ms over ${ms.length} updates; ${gcs.length} major GCs, ${gcMs.toFixed(1)} ms`;
 };
 const start = updates[0] ?? 0;
-console.log(`nodes on the floor:          ${nodes}`);
+console.log(`page:                        ${path}${path === "/racks" ? `, ${nodes} nodes on the floor` : ""}`);
 console.log(`page HTML:                   ${kb(htmlBytes)} KB, load event after ${loadMs} ms`);
 console.log(`first contentful paint:      ${fcp === null ? "n/a" : fcp.toFixed(0) + " ms"}   (goal: under 1,500 ms)`);
 console.log(`main-thread time per update   (goal: under 16 ms; a GC's incremental marking runs in the updates' tasks)`);

@@ -1179,20 +1179,28 @@ fn http_get(addr: SocketAddr, path: &str) -> Result<Vec<u8>> {
     }
 }
 
-/// `/racks` of 2,048 simulated nodes in headless Chromium (release builds): first
-/// contentful paint, main-thread time per 1 Hz update, bytes per SSE update.
+/// `/racks` (or the live page GANTRY_BENCH_PAGE names) of 2,048 simulated nodes in
+/// headless Chromium (release builds): first contentful paint, main-thread time per 1 Hz
+/// update, bytes per SSE update.
 fn bench_browser() -> Result {
     let secs = env::var("GANTRY_BENCH_SECONDS").unwrap_or_else(|_| "60".into());
+    let page = env::var("GANTRY_BENCH_PAGE").unwrap_or_else(|_| "/racks".into());
+    if !page.starts_with('/') {
+        return Err(format!(
+            "GANTRY_BENCH_PAGE must be a path such as /topology, not {page:?}"
+        ));
+    }
     let (addr, server) = browser_bench_gantry("browser.db", &[])?;
     step(&format!(
-        "measuring /racks in Chromium: two windows of {secs} s (after going live, then steady)"
+        "measuring {page} in Chromium: two windows of {secs} s (after going live, then steady)"
     ));
     let res = run_cmd(
         Command::new("node")
             .arg("bench/browser.mjs")
             .current_dir(root().join("end2end"))
             .env("GANTRY_URL", format!("http://{addr}"))
-            .env("GANTRY_BENCH_SECONDS", &secs),
+            .env("GANTRY_BENCH_SECONDS", &secs)
+            .env("GANTRY_BENCH_PAGE", &page),
     );
     drop(server);
     res
