@@ -1,4 +1,4 @@
-import { expect, Page, test } from "@playwright/test";
+import { expect, Page, test } from "./fixtures";
 
 const password = process.env.GANTRY_E2E_PASSWORD ?? "";
 

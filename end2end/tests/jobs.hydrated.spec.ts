@@ -1,4 +1,4 @@
-import { expect, test } from "@playwright/test";
+import { expect, test } from "./fixtures";
 
 async function truthNow(request: import("@playwright/test").APIRequestContext) {
   const r = await request.get("/sim/truth");

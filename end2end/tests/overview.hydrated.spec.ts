@@ -1,4 +1,4 @@
-import { expect, test } from "@playwright/test";
+import { expect, test } from "./fixtures";
 import { expectMatchesTruth, readOverview, truthAt } from "./truth";
 
 test("the overview goes live and updates without reload, matching the truth", async ({ page, request }) => {

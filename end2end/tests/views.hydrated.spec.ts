@@ -1,4 +1,4 @@
-import { expect, Page, test } from "@playwright/test";
+import { expect, Page, test } from "./fixtures";
 import { truthAt } from "./truth";
 
 /** Opens /racks and waits until it is live and has applied two updates; counts page loads. */

@@ -1,0 +1,63 @@
+// Every page hydrates without a panic (the fixture fails a test whose page panicked), and
+// the live pages keep following the stream in place: what they show after updates is the
+// simulator's truth at the sequence they show.
+import { expect, Page, test } from "./fixtures";
+import { count, truthAt } from "./truth";
+
+/** Opens a live page and waits until it has applied two updates; returns a page-load counter. */
+async function live(page: Page, path: string) {
+  let loads = 0;
+  page.on("load", () => loads++);
+  await page.goto(path);
+  await expect(page.locator('[data-test="live-status"]')).toHaveClass(/\blive\b/, { timeout: 15_000 });
+  const seq = async () => Number(await page.locator("[data-seq]").first().getAttribute("data-seq"));
+  const first = await seq();
+  await expect.poll(seq, { timeout: 10_000 }).toBeGreaterThan(first + 1);
+  return () => loads;
+}
+
+for (const path of ["/", "/racks", "/thermal", "/topology"]) {
+  test(`${path} hydrates and applies live updates without reload`, async ({ page }) => {
+    const loads = await live(page, path);
+    expect(loads()).toBe(1);
+  });
+}
+
+for (const path of ["/nodes", "/nodes/gpu001", "/jobs", "/jobs/1000", "/timeline", "/alerts", "/login"]) {
+  test(`${path} hydrates`, async ({ page }) => {
+    const resp = await page.goto(path);
+    expect(resp?.status()).toBe(200);
+    await page.waitForLoadState("networkidle");
+  });
+}
+
+test("/topology, live: each domain's allocated GPUs equal the jobs placed there", async ({ page, request }) => {
+  await live(page, "/topology");
+  // One synchronous read in the page: the rows and the sequence they show belong together.
+  const shown = await page.evaluate(() => ({
+    seq: document.querySelector("[data-seq]")?.getAttribute("data-seq") ?? "",
+    allocated: Object.fromEntries(
+      [...document.querySelectorAll('[data-test="domain"]')].map((r) => [r.getAttribute("data-domain"), r.getAttribute("data-allocated")]),
+    ),
+  }));
+  const truth = await truthAt(request, shown.seq);
+  expect(truth.domains.length).toBeGreaterThan(0);
+  for (const d of truth.domains) expect(shown.allocated[d.name], d.name).toBe(String(d.gpus_allocated));
+});
+
+test("/thermal, live: the throttled GPUs, in all and per rack, are the simulator's", async ({ page, request }) => {
+  await live(page, "/thermal");
+  const shown = await page.evaluate(() => ({
+    seq: document.querySelector("[data-seq]")?.getAttribute("data-seq") ?? "",
+    total: document.querySelector('[data-test="thermal-throttling"]')?.textContent?.trim(),
+    racks: Object.fromEntries(
+      [...document.querySelectorAll('[data-test="thermal-racks"] tr[data-rack]')].map((r) => [
+        r.getAttribute("data-rack"),
+        r.querySelector('[data-test="rack-throttling"]')?.textContent?.trim(),
+      ]),
+    ),
+  }));
+  const truth = await truthAt(request, shown.seq);
+  expect(shown.total).toBe(count(truth.gpus_throttling));
+  for (const r of truth.racks) expect(shown.racks[r.name], r.name).toBe(String(r.gpus_throttling));
+});
