@@ -251,68 +251,76 @@ fn RackMap(state: RwSignal<Overview>) -> impl IntoView {
     }
 }
 
-/// A rack's tile, re-rendered only when its rack changed.
+/// A rack's tile. Its name is fixed (a new rack list lays the map out again); every other
+/// part follows the rack's signal, and the DOM is written only where a text or attribute
+/// changed.
 #[component]
 fn RackTileAt(r: RwSignal<RackTile>) -> impl IntoView {
-    move || view! { <RackTileView r=r.get()/> }
+    let name = r.with_untracked(|r| r.name.clone());
+    let label = name.clone();
+    let text = move |f: fn(&RackTile) -> String| move || r.with(f);
+    view! {
+        <li class=text(|r| format!("rack sev-{}", r.severity().label())) data-test="rack-tile" data-rack=label
+            data-power-watts=text(|r| r.power_watts.map(|p| format!("{p:.1}")).unwrap_or_default())
+            aria-label=text(rack_label)>
+            <span class="rack-name">{name}</span>
+            <span class="rack-power num">{text(|r| format!("{} / {}", units::power(r.power_watts), units::power(Some(r.power_limit_watts))))}</span>
+            <span class="bar" aria-hidden="true"><span class="fill" style=text(|r| {
+                let fill = r.load_ratio().map(|x| (x.clamp(0.0, 1.0) * 100.0).round() as i64).unwrap_or(0);
+                format!("width:{fill}%")
+            })></span></span>
+            <span class="rack-pct num">{text(|r| match sev_text(r) {
+                "" => units::percent(r.load_ratio()),
+                t => format!("{} · {t}", units::percent(r.load_ratio())),
+            })}</span>
+            <span class="rack-inlet num">{text(|r| format!("inlet {}", units::celsius(r.inlet_celsius)))}</span>
+            {move || silent_text(r.with(|r| r.nodes_not_reporting)).map(|t| view! { <span class="rack-silent" data-test="rack-silent">{t}</span> })}
+            {move || {
+                let n = r.with(|r| r.gpus_throttling);
+                (n > 0).then(|| view! { <span class="rack-throttle num">{format!("{n} throttling")}</span> })
+            }}
+        </li>
+    }
 }
 
-#[component]
-fn RackTileView(r: RackTile) -> impl IntoView {
-    let sev = r.severity();
-    let pct = units::percent(r.load_ratio());
-    let power = units::power(r.power_watts);
-    let limit = units::power(Some(r.power_limit_watts));
-    let inlet = units::celsius(r.inlet_celsius);
-    let sev_text = match (sev, r.load_ratio()) {
+/// Why a rack stands out, in words: over or near its limit.
+fn sev_text(r: &RackTile) -> &'static str {
+    match (r.severity(), r.load_ratio()) {
         (crate::live::Severity::Critical, _) => "over limit",
         (crate::live::Severity::Warning, Some(x)) if x > 0.9 => "near limit",
         _ => "",
-    };
-    let silent = r.nodes_not_reporting;
-    let silent_text = (silent > 0).then(|| {
+    }
+}
+
+fn silent_text(silent: u32) -> Option<String> {
+    (silent > 0).then(|| {
         format!(
             "power incomplete: {silent} node{} not reporting",
             if silent == 1 { "" } else { "s" }
         )
-    });
-    let label = format!(
+    })
+}
+
+/// The tile's accessible name: everything it shows, in one sentence.
+fn rack_label(r: &RackTile) -> String {
+    let sev = sev_text(r);
+    format!(
         "Rack {}: {} of {} ({}), inlet {}, {} GPUs throttling{}{}",
         r.name,
-        power,
-        limit,
-        pct,
-        inlet,
+        units::power(r.power_watts),
+        units::power(Some(r.power_limit_watts)),
+        units::percent(r.load_ratio()),
+        units::celsius(r.inlet_celsius),
         r.gpus_throttling,
-        if sev_text.is_empty() {
+        if sev.is_empty() {
             String::new()
         } else {
-            format!(", {sev_text}")
+            format!(", {sev}")
         },
-        silent_text
-            .as_ref()
+        silent_text(r.nodes_not_reporting)
             .map(|t| format!(", {t}"))
             .unwrap_or_default()
-    );
-    let fill = r
-        .load_ratio()
-        .map(|x| (x.clamp(0.0, 1.0) * 100.0).round() as i64)
-        .unwrap_or(0);
-    view! {
-        <li class=format!("rack sev-{}", sev.label()) data-test="rack-tile" data-rack=r.name.clone()
-            data-power-watts=r.power_watts.map(|p| format!("{p:.1}")).unwrap_or_default()
-            aria-label=label>
-            <span class="rack-name">{r.name.clone()}</span>
-            <span class="rack-power num">{power}" / "{limit}</span>
-            <span class="bar" aria-hidden="true"><span class="fill" style=format!("width:{fill}%")></span></span>
-            <span class="rack-pct num">{pct}{(!sev_text.is_empty()).then(|| format!(" · {sev_text}"))}</span>
-            <span class="rack-inlet num">{format!("inlet {inlet}")}</span>
-            {silent_text.map(|t| view! { <span class="rack-silent" data-test="rack-silent">{t}</span> })}
-            {(r.gpus_throttling > 0).then(|| view! {
-                <span class="rack-throttle num">{format!("{} throttling", r.gpus_throttling)}</span>
-            })}
-        </li>
-    }
+    )
 }
 
 /// The browser half: the SSE subscription and the clock that ages the data.
@@ -515,6 +523,47 @@ impl<T: Clone + PartialEq + Send + Sync + 'static> Entries<T> {
     pub(crate) fn renew(&self, state: RwSignal<Overview>, list: fn(&Overview) -> &[T]) {
         let v = state.with_untracked(|s| list(s).iter().cloned().map(RwSignal::new).collect());
         self.0.set_value(v);
+    }
+
+    /// Like `follow`, for entries a page computes from the overview: entry `i` is
+    /// `at(overview, i)`, and there are as many as `at` gives before its first `None`.
+    pub(crate) fn follow_computed(
+        state: RwSignal<Overview>,
+        at: fn(&Overview, usize) -> Option<T>,
+    ) -> Entries<T> {
+        let e = Entries(StoredValue::new(Vec::new()));
+        #[cfg(not(feature = "hydrate"))]
+        let _ = (state, at);
+        #[cfg(feature = "hydrate")]
+        Effect::new(move |_| {
+            state.with(|s| {
+                e.0.with_value(|v| {
+                    for (i, sig) in v.iter().enumerate() {
+                        match at(s, i) {
+                            Some(item) if sig.with_untracked(|x| *x != item) => sig.set(item),
+                            _ => {}
+                        }
+                    }
+                })
+            })
+        });
+        e
+    }
+
+    /// `renew` for entries made by `follow_computed`.
+    pub(crate) fn renew_computed(
+        &self,
+        state: RwSignal<Overview>,
+        at: fn(&Overview, usize) -> Option<T>,
+    ) {
+        let v =
+            state.with_untracked(|s| (0..).map_while(|i| at(s, i)).map(RwSignal::new).collect());
+        self.0.set_value(v);
+    }
+
+    /// How many entries there are.
+    pub(crate) fn len(&self) -> usize {
+        self.0.with_value(Vec::len)
     }
 
     /// Entry `i`'s signal.

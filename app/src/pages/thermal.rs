@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 
 use crate::live::Overview;
-use crate::pages::overview::LiveView;
+use crate::pages::overview::{Entries, LiveView};
 use crate::units;
 
 fn reason_label(r: &str) -> &'static str {
@@ -23,44 +23,56 @@ pub fn ThermalPage() -> impl IntoView {
     view! { <LiveView title="Thermal" heading="Thermal throttling" body=|state, stale| view! { <Thermal state stale/> }.into_any()/> }
 }
 
-/// What a rack's row shows.
+/// What a rack's row shows, and nothing else: the rack's power changes every tick, its
+/// temperatures and throttled GPUs seldom, so a row is touched only when what it shows
+/// changed.
 #[derive(Clone, Debug, PartialEq)]
 struct RackThermal {
-    rack: crate::live::RackTile,
-    lost_gpu_hours: f64,
+    name: String,
+    inlet_celsius: Option<f64>,
+    inlet_limit_celsius: f64,
+    gpu_temp_max_celsius: Option<f64>,
+    gpus_throttling: u32,
+    /// GPU-hours lost since start, as shown (hundredths).
+    lost_centi_gpu_hours: i64,
 }
 
+/// Rack `i`'s row as the overview has it now.
+fn rack_thermal(s: &Overview, i: usize) -> Option<RackThermal> {
+    let r = s.racks.get(i)?;
+    let lost = s
+        .thermal
+        .lost_by_rack
+        .iter()
+        .find(|(n, _)| *n == r.name)
+        .map_or(0.0, |x| x.1);
+    Some(RackThermal {
+        name: r.name.clone(),
+        inlet_celsius: r.inlet_celsius,
+        inlet_limit_celsius: r.inlet_limit_celsius,
+        gpu_temp_max_celsius: r.gpu_temp_max_celsius,
+        gpus_throttling: r.gpus_throttling,
+        lost_centi_gpu_hours: (lost * 100.0).round() as i64,
+    })
+}
+
+/// A rack's row. Its name is fixed (a new rack list lays the table out again); each other
+/// cell follows the row's entry, and the DOM is written only where a cell changed.
 #[component]
-fn RackRow(state: RwSignal<Overview>, i: usize) -> impl IntoView {
-    let row = Memo::new(move |_| {
-        state.with(|s| {
-            let rack = s.racks.get(i)?.clone();
-            let lost_gpu_hours = s
-                .thermal
-                .lost_by_rack
-                .iter()
-                .find(|(n, _)| *n == rack.name)
-                .map_or(0.0, |x| x.1);
-            Some(RackThermal {
-                rack,
-                lost_gpu_hours,
-            })
-        })
-    });
-    move || {
-        row.get().map(|RackThermal { rack: r, lost_gpu_hours: lost }| {
-            let hot = r.inlet_celsius.is_some_and(|t| t >= r.inlet_limit_celsius);
-            view! {
-                <tr data-rack=r.name.clone() class:warn=hot>
-                    <th scope="row"><a href="/racks?metric=temp">{r.name.clone()}</a></th>
-                    <td class="num">{units::celsius(r.inlet_celsius)}{hot.then_some(" · hot")}</td>
-                    <td class="num">{units::celsius(Some(r.inlet_limit_celsius))}</td>
-                    <td class="num">{units::celsius(r.gpu_temp_max_celsius)}</td>
-                    <td class="num" data-test="rack-throttling">{r.gpus_throttling}</td>
-                    <td class="num">{format!("{lost:.2} GPU-h")}</td>
-                </tr>
-            }
-        })
+fn RackRow(r: RwSignal<RackThermal>) -> impl IntoView {
+    let name = r.with_untracked(|r| r.name.clone());
+    let label = name.clone();
+    let hot = move || r.with(|r| r.inlet_celsius.is_some_and(|t| t >= r.inlet_limit_celsius));
+    let cell = move |f: fn(&RackThermal) -> String| move || r.with(f);
+    view! {
+        <tr data-rack=label class:warn=hot>
+            <th scope="row"><a href="/racks?metric=temp">{name}</a></th>
+            <td class="num">{move || format!("{}{}", r.with(|r| units::celsius(r.inlet_celsius)), if hot() { " · hot" } else { "" })}</td>
+            <td class="num">{cell(|r| units::celsius(Some(r.inlet_limit_celsius)))}</td>
+            <td class="num">{cell(|r| units::celsius(r.gpu_temp_max_celsius))}</td>
+            <td class="num" data-test="rack-throttling">{cell(|r| r.gpus_throttling.to_string())}</td>
+            <td class="num">{cell(|r| format!("{:.2} GPU-h", r.lost_centi_gpu_hours as f64 / 100.0))}</td>
+        </tr>
     }
 }
 
@@ -68,8 +80,15 @@ fn RackRow(state: RwSignal<Overview>, i: usize) -> impl IntoView {
 fn Thermal(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
     let total = move || state.with(|s| s.summary.gpus_throttling);
     let lost = move || state.with(|s| s.thermal.lost_gpu_hours);
-    // One row per rack, each following its own rack: a tick re-renders the racks it changed.
-    let rack_count = Memo::new(move |_| state.with(|s| s.racks.len()));
+    // One row per rack, each following its own entry: a tick writes only the cells it
+    // changed. The rows are laid out again when the list of racks changes.
+    let shape = Memo::new(move |_| {
+        state.with(|s| crate::pages::overview::shape_of(s.racks.iter().map(|r| &r.name)))
+    });
+    let racks = Entries::follow_computed(state, rack_thermal);
+    // The reasons and the jobs are redrawn when they changed, not on every tick.
+    let by_reason = Memo::new(move |_| state.with(|s| s.thermal.by_reason.clone()));
+    let by_job = Memo::new(move |_| state.with(|s| s.thermal.by_job.clone()));
     view! {
         <div class:stale=move || stale.get()>
             <dl class="stats">
@@ -88,7 +107,7 @@ fn Thermal(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
             <table class="grid compact" aria-labelledby="by-reason" data-test="thermal-reasons">
                 <thead><tr><th scope="col">"Reason"</th><th scope="col" class="num">"GPUs"</th></tr></thead>
                 <tbody>
-                    {move || state.with(|s| s.thermal.by_reason.clone()).into_iter().map(|c| view! {
+                    {move || by_reason.get().into_iter().map(|c| view! {
                         <tr data-reason=c.reason.clone()><th scope="row">{reason_label(&c.reason)}</th><td class="num">{c.gpus}</td></tr>
                     }).collect_view()}
                 </tbody>
@@ -102,12 +121,16 @@ fn Thermal(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
                     <th scope="col" class="num">"Lost since start"</th>
                 </tr></thead>
                 <tbody>
-                    {move || (0..rack_count.get()).map(|i| view! { <RackRow state i/> }).collect_view()}
+                    {move || {
+                        shape.track();
+                        racks.renew_computed(state, rack_thermal);
+                        (0..racks.len()).filter_map(|i| racks.get(i)).map(|r| view! { <RackRow r/> }).collect_view()
+                    }}
                 </tbody>
             </table>
             <h2 id="by-job">"By job"</h2>
             {move || {
-                let jobs = state.with(|s| s.thermal.by_job.clone());
+                let jobs = by_job.get();
                 if jobs.is_empty() {
                     view! { <p>"No running job has a throttled GPU."</p> }.into_any()
                 } else {

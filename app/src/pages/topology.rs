@@ -24,39 +24,45 @@ fn kind_label(k: DomainKind) -> &'static str {
     }
 }
 
-/// One domain's row, rebuilt only when the domain's tile changed: a tick changes a few
-/// domains of hundreds.
+/// One domain's row. Its name and kind are fixed (a new list of domains lays the tables
+/// out again); each other cell follows the domain's tile, and the DOM is written only where
+/// a cell's text changed: a tick changes the SM activity and traffic of most domains, and
+/// rebuilding their rows made the browser style, lay out and paint every row again.
 #[component]
 fn DomainRow(d: RwSignal<DomainTile>) -> impl IntoView {
-    move || domain_row(d.get())
-}
-
-fn domain_row(d: DomainTile) -> impl IntoView {
-    let g = d.gpus;
-    let indent = if d.kind == DomainKind::Leaf {
+    let (name, kind) = d.with_untracked(|d| (d.name.clone(), d.kind));
+    let indent = if kind == DomainKind::Leaf {
         "indent"
     } else {
         ""
     };
+    let cell = move |f: fn(&DomainTile) -> String| move || d.with(f);
+    let label = name.clone();
     view! {
-        <tr data-test="domain" data-domain=d.name.clone() data-allocated=g.allocated.to_string() class=indent>
-            <th scope="row">{d.name.clone()}<span class="muted">{format!(" {}", kind_label(d.kind))}</span></th>
-            <td class="num">{d.nodes}</td>
-            <td class="num">{g.allocated}</td>
-            <td class="num">{g.idle}</td>
-            <td class="num">{g.drained}</td>
-            <td class="num">{g.down}</td>
-            <td class="num">{units::percent(d.sm_active_mean)}</td>
-            <td class="num" data-test="domain-nvlink" title=if d.nvlink_bytes_per_second.is_none() { "not exported by this cluster's GPU exporters" } else { "" }>
-                {d.nvlink_bytes_per_second.map(units::bytes_per_second).unwrap_or_else(|| units::MISSING.into())}
+        <tr data-test="domain" data-domain=label data-allocated=cell(|d| d.gpus.allocated.to_string()) class=indent>
+            <th scope="row">{name}<span class="muted">{format!(" {}", kind_label(kind))}</span></th>
+            <td class="num">{cell(|d| d.nodes.to_string())}</td>
+            <td class="num">{cell(|d| d.gpus.allocated.to_string())}</td>
+            <td class="num">{cell(|d| d.gpus.idle.to_string())}</td>
+            <td class="num">{cell(|d| d.gpus.drained.to_string())}</td>
+            <td class="num">{cell(|d| d.gpus.down.to_string())}</td>
+            <td class="num">{cell(|d| units::percent(d.sm_active_mean))}</td>
+            <td class="num" data-test="domain-nvlink" title=cell(|d| if d.nvlink_bytes_per_second.is_none() { "not exported by this cluster's GPU exporters".into() } else { String::new() })>
+                {cell(|d| traffic(d.nvlink_bytes_per_second))}
             </td>
-            <td class="num" data-test="domain-ib" title=if d.ib_bytes_per_second.is_none() { "not exported: no node_exporter InfiniBand counters" } else { "" }>
-                {d.ib_bytes_per_second.map(units::bytes_per_second).unwrap_or_else(|| units::MISSING.into())}
+            <td class="num" data-test="domain-ib" title=cell(|d| if d.ib_bytes_per_second.is_none() { "not exported: no node_exporter InfiniBand counters".into() } else { String::new() })>
+                {cell(|d| traffic(d.ib_bytes_per_second))}
             </td>
-            <td class="num">{if d.oversubscription > 1.0 { format!("{:.0}:1", d.oversubscription) } else { "1:1".into() }}</td>
-            <td>{if d.free_whole { "free now" } else { "" }}</td>
+            <td class="num">{cell(|d| if d.oversubscription > 1.0 { format!("{:.0}:1", d.oversubscription) } else { "1:1".into() })}</td>
+            <td>{cell(|d| if d.free_whole { "free now".into() } else { String::new() })}</td>
         </tr>
     }
+}
+
+fn traffic(bytes_per_second: Option<f64>) -> String {
+    bytes_per_second
+        .map(units::bytes_per_second)
+        .unwrap_or_else(|| units::MISSING.into())
 }
 
 /// Rows for the domains at `indices`, each following its own tile.
@@ -136,6 +142,8 @@ fn Topology(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
         })
     });
     let domains = Entries::follow(state, |s| &s.domains);
+    // The fragmented jobs change with placements, not with a tick's telemetry.
+    let fragmented = Memo::new(move |_| state.with(|s| s.fragmented.clone()));
     let rows = Memo::new(move |_| {
         shape.track();
         state.with_untracked(|s| layout(&s.domains))
@@ -169,7 +177,7 @@ fn Topology(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
             }}
             <h2 id="frag">"Fragmented jobs"</h2>
             {move || {
-                let f = state.with(|s| s.fragmented.clone());
+                let f = fragmented.get();
                 if f.is_empty() {
                     view! { <p data-test="fragmented-none">"No running job spans more leaf switches or Slurm blocks than its size needs."</p> }.into_any()
                 } else {
