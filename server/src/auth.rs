@@ -171,7 +171,13 @@ pub const READ_ONLY_POSTS: &[&str] = &[
 pub fn access_for(method: &Method, path: &str) -> Access {
     let public = matches!(
         path,
-        "/healthz" | "/metrics" | "/login" | "/auth/login" | "/auth/logout" | "/robots.txt"
+        "/healthz"
+            | "/metrics"
+            | "/login"
+            | "/auth/login"
+            | "/auth/logout"
+            | "/robots.txt"
+            | "/favicon.svg"
     ) || path.starts_with("/pkg/")
         || path.starts_with("/sim/exporter/")
         // Training jobs post here with the ingest token, which the handler checks.
@@ -520,6 +526,7 @@ mod tests {
             Access::Report
         );
         assert_eq!(access_for(&Method::GET, "/pkg/gantry.js"), Access::Public);
+        assert_eq!(access_for(&Method::GET, "/favicon.svg"), Access::Public);
     }
 
     #[test]
