@@ -280,6 +280,7 @@ fn read_bounded(src: &str) -> std::io::Result<Vec<u8>> {
             timeout: std::time::Duration::from_secs(10),
             max_body_bytes: MAX_SCRAPE_BYTES as usize,
             gzip: true,
+            max_idle_per_host: 1,
         });
         return rt
             .block_on(client.fetch(src))

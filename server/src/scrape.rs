@@ -22,6 +22,9 @@ pub struct ScrapeConfig {
     pub max_body_bytes: usize,
     /// Ask for gzip: worth it across a network, wasted CPU on loopback.
     pub gzip: bool,
+    /// Idle connections kept per host: as many as scrapes in flight (`scrape_concurrency`),
+    /// or exporters sharing a host (a proxy, the simulator) reconnect every round.
+    pub max_idle_per_host: usize,
 }
 
 impl Default for ScrapeConfig {
@@ -30,6 +33,7 @@ impl Default for ScrapeConfig {
             timeout: Duration::from_secs(5),
             max_body_bytes: 16 << 20,
             gzip: true,
+            max_idle_per_host: 64,
         }
     }
 }
@@ -76,7 +80,7 @@ impl Client {
             .pool_idle_timeout(Duration::from_secs(90))
             // Real exporters are one per host, so this only matters where many share a
             // host (a proxy, the simulator): keep a connection per scrape in flight.
-            .pool_max_idle_per_host(64)
+            .pool_max_idle_per_host(cfg.max_idle_per_host)
             .build(connector);
         Client { inner, cfg }
     }

@@ -212,6 +212,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                     cfg.live_interval_ms * 4 / 5
                 }),
                 gzip: external.is_some(),
+                max_idle_per_host: cfg.scrape_concurrency,
                 ..ScrapeConfig::default()
             });
             let (ingest, promql) = match cfg.telemetry {
@@ -295,6 +296,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                 .map(|(g, b)| {
                     let client = Client::new(ScrapeConfig {
                         timeout: Duration::from_millis((scrape_interval_ms * 4 / 5).min(10_000)),
+                        max_idle_per_host: cfg.scrape_concurrency,
                         ..ScrapeConfig::default()
                     });
                     let ing = Ingest::new(

@@ -74,7 +74,78 @@ fn client(timeout_ms: u64, max: usize) -> Client {
         timeout: Duration::from_millis(timeout_ms),
         max_body_bytes: max,
         gzip: true,
+        ..ScrapeConfig::default()
     })
+}
+
+/// A target that keeps connections alive and answers every request on them; returns its
+/// address and the number of connections it has accepted.
+async fn keep_alive_target() -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let body = "DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",Hostname=\"x\"} 41\n";
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let mut pending = Vec::new();
+                let mut buf = [0u8; 4096];
+                loop {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => pending.extend_from_slice(&buf[..n]),
+                    }
+                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                        pending.drain(..end + 4);
+                        if s.write_all(reply.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+/// Two rounds of `n` scrapes in flight at once; the connections the target accepted.
+async fn two_rounds(max_idle_per_host: usize, n: usize) -> usize {
+    let (addr, accepted) = keep_alive_target().await;
+    let c = Client::new(ScrapeConfig {
+        max_idle_per_host,
+        gzip: false,
+        ..ScrapeConfig::default()
+    });
+    for _ in 0..2 {
+        let round: Vec<_> = (0..n)
+            .map(|_| {
+                let c = c.clone();
+                let url = format!("http://{addr}/metrics");
+                tokio::spawn(async move { c.fetch(&url).await })
+            })
+            .collect();
+        for r in round {
+            r.await.expect("task").expect("scrape");
+        }
+        // Connections go back to the pool once their response is read.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    accepted.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+#[tokio::test]
+async fn scrapes_in_flight_reuse_their_connections_next_round() {
+    // A pool as large as the scrapes in flight: the second round reconnects nothing.
+    assert_eq!(two_rounds(8, 8).await, 8);
+    // A smaller pool drops what it cannot keep, and the next round connects again.
+    assert!(two_rounds(2, 8).await > 8);
 }
 
 #[tokio::test]
