@@ -500,22 +500,26 @@ impl<T: Clone + PartialEq + Send + Sync + 'static> Entries<T> {
     /// Follows `list` of `state`. There are no signals until the page lays out its rows
     /// and calls `renew`, which it does again whenever the list's shape changes.
     pub(crate) fn follow(state: RwSignal<Overview>, list: fn(&Overview) -> &[T]) -> Entries<T> {
+        Self::kept_by(state, move |s, v| {
+            for (sig, item) in v.iter().zip(list(s)) {
+                if sig.with_untracked(|x| x != item) {
+                    sig.set(item.clone());
+                }
+            }
+        })
+    }
+
+    /// Entries kept equal to the overview by one effect, which gives `sync` the overview
+    /// and the signals whenever the overview changes. Only the browser follows.
+    fn kept_by(
+        state: RwSignal<Overview>,
+        sync: impl Fn(&Overview, &[RwSignal<T>]) + Send + Sync + 'static,
+    ) -> Entries<T> {
         let e = Entries(StoredValue::new(Vec::new()));
-        // Only the browser follows.
         #[cfg(not(feature = "hydrate"))]
-        let _ = (state, list);
+        let _ = (state, sync);
         #[cfg(feature = "hydrate")]
-        Effect::new(move |_| {
-            state.with(|s| {
-                e.0.with_value(|v| {
-                    for (sig, item) in v.iter().zip(list(s)) {
-                        if sig.with_untracked(|x| x != item) {
-                            sig.set(item.clone());
-                        }
-                    }
-                })
-            })
-        });
+        Effect::new(move |_| state.with(|s| e.0.with_value(|v| sync(s, v))));
         e
     }
 
@@ -531,23 +535,14 @@ impl<T: Clone + PartialEq + Send + Sync + 'static> Entries<T> {
         state: RwSignal<Overview>,
         at: fn(&Overview, usize) -> Option<T>,
     ) -> Entries<T> {
-        let e = Entries(StoredValue::new(Vec::new()));
-        #[cfg(not(feature = "hydrate"))]
-        let _ = (state, at);
-        #[cfg(feature = "hydrate")]
-        Effect::new(move |_| {
-            state.with(|s| {
-                e.0.with_value(|v| {
-                    for (i, sig) in v.iter().enumerate() {
-                        match at(s, i) {
-                            Some(item) if sig.with_untracked(|x| *x != item) => sig.set(item),
-                            _ => {}
-                        }
-                    }
-                })
-            })
-        });
-        e
+        Self::kept_by(state, move |s, v| {
+            for (i, sig) in v.iter().enumerate() {
+                match at(s, i) {
+                    Some(item) if sig.with_untracked(|x| *x != item) => sig.set(item),
+                    _ => {}
+                }
+            }
+        })
     }
 
     /// `renew` for entries made by `follow_computed`.
