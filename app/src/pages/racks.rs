@@ -549,39 +549,25 @@ impl CellView {
     }
 }
 
-/// Appends `s` to `out`, escaped for HTML text and attribute values.
-fn escape_into(out: &mut String, s: &str) {
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-}
-
 /// One node cell as HTML. Every name and value is escaped: node names come from the
 /// scheduler and may be anything.
 fn cell_html(out: &mut String, n: &NodeTile, v: &CellView) {
     out.push_str(r#"<li><a class=""#);
-    escape_into(out, &v.class());
+    units::xml_escape_into(out, &v.class());
     out.push_str(r#"" href="/nodes/"#);
-    escape_into(out, &n.name);
+    units::xml_escape_into(out, &n.name);
     out.push_str(r#"" title=""#);
-    escape_into(out, &v.summary);
+    units::xml_escape_into(out, &v.summary);
     out.push_str(r#"" data-test="floor-node" data-node=""#);
-    escape_into(out, &n.name);
+    units::xml_escape_into(out, &n.name);
     out.push_str(r#"" data-bucket=""#);
-    escape_into(out, &v.bucket_attr());
+    units::xml_escape_into(out, &v.bucket_attr());
     // The name is bare text, the value a span (the painter writes its text): five DOM
     // nodes per cell, not seven, for the garbage collector to walk.
     out.push_str(r#"">"#);
-    escape_into(out, &n.name);
+    units::xml_escape_into(out, &n.name);
     out.push_str(r#" <span class="floor-node-value num">"#);
-    escape_into(out, &v.value);
+    units::xml_escape_into(out, &v.value);
     out.push_str("</span></a></li>");
 }
 
