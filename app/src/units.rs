@@ -25,6 +25,29 @@ pub fn xml_escape(s: &str) -> String {
     out
 }
 
+/// `s` percent-encoded as one URL path segment or query value: every byte but
+/// `A-Z a-z 0-9 - . _ ~`. Names come from the scheduler, and one with `/`, `?`, `#`, `&` or
+/// `%` must still reach its own page; the router and the query parser decode it back.
+pub fn url_component(s: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 15)]));
+        }
+    }
+    out
+}
+
+/// The path of a node's page.
+pub fn node_href(name: &str) -> String {
+    format!("/nodes/{}", url_component(name))
+}
+
 /// `xml_escape`, appended to `out`.
 pub fn xml_escape_into(out: &mut String, s: &str) {
     for c in s.chars() {
@@ -200,6 +223,13 @@ pub fn hostlist_short(nodes: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_links_are_one_encoded_segment() {
+        assert_eq!(node_href("gpu-001.a_b~"), "/nodes/gpu-001.a_b~");
+        assert_eq!(node_href("a/b?c#d%e f"), "/nodes/a%2Fb%3Fc%23d%25e%20f");
+        assert_eq!(node_href("\"<é"), "/nodes/%22%3C%C3%A9");
+    }
 
     #[test]
     fn durations_and_node_lists() {

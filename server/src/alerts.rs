@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use app::live::Overview;
 use app::model::{JobState, NodeState, UnixMs};
+use app::units;
 use serde::Serialize;
 
 use crate::aggregate::Readings;
@@ -184,7 +185,7 @@ pub fn evaluate(
                             .collect::<Vec<_>>()
                             .join(", ")
                     ),
-                    link: format!("/nodes/{node}"),
+                    link: units::node_href(node),
                     drain_node: Some(node.to_string()),
                 });
             }
@@ -203,7 +204,7 @@ pub fn evaluate(
                             g.index,
                             action.label()
                         ),
-                        link: format!("/nodes/{node}"),
+                        link: units::node_href(node),
                         drain_node: Some(node.to_string()),
                     });
                 }
@@ -222,7 +223,7 @@ pub fn evaluate(
                         "{node}: rows remapped for uncorrectable memory errors on GPU {} — drain the node",
                         remapped.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
                     ),
-                    link: format!("/nodes/{node}"),
+                    link: units::node_href(node),
                     drain_node: Some(node.to_string()),
                 });
             }
@@ -256,7 +257,7 @@ pub fn evaluate(
                             "{node} GPU {}: PCIe replay counter rising ({count}): check the link or riser",
                             g.index
                         ),
-                        link: format!("/nodes/{node}"),
+                        link: units::node_href(node),
                         drain_node: None,
                     });
                 }
@@ -282,7 +283,7 @@ pub fn evaluate(
                         "{node}: {thermal} GPU(s) thermally throttled for over {} min",
                         cfg.thermal_throttle_ms / 60_000
                     ),
-                    link: format!("/nodes/{node}"),
+                    link: units::node_href(node),
                     drain_node: None,
                 });
             }
@@ -351,7 +352,7 @@ pub fn evaluate(
                 subject: format!("node:{}", n.name),
                 severity: "warning",
                 summary: format!("{}: {} in Slurm", n.name, n.state.label()),
-                link: format!("/nodes/{}", n.name),
+                link: units::node_href(&n.name),
                 drain_node: None,
             });
         }

@@ -80,7 +80,7 @@ fn JobBody(
         {move || pending.get().map(|p| view! { <ActionPanel p pending after/> })}
         <p>
             "Nodes: "
-            {j.nodes.iter().map(|n| view! { <a href=format!("/nodes/{n}")>{n.clone()}</a>" " }).collect_view()}
+            {j.nodes.iter().map(|n| view! { <a href=units::node_href(n)>{n.clone()}</a>" " }).collect_view()}
         </p>
         <dl class="stats">
             <div class="stat"><dt>"Work at risk now"</dt><dd class="num" data-test="work-at-risk">

@@ -184,7 +184,10 @@ fn NodeBody(d: NodeDetail) -> impl IntoView {
         <h2 id="hour-h">"Last hour"</h2>
         <div class="charts">
             {["power_watts", "temp_celsius", "sm_active_ratio"].into_iter().map(|m| {
-                let src = format!("/api/charts/history.svg?scope=node:{name}&metric={m}");
+                let src = format!(
+                    "/api/charts/history.svg?scope={}&metric={m}",
+                    units::url_component(&format!("node:{name}"))
+                );
                 let alt = format!("{name}: {} over the last hour", match m { "power_watts" => "power", "temp_celsius" => "GPU temperature", _ => "SM activity" });
                 view! {
                     <figure>

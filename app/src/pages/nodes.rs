@@ -232,7 +232,7 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                         };
                         view! {
                             <tr data-test="node-row" data-node=n.name.clone() data-state=n.state.label()>
-                                <th scope="row"><a href=format!("/nodes/{}", n.name)>{n.name.clone()}</a></th>
+                                <th scope="row"><a href=units::node_href(&n.name)>{n.name.clone()}</a></th>
                                 <td>{n.rack.clone()}</td>
                                 <td><span class=format!("badge {}", state_class(n.state)) title=n.raw_state.clone()>{n.state.label()}</span></td>
                                 <td class="reason" data-test="node-reason">{n.reason.clone().unwrap_or_default()}</td>
@@ -403,7 +403,7 @@ pub(crate) fn ActionPanel(
                                 {res.outcomes.into_iter().map(|o| view! {
                                     <li class=format!("outcome outcome-{}", o.status) data-test="action-outcome" data-status=o.status.clone()>
                                         <strong>{o.target.clone()}</strong>": "{o.status.clone()}" — "{o.message.clone()}" "
-                                        <a href=format!("/audit?target={}", o.target)>{format!("audit #{}", o.audit_id)}</a>
+                                        <a href=format!("/audit?target={}", units::url_component(&o.target))>{format!("audit #{}", o.audit_id)}</a>
                                     </li>
                                 }).collect_view()}
                             </ul>

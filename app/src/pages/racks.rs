@@ -554,8 +554,8 @@ impl CellView {
 fn cell_html(out: &mut String, n: &NodeTile, v: &CellView) {
     out.push_str(r#"<li><a class=""#);
     units::xml_escape_into(out, &v.class());
-    out.push_str(r#"" href="/nodes/"#);
-    units::xml_escape_into(out, &n.name);
+    out.push_str(r#"" href=""#);
+    units::xml_escape_into(out, &units::node_href(&n.name));
     out.push_str(r#"" title=""#);
     units::xml_escape_into(out, &v.summary);
     out.push_str(r#"" data-test="floor-node" data-node=""#);
@@ -782,7 +782,8 @@ mod tests {
         assert!(!html.contains("<img"), "{html}");
         let esc = "gpu&quot;1&#39;&lt;img src=x onerror=alert(1)&gt;&amp;";
         assert!(html.contains(&format!(r#"data-node="{esc}""#)), "{html}");
-        assert!(html.contains(&format!(r#"href="/nodes/{esc}""#)), "{html}");
+        let href = "/nodes/gpu%221%27%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E%26";
+        assert!(html.contains(&format!(r#"href="{href}""#)), "{html}");
         assert!(
             html.contains(&format!(r#"data-bucket="3">{esc} <span"#)),
             "{html}"
@@ -803,7 +804,7 @@ mod tests {
         assert_eq!(
             html,
             format!(
-                r#"<li><a class="floor-node m3" href="/nodes/{esc}" title="{esc}: allocated, 5.6 kW power, hottest GPU 85 °C, SM 79%, 3 of 8 GPUs throttling, jobs 1" data-test="floor-node" data-node="{esc}" data-bucket="3">{esc} <span class="floor-node-value num">5.6 kW</span></a></li>"#
+                r#"<li><a class="floor-node m3" href="{href}" title="{esc}: allocated, 5.6 kW power, hottest GPU 85 °C, SM 79%, 3 of 8 GPUs throttling, jobs 1" data-test="floor-node" data-node="{esc}" data-bucket="3">{esc} <span class="floor-node-value num">5.6 kW</span></a></li>"#
             )
         );
     }

@@ -361,6 +361,15 @@ async fn a_nodes_xid_shows_the_catalogs_meaning() {
     // An unknown node is a 404 page, not an error.
     let missing = get_with(r.addr, "/nodes/nosuchnode", &[("Accept", "text/html")]).await;
     assert_eq!(missing.status, 404);
+    // Links percent-encode the name (`units::node_href`); the router decodes it back.
+    let encoded = get_with(r.addr, "/nodes/gpu%30%338", &[("Accept", "text/html")]).await;
+    assert_eq!(encoded.status, 200);
+    assert!(encoded
+        .text()
+        .contains(r#"data-test="node-page" data-node="gpu038""#));
+    let odd = get_with(r.addr, "/nodes/a%2Fb%3F%23%3C", &[("Accept", "text/html")]).await;
+    assert_eq!(odd.status, 404);
+    assert!(odd.text().contains("a/b?#&lt;"), "{}", odd.text());
     r.stop().await.expect("stop");
 }
 
