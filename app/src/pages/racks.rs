@@ -186,10 +186,10 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
             rows
         })
     });
-    // The cells and rack heads are rendered once; in the browser one effect per floor
-    // brings them up to date on every tick (see `Painted`).
-    let painted = Painted::new();
+    // The floor is rendered once per shape, as plain HTML; in the browser one effect per
+    // floor brings it up to date on every tick (see `Painted`).
     let floor = NodeRef::<leptos::html::Div>::new();
+    let painted = Painted::new(floor);
     #[cfg(feature = "hydrate")]
     {
         Effect::new(move |_| {
@@ -202,6 +202,8 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
             }
         });
     }
+    // Renders of the floor so far: the first is what the server sent.
+    let renders = StoredValue::new(0u32);
     view! {
         <nav class="toolbar" aria-label="Colour nodes by">
             <span>"Colour nodes by:"</span>
@@ -222,20 +224,18 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
             }}
             <span class="swatch none">"no reading"</span>
         </p>
-        <div class="floor" node_ref=floor class:stale=move || stale.get() data-metric=move || metric.get().key()>
-            {move || {
-                // A new shape registers new cells and heads; the old ones go with their views.
+        <div class="floor" node_ref=floor class:stale=move || stale.get() data-metric=move || metric.get().key()
+            inner_html=move || {
+                // A new shape registers new cells and heads; the old ones go with their
+                // elements. After the first render the DOM may hold what the painter wrote
+                // since (the renderer skips an unchanged string), so the next repaint
+                // writes every cell and head again.
+                let rows = shape.get();
+                let first = renders.get_value() == 0;
+                renders.update_value(|n| *n += 1);
                 painted.clear();
-                shape.get().into_iter().map(|(row, racks)| view! {
-                <section class="floor-row" aria-label=format!("Row {row}")>
-                    <h2>{format!("Row {row}")}</h2>
-                    <div class="floor-racks">
-                        {racks.into_iter().map(|(ri, nodes)| view! { <FloorRack state ri nodes metric painted/> }).collect_view()}
-                    </div>
-                </section>
-                }).collect_view()
-            }}
-        </div>
+                state.with_untracked(|s| floor_html(s, &rows, metric.get_untracked(), painted, first))
+            }/>
     }
 }
 
@@ -248,6 +248,7 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
 #[derive(Clone, Copy)]
 #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 struct Painted {
+    floor: NodeRef<leptos::html::Div>,
     nodes: StoredValue<Vec<Option<PaintedNode>>>,
     racks: StoredValue<Vec<Option<PaintedRack>>>,
     /// Repaints so far.
@@ -260,23 +261,23 @@ struct PaintedNode {
     rack: usize,
     /// Its place in its rack's list.
     at: usize,
-    list: NodeRef<leptos::html::Ol>,
-    tile: NodeTile,
-    metric: Metric,
-    view: CellView,
+    /// What it shows, `None` when not known (the next paint writes it whole).
+    shown: Option<(NodeTile, Metric, CellView)>,
 }
 
 #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
 struct PaintedRack {
     /// Off screen, and not rendered.
     hidden: bool,
-    tile: RackTile,
-    view: HeadView,
-    head: NodeRef<leptos::html::Header>,
-    power: NodeRef<leptos::html::Span>,
-    inlet: NodeRef<leptos::html::Span>,
-    silent: NodeRef<leptos::html::Span>,
-    jobs: NodeRef<leptos::html::Span>,
+    name: String,
+    /// Where its element is: the floor's row, and its place in the row.
+    row: usize,
+    pos: usize,
+    /// What its head shows, `None` when not known.
+    shown: Option<(RackTile, HeadView)>,
+    /// Its head and its list of cells, found on the first paint.
+    #[cfg(feature = "hydrate")]
+    el: Option<send_wrapper::SendWrapper<dom::RackEls>>,
 }
 
 #[cfg(feature = "hydrate")]
@@ -288,8 +289,9 @@ fn put<T>(v: &mut Vec<Option<T>>, i: usize, x: T) {
 }
 
 impl Painted {
-    fn new() -> Painted {
+    fn new(floor: NodeRef<leptos::html::Div>) -> Painted {
         Painted {
+            floor,
             nodes: StoredValue::new(Vec::new()),
             racks: StoredValue::new(Vec::new()),
             tick: StoredValue::new(0),
@@ -329,7 +331,7 @@ impl Painted {
         let mut shown = Vec::new();
         self.racks.update_value(|racks| {
             for (ri, p) in racks.iter_mut().enumerate() {
-                if let Some(p) = p.as_mut().filter(|p| names.contains(&p.tile.name)) {
+                if let Some(p) = p.as_mut().filter(|p| names.contains(&p.name)) {
                     p.hidden = !visible;
                     shown.push(ri);
                 }
@@ -344,38 +346,52 @@ impl Painted {
     /// `due` names.
     #[cfg(feature = "hydrate")]
     fn paint(&self, s: &Overview, m: Metric, due: impl Fn(usize) -> bool) {
-        self.nodes.update_value(|cells| {
-            for (p, n) in cells.iter_mut().zip(&s.nodes) {
-                let Some(p) = p else { continue };
-                if (p.metric == m && p.tile == *n) || !due(p.rack) {
-                    continue;
+        let Some(floor) = self.floor.get_untracked() else {
+            return;
+        };
+        self.racks.update_value(|racks| {
+            for p in racks.iter_mut().flatten() {
+                if p.el.is_none() {
+                    p.el = dom::rack_els(&floor, p.row, p.pos, &p.name)
+                        .map(send_wrapper::SendWrapper::new);
                 }
-                let Some((a, v)) = p
-                    .list
-                    .try_get_untracked()
-                    .flatten()
-                    .and_then(|l| dom::cell_at(&l, p.at))
-                else {
-                    continue;
-                };
-                let view = cell_view(n, m);
-                dom::show_cell(&a, &v, &p.view, &view);
-                p.view = view;
-                p.tile = n.clone();
-                p.metric = m;
             }
+        });
+        self.racks.with_value(|racks| {
+            self.nodes.update_value(|cells| {
+                for (p, n) in cells.iter_mut().zip(&s.nodes) {
+                    let Some(p) = p else { continue };
+                    let same = p
+                        .shown
+                        .as_ref()
+                        .is_some_and(|(t, pm, _)| *pm == m && t == n);
+                    if same || !due(p.rack) {
+                        continue;
+                    }
+                    let Some((a, v)) = racks
+                        .get(p.rack)
+                        .and_then(Option::as_ref)
+                        .and_then(|r| r.el.as_ref())
+                        .and_then(|el| dom::cell_at(&el.list, p.at))
+                    else {
+                        continue;
+                    };
+                    let view = cell_view(n, m);
+                    dom::show_cell(&a, &v, p.shown.as_ref().map(|(_, _, v)| v), &view);
+                    p.shown = Some((n.clone(), m, view));
+                }
+            });
         });
         self.racks.update_value(|racks| {
             for (p, r) in racks.iter_mut().zip(&s.racks) {
                 let Some(p) = p else { continue };
-                if p.tile == *r {
+                if p.shown.as_ref().is_some_and(|(t, _)| t == r) {
                     continue;
                 }
+                let Some(el) = p.el.as_ref() else { continue };
                 let view = head_view(r);
-                if dom::show_head(p, &view).is_some() {
-                    p.view = view;
-                    p.tile = r.clone();
-                }
+                dom::show_head(&el.head, p.shown.as_ref().map(|(_, v)| v), &view);
+                p.shown = Some((r.clone(), view));
             }
         });
     }
@@ -453,64 +469,114 @@ fn head_view(r: &RackTile) -> HeadView {
     }
 }
 
-#[component]
-fn FloorRack(
-    state: RwSignal<Overview>,
-    ri: usize,
-    nodes: Vec<usize>,
-    metric: Memo<Metric>,
-    painted: Painted,
-) -> impl IntoView {
-    let (name, tile) = state.with_untracked(|s| match s.racks.get(ri) {
-        Some(r) => (r.name.clone(), Some(r.clone())),
-        None => (String::new(), None),
-    });
-    let first = tile.as_ref().map(head_view).unwrap_or_default();
-    let head = NodeRef::<leptos::html::Header>::new();
-    let power = NodeRef::<leptos::html::Span>::new();
-    let inlet = NodeRef::<leptos::html::Span>::new();
-    let silent = NodeRef::<leptos::html::Span>::new();
-    let jobs = NodeRef::<leptos::html::Span>::new();
-    let list = NodeRef::<leptos::html::Ol>::new();
-    let cells =
-        state.with_untracked(|s| cells_html(s, ri, &nodes, metric.get_untracked(), list, painted));
-    // Only the browser repaints.
-    #[cfg(feature = "hydrate")]
-    if let Some(tile) = tile {
-        painted.racks.update_value(|v| {
-            put(
-                v,
-                ri,
-                PaintedRack {
-                    hidden: false,
-                    tile,
-                    view: first.clone(),
-                    head,
-                    power,
-                    inlet,
-                    silent,
-                    jobs,
-                },
-            )
-        });
+/// A rack's article up to its list of cells, as HTML: the same markup for every rack, so
+/// the painter finds each part by its place.
+fn rack_head_html(out: &mut String, name: &str, v: &HeadView) {
+    let mut put = |parts: &[&str]| {
+        for (i, p) in parts.iter().enumerate() {
+            // Even parts are markup, odd ones text to escape.
+            if i % 2 == 0 {
+                out.push_str(p);
+            } else {
+                units::xml_escape_into(out, p);
+            }
+        }
+    };
+    put(&[
+        r#"<article class="floor-rack" data-test="floor-rack" data-rack=""#,
+        name,
+        r#"" aria-label="Rack "#,
+        name,
+        r#""><header class=""#,
+        &v.class(),
+        r#"" data-test="floor-rack-head" data-power-watts=""#,
+        &v.power_attr,
+        r#""><strong class="rack-name">"#,
+        name,
+        r#"</strong><span class="num">"#,
+        &v.power,
+        r#"</span><span class="muted">"#,
+        &v.inlet,
+        r#"</span><span class="rack-silent""#,
+        if v.not_reporting == 0 { " hidden" } else { "" },
+        ">",
+        &v.silent(),
+        r#"</span><span class="rack-jobs" data-test="rack-jobs""#,
+        if v.jobs.is_empty() { " hidden" } else { "" },
+        ">",
+        JOBS_LEAD,
+    ]);
+    for j in &v.jobs {
+        out.push_str(&format!(r#"<a href="/jobs/{j}">job {j}</a> "#));
     }
-    view! {
-        <article class="floor-rack" data-test="floor-rack" data-rack=name.clone() aria-label=format!("Rack {name}")>
-            <header node_ref=head class=first.class()
-                data-test="floor-rack-head"
-                data-power-watts=first.power_attr.clone()>
-                <strong class="rack-name">{name.clone()}</strong>
-                <span node_ref=power class="num">{first.power.clone()}</span>
-                <span node_ref=inlet class="muted">{first.inlet.clone()}</span>
-                <span node_ref=silent class="rack-silent" hidden=first.not_reporting == 0>{first.silent()}</span>
-                <span node_ref=jobs class="rack-jobs" data-test="rack-jobs" hidden=first.jobs.is_empty()>
-                    {JOBS_LEAD}
-                    {first.jobs.iter().map(|j| view! { <a href=format!("/jobs/{j}")>{format!("job {j}")}</a>" " }).collect_view()}
-                </span>
-            </header>
-            <ol class="floor-nodes" aria-label="Nodes, top of the rack first" node_ref=list inner_html=cells/>
-        </article>
+    out.push_str(
+        r#"</span></header><ol class="floor-nodes" aria-label="Nodes, top of the rack first">"#,
+    );
+}
+
+/// The floor, `rows` of racks with their cells coloured by `m`, as HTML. Plain HTML, not
+/// components: the renderer then holds one element for the whole floor, not a dozen
+/// nodes and hydration markers per cell and per rack head, which at 2,048 nodes halved
+/// the page's DOM and the garbage collector's work. In the browser each rack and node is
+/// registered with `painted`, which finds its elements by their place; `known` says the
+/// DOM shows what is registered (else the next paint writes everything).
+fn floor_html(s: &Overview, rows: &[FloorRow], m: Metric, painted: Painted, known: bool) -> String {
+    let mut html = String::with_capacity(s.nodes.len() * 420 + s.racks.len() * 500);
+    for (row_at, (row, racks)) in rows.iter().enumerate() {
+        html.push_str(r#"<section class="floor-row" aria-label="Row "#);
+        units::xml_escape_into(&mut html, row);
+        html.push_str(r#""><h2>Row "#);
+        units::xml_escape_into(&mut html, row);
+        html.push_str(r#"</h2><div class="floor-racks">"#);
+        let racks = racks
+            .iter()
+            .filter_map(|(ri, nodes)| Some((*ri, s.racks.get(*ri)?, nodes)));
+        for (pos, (ri, r, nodes)) in racks.enumerate() {
+            let head = head_view(r);
+            rack_head_html(&mut html, &r.name, &head);
+            let nodes = nodes.iter().filter_map(|&i| Some((i, s.nodes.get(i)?)));
+            for (at, (i, n)) in nodes.enumerate() {
+                let view = cell_view(n, m);
+                cell_html(&mut html, n, &view);
+                #[cfg(feature = "hydrate")]
+                painted.nodes.update_value(|v| {
+                    put(
+                        v,
+                        i,
+                        PaintedNode {
+                            rack: ri,
+                            at,
+                            shown: known.then(|| (n.clone(), m, view)),
+                        },
+                    )
+                });
+                #[cfg(not(feature = "hydrate"))]
+                let _ = (i, at);
+            }
+            html.push_str("</ol></article>");
+            #[cfg(feature = "hydrate")]
+            painted.racks.update_value(|v| {
+                put(
+                    v,
+                    ri,
+                    PaintedRack {
+                        hidden: false,
+                        name: r.name.clone(),
+                        row: row_at,
+                        pos,
+                        shown: known.then(|| (r.clone(), head)),
+                        el: None,
+                    },
+                )
+            });
+            #[cfg(not(feature = "hydrate"))]
+            let _ = (row_at, pos, ri, head);
+        }
+        html.push_str("</div></section>");
     }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = (painted, known);
+    html
 }
 
 /// What one node cell shows: compared as a whole, so a tick that changes nothing shown
@@ -571,57 +637,42 @@ fn cell_html(out: &mut String, n: &NodeTile, v: &CellView) {
     out.push_str("</span></a></li>");
 }
 
-/// The node cells of rack `ri` (node indices `nodes`, top first), as the HTML of its list.
-/// The list is plain HTML, not components: the renderer then holds one element per rack,
-/// not a dozen nodes per cell, which at 2,048 nodes halved the page's DOM and the garbage
-/// collector's work. The painter finds a cell by its place in the list.
-fn cells_html(
-    s: &Overview,
-    ri: usize,
-    nodes: &[usize],
-    m: Metric,
-    list: NodeRef<leptos::html::Ol>,
-    painted: Painted,
-) -> String {
-    let mut html = String::with_capacity(nodes.len() * 400);
-    let mut at = 0;
-    for &i in nodes {
-        let Some(n) = s.nodes.get(i) else { continue };
-        let view = cell_view(n, m);
-        cell_html(&mut html, n, &view);
-        #[cfg(feature = "hydrate")]
-        painted.nodes.update_value(|v| {
-            put(
-                v,
-                i,
-                PaintedNode {
-                    rack: ri,
-                    at,
-                    list,
-                    tile: n.clone(),
-                    metric: m,
-                    view,
-                },
-            )
-        });
-        at += 1;
-    }
-    #[cfg(not(feature = "hydrate"))]
-    let _ = (ri, list, painted, at);
-    html
-}
-
 /// Direct DOM writes of the floor's browser half.
 #[cfg(feature = "hydrate")]
 mod dom {
-    use super::{CellView, HeadView, Metric, Painted, PaintedRack, JOBS_LEAD};
+    use super::{CellView, HeadView, Metric, Painted, JOBS_LEAD};
     use crate::live::Overview;
     use leptos::prelude::*;
     use wasm_bindgen::{closure::Closure, JsCast, JsValue};
 
+    /// A rack's head and its list of cells.
+    pub(super) struct RackEls {
+        pub(super) head: web_sys::Element,
+        pub(super) list: web_sys::Element,
+    }
+
+    /// The elements of rack `name`, the `pos`-th of the floor's `row`-th row; `None` when
+    /// the floor does not hold it there (yet).
+    pub(super) fn rack_els(
+        floor: &web_sys::HtmlDivElement,
+        row: usize,
+        pos: usize,
+        name: &str,
+    ) -> Option<RackEls> {
+        let racks = floor.children().item(row as u32)?.last_element_child()?;
+        let rack = racks.children().item(pos as u32)?;
+        if rack.get_attribute("data-rack").as_deref() != Some(name) {
+            return None;
+        }
+        Some(RackEls {
+            head: rack.first_element_child()?,
+            list: rack.last_element_child()?,
+        })
+    }
+
     /// The link of the `at`-th cell of a rack's list, and its value.
     pub(super) fn cell_at(
-        list: &web_sys::HtmlOListElement,
+        list: &web_sys::Element,
         at: usize,
     ) -> Option<(web_sys::Element, web_sys::Element)> {
         let a = list.children().item(at as u32)?.first_element_child()?;
@@ -629,11 +680,13 @@ mod dom {
         Some((a, v))
     }
 
-    /// Sets the text of `el`: the value of its first child, a text node as rendered (the
-    /// comment after it is the renderer's hydration marker), or else all of its content.
+    /// Sets the text of `el`: the value of its text node as rendered, or else all of its
+    /// content.
     fn set_text(el: &web_sys::Element, text: &str) {
         match el.first_child() {
-            Some(t) if t.node_type() == web_sys::Node::TEXT_NODE => t.set_node_value(Some(text)),
+            Some(t) if t.node_type() == web_sys::Node::TEXT_NODE && t.next_sibling().is_none() => {
+                t.set_node_value(Some(text))
+            }
             _ => el.set_text_content(Some(text)),
         }
     }
@@ -693,62 +746,73 @@ mod dom {
         });
     }
 
+    /// Writes what differs between the cell's `prev` view (`None`: not known, all of it)
+    /// and `now`.
     pub(super) fn show_cell(
         a: &web_sys::Element,
         v: &web_sys::Element,
-        prev: &CellView,
+        prev: Option<&CellView>,
         now: &CellView,
     ) {
-        if now.bucket != prev.bucket {
+        let all = prev.is_none();
+        let none = CellView::default();
+        let prev = prev.unwrap_or(&none);
+        if all || now.bucket != prev.bucket {
             let _ = a.set_attribute("class", &now.class());
             let _ = a.set_attribute("data-bucket", &now.bucket_attr());
         }
-        if now.summary != prev.summary {
+        if all || now.summary != prev.summary {
             let _ = a.set_attribute("title", &now.summary);
         }
-        if now.value != prev.value {
+        if all || now.value != prev.value {
             set_text(v, &now.value);
         }
     }
 
-    /// Writes what differs between the head `p` shows and `now`; `None` when the head is
-    /// not mounted (nothing written).
-    pub(super) fn show_head(p: &PaintedRack, now: &HeadView) -> Option<()> {
-        let h = p.head.try_get_untracked().flatten()?;
-        let power = p.power.try_get_untracked().flatten()?;
-        let inlet = p.inlet.try_get_untracked().flatten()?;
-        let silent = p.silent.try_get_untracked().flatten()?;
-        let jobs = p.jobs.try_get_untracked().flatten()?;
-        let prev = &p.view;
-        if now.severity != prev.severity {
+    /// Writes what differs between what the head shows (`prev`; `None`: not known, all of
+    /// it) and `now`. The head's children are the rack's name, power, inlet, silent nodes
+    /// and jobs, as `rack_head_html` writes them.
+    pub(super) fn show_head(h: &web_sys::Element, prev: Option<&HeadView>, now: &HeadView) {
+        let parts = h.children();
+        let (Some(power), Some(inlet), Some(silent), Some(jobs)) =
+            (parts.item(1), parts.item(2), parts.item(3), parts.item(4))
+        else {
+            return;
+        };
+        let all = prev.is_none();
+        let none = HeadView::default();
+        let prev = prev.unwrap_or(&none);
+        if all || now.severity != prev.severity {
             let _ = h.set_attribute("class", &now.class());
         }
-        if now.power_attr != prev.power_attr {
+        if all || now.power_attr != prev.power_attr {
             let _ = h.set_attribute("data-power-watts", &now.power_attr);
         }
-        if now.power != prev.power {
+        if all || now.power != prev.power {
             set_text(&power, &now.power);
         }
-        if now.inlet != prev.inlet {
+        if all || now.inlet != prev.inlet {
             set_text(&inlet, &now.inlet);
         }
-        if now.not_reporting != prev.not_reporting {
+        if all || now.not_reporting != prev.not_reporting {
             set_text(&silent, &now.silent());
             set_hidden(&silent, now.not_reporting == 0);
         }
-        if now.jobs != prev.jobs {
+        if all || now.jobs != prev.jobs {
             jobs.set_text_content(Some(JOBS_LEAD));
-            let doc = jobs.owner_document()?;
-            for j in &now.jobs {
-                let a = doc.create_element("a").ok()?;
-                let _ = a.set_attribute("href", &format!("/jobs/{j}"));
-                a.set_text_content(Some(&format!("job {j}")));
-                let _ = jobs.append_child(&a);
-                let _ = jobs.append_child(doc.create_text_node(" ").unchecked_ref());
+            if let Some(doc) = jobs.owner_document() {
+                for j in &now.jobs {
+                    let Ok(a) = doc.create_element("a") else {
+                        break;
+                    };
+                    let _ = a.set_attribute("href", &format!("/jobs/{j}"));
+                    a.set_text_content(Some(&format!("job {j}")));
+                    let _ = jobs.append_child(&a);
+                    let _ = jobs.append_child(doc.create_text_node(" ").unchecked_ref());
+                }
             }
             set_hidden(&jobs, now.jobs.is_empty());
         }
-        Some(())
     }
 }
 
@@ -807,6 +871,74 @@ mod tests {
                 r#"<li><a class="floor-node m3" href="{href}" title="{esc}: allocated, 5.6 kW power, hottest GPU 85 °C, SM 79%, 3 of 8 GPUs throttling, jobs 1" data-test="floor-node" data-node="{esc}" data-bucket="3">{esc} <span class="floor-node-value num">5.6 kW</span></a></li>"#
             )
         );
+    }
+
+    fn rack(name: &str) -> RackTile {
+        RackTile {
+            name: name.into(),
+            row: "A".into(),
+            position: 1,
+            power_watts: Some(19_500.0),
+            power_limit_watts: 20_000.0,
+            inlet_celsius: Some(24.0),
+            cooling: crate::model::Cooling::Air,
+            gpus_throttling: 0,
+            nodes_unavailable: 0,
+            nodes_not_reporting: 0,
+            gpu_temp_max_celsius: None,
+            inlet_limit_celsius: 42.0,
+            jobs: vec![7, 9],
+        }
+    }
+
+    #[test]
+    fn the_floor_is_plain_html_in_the_painters_order() {
+        let hostile = r#"R"<b>&'"#;
+        let mut s = Overview {
+            racks: vec![rack("A01"), rack(hostile)],
+            nodes: vec![n()],
+            ..Overview::default()
+        };
+        s.racks[1].row = "B".into();
+        s.racks[1].nodes_not_reporting = 2;
+        s.racks[1].power_watts = None;
+        let rows: Vec<FloorRow> = vec![
+            ("A".into(), vec![(0, vec![0])]),
+            ("B<".into(), vec![(1, vec![])]),
+        ];
+        let painted = Painted::new(NodeRef::new());
+        let html = floor_html(&s, &rows, Metric::Power, painted, true);
+        let esc = "R&quot;&lt;b&gt;&amp;&#39;";
+        // The first rack is near its limit (97.5%): it names the jobs drawing its power.
+        assert!(html.starts_with(concat!(
+            r#"<section class="floor-row" aria-label="Row A"><h2>Row A</h2><div class="floor-racks">"#,
+            r#"<article class="floor-rack" data-test="floor-rack" data-rack="A01" aria-label="Rack A01">"#,
+            r#"<header class="floor-rack-head sev-warning" data-test="floor-rack-head" data-power-watts="19500.0">"#,
+            r#"<strong class="rack-name">A01</strong><span class="num">19.5 kW / 20.0 kW (98%) · near limit</span>"#,
+            r#"<span class="muted">inlet 24 °C · air</span><span class="rack-silent" hidden></span>"#,
+            r#"<span class="rack-jobs" data-test="rack-jobs">drawing its power: <a href="/jobs/7">job 7</a> <a href="/jobs/9">job 9</a> </span>"#,
+            r#"</header><ol class="floor-nodes" aria-label="Nodes, top of the rack first"><li><a class="floor-node m3""#,
+        )), "{html}");
+        // The second: names escaped, silent nodes shown, no jobs (not near its limit).
+        assert!(html.contains(&format!(
+            r#"<section class="floor-row" aria-label="Row B&lt;"><h2>Row B&lt;</h2><div class="floor-racks"><article class="floor-rack" data-test="floor-rack" data-rack="{esc}" aria-label="Rack {esc}"><header class="floor-rack-head sev-"#
+        )), "{html}");
+        assert!(
+            html.contains(r#"data-power-watts=""><strong class="rack-name">R&quot;"#),
+            "{html}"
+        );
+        assert!(html.contains(r#"<span class="rack-silent">power incomplete: 2 not reporting</span><span class="rack-jobs" data-test="rack-jobs" hidden>drawing its power: </span></header><ol class="floor-nodes" aria-label="Nodes, top of the rack first"></ol></article></div></section>"#), "{html}");
+        assert!(!html.contains("<b>"), "{html}");
+        for tag in [
+            "section", "h2", "div", "article", "header", "strong", "span", "ol", "li", "a",
+        ] {
+            assert_eq!(
+                html.matches(&format!("<{tag}>")).count()
+                    + html.matches(&format!("<{tag} ")).count(),
+                html.matches(&format!("</{tag}>")).count(),
+                "{tag}: {html}"
+            );
+        }
     }
 
     #[test]
