@@ -65,6 +65,16 @@ pub const IB_METRICS: [&str; 2] = [
     "node_infiniband_port_data_transmitted_bytes_total",
 ];
 
+/// The same counters through a PromQL store: bytes per second received and sent, summed
+/// over each node's HCA ports. The window spans several scrapes at any usual interval
+/// (15 s to 30 s), so one missed scrape does not blank a node.
+/// (Two sums added, not one over both names: without their names the two counters of a
+/// port have the same labels, which PromQL refuses in one vector.)
+pub const IB_RATE_PROMQL: &str = "sum without (device, port) (rate(node_infiniband_port_data_received_bytes_total[2m])) + sum without (device, port) (rate(node_infiniband_port_data_transmitted_bytes_total[2m]))";
+
+/// Queries per PromQL round (counted as targets in the scrape metrics).
+pub const PROMQL_QUERIES: usize = 4;
+
 /// Adds each node's node_exporter URL from `template` (`{node}` is the node name).
 pub fn with_node_exporter(mut targets: Vec<NodeTarget>, template: Option<&str>) -> Vec<NodeTarget> {
     if let Some(t) = template {
@@ -124,6 +134,8 @@ pub struct Ingest {
     jitter: bool,
     /// When the first round ran; first scrapes are due at this plus each target's phase.
     started_ms: Option<UnixMs>,
+    /// The PromQL InfiniBand query failed last round (logged when it starts failing).
+    ib_failing: bool,
 }
 
 /// A stable offset in `[0, interval)` for `url` (FNV-1a).
@@ -210,6 +222,7 @@ impl Ingest {
             health,
             jitter: false,
             started_ms: None,
+            ib_failing: false,
         }
     }
 
@@ -383,7 +396,10 @@ impl Ingest {
     }
 
     /// Fills the latest readings from a PromQL store instead of scraping: one query for
-    /// every DCGM field, one for node power, one for inlet temperature. GPUs are placed by
+    /// every DCGM field, one for node power, one for inlet temperature, one for InfiniBand
+    /// traffic (node_exporter's counters as a rate, where the store has them; none is not
+    /// an error, and a failure of this query alone leaves the rest of the round standing,
+    /// counted as one failed target). GPUs are placed by
     /// their exporter's `Hostname` label, else by the `instance` host; BMC series by a
     /// `node`/`hostname` label, else by the `instance` host.
     pub async fn query_promql(
@@ -411,6 +427,19 @@ impl Ingest {
         let inlet = prom
             .query(&selector(&m.inlet_metric, &m.inlet_label), None)
             .await?;
+        let (ib, ib_failed) = match prom.query(IB_RATE_PROMQL, None).await {
+            Ok(ib) => {
+                self.ib_failing = false;
+                (ib, 0)
+            }
+            Err(e) => {
+                if !self.ib_failing {
+                    tracing::warn!(error = %e, "PromQL InfiniBand query failed; traffic shows as missing");
+                }
+                self.ib_failing = true;
+                (Vec::new(), 1)
+            }
+        };
 
         let mut decoder = dcgm::Decoder::default();
         for s in &gpu_series {
@@ -452,10 +481,17 @@ impl Ingest {
                 l.bmc_at_ms = Some(now_ms);
             }
         }
+        for s in &ib {
+            if let Some(&(_, v)) = s.points.last().filter(|(_, v)| v.is_finite() && *v >= 0.0) {
+                let l = self.latest.entry(node_of(s)).or_default();
+                l.ib_bytes_per_second = Some(v);
+                l.node_at_ms = Some(now_ms);
+            }
+        }
         Ok(RoundStats {
-            targets: 3,
-            failed: 0,
-            samples: gpu_series.len() + power.len() + inlet.len(),
+            targets: PROMQL_QUERIES,
+            failed: ib_failed,
+            samples: gpu_series.len() + power.len() + inlet.len() + ib.len(),
             line_errors: 0,
         })
     }

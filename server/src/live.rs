@@ -924,8 +924,8 @@ pub async fn run_sim_source(
                             // Logged once per failing tick, counted; the data ages and shows stale.
                             tracing::warn!(error = %e, "PromQL query failed");
                             crate::ingest::RoundStats {
-                                targets: 3,
-                                failed: 3,
+                                targets: crate::ingest::PROMQL_QUERIES,
+                                failed: crate::ingest::PROMQL_QUERIES,
                                 ..Default::default()
                             }
                         }

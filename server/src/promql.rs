@@ -10,6 +10,7 @@ use std::fmt::Write;
 use serde::Deserialize;
 
 use app::model::UnixMs;
+use app::units::url_component;
 
 use crate::scrape::{Client, ScrapeError};
 use crate::telemetry::exposition::{parse_value, Sample};
@@ -129,19 +130,6 @@ pub fn parse_response(body: &[u8]) -> Result<Vec<Series>, PromError> {
         .collect())
 }
 
-/// Percent-encodes a query parameter value.
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
-}
-
 fn secs(ms: UnixMs) -> String {
     format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
 }
@@ -164,7 +152,7 @@ impl PromQl {
 
     /// An instant query, at `at_ms` or now.
     pub async fn query(&self, expr: &str, at_ms: Option<UnixMs>) -> Result<Vec<Series>, PromError> {
-        let mut url = format!("{}/api/v1/query?query={}", self.base, encode(expr));
+        let mut url = format!("{}/api/v1/query?query={}", self.base, url_component(expr));
         if let Some(t) = at_ms {
             let _ = write!(url, "&time={}", secs(t));
         }
@@ -182,7 +170,7 @@ impl PromQl {
         let url = format!(
             "{}/api/v1/query_range?query={}&start={}&end={}&step={}",
             self.base,
-            encode(expr),
+            url_component(expr),
             secs(start_ms),
             secs(end_ms),
             secs(step_ms.max(1))
@@ -234,7 +222,7 @@ mod tests {
     #[test]
     fn query_values_are_percent_encoded() {
         assert_eq!(
-            encode(r#"{__name__=~"A|b"}"#),
+            url_component(r#"{__name__=~"A|b"}"#),
             "%7B__name__%3D~%22A%7Cb%22%7D"
         );
         assert_eq!(secs(1_795_968_000_123), "1795968000.123");

@@ -28,7 +28,7 @@ fn free_port() -> u16 {
         .expect("port")
 }
 
-/// Prometheus's configuration: scrape every simulated node's two exporters on Gantry,
+/// Prometheus's configuration: scrape every simulated node's three exporters on Gantry,
 /// labelled as a real site would be (instance = node:port).
 fn prometheus_yml(gantry: std::net::SocketAddr, nodes: u32) -> String {
     let targets: Vec<String> = (1..=nodes).map(|n| format!("\"gpu{n:03}\"")).collect();
@@ -42,9 +42,10 @@ fn prometheus_yml(gantry: std::net::SocketAddr, nodes: u32) -> String {
         )
     };
     format!(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n{}{}",
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n{}{}{}",
         job("dcgm", 9400),
-        job("ipmi", 9290)
+        job("ipmi", 9290),
+        job("node", 9100)
     )
 }
 
@@ -109,6 +110,12 @@ async fn the_overview_reads_through_a_real_prometheus() {
         "Prometheus did not scrape every exporter in 30 s"
     );
     let complete_at = server::live::wall_now_ms();
+    eprintln!(
+        "DEBUG {:?}",
+        prom.query(server::ingest::IB_RATE_PROMQL, None)
+            .await
+            .map(|v| v.len())
+    );
 
     // The overview, computed from PromQL answers, equals the truth at its tick.
     let mut matched = false;
@@ -136,6 +143,34 @@ async fn the_overview_reads_through_a_real_prometheus() {
     assert!(
         matched,
         "the overview read through Prometheus never equalled the truth"
+    );
+    // InfiniBand traffic through the store: node_exporter's counters as a rate, summed per
+    // leaf switch. Only the store knows them here (nothing is scraped directly).
+    let mut leaves = Vec::new();
+    for _ in 0..40 {
+        leaves = r
+            .live
+            .current()
+            .map(|t| {
+                t.overview
+                    .domains
+                    .iter()
+                    .filter(|d| d.kind == app::model::DomainKind::Leaf)
+                    .map(|d| (d.name.clone(), d.ib_bytes_per_second))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        if !leaves.is_empty() && leaves.iter().all(|(_, ib)| ib.is_some()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(leaves.len(), 8, "{leaves:?}");
+    assert!(
+        leaves
+            .iter()
+            .all(|(_, ib)| ib.is_some_and(|b| b.is_finite() && b >= 0.0)),
+        "every leaf's IB traffic read through Prometheus: {leaves:?}"
     );
     let targets = get(r.addr, "/api/targets").await.json();
     assert_eq!(
