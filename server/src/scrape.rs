@@ -90,7 +90,8 @@ impl Client {
         self.get(url, Expect::Metrics).await
     }
 
-    /// GETs `url` from a JSON API (the Prometheus HTTP API), with the same limits.
+    /// GETs `url` from a JSON API (the Prometheus HTTP API), with the same limits. A 400,
+    /// 422 or 503 with a JSON body is returned as the body: the API's error envelope.
     pub async fn fetch_json(&self, url: &str) -> Result<Vec<u8>, ScrapeError> {
         self.get(url, Expect::Json).await
     }
@@ -123,10 +124,15 @@ impl Client {
                 .await
                 .map_err(|e| ScrapeError::Connect(error_chain(&e)))?;
             let status = resp.status();
-            if !status.is_success() {
+            let ctype = header_str(resp.headers(), header::CONTENT_TYPE);
+            // The Prometheus API answers a refused query with 400, 422 or 503 and its JSON
+            // error envelope, which says why: that body is the answer to read.
+            let api_error = matches!(expect, Expect::Json)
+                && matches!(status.as_u16(), 400 | 422 | 503)
+                && ctype.starts_with("application/json");
+            if !status.is_success() && !api_error {
                 return Err(ScrapeError::Status(status.as_u16()));
             }
-            let ctype = header_str(resp.headers(), header::CONTENT_TYPE);
             let wrong = match expect {
                 Expect::Metrics => {
                     ctype.starts_with("text/html") || ctype.starts_with("application/json")

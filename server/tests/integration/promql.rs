@@ -207,6 +207,14 @@ async fn the_overview_reads_through_a_real_prometheus() {
             "{v} vs {want:?}"
         );
     }
+    // A query the store refuses comes back with the store's reason, not a bare status.
+    match prom.query("sum(", None).await {
+        Err(server::promql::PromError::Query { kind, message }) => {
+            assert_eq!(kind, "bad_data");
+            assert!(message.contains("parse error"), "{message}");
+        }
+        other => panic!("expected the store's refusal, got {other:?}"),
+    }
     let _ = child.kill().await;
     r.stop().await.expect("stop");
     let _ = std::fs::remove_dir_all(dir);
