@@ -719,6 +719,9 @@ fn end2end() -> Result {
             .current_dir(root().join("end2end"))
             .env("GANTRY_URL", format!("http://{addr}"))
             .env("GANTRY_E2E_PASSWORD", &password)
+            // For tests that need a Gantry of their own (xid.hydrated.spec.ts).
+            .env("GANTRY_BIN", &exe)
+            .env("GANTRY_SITE_ROOT", root().join("target").join("site"))
             .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1"),
     );
     drop(server);

@@ -187,6 +187,14 @@ pub struct TruthDomain {
     pub gpus_allocated: u32,
 }
 
+/// A GPU's last XID, as its driver reported it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TruthXid {
+    pub node: String,
+    pub gpu: u32,
+    pub xid: u32,
+}
+
 /// One running job's truth: its checkpoints and the work a failure now would lose.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TruthJob {
@@ -218,6 +226,8 @@ pub struct SimTruth {
     pub domains: Vec<TruthDomain>,
     /// Running jobs.
     pub jobs: Vec<TruthJob>,
+    /// GPUs that have thrown an XID, with the last one.
+    pub xids: Vec<TruthXid>,
 }
 
 pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
@@ -290,7 +300,22 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
             }
         })
         .collect();
+    let xids = sim
+        .nodes
+        .iter()
+        .zip(&sim.inv.nodes)
+        .flat_map(|(n, inv)| {
+            n.last_xid.iter().enumerate().filter_map(|(g, x)| {
+                x.map(|xid| TruthXid {
+                    node: inv.name.clone(),
+                    gpu: g as u32,
+                    xid,
+                })
+            })
+        })
+        .collect();
     SimTruth {
+        xids,
         domains,
         at_ms: sim.t_ms,
         gpus,

@@ -130,6 +130,16 @@ fn the_ecc_node_throws_xid_48_and_kills_jobs() {
         .expect("gpu");
     assert_eq!(g.ecc_dbe_total, Some(xids.len() as u64));
     assert_eq!(g.last_xid, Some(48));
+    // The truth names the GPU and its last XID (the browser test reads it there).
+    let t = s.truth_with(&r);
+    assert_eq!(
+        t.xids,
+        vec![crate::sim::model::TruthXid {
+            node: "gpu038".into(),
+            gpu: 3,
+            xid: 48
+        }]
+    );
 }
 
 #[test]

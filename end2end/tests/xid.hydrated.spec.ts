@@ -1,0 +1,90 @@
+// A node's XID shows NVIDIA's catalog meaning and the action it calls for. The simulated
+// GPU fault throws its first XID two simulated hours after start, so this test starts a
+// Gantry of its own with the simulation 20,000 times faster than the wall clock (the shared
+// server runs at wall-clock speed for every other test). `cargo xtask test` passes the
+// binary in GANTRY_BIN.
+import { ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { expect, test } from "./fixtures";
+
+/** What NVIDIA's XID catalog says of the XIDs the simulator throws, and their action. */
+const CATALOG: Record<number, { meaning: RegExp; action: RegExp }> = {
+  48: { meaning: /Double-bit ECC error/i, action: /drain/i },
+};
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const a = s.address();
+      s.close(() => (a && typeof a === "object" ? resolve(a.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+let gantry: ChildProcess | undefined;
+let dir = "";
+let base = "";
+let log = "";
+
+test.beforeAll(async () => {
+  const bin = process.env.GANTRY_BIN;
+  expect(bin, "GANTRY_BIN: the gantry binary (cargo xtask test sets it)").toBeTruthy();
+  dir = mkdtempSync(join(tmpdir(), "gantry-xid-"));
+  const port = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  gantry = spawn(bin!, [], {
+    env: {
+      ...process.env,
+      GANTRY_LISTEN: `127.0.0.1:${port}`,
+      GANTRY_DATABASE_URL: `sqlite://${join(dir, "gantry.db")}`,
+      GANTRY_SIM_SPEED: "20000",
+      GANTRY_ANONYMOUS_READ: "true",
+      RUST_LOG: "warn",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  gantry.stdout?.on("data", (d) => (log += d));
+  gantry.stderr?.on("data", (d) => (log += d));
+});
+
+test.afterAll(async () => {
+  gantry?.kill("SIGTERM");
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+test("a node's XID shows the catalog's meaning and action, as the simulator threw it", async ({ page, request }) => {
+  test.setTimeout(120_000);
+  // Wait for the simulator to have thrown an XID (truth: each GPU's last XID).
+  let xids: { node: string; gpu: number; xid: number }[] = [];
+  await expect
+    .poll(
+      async () => {
+        const r = await request.get(`${base}/sim/truth`).catch(() => undefined);
+        if (!r || r.status() !== 200) return 0;
+        xids = (await r.json()).truth.xids;
+        return xids.length;
+      },
+      { timeout: 90_000, intervals: [500], message: `no XID from the fast simulation; gantry log:\n${log}` },
+    )
+    .toBeGreaterThan(0);
+  const { node, gpu, xid } = xids[0];
+  const want = CATALOG[xid];
+  expect(want, `XID ${xid} is one this test knows the catalog's words for`).toBeTruthy();
+
+  await page.goto(`${base}/nodes/${encodeURIComponent(node)}`);
+  await expect(page.locator('[data-test="node-page"]')).toHaveAttribute("data-node", node);
+  // The GPU's row: its last XID, with meaning and action.
+  const cell = page.locator(`[data-test="gpu-row"][data-gpu="${gpu}"] [data-test="gpu-xid"]`);
+  await expect(cell).toContainText(`XID ${xid}:`);
+  await expect(cell).toContainText(want.meaning);
+  await expect(cell).toContainText(want.action);
+  // The node's XID history lists it for that GPU, in the same words.
+  const row = page.locator('[data-test="node-xids"] tbody tr').filter({ hasText: `XID ${xid}:` }).first();
+  await expect(row.locator("td").nth(1)).toHaveText(String(gpu));
+  await expect(row).toContainText(want.meaning);
+});
