@@ -117,4 +117,4 @@ console.log(`first contentful paint:      ${fcp === null ? "n/a" : fcp.toFixed(0
 console.log(`main-thread time per update   (goal: under 16 ms; a GC's incremental marking runs in the updates' tasks)`);
 console.log(`  first ${secs} s after going live: ${windowLine(start)}`);
 console.log(`  the next ${secs} s:               ${windowLine(start + secs * 1e6)}`);
-console.log(`bytes per SSE update:        average ${kb(avg(sizes.delta))} KB, max ${kb(Math.max(0, ...sizes.delta))} KB over ${sizes.delta.length} deltas; snapshot ${kb(Math.max(0, ...sizes.snapshot))} KB   (goal: under 64 KB)`);
+console.log(`bytes per SSE update:        average ${kb(avg(sizes.delta))} KB, max ${kb(Math.max(0, ...sizes.delta))} KB over ${sizes.delta.length} deltas; ${sizes.snapshot.length ? `snapshot ${kb(Math.max(...sizes.snapshot))} KB` : "no snapshot (the page's sequence was current)"}   (goal: under 64 KB)`);

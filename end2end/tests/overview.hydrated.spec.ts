@@ -18,7 +18,7 @@ test("the overview goes live and updates without reload, matching the truth", as
 
 test("data that stops arriving is marked stale, greyed and hatched", async ({ page }) => {
   // The live stream never connects: the server-rendered numbers age on screen.
-  await page.route("**/api/live", (route) => route.abort());
+  await page.route(/\/api\/live(\?|$)/, (route) => route.abort());
   await page.goto("/");
   const status = page.locator('[data-test="live-status"]');
   await expect(status).toHaveClass(/\bstale\b/, { timeout: 10_000 });

@@ -952,7 +952,33 @@ fn snapshot_event(overview: &Overview) -> Event {
     };
     Event::default()
         .event(EVENT_SNAPSHOT)
+        .id(overview.seq.to_string())
         .data(serde_json::to_string(&snap).unwrap_or_default())
+}
+
+fn delta_event(tick: &Tick) -> Event {
+    Event::default()
+        .event(EVENT_DELTA)
+        .id(tick.overview.seq.to_string())
+        .data(&*tick.delta_json)
+}
+
+/// `GET /api/live`'s query: the sequence the client already shows (a page rendered on the
+/// server carries it), so it needs no snapshot when it is current.
+#[derive(Deserialize)]
+struct LiveQuery {
+    since: Option<String>,
+}
+
+/// The first event of a stream for a client that shows sequence `since`: nothing when it
+/// is current, the tick's delta when it is one behind, else a snapshot. (Sequences start
+/// at 1; the first tick's delta is from nothing, so 0 is never one behind.)
+fn first_event(tick: &Tick, since: Option<u64>) -> Option<Event> {
+    match since {
+        Some(s) if s == tick.overview.seq => None,
+        Some(s) if s != 0 && s == tick.from_seq && !tick.reshaped => Some(delta_event(tick)),
+        _ => Some(snapshot_event(&tick.overview)),
+    }
 }
 
 struct StreamState {
@@ -968,12 +994,22 @@ struct StreamState {
 /// gets a fresh snapshot; every stream ends when the server shuts down.
 async fn live_sse(
     State(st): State<AppState>,
+    headers: axum::http::HeaderMap,
+    Query(q): Query<LiveQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     // Subscribe before reading the current tick, so nothing falls between the two.
     let rx = st.live.subscribe();
     let first = st.live.current().ok_or(ApiError::NotReady)?;
+    // What the client shows: the browser's own reconnection says it in `Last-Event-ID`
+    // (every event's id is its sequence), a first connection in `?since=`. Anything
+    // unreadable is a client that shows nothing usable: it gets a snapshot.
+    let since = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .or(q.since.as_deref())
+        .and_then(|s| s.trim().parse::<u64>().ok());
     let state = StreamState {
-        pending: Some(snapshot_event(&first.overview)),
+        pending: first_event(&first, since),
         last_seq: first.overview.seq,
         rx,
         live: Arc::clone(&st.live),
@@ -994,8 +1030,7 @@ async fn live_sse(
                     Ok(tick) if tick.overview.seq <= s.last_seq => continue,
                     Ok(tick) if tick.from_seq == s.last_seq && !tick.reshaped => {
                         s.last_seq = tick.overview.seq;
-                        let ev = Event::default().event(EVENT_DELTA).data(&*tick.delta_json);
-                        return Some((Ok(ev), s));
+                        return Some((Ok(delta_event(&tick)), s));
                     }
                     Ok(tick) => {
                         s.live.metrics.sse_resyncs_total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -411,7 +411,10 @@ pub(crate) mod client {
             old.close();
         }
         conn.set(Conn::Connecting);
-        let Ok(es) = EventSource::new("/api/live") else {
+        // The page shows a sequence already (rendered on the server, or kept from before a
+        // gap): when it is current the server sends no snapshot, only what follows.
+        let since = state.with_untracked(|s| s.seq);
+        let Ok(es) = EventSource::new(&format!("/api/live?since={since}")) else {
             conn.set(Conn::Reconnecting);
             return;
         };
@@ -420,7 +423,8 @@ pub(crate) mod client {
         es.set_onopen(Some(on_open.as_ref().unchecked_ref()));
         on_open.forget();
 
-        // EventSource reconnects by itself; the server sends a snapshot on every connect.
+        // EventSource reconnects by itself, saying the last sequence it received
+        // (`Last-Event-ID`); the server answers with a snapshot unless that is current.
         let on_error = Closure::<dyn FnMut()>::new(move || conn.set(Conn::Reconnecting));
         es.set_onerror(Some(on_error.as_ref().unchecked_ref()));
         on_error.forget();

@@ -211,6 +211,61 @@ async fn live_stream_sends_a_snapshot_then_deltas_that_apply_exactly() {
     r.stop().await.expect("stops");
 }
 
+/// A client that shows a sequence already (a page rendered on the server, or a browser
+/// reconnecting with `Last-Event-ID`) gets no snapshot when that sequence is current or one
+/// behind: only the deltas from it, which apply exactly. Anything else gets a snapshot.
+#[tokio::test]
+async fn live_stream_resumes_from_the_sequence_a_client_shows() {
+    // Ticks a second apart: a stream opens well within one.
+    let r = start(16, 1000).await;
+    for how in ["query", "header"] {
+        let shown = r.live.current().expect("tick");
+        let mut ov = (*shown.overview).clone();
+        let mut sse = match how {
+            "query" => SseStream::open(r.addr, &format!("/api/live?since={}", ov.seq)).await,
+            _ => {
+                let id = ov.seq.to_string();
+                // The header wins over a query that says otherwise.
+                SseStream::open_with(r.addr, "/api/live?since=0", &[("Last-Event-ID", &id)]).await
+            }
+        };
+        assert_eq!(sse.status, 200);
+        for _ in 0..2 {
+            let ev = sse.next(Duration::from_secs(5)).await.expect("event");
+            assert_eq!(
+                ev.event,
+                "delta",
+                "{how}: {}",
+                &ev.data[..ev.data.len().min(200)]
+            );
+            let d: OverviewDelta = serde_json::from_str(&ev.data).expect("delta JSON");
+            ov.apply(&d)
+                .expect("the delta follows what the client shows");
+            assert_eq!(ev.id, ov.seq.to_string());
+        }
+        let now = r.live.current().expect("tick");
+        if now.overview.seq == ov.seq {
+            assert_eq!(
+                *now.overview, ov,
+                "{how}: the client's state is the server's"
+            );
+        }
+    }
+    // Unknown or unreadable sequences start from a snapshot.
+    for path in [
+        "/api/live?since=0",
+        "/api/live?since=x",
+        "/api/live?since=99999999",
+    ] {
+        let mut sse = SseStream::open(r.addr, path).await;
+        let ev = sse.next(Duration::from_secs(5)).await.expect("event");
+        assert_eq!(ev.event, "snapshot", "{path}");
+        let snap: LiveSnapshot = serde_json::from_str(&ev.data).expect("snapshot JSON");
+        assert_eq!(ev.id, snap.overview.seq.to_string());
+    }
+    r.stop().await.expect("stops");
+}
+
 #[tokio::test]
 async fn shutdown_ends_live_streams() {
     let r = start(16, 200).await;

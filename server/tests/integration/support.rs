@@ -221,6 +221,8 @@ pub async fn get(addr: std::net::SocketAddr, path: &str) -> Resp {
 pub struct SseEvent {
     pub event: String,
     pub data: String,
+    /// Its `id:` field, what a browser sends back in `Last-Event-ID` when it reconnects.
+    pub id: String,
 }
 
 /// A live SSE connection, read event by event.
@@ -305,10 +307,13 @@ impl SseStream {
                 let mut ev = SseEvent {
                     event: "message".into(),
                     data: String::new(),
+                    id: String::new(),
                 };
                 for line in block.lines() {
                     if let Some(v) = line.strip_prefix("event:") {
                         ev.event = v.trim().to_string();
+                    } else if let Some(v) = line.strip_prefix("id:") {
+                        ev.id = v.trim().to_string();
                     } else if let Some(v) = line.strip_prefix("data:") {
                         if !ev.data.is_empty() {
                             ev.data.push('\n');
