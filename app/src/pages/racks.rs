@@ -3,8 +3,9 @@
 //! URL (`?metric=power|temp|sm|throttle|state`), every colour paired with text. Racks over
 //! or near their limit list the jobs drawing their power. Each node cell links to its page.
 //!
-//! Updates arrive as deltas; each node cell reads its own tile through a memo, so a tick
-//! redraws only the nodes whose display changed.
+//! The floor is plain HTML, rendered once per shape (which racks and nodes where). Updates
+//! arrive as deltas; one painter per floor compares each tick's tiles with what every cell
+//! and rack head shows and writes only what differs (see `Painted`).
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
@@ -239,8 +240,8 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
     }
 }
 
-/// What the floor's DOM shows now, per node and per rack, with handles on the elements a
-/// tick rewrites. Cells and heads are rendered once and register here; in the browser one
+/// What the floor's DOM shows now, per node and per rack, and where their elements are.
+/// Cells and heads are rendered once and register here; in the browser one
 /// effect per floor compares each tick's overview with what is painted and writes only
 /// the attributes and text that differ. At 2,048 nodes a reactive binding per attribute
 /// (or an effect per cell) cost more in bookkeeping than the DOM writes themselves; one
