@@ -146,25 +146,7 @@ async fn the_overview_reads_through_a_real_prometheus() {
     );
     // InfiniBand traffic through the store: node_exporter's counters as a rate, summed per
     // leaf switch. Only the store knows them here (nothing is scraped directly).
-    let mut leaves = Vec::new();
-    for _ in 0..40 {
-        leaves = r
-            .live
-            .current()
-            .map(|t| {
-                t.overview
-                    .domains
-                    .iter()
-                    .filter(|d| d.kind == app::model::DomainKind::Leaf)
-                    .map(|d| (d.name.clone(), d.ib_bytes_per_second))
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default();
-        if !leaves.is_empty() && leaves.iter().all(|(_, ib)| ib.is_some()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let leaves = support::leaf_ib_traffic(&r, 40, Duration::from_millis(250)).await;
     assert_eq!(leaves.len(), 8, "{leaves:?}");
     assert!(
         leaves

@@ -185,30 +185,15 @@ async fn the_simulators_exporters_scrape_like_real_ones() {
         .contains("node_infiniband_port_data_received_bytes_total{device=\"mlx5_0\",port=\"1\"} "));
     // Scraped every tick, the counters become InfiniBand traffic per switch domain on the
     // topology: present for every leaf, and moving where multi-node jobs run.
-    let mut leaves = Vec::new();
-    for _ in 0..100 {
-        leaves = r
-            .live
-            .current()
-            .map(|t| {
-                t.overview
-                    .domains
-                    .iter()
-                    .filter(|d| d.kind == app::model::DomainKind::Leaf)
-                    .map(|d| d.ib_bytes_per_second)
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default();
-        if !leaves.is_empty() && leaves.iter().all(Option::is_some) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let leaves = support::leaf_ib_traffic(&r, 100, Duration::from_millis(50)).await;
     assert!(
-        !leaves.is_empty() && leaves.iter().all(Option::is_some),
+        !leaves.is_empty() && leaves.iter().all(|(_, ib)| ib.is_some()),
         "{leaves:?}"
     );
-    assert!(leaves.iter().any(|b| b.unwrap_or(0.0) >= 1e9), "{leaves:?}");
+    assert!(
+        leaves.iter().any(|(_, b)| b.unwrap_or(0.0) >= 1e9),
+        "{leaves:?}"
+    );
     assert_eq!(
         c.fetch(&format!("{base}/dcgm/gpu999/metrics")).await,
         Err(ScrapeError::Status(404))

@@ -406,3 +406,32 @@ pub async fn policy_audit_until(
     }
     audit
 }
+
+/// Each leaf switch's InfiniBand traffic on the live overview, polled every `every` up to
+/// `tries` times until every leaf has one; the last reading either way.
+pub async fn leaf_ib_traffic(
+    r: &server::serve::Running,
+    tries: u32,
+    every: Duration,
+) -> Vec<(String, Option<f64>)> {
+    let mut leaves = Vec::new();
+    for _ in 0..tries {
+        leaves = r
+            .live
+            .current()
+            .map(|t| {
+                t.overview
+                    .domains
+                    .iter()
+                    .filter(|d| d.kind == app::model::DomainKind::Leaf)
+                    .map(|d| (d.name.clone(), d.ib_bytes_per_second))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        if !leaves.is_empty() && leaves.iter().all(|(_, ib)| ib.is_some()) {
+            break;
+        }
+        tokio::time::sleep(every).await;
+    }
+    leaves
+}
