@@ -390,8 +390,38 @@ pub struct LiveSnapshot {
 pub const EVENT_SNAPSHOT: &str = "snapshot";
 pub const EVENT_DELTA: &str = "delta";
 
+/// What names an overview for resuming `/api/live` (`?since=` and the events' ids, which a
+/// browser sends back as `Last-Event-ID`): its sequence and when it was published, so a
+/// restarted server, counting sequences from 1 again, cannot take one for its own.
+pub fn resume_id(o: &Overview) -> String {
+    format!("{}-{}", o.seq, o.published_ms)
+}
+
+/// The sequence and publication time of a [`resume_id`]; `None` for anything else.
+pub fn parse_resume_id(s: &str) -> Option<(u64, UnixMs)> {
+    let (seq, at) = s.trim().split_once('-')?;
+    Some((seq.parse().ok()?, at.parse().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn resume_ids_round_trip_and_refuse_anything_else() {
+        let o = Overview {
+            seq: 57,
+            published_ms: 1_795_968_000_123,
+            ..Overview::default()
+        };
+        assert_eq!(resume_id(&o), "57-1795968000123");
+        assert_eq!(
+            parse_resume_id(&resume_id(&o)),
+            Some((57, 1_795_968_000_123))
+        );
+        for bad in ["", "57", "57-", "-1", "x-1", "57-1-2", "57-1.5"] {
+            assert_eq!(parse_resume_id(bad), None, "{bad}");
+        }
+    }
+
     use super::*;
 
     fn tile(name: &str, power: f64) -> RackTile {

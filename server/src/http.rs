@@ -952,14 +952,14 @@ fn snapshot_event(overview: &Overview) -> Event {
     };
     Event::default()
         .event(EVENT_SNAPSHOT)
-        .id(overview.seq.to_string())
+        .id(app::live::resume_id(overview))
         .data(serde_json::to_string(&snap).unwrap_or_default())
 }
 
 fn delta_event(tick: &Tick) -> Event {
     Event::default()
         .event(EVENT_DELTA)
-        .id(tick.overview.seq.to_string())
+        .id(app::live::resume_id(&tick.overview))
         .data(&*tick.delta_json)
 }
 
@@ -970,13 +970,16 @@ struct LiveQuery {
     since: Option<String>,
 }
 
-/// The first event of a stream for a client that shows sequence `since`: nothing when it
-/// is current, the tick's delta when it is one behind, else a snapshot. (Sequences start
-/// at 1; the first tick's delta is from nothing, so 0 is never one behind.)
-fn first_event(tick: &Tick, since: Option<u64>) -> Option<Event> {
+/// The first event of a stream for a client that shows `since` (a sequence and when it was
+/// published, `app::live::resume_id`): nothing when that is the current tick, the tick's
+/// delta when it is the one before, else a snapshot. The publication time tells this
+/// process's sequence 57 from a previous process's.
+fn first_event(tick: &Tick, since: Option<(u64, app::model::UnixMs)>) -> Option<Event> {
+    let now = (tick.overview.seq, tick.overview.published_ms);
+    let before = tick.from_published_ms.map(|p| (tick.from_seq, p));
     match since {
-        Some(s) if s == tick.overview.seq => None,
-        Some(s) if s != 0 && s == tick.from_seq && !tick.reshaped => Some(delta_event(tick)),
+        Some(s) if s == now => None,
+        Some(s) if Some(s) == before && !tick.reshaped => Some(delta_event(tick)),
         _ => Some(snapshot_event(&tick.overview)),
     }
 }
@@ -1001,13 +1004,13 @@ async fn live_sse(
     let rx = st.live.subscribe();
     let first = st.live.current().ok_or(ApiError::NotReady)?;
     // What the client shows: the browser's own reconnection says it in `Last-Event-ID`
-    // (every event's id is its sequence), a first connection in `?since=`. Anything
+    // (every event's id names its tick), a first connection in `?since=`. Anything
     // unreadable is a client that shows nothing usable: it gets a snapshot.
     let since = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .or(q.since.as_deref())
-        .and_then(|s| s.trim().parse::<u64>().ok());
+        .and_then(app::live::parse_resume_id);
     let state = StreamState {
         pending: first_event(&first, since),
         last_seq: first.overview.seq,

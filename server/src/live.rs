@@ -26,6 +26,9 @@ pub struct Tick {
     /// The delta from the previous tick, as JSON (shared by every client).
     pub delta_json: Arc<str>,
     pub from_seq: u64,
+    /// When the previous tick was published: with its sequence, what names it across
+    /// restarts (a new process counts sequences from 1 again).
+    pub from_published_ms: Option<UnixMs>,
     /// Nodes or domains were added or removed: no delta can carry that, clients get a
     /// snapshot.
     pub reshaped: bool,
@@ -291,6 +294,7 @@ impl Live {
             overview: Arc::new(next),
             delta_json,
             from_seq,
+            from_published_ms: prev.as_ref().map(|p| p.overview.published_ms),
             reshaped,
         });
         if let Some(t) = truth {

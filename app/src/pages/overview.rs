@@ -413,7 +413,7 @@ pub(crate) mod client {
         conn.set(Conn::Connecting);
         // The page shows a sequence already (rendered on the server, or kept from before a
         // gap): when it is current the server sends no snapshot, only what follows.
-        let since = state.with_untracked(|s| s.seq);
+        let since = state.with_untracked(crate::live::resume_id);
         let Ok(es) = EventSource::new(&format!("/api/live?since={since}")) else {
             conn.set(Conn::Reconnecting);
             return;

@@ -222,9 +222,12 @@ async fn live_stream_resumes_from_the_sequence_a_client_shows() {
         let shown = r.live.current().expect("tick");
         let mut ov = (*shown.overview).clone();
         let mut sse = match how {
-            "query" => SseStream::open(r.addr, &format!("/api/live?since={}", ov.seq)).await,
+            "query" => {
+                let since = app::live::resume_id(&ov);
+                SseStream::open(r.addr, &format!("/api/live?since={since}")).await
+            }
             _ => {
-                let id = ov.seq.to_string();
+                let id = app::live::resume_id(&ov);
                 // The header wins over a query that says otherwise.
                 SseStream::open_with(r.addr, "/api/live?since=0", &[("Last-Event-ID", &id)]).await
             }
@@ -241,7 +244,7 @@ async fn live_stream_resumes_from_the_sequence_a_client_shows() {
             let d: OverviewDelta = serde_json::from_str(&ev.data).expect("delta JSON");
             ov.apply(&d)
                 .expect("the delta follows what the client shows");
-            assert_eq!(ev.id, ov.seq.to_string());
+            assert_eq!(ev.id, app::live::resume_id(&ov));
         }
         let now = r.live.current().expect("tick");
         if now.overview.seq == ov.seq {
@@ -251,17 +254,25 @@ async fn live_stream_resumes_from_the_sequence_a_client_shows() {
             );
         }
     }
-    // Unknown or unreadable sequences start from a snapshot.
+    // Unknown or unreadable ticks start from a snapshot, and so does the current sequence
+    // published at another time (a previous process's).
+    let now = r.live.current().expect("tick");
+    let other_process = format!(
+        "/api/live?since={}-{}",
+        now.overview.seq,
+        now.overview.published_ms - 3_600_000
+    );
     for path in [
         "/api/live?since=0",
         "/api/live?since=x",
-        "/api/live?since=99999999",
+        "/api/live?since=99999999-1",
+        other_process.as_str(),
     ] {
         let mut sse = SseStream::open(r.addr, path).await;
         let ev = sse.next(Duration::from_secs(5)).await.expect("event");
         assert_eq!(ev.event, "snapshot", "{path}");
         let snap: LiveSnapshot = serde_json::from_str(&ev.data).expect("snapshot JSON");
-        assert_eq!(ev.id, snap.overview.seq.to_string());
+        assert_eq!(ev.id, app::live::resume_id(&snap.overview));
     }
     r.stop().await.expect("stops");
 }
