@@ -907,8 +907,11 @@ mod tests {
             ("A".into(), vec![(0, vec![0])]),
             ("B<".into(), vec![(1, vec![])]),
         ];
-        let painted = Painted::new(NodeRef::new());
-        let html = floor_html(&s, &rows, Metric::Power, painted, true);
+        // The painter's handles live in the reactive arena, which needs an owner.
+        let html = Owner::new().with(|| {
+            let painted = Painted::new(NodeRef::new());
+            floor_html(&s, &rows, Metric::Power, painted, true)
+        });
         let esc = "R&quot;&lt;b&gt;&amp;&#39;";
         // The first rack is near its limit (97.5%): it names the jobs drawing its power.
         assert!(html.starts_with(concat!(
