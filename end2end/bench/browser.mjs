@@ -108,7 +108,10 @@ const windowLine = (from) => {
   const p95 = sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.95))] ?? NaN;
   const gcs = majorGcs.filter((e) => e.ts >= from && e.ts < to);
   const gcMs = gcs.reduce((a, e) => a + e.dur / 1000, 0);
-  return `average ${avg(ms).toFixed(1)} ms, p95 ${p95.toFixed(1)} ms over ${ms.length} updates; ${gcs.length} major GCs, ${gcMs.toFixed(1)} ms`;
+  // The longest single task: what blocks a frame. An update's time may be spread over
+  // several tasks (a GC's incremental marking runs in short ones of its own).
+  const longest = Math.max(0, ...tasks.filter((t) => t.ts >= from && t.ts < to).map((t) => t.dur / 1000));
+  return `average ${avg(ms).toFixed(1)} ms, p95 ${p95.toFixed(1)} ms over ${ms.length} updates; ${gcs.length} major GCs, ${gcMs.toFixed(1)} ms; longest task ${longest.toFixed(1)} ms`;
 };
 const start = updates[0] ?? 0;
 console.log(`page:                        ${path}${path === "/racks" ? `, ${nodes} nodes on the floor` : ""}`);
