@@ -405,23 +405,6 @@ pub fn parse_resume_id(s: &str) -> Option<(u64, UnixMs)> {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn resume_ids_round_trip_and_refuse_anything_else() {
-        let o = Overview {
-            seq: 57,
-            published_ms: 1_795_968_000_123,
-            ..Overview::default()
-        };
-        assert_eq!(resume_id(&o), "57-1795968000123");
-        assert_eq!(
-            parse_resume_id(&resume_id(&o)),
-            Some((57, 1_795_968_000_123))
-        );
-        for bad in ["", "57", "57-", "-1", "x-1", "57-1-2", "57-1.5"] {
-            assert_eq!(parse_resume_id(bad), None, "{bad}");
-        }
-    }
-
     use super::*;
 
     fn tile(name: &str, power: f64) -> RackTile {
@@ -559,5 +542,22 @@ mod tests {
         assert_eq!(t.severity(), Severity::Warning);
         t.power_watts = None;
         assert_eq!(t.load_ratio(), None);
+    }
+
+    #[test]
+    fn resume_ids_round_trip_and_refuse_anything_else() {
+        let o = Overview {
+            seq: 57,
+            published_ms: 1_795_968_000_123,
+            ..Overview::default()
+        };
+        assert_eq!(resume_id(&o), "57-1795968000123");
+        assert_eq!(
+            parse_resume_id(&resume_id(&o)),
+            Some((57, 1_795_968_000_123))
+        );
+        for bad in ["", "57", "57-", "-1", "x-1", "57-1-2", "57-1.5"] {
+            assert_eq!(parse_resume_id(bad), None, "{bad}");
+        }
     }
 }

@@ -25,6 +25,20 @@ pub fn xml_escape(s: &str) -> String {
     out
 }
 
+/// `xml_escape`, appended to `out`.
+pub fn xml_escape_into(out: &mut String, s: &str) {
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+}
+
 /// `s` percent-encoded as one URL path segment or query value: every byte but
 /// `A-Z a-z 0-9 - . _ ~`. Names come from the scheduler, and one with `/`, `?`, `#`, `&` or
 /// `%` must still reach its own page; the router and the query parser decode it back.
@@ -46,20 +60,6 @@ pub fn url_component(s: &str) -> String {
 /// The path of a node's page.
 pub fn node_href(name: &str) -> String {
     format!("/nodes/{}", url_component(name))
-}
-
-/// `xml_escape`, appended to `out`.
-pub fn xml_escape_into(out: &mut String, s: &str) {
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
 }
 
 /// `1234567` -> `1,234,567`.
