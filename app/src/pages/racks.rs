@@ -369,7 +369,7 @@ impl Painted {
                     if same || !due(p.rack) {
                         continue;
                     }
-                    let Some((a, v)) = racks
+                    let Some(a) = racks
                         .get(p.rack)
                         .and_then(Option::as_ref)
                         .and_then(|r| r.el.as_ref())
@@ -378,7 +378,7 @@ impl Painted {
                         continue;
                     };
                     let view = cell_view(n, m);
-                    dom::show_cell(&a, &v, p.shown.as_ref().map(|(_, _, v)| v), &view);
+                    dom::show_cell(&a, p.shown.as_ref().map(|(_, _, v)| v), &view);
                     p.shown = Some((n.clone(), m, view));
                 }
             });
@@ -586,22 +586,45 @@ fn floor_html(s: &Overview, rows: &[FloorRow], m: Metric, painted: Painted, know
 struct CellView {
     bucket: Option<u8>,
     summary: String,
-    value: String,
+    /// The node's name and value: the cell's one text node.
+    text: String,
 }
 
 fn cell_view(n: &NodeTile, m: Metric) -> CellView {
     CellView {
         bucket: bucket(m, n),
         summary: node_summary(n),
-        value: match m {
-            Metric::Power => units::power(n.power_watts),
-            Metric::Temp => units::celsius(n.gpu_temp_max_celsius),
-            Metric::Sm => units::percent(n.sm_active_mean),
-            Metric::Throttle => format!("{} thr", n.gpus_throttling),
-            Metric::State => n.state.label().to_string(),
-        },
+        text: cell_text(
+            &n.name,
+            &match m {
+                Metric::Power => units::power(n.power_watts),
+                Metric::Temp => units::celsius(n.gpu_temp_max_celsius),
+                Metric::Sm => units::percent(n.sm_active_mean),
+                Metric::Throttle => format!("{} thr", n.gpus_throttling),
+                Metric::State => n.state.label().to_string(),
+            },
+        ),
     }
 }
+
+/// A cell's text: the name, a space, and the value with its own spaces made narrow
+/// no-break spaces. The cell justifies its one line (`text-align-last`), which widens
+/// only the space after the name, so the value sits flush right without an element of
+/// its own.
+fn cell_text(name: &str, value: &str) -> String {
+    let mut t = String::with_capacity(name.len() + value.len() + 4);
+    t.push_str(name);
+    t.push(' ');
+    t.extend(
+        value
+            .chars()
+            .map(|c| if c == ' ' { NARROW_NBSP } else { c }),
+    );
+    t
+}
+
+/// U+202F: not a justification opportunity, unlike U+0020 and U+00A0.
+const NARROW_NBSP: char = '\u{202F}';
 
 impl CellView {
     fn class(&self) -> String {
@@ -629,13 +652,12 @@ fn cell_html(out: &mut String, n: &NodeTile, v: &CellView) {
     units::xml_escape_into(out, &n.name);
     out.push_str(r#"" data-bucket=""#);
     units::xml_escape_into(out, &v.bucket_attr());
-    // The name is bare text, the value a span (the painter writes its text): five DOM
-    // nodes per cell, not seven, for the garbage collector to walk.
+    // Name and value are one text node (the painter writes its text): three DOM nodes
+    // and three layout boxes per cell, not five and six, for layout to build and the
+    // garbage collector to walk.
     out.push_str(r#"">"#);
-    units::xml_escape_into(out, &n.name);
-    out.push_str(r#" <span class="floor-node-value num">"#);
-    units::xml_escape_into(out, &v.value);
-    out.push_str("</span></a></li>");
+    units::xml_escape_into(out, &v.text);
+    out.push_str("</a></li>");
 }
 
 /// Direct DOM writes of the floor's browser half.
@@ -671,14 +693,9 @@ mod dom {
         })
     }
 
-    /// The link of the `at`-th cell of a rack's list, and its value.
-    pub(super) fn cell_at(
-        list: &web_sys::Element,
-        at: usize,
-    ) -> Option<(web_sys::Element, web_sys::Element)> {
-        let a = list.children().item(at as u32)?.first_element_child()?;
-        let v = a.last_element_child()?;
-        Some((a, v))
+    /// The link of the `at`-th cell of a rack's list.
+    pub(super) fn cell_at(list: &web_sys::Element, at: usize) -> Option<web_sys::Element> {
+        list.children().item(at as u32)?.first_element_child()
     }
 
     /// Sets the text of `el`: the value of its text node as rendered, or else all of its
@@ -749,12 +766,7 @@ mod dom {
 
     /// Writes what differs between the cell's `prev` view (`None`: not known, all of it)
     /// and `now`.
-    pub(super) fn show_cell(
-        a: &web_sys::Element,
-        v: &web_sys::Element,
-        prev: Option<&CellView>,
-        now: &CellView,
-    ) {
+    pub(super) fn show_cell(a: &web_sys::Element, prev: Option<&CellView>, now: &CellView) {
         let all = prev.is_none();
         let none = CellView::default();
         let prev = prev.unwrap_or(&none);
@@ -765,8 +777,8 @@ mod dom {
         if all || now.summary != prev.summary {
             let _ = a.set_attribute("title", &now.summary);
         }
-        if all || now.value != prev.value {
-            set_text(v, &now.value);
+        if all || now.text != prev.text {
+            set_text(a, &now.text);
         }
     }
 
@@ -850,7 +862,7 @@ mod tests {
         let href = "/nodes/gpu%221%27%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E%26";
         assert!(html.contains(&format!(r#"href="{href}""#)), "{html}");
         assert!(
-            html.contains(&format!(r#"data-bucket="3">{esc} <span"#)),
+            html.contains(&format!(r#"data-bucket="3">{esc} 5.6{NARROW_NBSP}kW</a>"#)),
             "{html}"
         );
         // The summary in the title names the node too, escaped the same way.
@@ -859,7 +871,7 @@ mod tests {
             "{html}"
         );
         // Every element opened is closed: the cell cannot spill into its neighbours.
-        for tag in ["li", "a", "span"] {
+        for tag in ["li", "a"] {
             assert_eq!(
                 html.matches(&format!("<{tag}")).count(),
                 html.matches(&format!("</{tag}>")).count(),
@@ -869,7 +881,7 @@ mod tests {
         assert_eq!(
             html,
             format!(
-                r#"<li><a class="floor-node m3" href="{href}" title="{esc}: allocated, 5.6 kW power, hottest GPU 85 °C, SM 79%, 3 of 8 GPUs throttling, jobs 1" data-test="floor-node" data-node="{esc}" data-bucket="3">{esc} <span class="floor-node-value num">5.6 kW</span></a></li>"#
+                r#"<li><a class="floor-node m3" href="{href}" title="{esc}: allocated, 5.6 kW power, hottest GPU 85 °C, SM 79%, 3 of 8 GPUs throttling, jobs 1" data-test="floor-node" data-node="{esc}" data-bucket="3">{esc} 5.6{NARROW_NBSP}kW</a></li>"#
             )
         );
     }
