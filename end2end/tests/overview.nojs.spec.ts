@@ -34,3 +34,15 @@ test("keyboard users can skip to the content", async ({ page }) => {
   await expect(page.locator(".skip-link")).toBeFocused();
   await expect(page.locator("main h1")).toContainText("Overview");
 });
+
+test("the cluster's figures sit side by side across a wide screen", async ({ page }) => {
+  // The reports' totals once shared the overview's class, and their one-column grid
+  // stacked the eleven figures down the left edge.
+  await page.setViewportSize({ width: 1300, height: 800 });
+  await page.goto("/");
+  const stats = page.locator(".stats > .stat");
+  expect(await stats.count()).toBeGreaterThan(4);
+  const [a, b] = [await stats.nth(0).boundingBox(), await stats.nth(1).boundingBox()];
+  expect(a && b && Math.abs(a.y - b.y)).toBe(0);
+  expect(b!.x).toBeGreaterThan(a!.x + a!.width);
+});

@@ -171,7 +171,7 @@ fn ReportBody(r: Report) -> impl IntoView {
         <p class="report-when" data-test="report-when">
             {format!("{}, by {}: {when}", r.query.period.label(), group.label().to_ascii_lowercase())}
         </p>
-        <section class="cards" aria-label="Totals">
+        <section class="report-cards" aria-label="Totals">
             <div class="card"><h2>"GPU-hours"</h2>
                 <p class="big" data-test="total-capacity">{gh(t.usage.capacity_gh)}</p>
                 <p class="muted">{format!("{} allocated ({})", gh(t.usage.allocated_gh), pct(t.usage.allocated_gh, t.usage.capacity_gh))}</p>
