@@ -110,12 +110,6 @@ async fn the_overview_reads_through_a_real_prometheus() {
         "Prometheus did not scrape every exporter in 30 s"
     );
     let complete_at = server::live::wall_now_ms();
-    eprintln!(
-        "DEBUG {:?}",
-        prom.query(server::ingest::IB_RATE_PROMQL, None)
-            .await
-            .map(|v| v.len())
-    );
 
     // The overview, computed from PromQL answers, equals the truth at its tick.
     let mut matched = false;
