@@ -505,14 +505,20 @@ fn rack_head_html(out: &mut String, name: &str, v: &HeadView) {
         r#"</span><span class="rack-jobs" data-test="rack-jobs""#,
         if v.jobs.is_empty() { " hidden" } else { "" },
         ">",
-        JOBS_LEAD,
     ]);
-    for j in &v.jobs {
-        out.push_str(&format!(r#"<a href="/jobs/{j}">job {j}</a> "#));
-    }
+    jobs_html(out, &v.jobs);
     out.push_str(
         r#"</span></header><ol class="floor-nodes" aria-label="Nodes, top of the rack first">"#,
     );
+}
+
+/// The content of a rack head's list of jobs: the lead, then a link per job. The floor's
+/// HTML and the painter both write it.
+fn jobs_html(out: &mut String, jobs: &[u64]) {
+    out.push_str(JOBS_LEAD);
+    for j in jobs {
+        out.push_str(&format!(r#"<a href="/jobs/{j}">job {j}</a> "#));
+    }
 }
 
 /// The floor, `rows` of racks with their cells coloured by `m`, as HTML. Plain HTML, not
@@ -663,7 +669,7 @@ fn cell_html(out: &mut String, n: &NodeTile, v: &CellView) {
 /// Direct DOM writes of the floor's browser half.
 #[cfg(feature = "hydrate")]
 mod dom {
-    use super::{CellView, HeadView, Metric, Painted, JOBS_LEAD};
+    use super::{CellView, HeadView, Metric, Painted};
     use crate::live::Overview;
     use leptos::prelude::*;
     use wasm_bindgen::{closure::Closure, JsCast, JsValue};
@@ -812,18 +818,9 @@ mod dom {
             set_hidden(&silent, now.not_reporting == 0);
         }
         if all || now.jobs != prev.jobs {
-            jobs.set_text_content(Some(JOBS_LEAD));
-            if let Some(doc) = jobs.owner_document() {
-                for j in &now.jobs {
-                    let Ok(a) = doc.create_element("a") else {
-                        break;
-                    };
-                    let _ = a.set_attribute("href", &format!("/jobs/{j}"));
-                    a.set_text_content(Some(&format!("job {j}")));
-                    let _ = jobs.append_child(&a);
-                    let _ = jobs.append_child(doc.create_text_node(" ").unchecked_ref());
-                }
-            }
+            let mut html = String::new();
+            super::jobs_html(&mut html, &now.jobs);
+            jobs.set_inner_html(&html);
             set_hidden(&jobs, now.jobs.is_empty());
         }
     }
