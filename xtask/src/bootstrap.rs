@@ -1,0 +1,184 @@
+//! `cargo xtask bootstrap`: the pinned tools (rustup target, cargo-leptos, wasm-bindgen-cli,
+//! Node and end2end's npm packages), Debian packages on demand, and the cargo-leptos build.
+
+use std::env;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use crate::util::{as_root, cargo, have, is_root, output, root, run_cmd, step, Result};
+
+const CARGO_LEPTOS_VERSION: &str = "0.3.10";
+pub(crate) const WASM_TARGET: &str = "wasm32-unknown-unknown";
+
+/// Installs missing Debian packages (`apt-get`), saying which and why.
+pub(crate) fn ensure_apt(pkgs: &[&str], why: &str) -> Result {
+    let missing: Vec<&str> = pkgs
+        .iter()
+        .copied()
+        .filter(|p| {
+            output(Command::new("dpkg-query").args(["-W", "-f=${Status}", p]))
+                .is_none_or(|s| !s.contains("install ok installed"))
+        })
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    step(&format!(
+        "installing Debian packages {} ({why})",
+        missing.join(" ")
+    ));
+    // Package scripts must not start services here: tests start their own.
+    let guard = Path::new("/usr/sbin/policy-rc.d");
+    let made_guard =
+        !guard.exists() && is_root() && fs::write(guard, "#!/bin/sh\nexit 101\n").is_ok();
+    if made_guard {
+        let _ = run_cmd(Command::new("chmod").args(["755", "/usr/sbin/policy-rc.d"]));
+    }
+    let res =
+        run_cmd(as_root("apt-get", ["-q", "update"]).env("DEBIAN_FRONTEND", "noninteractive"))
+            .and_then(|()| {
+                run_cmd(
+                    as_root(
+                        "apt-get",
+                        [
+                            "-q",
+                            "-y",
+                            "--no-install-recommends",
+                            "-o",
+                            "DPkg::Lock::Timeout=300",
+                            "install",
+                        ],
+                    )
+                    .args(&missing)
+                    .env("DEBIAN_FRONTEND", "noninteractive"),
+                )
+            });
+    if made_guard {
+        let _ = fs::remove_file(guard);
+    }
+    res.map_err(|e| {
+        format!(
+            "{e}\n(install {} with apt-get as root, then retry)",
+            missing.join(" ")
+        )
+    })
+}
+
+/// The version of `name` in Cargo.lock.
+fn locked_version(name: &str) -> Result<String> {
+    let lock =
+        fs::read_to_string(root().join("Cargo.lock")).map_err(|e| format!("Cargo.lock: {e}"))?;
+    let mut lines = lock.lines();
+    while let Some(l) = lines.next() {
+        if l == format!("name = \"{name}\"") {
+            if let Some(v) = lines.next().and_then(|v| v.strip_prefix("version = \"")) {
+                return Ok(v.trim_end_matches('"').to_string());
+            }
+        }
+    }
+    Err(format!("{name} is not in Cargo.lock"))
+}
+
+/// Installs the pinned Rust-side tools (and, with `node`, the npm packages of end2end/).
+pub(crate) fn bootstrap(node: bool, quiet_ok: bool) -> Result {
+    let targets =
+        output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
+    if !targets.lines().any(|t| t.trim() == WASM_TARGET) {
+        step("adding the wasm32-unknown-unknown target (the browser build)");
+        run_cmd(
+            Command::new("rustup")
+                .args(["target", "add", WASM_TARGET])
+                .current_dir(root()),
+        )?;
+    }
+    let leptos = output(Command::new("cargo-leptos").arg("--version")).unwrap_or_default();
+    if !leptos.contains(CARGO_LEPTOS_VERSION) {
+        step(&format!(
+            "installing cargo-leptos {CARGO_LEPTOS_VERSION} (builds server and wasm; compiles once, 10-25 min on 2 cores)"
+        ));
+        run_cmd(cargo().args([
+            "install",
+            "cargo-leptos",
+            "--version",
+            CARGO_LEPTOS_VERSION,
+            "--locked",
+            "--features",
+            "no_downloads",
+        ]))?;
+    }
+    let wbg = locked_version("wasm-bindgen")?;
+    let have_wbg = output(Command::new("wasm-bindgen").arg("--version")).unwrap_or_default();
+    if have_wbg.split_whitespace().nth(1) != Some(wbg.as_str()) {
+        step(&format!(
+            "installing wasm-bindgen-cli {wbg} (must equal wasm-bindgen in Cargo.lock; compiles once, ~5 min)"
+        ));
+        // --locked fails against the registry here; the version pin is what matters.
+        run_cmd(cargo().args(["install", "wasm-bindgen-cli", "--version", &wbg, "--force"]))?;
+    }
+    if node {
+        ensure_node()?;
+    }
+    if quiet_ok {
+        println!("tools ready: cargo-leptos {CARGO_LEPTOS_VERSION}, wasm-bindgen {wbg}");
+    }
+    Ok(())
+}
+
+/// Node, npm and end2end/node_modules (Playwright, binaryen's wasm-opt), installed when
+/// missing or when package-lock.json changed.
+fn ensure_node() -> Result {
+    if !have("node") || !have("npm") {
+        ensure_apt(
+            &["nodejs", "npm"],
+            "browser tests and wasm-opt run on Node.js",
+        )?;
+    }
+    let e2e = root().join("end2end");
+    let stamp = e2e.join("node_modules").join(".gantry-lock");
+    let lock = fs::read(e2e.join("package-lock.json"))
+        .map_err(|e| format!("end2end/package-lock.json: {e}"))?;
+    if fs::read(&stamp).ok().as_deref() != Some(lock.as_slice()) {
+        step("installing end2end npm packages (@playwright/test, binaryen for wasm-opt); no browser download");
+        run_cmd(
+            Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund"])
+                .current_dir(&e2e)
+                .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1"),
+        )?;
+        fs::write(&stamp, &lock).map_err(|e| format!("{}: {e}", stamp.display()))?;
+    }
+    Ok(())
+}
+
+/// PATH with end2end's npm binaries (wasm-opt) in front.
+fn path_with_node_bin() -> std::ffi::OsString {
+    let bin = root().join("end2end").join("node_modules").join(".bin");
+    let mut parts = vec![bin];
+    if let Some(p) = env::var_os("PATH") {
+        parts.extend(env::split_paths(&p));
+    }
+    env::join_paths(parts).unwrap_or_default()
+}
+
+pub(crate) fn leptos_build(release: bool, frontend_only: bool) -> Result {
+    step(&format!(
+        "building with cargo-leptos ({}{})",
+        if release { "release" } else { "dev" },
+        if frontend_only {
+            ", browser bundle only"
+        } else {
+            ", server and browser bundle"
+        }
+    ));
+    let mut c = cargo();
+    c.args(["leptos", "build"])
+        .env("PATH", path_with_node_bin());
+    if release {
+        c.arg("--release");
+    }
+    if frontend_only {
+        c.arg("--frontend-only");
+    }
+    run_cmd(&mut c)
+}
