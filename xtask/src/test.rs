@@ -32,6 +32,8 @@ pub(crate) fn test(args: &[String]) -> Result {
         "-p",
         "server",
         "-p",
+        "exposition",
+        "-p",
         "xtask",
         "--all-targets",
         "--",
@@ -63,6 +65,7 @@ pub(crate) fn test(args: &[String]) -> Result {
     let slurm = SlurmCluster::start(false)?;
     step("unit and integration tests (SQLite, PostgreSQL, Prometheus, Slurm)");
     run_cmd(cargo().args(["test", "-p", "app", "--features", "ssr", "--lib"]))?;
+    run_cmd(cargo().args(["test", "-p", "exposition"]))?;
     run_cmd(
         cargo()
             .args(["test", "-p", "server"])

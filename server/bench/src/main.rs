@@ -4,10 +4,6 @@
 //!
 //! Usage: gantry-bench FILE [SECONDS]
 
-#[path = "../../src/telemetry/exposition.rs"]
-#[allow(dead_code)]
-mod exposition;
-
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

@@ -2,10 +2,6 @@
 //! every sample it reports must be well-formed, and its report must stay bounded.
 #![no_main]
 
-#[path = "../../src/telemetry/exposition.rs"]
-#[allow(dead_code)]
-mod exposition;
-
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let mut seen = 0usize;
     let report = exposition::parse(data, |s| {

@@ -2,4 +2,7 @@
 //! dcgm-exporter semantics on top of it. Neither knows HTTP, the database or the clock.
 
 pub mod dcgm;
-pub mod exposition;
+// The parser is its own crate (server/exposition), so the fuzz targets and the parse
+// benchmark build it without the server; re-exported here so its path stays
+// `crate::telemetry::exposition`.
+pub use exposition;

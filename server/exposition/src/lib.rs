@@ -1,11 +1,19 @@
 //! A parser of the Prometheus text exposition format 0.0.4, as real exporters write it.
 //!
+//! Its own crate so that the fuzz targets (`server/fuzz`) and the parse benchmark
+//! (`server/bench`) depend on the parser alone, not on the server; the server re-exports
+//! it as `server::telemetry::exposition`.
+//!
 //! Pure: bytes in, samples out; no I/O, no clock, no allocation per sample beyond label
 //! values that need unescaping. Bad lines do not stop the parse: each one is reported with
 //! its line number and reason (up to a bound) and the rest is still read, so one broken
 //! series never hides a whole scrape. Handles `# HELP`/`# TYPE`, escaped label values,
 //! optional timestamps, `NaN`/`+Inf`/`-Inf`, blank lines, CRLF, and non-UTF-8 bytes (the
 //! line is reported, the others are read).
+//!
+//! The non-generic helpers the parse loop calls per line are `#[inline]`: the loop is
+//! generic, so it is compiled in the caller's crate, and without the attribute they could
+//! not be inlined there (as they could while the parser was a module of the server).
 
 use std::borrow::Cow;
 
@@ -81,15 +89,18 @@ pub struct Report {
     pub types: Vec<(String, MetricType)>,
 }
 
+#[inline]
 fn is_name_start(b: u8) -> bool {
     b.is_ascii_alphabetic() || b == b'_' || b == b':'
 }
 
+#[inline]
 fn is_name_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b':'
 }
 
 /// Parses a float as exporters print it, including `NaN`, `+Inf`, `-Inf`.
+#[inline]
 pub fn parse_value(s: &str) -> Option<f64> {
     match s {
         "NaN" | "nan" => Some(f64::NAN),
@@ -236,12 +247,14 @@ const SEEN_PER_POSITION: usize = 3;
 const MAX_POSITIONS: usize = 1024;
 
 /// The first `\n` in `b` (skipped lines are nothing but this search).
+#[inline]
 fn memchr_newline(b: &[u8]) -> Option<usize> {
     find_either(b, b'\n', b'\n')
 }
 
 /// The first byte of `b` equal to `x` or `y`, eight bytes at a time: a byte loop with an
 /// early exit is not vectorized, and label values and skipped lines are long.
+#[inline]
 fn find_either(b: &[u8], x: u8, y: u8) -> Option<usize> {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
@@ -269,6 +282,7 @@ fn find_either(b: &[u8], x: u8, y: u8) -> Option<usize> {
 }
 
 /// The metric name a sample line starts with.
+#[inline]
 fn metric_name(line: &str) -> Result<&str, LineErrorKind> {
     let b = line.as_bytes();
     if !b.first().is_some_and(|&c| is_name_start(c)) {
@@ -292,6 +306,7 @@ pub fn parse_sample(line: &str) -> Result<Sample<'_>, LineErrorKind> {
 
 /// Reads the labels, value and timestamp of `line`, whose metric name is `name`, into `out`
 /// (its label list is cleared first and reused).
+#[inline]
 fn read_sample<'a>(
     line: &'a str,
     name: &'a str,
