@@ -344,12 +344,14 @@ pub struct GpuReading {
     pub energy_joules: Option<f64>,
 }
 
-/// One rack's own readings (PDU power, inlet sensor).
+/// One rack's readings: its nodes' power summed, and its inlet temperature.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RackReading {
     pub rack: String,
-    /// Power measured at the PDU: GPUs plus everything else in the rack.
-    pub pdu_power_watts: Option<f64>,
+    /// The sum of the rack's nodes' power as their BMCs report it (GPUs and hosts; not a
+    /// PDU measurement, so switches and fans outside the nodes are not in it); `None` when
+    /// none of its nodes reports.
+    pub nodes_power_watts: Option<f64>,
     pub inlet_celsius: Option<f64>,
 }
 

@@ -170,19 +170,22 @@ pub fn overview(
             }
         }
     }
-    let pdu: HashMap<&str, (Option<f64>, Option<f64>)> = r
+    let measured: HashMap<&str, (Option<f64>, Option<f64>)> = r
         .racks
         .iter()
-        .map(|x| (x.rack.as_str(), (x.pdu_power_watts, x.inlet_celsius)))
+        .map(|x| (x.rack.as_str(), (x.nodes_power_watts, x.inlet_celsius)))
         .collect();
     let racks: Vec<RackTile> = inv
         .racks
         .iter()
         .enumerate()
         .map(|(i, rack)| {
-            let (pdu_watts, inlet) = pdu.get(rack.name.as_str()).copied().unwrap_or((None, None));
-            // The PDU sees everything in the rack; without it, GPU power is a lower bound.
-            let power = pdu_watts.or((gpu_watts[i] > 0.0).then_some(gpu_watts[i]));
+            let (nodes_watts, inlet) = measured
+                .get(rack.name.as_str())
+                .copied()
+                .unwrap_or((None, None));
+            // The nodes' BMCs see GPUs and hosts; without them, GPU power is a lower bound.
+            let power = nodes_watts.or((gpu_watts[i] > 0.0).then_some(gpu_watts[i]));
             RackTile {
                 name: rack.name.clone(),
                 row: rack.row.clone(),
@@ -751,10 +754,10 @@ mod tests {
         for g in &mut r.gpus {
             g.sm_active_ratio = None;
         }
-        r.racks[0].pdu_power_watts = None;
+        r.racks[0].nodes_power_watts = None;
         let ov = overview(sim.inventory(), &r, 1, 1000, T0);
         assert_eq!(ov.summary.sm_active_mean, None);
-        // Without a PDU reading the rack falls back to the sum of its GPUs' power.
+        // Without its nodes' BMC readings the rack falls back to the sum of its GPUs' power.
         let rack0 = &sim.inventory().racks[0].name;
         let in_rack0: Vec<&str> = sim
             .inventory()

@@ -610,13 +610,16 @@ impl Sim {
         } else {
             (0.0, 0.0)
         };
+        // Power and SM activity to 6 decimals, the temperature in whole degrees: what
+        // dcgm-exporter prints, so a scrape of the simulator reads back these very numbers.
+        let micro = |x: f64| (x * 1e6).round() / 1e6;
         GpuReading {
             node: self.inv.nodes[node].name.clone(),
             index: g as u32,
-            power_watts: Some(power),
-            temp_celsius: Some(temp),
+            power_watts: Some(micro(power)),
+            temp_celsius: Some(temp.round()),
             sm_clock_mhz: Some(clock.round()),
-            sm_active_ratio: Some(sm),
+            sm_active_ratio: Some(micro(sm)),
             throttle: Some(ThrottleReasons(bits)),
             ecc_dbe_total: Some(n.ecc_dbe[g]),
             last_xid: n.last_xid[g],
@@ -648,16 +651,20 @@ impl Sim {
             .enumerate()
             .map(|(i, r)| RackReading {
                 rack: r.name.clone(),
-                pdu_power_watts: Some(0.0),
-                inlet_celsius: Some(self.inlet_celsius(i, self.t_ms)),
+                nodes_power_watts: None,
+                // Whole degrees, as the BMCs print it.
+                inlet_celsius: Some(self.inlet_celsius(i, self.t_ms).round()),
             })
+            .collect();
+        let inlets: Vec<f64> = (0..racks.len())
+            .map(|i| self.inlet_celsius(i, self.t_ms))
             .collect();
         let mut node_power = Vec::with_capacity(self.nodes.len());
         let (mut ib_total, mut ib_rate) = (Vec::new(), Vec::new());
         let jobs_by_id: std::collections::HashMap<u64, &SimJob> =
             self.active.iter().map(|j| (j.job.id, j)).collect();
         for (i, n) in self.nodes.iter().enumerate() {
-            let inlet = racks[n.rack].inlet_celsius.unwrap_or(22.0);
+            let inlet = inlets[n.rack];
             let job = n.job.and_then(|id| jobs_by_id.get(&id).copied());
             let mut node_gpu_watts = 0.0;
             let mut load = 0.0;
@@ -671,8 +678,8 @@ impl Sim {
             // Node power as its BMC measures it: whole watts; nothing from a node that is off.
             let node_watts = responding
                 .then(|| (node_gpu_watts + HOST_IDLE_WATTS + HOST_LOAD_WATTS * load).round());
-            if let (Some(p), Some(w)) = (racks[n.rack].pdu_power_watts.as_mut(), node_watts) {
-                *p += w;
+            if let Some(w) = node_watts {
+                *racks[n.rack].nodes_power_watts.get_or_insert(0.0) += w;
             }
             node_power.push(node_watts);
             let ib = self.ib(i, job);

@@ -250,7 +250,7 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
         .zip(&readings.racks)
         .map(|(r, rr)| TruthRack {
             name: r.name.clone(),
-            power_watts: rr.pdu_power_watts.unwrap_or(0.0),
+            power_watts: rr.nodes_power_watts.unwrap_or(0.0),
             power_limit_watts: r.power_limit_watts,
             inlet_celsius: rr.inlet_celsius.unwrap_or(0.0),
             gpus_throttling: 0,
