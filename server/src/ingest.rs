@@ -201,6 +201,20 @@ pub struct Fetched {
     took: Duration,
 }
 
+impl Fetched {
+    /// An answer (the body, or why there is none) of `node`'s `kind` exporter at `url`, as a
+    /// round would have fetched it: for tests and for replaying recorded scrapes.
+    pub fn answer(node: &str, url: &str, kind: Kind, result: Result<Vec<u8>, ScrapeError>) -> Self {
+        Fetched {
+            node: node.into(),
+            url: url.into(),
+            kind,
+            result,
+            took: Duration::ZERO,
+        }
+    }
+}
+
 impl Ingest {
     pub fn new(
         client: Client,
@@ -554,7 +568,7 @@ impl Ingest {
             .iter()
             .map(|r| RackReading {
                 rack: r.name.clone(),
-                pdu_power_watts: rack_power.get(r.name.as_str()).copied(),
+                nodes_power_watts: rack_power.get(r.name.as_str()).copied(),
                 inlet_celsius: rack_inlet.get(r.name.as_str()).copied(),
             })
             .collect();
@@ -827,9 +841,9 @@ mod tests {
             .map(|n| (n.name.clone(), NodeState::Idle))
             .collect();
         let r = ing.readings(&inv, 10_000, 10_000, 2_000, nodes.clone(), Vec::new());
-        assert_eq!(r.racks[0].pdu_power_watts, Some(4000.0));
+        assert_eq!(r.racks[0].nodes_power_watts, Some(4000.0));
         assert_eq!(r.node_power_watts[0], None);
         let r = ing.readings(&inv, 20_000, 20_000, 2_000, nodes, Vec::new());
-        assert_eq!(r.racks[0].pdu_power_watts, None);
+        assert_eq!(r.racks[0].nodes_power_watts, None);
     }
 }

@@ -19,6 +19,7 @@ pub mod scrape;
 pub mod serve;
 pub mod sim;
 pub mod slurm;
+pub mod sources;
 pub mod store;
 pub mod telemetry;
 pub mod timeline;

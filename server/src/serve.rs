@@ -11,11 +11,12 @@ use tokio::sync::watch;
 use crate::config::{Config, SourceKind, TelemetryKind};
 use crate::http::{router_with_paths, AppState};
 use crate::ingest::{self, Ingest, Telemetry};
-use crate::live::{self, Live, SimSource};
+use crate::live::{self, Live};
 use crate::metrics::Metrics;
 use crate::promql::PromQl;
 use crate::scrape::{Client, ScrapeConfig};
 use crate::sim::Sim;
+use crate::sources::sim::SimSource;
 use crate::store::Store;
 
 /// Why the server could not start or stopped badly.
@@ -264,7 +265,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                 idle_below_sm: cfg.reports.idle_below_sm,
             };
             let ops = sim_ops.unwrap_or_else(|| tokio::sync::mpsc::channel(1).1);
-            tasks.push(tokio::spawn(live::run_sim_source(
+            tasks.push(tokio::spawn(crate::sources::sim::run_sim_source(
                 src,
                 Arc::clone(&live),
                 queue,
@@ -310,7 +311,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                         spawn_scraper(ing, &live, scrape_interval_ms, &shutdown_rx, &mut tasks);
                     (shared, g, b, cfg.node_exporter_url.clone())
                 });
-            let src = crate::slurm::source::SlurmSource {
+            let src = crate::sources::slurm::SlurmSource {
                 sched,
                 layout,
                 telemetry,
@@ -319,7 +320,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                 interval_ms: cfg.slurm.poll_interval_ms,
                 idle_below_sm: cfg.reports.idle_below_sm,
             };
-            tasks.push(tokio::spawn(crate::slurm::source::run_slurm_source(
+            tasks.push(tokio::spawn(crate::sources::slurm::run_slurm_source(
                 src,
                 Arc::clone(&live),
                 queue,

@@ -5,6 +5,5 @@ pub mod cli;
 pub mod hostlist;
 pub mod json;
 pub mod rest;
-pub mod source;
 pub mod state;
 pub mod topology;

@@ -7,13 +7,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::model::{Cooling, Gpu, GpuReading, Inventory, JobState, Node, Rack, RackReading};
+use app::model::{Cooling, Gpu, GpuReading, Inventory, JobState, Node, Rack, RackReading, UnixMs};
 use tokio::sync::watch;
 
-use super::json::{SlurmJob, SlurmNode};
 use crate::aggregate::Readings;
-use crate::live::{wall_now_ms, Live, SchedSnapshot, StoreQueue, StoreWrite};
+use crate::live::{wall_now_ms, Event, Frame, Latest, Live, Pipeline, SchedSnapshot, StoreQueue};
 use crate::scheduler::Scheduler;
+use crate::slurm::json::{SlurmJob, SlurmNode};
 
 /// Nodes per rack when Slurm is the only source of layout.
 const NODES_PER_RACK: usize = 8;
@@ -75,13 +75,15 @@ fn detail_of(j: &SlurmJob) -> String {
     parts.join("; ")
 }
 
-/// Job transitions between two polls, as store writes: a new job, a state change, a
-/// requeue (seen as a higher restart count, even when both polls say PENDING or RUNNING).
+/// Job transitions between two polls, as events: a new job, a state change, a requeue
+/// (seen as a higher restart count, even when both polls say PENDING or RUNNING). A
+/// finished job's transition is at its end time when Slurm gives one, so the work it lost
+/// is counted up to its end, not up to the poll that noticed it.
 pub fn transitions(
     prev: &HashMap<u64, (JobState, u32)>,
     jobs: &[SlurmJob],
     at_ms: i64,
-) -> Vec<StoreWrite> {
+) -> Vec<Event> {
     let mut out = Vec::new();
     for j in jobs {
         let before = prev.get(&j.job.id);
@@ -89,17 +91,21 @@ pub fn transitions(
             if j.restart_count > restarts {
                 let mut requeued = j.job.clone();
                 requeued.state = JobState::Requeued;
-                out.push(StoreWrite::Job {
-                    job: Box::new(requeued),
+                out.push(Event::Job {
+                    job: requeued,
                     at_ms,
                     detail: format!("restart {}", j.restart_count),
                 });
             }
         }
         if before.is_none_or(|&(s, r)| s != j.job.state || r != j.restart_count) {
-            out.push(StoreWrite::Job {
-                job: Box::new(j.job.clone()),
-                at_ms,
+            let at = match j.job.end_ms {
+                Some(end) if j.job.state.is_finished() => end.min(at_ms),
+                _ => at_ms,
+            };
+            out.push(Event::Job {
+                job: j.job.clone(),
+                at_ms: at,
                 detail: detail_of(j),
             });
         }
@@ -114,18 +120,144 @@ pub struct SlurmSource {
     pub layout: Option<crate::layout::Layout>,
     pub cluster: String,
     pub interval_ms: u64,
-    /// Telemetry from each node's exporters: the scraper and the GPU and BMC URL templates;
-    /// its targets follow Slurm's node list. `None`: no telemetry.
-    /// Scraped by its own task (`ingest::run_scraper`); the source sets its targets and
-    /// reads the latest.
-    /// With the GPU, BMC and (optional) node_exporter URL templates.
+    /// Telemetry from each node's exporters: the scraper (run by its own task,
+    /// `ingest::run_scraper`; the source sets its targets and reads the latest) with the
+    /// GPU, BMC and (optional) node_exporter URL templates. `None`: no telemetry.
     pub telemetry: Option<(crate::ingest::SharedIngest, String, String, Option<String>)>,
     pub scrape_interval_ms: u64,
     /// Allocated GPUs under this SM activity count as idle in reports.
     pub idle_below_sm: f64,
 }
 
-/// Polls Slurm (and scrapes the nodes' exporters, if configured) until `shutdown`.
+/// Turns polls of Slurm into frames: the inventory for the node list (the same one while
+/// the nodes do not change) and each poll's readings and job transitions.
+pub struct SlurmFrames {
+    layout: Option<crate::layout::Layout>,
+    cluster: String,
+    interval_ms: i64,
+    inventory: Option<Arc<Inventory>>,
+    prev: HashMap<u64, (JobState, u32)>,
+}
+
+impl SlurmFrames {
+    pub fn new(
+        layout: Option<crate::layout::Layout>,
+        cluster: &str,
+        interval_ms: u64,
+    ) -> SlurmFrames {
+        SlurmFrames {
+            layout,
+            cluster: cluster.into(),
+            interval_ms: interval_ms as i64,
+            inventory: None,
+            prev: HashMap::new(),
+        }
+    }
+
+    /// The inventory of `nodes`, and whether it is new (the node list changed).
+    pub fn place(&mut self, nodes: &[SlurmNode]) -> (Arc<Inventory>, bool) {
+        if let Some(inv) = &self.inventory {
+            let same = inv.nodes.len() == nodes.len() && {
+                let known: std::collections::HashSet<&str> =
+                    inv.nodes.iter().map(|n| n.name.as_str()).collect();
+                nodes.iter().all(|n| known.contains(n.name.as_str()))
+            };
+            if same {
+                return (Arc::clone(inv), false);
+            }
+        }
+        let inv = Arc::new(match &self.layout {
+            Some(l) => crate::layout::place(
+                l,
+                &nodes
+                    .iter()
+                    .map(|n| (n.name.clone(), n.gpus_total.unwrap_or(0)))
+                    .collect::<Vec<_>>(),
+            ),
+            None => inventory_from_nodes(&self.cluster, nodes),
+        });
+        self.inventory = Some(Arc::clone(&inv));
+        (inv, true)
+    }
+
+    /// The job transitions since the previous poll.
+    pub fn transitions(&mut self, jobs: &[SlurmJob], at_ms: UnixMs) -> Vec<Event> {
+        let out = transitions(&self.prev, jobs, at_ms);
+        self.prev = jobs
+            .iter()
+            .map(|j| (j.job.id, (j.job.state, j.restart_count)))
+            .collect();
+        out
+    }
+
+    /// One poll at `at_ms` as a frame: readings from what `ingest` holds fresh at `now_ms`
+    /// (within `fresh_ms`), or every GPU present and not reporting when there is no
+    /// telemetry. `events` are the poll's transitions.
+    #[allow(clippy::too_many_arguments)]
+    pub fn frame(
+        &self,
+        inv: Arc<Inventory>,
+        nodes: Vec<SlurmNode>,
+        jobs: Vec<SlurmJob>,
+        at_ms: UnixMs,
+        ingest: Option<(&crate::ingest::Ingest, UnixMs, i64)>,
+        events: Vec<Event>,
+    ) -> Frame {
+        let node_states: Vec<(String, app::model::NodeState)> =
+            nodes.iter().map(|n| (n.name.clone(), n.state)).collect();
+        let active: Vec<app::model::Job> = jobs
+            .iter()
+            .filter(|j| matches!(j.job.state, JobState::Pending | JobState::Running))
+            .map(|j| j.job.clone())
+            .collect();
+        let readings = match ingest {
+            Some((ing, now_ms, fresh_ms)) => {
+                ing.readings(&inv, now_ms, at_ms, fresh_ms, node_states, active)
+            }
+            None => Readings {
+                at_ms,
+                gpus: inv
+                    .nodes
+                    .iter()
+                    .flat_map(|n| {
+                        n.gpus.iter().map(|g| GpuReading {
+                            node: n.name.clone(),
+                            index: g.index,
+                            ..GpuReading::default()
+                        })
+                    })
+                    .collect(),
+                racks: inv
+                    .racks
+                    .iter()
+                    .map(|r| RackReading {
+                        rack: r.name.clone(),
+                        ..RackReading::default()
+                    })
+                    .collect(),
+                node_power_watts: vec![None; node_states.len()],
+                nodes: node_states,
+                jobs: active,
+                ..Readings::default()
+            },
+        };
+        Frame {
+            inventory: inv,
+            readings: Latest::Owned(Arc::new(readings)),
+            sched: SchedSnapshot {
+                at_ms,
+                polled_ms: at_ms,
+                interval_ms: self.interval_ms,
+                nodes,
+                jobs,
+            },
+            events,
+            truth: None,
+        }
+    }
+}
+
+/// Polls Slurm (and takes the nodes' exporters' readings, if configured) until `shutdown`.
 pub async fn run_slurm_source(
     src: SlurmSource,
     live: Arc<Live>,
@@ -141,22 +273,12 @@ pub async fn run_slurm_source(
         scrape_interval_ms,
         idle_below_sm,
     } = src;
-    let mut reports = crate::reports::Accumulator::new(idle_below_sm);
-    let (ingest, gpu_t, bmc_t, node_t) = match telemetry {
-        Some((i, g, b, n)) => (Some(i), g, b, n),
-        None => (None, String::new(), String::new(), None),
-    };
+    let mut pipeline = Pipeline::new(interval_ms as i64, idle_below_sm);
+    let mut frames = SlurmFrames::new(layout, &cluster, interval_ms);
+    let fresh_ms = 2 * scrape_interval_ms.max(interval_ms) as i64;
     let mut ticker = tokio::time::interval(Duration::from_millis(interval_ms));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut seq = 0u64;
-    let mut inventory: Option<Arc<Inventory>> = None;
-    let mut prev: HashMap<u64, (JobState, u32)> = HashMap::new();
     let mut failing = false;
-    let mut node_history = crate::live::NodeStates::default();
-    let mut minutes = crate::live::MinuteRollups::default();
-    let mut hours = crate::live::HourRollups::default();
-    let mut reasons = crate::live::ReasonCounter::default();
-    let mut prev_now: Option<i64> = None;
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
@@ -190,144 +312,31 @@ pub async fn run_slurm_source(
             }
         };
         let now = wall_now_ms();
-        let same_nodes = inventory.as_ref().is_some_and(|inv| {
-            let placed = inv
-                .nodes
-                .iter()
-                .filter(|n| nodes.iter().any(|m| m.name == n.name))
-                .count();
-            placed == nodes.len()
-                && nodes
-                    .iter()
-                    .all(|n| inv.nodes.iter().any(|m| m.name == n.name))
-        });
-        if !same_nodes {
-            let inv = Arc::new(match &layout {
-                Some(l) => crate::layout::place(
-                    l,
-                    &nodes
-                        .iter()
-                        .map(|n| (n.name.clone(), n.gpus_total.unwrap_or(0)))
-                        .collect::<Vec<_>>(),
+        let (inv, new) = frames.place(&nodes);
+        if let (true, Some((ing, gpu_t, bmc_t, node_t))) = (new, telemetry.as_ref()) {
+            ing.lock().unwrap_or_else(|e| e.into_inner()).set_targets(
+                crate::ingest::with_node_exporter(
+                    crate::ingest::targets(&inv, gpu_t, bmc_t),
+                    node_t.as_deref(),
                 ),
-                None => inventory_from_nodes(&cluster, &nodes),
-            });
-            if let Some(ing) = ingest.as_ref() {
-                ing.lock().unwrap_or_else(|e| e.into_inner()).set_targets(
-                    crate::ingest::with_node_exporter(
-                        crate::ingest::targets(&inv, &gpu_t, &bmc_t),
-                        node_t.as_deref(),
-                    ),
-                );
-            }
-            q.send(StoreWrite::Inventory(Box::new((*inv).clone())));
-            live.set_inventory(Arc::clone(&inv));
-            inventory = Some(inv);
+            );
         }
-        let Some(inv) = inventory.clone() else {
-            continue;
-        };
-        for w in transitions(&prev, &jobs, now) {
-            if let StoreWrite::Job { job, at_ms, .. } = &w {
-                if crate::reports::loses_work(job.state) {
-                    reports.job_lost(job, *at_ms, live.last_checkpoint(job.id));
-                }
-            }
-            q.send(w);
-        }
-        prev = jobs
-            .iter()
-            .map(|j| (j.job.id, (j.job.state, j.restart_count)))
-            .collect();
-        node_history.observe(
-            &q,
-            now,
-            &nodes
-                .iter()
-                .map(|n| {
-                    (
-                        n.name.clone(),
-                        n.state,
-                        n.reason.clone().unwrap_or_default(),
-                    )
-                })
-                .collect::<Vec<_>>(),
-        );
-        let node_states: Vec<(String, app::model::NodeState)> =
-            nodes.iter().map(|n| (n.name.clone(), n.state)).collect();
-        let active: Vec<app::model::Job> = jobs
-            .iter()
-            .filter(|j| matches!(j.job.state, JobState::Pending | JobState::Running))
-            .map(|j| j.job.clone())
-            .collect();
-        let readings = match ingest.as_ref() {
-            Some(ing) => {
+        let events = frames.transitions(&jobs, now);
+        let frame = match telemetry.as_ref() {
+            Some((ing, ..)) => {
                 let ing = ing.lock().unwrap_or_else(|e| e.into_inner());
-                ing.readings(
-                    &inv,
-                    wall_now_ms(),
+                frames.frame(
+                    inv,
+                    nodes,
+                    jobs,
                     now,
-                    2 * scrape_interval_ms.max(interval_ms) as i64,
-                    node_states,
-                    active,
+                    Some((&ing, wall_now_ms(), fresh_ms)),
+                    events,
                 )
             }
-            // No telemetry: every GPU is present and not reporting.
-            None => Readings {
-                at_ms: now,
-                gpus: inv
-                    .nodes
-                    .iter()
-                    .flat_map(|n| {
-                        n.gpus.iter().map(|g| GpuReading {
-                            node: n.name.clone(),
-                            index: g.index,
-                            ..GpuReading::default()
-                        })
-                    })
-                    .collect(),
-                racks: inv
-                    .racks
-                    .iter()
-                    .map(|r| RackReading {
-                        rack: r.name.clone(),
-                        ..RackReading::default()
-                    })
-                    .collect(),
-                node_power_watts: vec![None; node_states.len()],
-                nodes: node_states,
-                jobs: active,
-                ..Readings::default()
-            },
+            None => frames.frame(inv, nodes, jobs, now, None, events),
         };
-        live.set_sched(SchedSnapshot {
-            at_ms: now,
-            polled_ms: now,
-            interval_ms: interval_ms as i64,
-            nodes,
-            jobs,
-        });
-        seq += 1;
-        let mut ov = crate::aggregate::overview(&inv, &readings, seq, interval_ms as i64, now);
-        ov.summary.alerts_firing = live.alerts_firing();
-        let by_reason = reasons.count(&ov, &readings);
-        for r in minutes.add(&ov, &by_reason, prev_now.map(|p| now - p).unwrap_or(0)) {
-            q.send(StoreWrite::Rollup(r));
-        }
-        for r in hours.add(&ov, &by_reason, prev_now.map(|p| now - p).unwrap_or(0)) {
-            q.send(StoreWrite::Rollup1h(r));
-        }
-        let deltas = reports.observe(&inv, &readings, prev_now.map(|p| now - p).unwrap_or(0));
-        if !deltas.is_empty() {
-            q.send(StoreWrite::Report(deltas));
-        }
-        prev_now = Some(now);
-        live.record_window(&readings, &ov);
-        live.set_latest(crate::live::Latest::Owned(Arc::new(readings)));
-        if let Some(prev) = live.current() {
-            crate::aggregate::steady(&prev.overview, &mut ov);
-        }
-        live.publish(ov, None);
+        pipeline.run(frame, &live, &q);
         live.metrics
             .slurm_polls_total
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -362,10 +371,10 @@ mod tests {
         }
     }
 
-    fn states(w: &[StoreWrite]) -> Vec<JobState> {
+    fn states(w: &[Event]) -> Vec<JobState> {
         w.iter()
             .filter_map(|w| match w {
-                StoreWrite::Job { job, .. } => Some(job.state),
+                Event::Job { job, .. } => Some(job.state),
                 _ => None,
             })
             .collect()
@@ -391,7 +400,7 @@ mod tests {
         done.exit_code = Some(3);
         let w = transitions(&prev, &[done], 4);
         let detail = w.iter().find_map(|w| match w {
-            StoreWrite::Job { detail, .. } => Some(detail.clone()),
+            Event::Job { detail, .. } => Some(detail.clone()),
             _ => None,
         });
         assert_eq!(detail.as_deref(), Some("NonZeroExitCode; exit code 3"));

@@ -216,8 +216,9 @@ async fn history(url: &str) {
         .collect();
     assert!(!checkpoints.is_empty());
     let live = server::live::Live::new(std::sync::Arc::new(server::metrics::Metrics::default()));
-    server::live::record_events(&q, &live, warmup);
-    server::live::record_events(&q, &live, events);
+    let mut pipeline = server::live::Pipeline::new(1_000, 0.05);
+    pipeline.record(server::sources::sim::events(warmup), &live, &q);
+    pipeline.record(server::sources::sim::events(events), &live, &q);
     // Checkpoints are noted in memory at once, before the store writer gets to them.
     let newest = checkpoints
         .iter()

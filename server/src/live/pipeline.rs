@@ -1,0 +1,307 @@
+//! The one pipeline: everything that follows a source's frame, for every source.
+//!
+//! A source (simulator, Slurm over the CLI or slurmrestd, with configured exporters or a
+//! PromQL store) produces a [`Frame`] for one instant and hands it to [`Pipeline::run`]. It
+//! never calls the steps itself, so no source can skip one: node state changes, the
+//! overview, GPU-hours lost to throttling, minute and hour rollups, report deltas, the hot
+//! window and the publication all happen here, once. [`Pipeline::step`] is the part with no
+//! effect beyond the pipeline itself, so a test can feed the same frames through two
+//! sources and compare what comes out.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use app::live::Overview;
+use app::model::{Checkpoint, Inventory, Job, NodeState, UnixMs};
+
+use super::rollups::{HourRollups, MinuteRollups, ReasonCounter};
+use super::store_queue::{StoreQueue, StoreWrite};
+use super::{wall_now_ms, Latest, Live, SchedSnapshot};
+use crate::aggregate::{self, Readings};
+use crate::reports::{loses_work, Accumulator};
+use crate::sim::SimTruth;
+use crate::slurm::json::SlurmNode;
+
+/// Something a source saw happen, for history (and, when a job lost work, for reports).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// A job's new state (or its first sight) at `at_ms`, with the scheduler's words.
+    Job {
+        job: Job,
+        at_ms: UnixMs,
+        detail: String,
+    },
+    Checkpoint(Checkpoint),
+    Xid {
+        node: String,
+        gpu: u32,
+        xid: u32,
+        at_ms: UnixMs,
+    },
+}
+
+/// What every source produces for one instant.
+pub struct Frame {
+    /// What exists: the readings and the scheduler's state are of this inventory.
+    pub inventory: Arc<Inventory>,
+    /// The readings of the instant (`at_ms` on the source's clock, simulated or wall).
+    pub readings: Latest,
+    /// The scheduler's state as polled at that instant (node reasons included).
+    pub sched: SchedSnapshot,
+    /// What happened since the previous frame, in order.
+    pub events: Vec<Event>,
+    /// The simulator's ground truth of the instant; none for a real cluster.
+    pub truth: Option<SimTruth>,
+}
+
+/// What one step produced: the overview with exact values (before it is steadied for the
+/// floor) and the history it writes, in order.
+#[derive(Debug)]
+pub struct Step {
+    pub overview: Overview,
+    pub writes: Vec<StoreWrite>,
+}
+
+/// The state that lives from one frame to the next, whatever the source.
+pub struct Pipeline {
+    interval_ms: i64,
+    seq: u64,
+    inventory: Option<Arc<Inventory>>,
+    prev_at_ms: Option<UnixMs>,
+    throttling: ThrottleLosses,
+    node_states: NodeStates,
+    reasons: ReasonCounter,
+    minutes: MinuteRollups,
+    hours: HourRollups,
+    reports: Accumulator,
+}
+
+impl Pipeline {
+    /// A pipeline publishing every `interval_ms`; allocated GPUs under `idle_below_sm` SM
+    /// activity count as idle in reports.
+    pub fn new(interval_ms: i64, idle_below_sm: f64) -> Pipeline {
+        Pipeline {
+            interval_ms,
+            seq: 0,
+            inventory: None,
+            prev_at_ms: None,
+            throttling: ThrottleLosses::default(),
+            node_states: NodeStates::default(),
+            reasons: ReasonCounter::default(),
+            minutes: MinuteRollups::default(),
+            hours: HourRollups::default(),
+            reports: Accumulator::new(idle_below_sm),
+        }
+    }
+
+    /// One frame's overview and history. Reads `live` only for what other tasks keep there
+    /// (checkpoints they saw, alerts firing) and notes the frame's complete checkpoints in it.
+    pub fn step(&mut self, frame: &mut Frame, live: &Live, published_ms: UnixMs) -> Step {
+        let mut writes = Vec::new();
+        self.place(&frame.inventory, &mut writes);
+        let events = std::mem::take(&mut frame.events);
+        self.events(events, live, &mut writes);
+        self.node_states
+            .observe(frame.sched.at_ms, &frame.sched.nodes, &mut writes);
+        let r = frame.readings.readings();
+        self.seq += 1;
+        let mut ov = aggregate::overview(
+            &frame.inventory,
+            r,
+            self.seq,
+            self.interval_ms,
+            published_ms,
+        );
+        // What each reading stands for: the source time since the previous frame.
+        let dt_ms = self.prev_at_ms.map_or(0, |p| r.at_ms - p);
+        if self.prev_at_ms.is_some() {
+            self.throttling.add(r, dt_ms);
+        }
+        self.prev_at_ms = Some(r.at_ms);
+        self.throttling.write(&mut ov);
+        ov.summary.alerts_firing = live.alerts_firing();
+        let by_reason = self.reasons.count(&ov, r);
+        writes.extend(
+            self.minutes
+                .add(&ov, &by_reason, dt_ms)
+                .into_iter()
+                .map(StoreWrite::Rollup),
+        );
+        writes.extend(
+            self.hours
+                .add(&ov, &by_reason, dt_ms)
+                .into_iter()
+                .map(StoreWrite::Rollup1h),
+        );
+        let deltas = self.reports.observe(&frame.inventory, r, dt_ms);
+        if !deltas.is_empty() {
+            writes.push(StoreWrite::Report(deltas));
+        }
+        Step {
+            overview: ov,
+            writes,
+        }
+    }
+
+    /// Runs one frame through every step and publishes it: history queued, live state set,
+    /// the tick published.
+    pub fn run(&mut self, mut frame: Frame, live: &Live, q: &StoreQueue) {
+        if live
+            .inventory()
+            .is_none_or(|i| !Arc::ptr_eq(&i, &frame.inventory))
+        {
+            live.set_inventory(Arc::clone(&frame.inventory));
+        }
+        let Step {
+            overview: mut ov,
+            writes,
+        } = self.step(&mut frame, live, wall_now_ms());
+        for w in writes {
+            q.send(w);
+        }
+        let Frame {
+            readings,
+            sched,
+            truth,
+            ..
+        } = frame;
+        live.set_sched(sched);
+        live.record_window(readings.readings(), &ov);
+        live.set_latest(readings);
+        // Rollups and the hot window above took exact values; the floor gets steady ones.
+        if let Some(prev) = live.current() {
+            aggregate::steady(&prev.overview, &mut ov);
+        }
+        live.publish(ov, truth);
+    }
+
+    /// Records events seen between frames (the simulator's answer to an action), at once.
+    pub fn record(&mut self, events: Vec<Event>, live: &Live, q: &StoreQueue) {
+        let mut writes = Vec::new();
+        self.events(events, live, &mut writes);
+        for w in writes {
+            q.send(w);
+        }
+    }
+
+    /// Takes an inventory before the first frame (so history written before it has one).
+    pub fn start(&mut self, inventory: &Arc<Inventory>, live: &Live, q: &StoreQueue) {
+        let mut writes = Vec::new();
+        self.place(inventory, &mut writes);
+        live.set_inventory(Arc::clone(inventory));
+        for w in writes {
+            q.send(w);
+        }
+    }
+
+    fn place(&mut self, inventory: &Arc<Inventory>, writes: &mut Vec<StoreWrite>) {
+        if self
+            .inventory
+            .as_ref()
+            .is_some_and(|i| Arc::ptr_eq(i, inventory))
+        {
+            return;
+        }
+        writes.push(StoreWrite::Inventory(Box::new((**inventory).clone())));
+        self.throttling.place(inventory);
+        self.inventory = Some(Arc::clone(inventory));
+    }
+
+    /// Events in order: a complete checkpoint is noted before the events after it, so a
+    /// job that fails later in the same batch loses only the work since that checkpoint.
+    fn events(&mut self, events: Vec<Event>, live: &Live, writes: &mut Vec<StoreWrite>) {
+        for e in events {
+            match e {
+                Event::Checkpoint(c) => {
+                    if c.complete {
+                        live.checkpoint_seen(c.job_id, c.started_ms + c.duration_ms);
+                    }
+                    writes.push(StoreWrite::Checkpoint(c));
+                }
+                Event::Job { job, at_ms, detail } => {
+                    if loses_work(job.state) {
+                        self.reports
+                            .job_lost(&job, at_ms, live.last_checkpoint(job.id));
+                    }
+                    writes.push(StoreWrite::Job {
+                        job: Box::new(job),
+                        at_ms,
+                        detail,
+                    });
+                }
+                Event::Xid {
+                    node,
+                    gpu,
+                    xid,
+                    at_ms,
+                } => writes.push(StoreWrite::Xid {
+                    node,
+                    gpu,
+                    xid,
+                    at_ms,
+                }),
+            }
+        }
+    }
+}
+
+/// GPU-hours lost to throttling since start: each throttled GPU's clock deficit over the
+/// source time its reading stands for, in all and per rack.
+#[derive(Default)]
+struct ThrottleLosses {
+    gpu_hours: f64,
+    by_rack: BTreeMap<String, f64>,
+    rack_of: HashMap<String, String>,
+}
+
+impl ThrottleLosses {
+    fn place(&mut self, inv: &Inventory) {
+        self.rack_of = inv
+            .nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.rack.clone()))
+            .collect();
+    }
+
+    fn add(&mut self, r: &Readings, dt_ms: i64) {
+        let hours = dt_ms.max(0) as f64 / 3_600_000.0;
+        for g in &r.gpus {
+            if let Some(d) = aggregate::clock_deficit(g) {
+                self.gpu_hours += d * hours;
+                if let Some(rack) = self.rack_of.get(g.node.as_str()) {
+                    *self.by_rack.entry(rack.clone()).or_default() += d * hours;
+                }
+            }
+        }
+    }
+
+    fn write(&self, ov: &mut Overview) {
+        let round = |h: f64| (h * 100.0).round() / 100.0;
+        ov.thermal.lost_gpu_hours = round(self.gpu_hours);
+        ov.thermal.lost_by_rack = self
+            .by_rack
+            .iter()
+            .map(|(r, h)| (r.clone(), round(*h)))
+            .collect();
+    }
+}
+
+/// Each node's last scheduler state; a change (and the first sight of a node) is written.
+#[derive(Default)]
+struct NodeStates(HashMap<String, NodeState>);
+
+impl NodeStates {
+    fn observe(&mut self, at_ms: UnixMs, nodes: &[SlurmNode], writes: &mut Vec<StoreWrite>) {
+        for n in nodes {
+            if self.0.get(&n.name) != Some(&n.state) {
+                self.0.insert(n.name.clone(), n.state);
+                writes.push(StoreWrite::NodeState {
+                    node: n.name.clone(),
+                    at_ms,
+                    state: n.state,
+                    reason: n.reason.clone().unwrap_or_default(),
+                });
+            }
+        }
+    }
+}

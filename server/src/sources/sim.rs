@@ -1,0 +1,215 @@
+//! The simulated cluster as the live source. Each tick advances the simulator to now,
+//! publishes its frame for its own exporters, reads the telemetry (the simulator's readings
+//! directly, its exporters through the scrape path, or a PromQL store that scrapes them),
+//! and hands the frame to the pipeline. Everything one tick shows comes from one simulated
+//! instant.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use app::model::UnixMs;
+use tokio::sync::{mpsc, watch};
+
+use crate::aggregate::Readings;
+use crate::ingest::{RoundStats, Telemetry, PROMQL_QUERIES};
+use crate::live::StoreQueue;
+use crate::live::{wall_now_ms, Event, Frame, Latest, Live, Pipeline, SchedSnapshot, SimFrame};
+use crate::sim::{Sim, SimEvent};
+
+/// Settings of the simulator source task.
+pub struct SimSource {
+    pub sim: Sim,
+    pub start_ms: UnixMs,
+    pub speed: f64,
+    pub interval_ms: u64,
+    /// Scrape the simulator's exporters (the embedded default) instead of reading it directly.
+    pub ingest: Option<Telemetry>,
+    /// With `ingest`: query this PromQL store (which scrapes the exporters) instead of scraping.
+    pub promql: Option<crate::promql::PromQl>,
+    /// How often each target is scraped; data older than two of these is stale.
+    pub scrape_interval_ms: u64,
+    /// Whether the simulator makes up GPU and BMC readings. Off when the telemetry comes
+    /// from configured exporters: the simulator then only schedules (and there is no truth).
+    pub simulate_telemetry: bool,
+    /// Allocated GPUs under this SM activity count as idle in reports.
+    pub idle_below_sm: f64,
+}
+
+/// The simulator's events as the pipeline takes them, each at the time it happened.
+pub fn events(events: Vec<SimEvent>) -> Vec<Event> {
+    events
+        .into_iter()
+        .map(|e| match e {
+            SimEvent::JobSubmitted { job } => Event::Job {
+                at_ms: job.submit_ms,
+                job,
+                detail: String::new(),
+            },
+            SimEvent::JobStarted { job } => Event::Job {
+                at_ms: job.start_ms.unwrap_or(job.submit_ms),
+                job,
+                detail: String::new(),
+            },
+            SimEvent::JobEnded { job } => Event::Job {
+                at_ms: job.end_ms.unwrap_or(job.submit_ms),
+                job,
+                detail: String::new(),
+            },
+            SimEvent::JobRequeued { job, at_ms } => Event::Job {
+                job,
+                at_ms,
+                detail: "requeued by an operator".into(),
+            },
+            SimEvent::Checkpoint { checkpoint } => Event::Checkpoint(checkpoint),
+            SimEvent::Xid {
+                node,
+                gpu,
+                xid,
+                at_ms,
+            } => Event::Xid {
+                node,
+                gpu,
+                xid,
+                at_ms,
+            },
+        })
+        .collect()
+}
+
+/// The scheduler's view of the simulator now, as a Slurm poll would give it.
+pub fn sched(sim: &Sim, interval_ms: u64) -> SchedSnapshot {
+    SchedSnapshot {
+        at_ms: sim.now_ms(),
+        polled_ms: wall_now_ms(),
+        interval_ms: interval_ms as i64,
+        nodes: sim.slurm_nodes(),
+        jobs: sim.slurm_jobs(),
+    }
+}
+
+/// Runs the simulator as the live source until `shutdown` turns true.
+pub async fn run_sim_source(
+    src: SimSource,
+    live: Arc<Live>,
+    q: StoreQueue,
+    mut ops: mpsc::Receiver<crate::scheduler::SimOp>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let SimSource {
+        mut sim,
+        start_ms,
+        speed,
+        interval_ms,
+        mut ingest,
+        promql,
+        scrape_interval_ms,
+        simulate_telemetry,
+        idle_below_sm,
+    } = src;
+    let mut pipeline = Pipeline::new(interval_ms as i64, idle_below_sm);
+    let inventory = Arc::new(sim.inventory().clone());
+    pipeline.start(&inventory, &live, &q);
+    pipeline.record(events(sim.drain_events()), &live, &q);
+    let wall_start = Instant::now();
+    let mut ticker = tokio::time::interval(Duration::from_millis(interval_ms));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let fresh_ms = 2 * scrape_interval_ms.max(interval_ms) as i64;
+    loop {
+        let sim_now = || start_ms + (wall_start.elapsed().as_millis() as f64 * speed) as i64;
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = shutdown.changed() => break,
+            // After an action: publish its effect now rather than at the next interval.
+            _ = live.poked() => {}
+            Some(op) = ops.recv() => {
+                // Scheduler calls act on the simulator as of now, between ticks.
+                sim.advance_to(sim_now());
+                crate::scheduler::serve_sim_op(&mut sim, op);
+                pipeline.record(events(sim.drain_events()), &live, &q);
+                continue;
+            }
+        }
+        if *shutdown.borrow() {
+            break;
+        }
+        let began = Instant::now();
+        sim.advance_to(sim_now());
+        let happened = events(sim.drain_events());
+        let readings: Readings = if simulate_telemetry {
+            sim.readings()
+        } else {
+            sim.sched_readings()
+        };
+        let sched = sched(&sim, interval_ms);
+        let truth = simulate_telemetry.then(|| sim.truth_with(&readings));
+        // Publish the simulator's frame first: its exporters serve it to the scrapes below,
+        // so everything this tick shows comes from one instant.
+        let frame = live.set_sim_frame(SimFrame {
+            inventory: Arc::clone(&inventory),
+            readings,
+        });
+        let readings = match ingest.as_mut() {
+            None => Latest::Frame(Arc::clone(&frame)),
+            // Scraped by its own task: take what is fresh now.
+            Some(Telemetry::Task(shared)) => {
+                let ing = shared.lock().unwrap_or_else(|e| e.into_inner());
+                let r = &frame.readings;
+                Latest::Owned(Arc::new(ing.readings(
+                    &inventory,
+                    wall_now_ms(),
+                    r.at_ms,
+                    fresh_ms,
+                    r.nodes.clone(),
+                    r.jobs.clone(),
+                )))
+            }
+            Some(Telemetry::InTick(ing)) => {
+                let round = match &promql {
+                    None => {
+                        ing.scrape_due(wall_now_ms(), Duration::from_millis(scrape_interval_ms))
+                            .await
+                    }
+                    Some(prom) => match ing.query_promql(prom, wall_now_ms()).await {
+                        Ok(r) => r,
+                        Err(e) => {
+                            // Logged once per failing tick, counted; the data ages and shows stale.
+                            tracing::warn!(error = %e, "PromQL query failed");
+                            RoundStats {
+                                targets: PROMQL_QUERIES,
+                                failed: PROMQL_QUERIES,
+                                ..Default::default()
+                            }
+                        }
+                    },
+                };
+                live.metrics.record_scrape_round(&round);
+                live.set_targets(ing.health());
+                let r = &frame.readings;
+                Latest::Owned(Arc::new(ing.readings(
+                    &inventory,
+                    wall_now_ms(),
+                    r.at_ms,
+                    fresh_ms,
+                    r.nodes.clone(),
+                    r.jobs.clone(),
+                )))
+            }
+        };
+        pipeline.run(
+            Frame {
+                inventory: Arc::clone(&inventory),
+                readings,
+                sched,
+                events: happened,
+                truth,
+            },
+            &live,
+            &q,
+        );
+        live.metrics.live_tick_duration_us.store(
+            began.elapsed().as_micros() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+    tracing::info!("simulator source stopped");
+}
