@@ -631,3 +631,339 @@ async fn the_auto_drain_policy_drains_a_real_slurm_node() {
         .env("SLURM_CONF", &conf)
         .status();
 }
+
+/// GPUs of these nodes throttle (SW thermal) at a tenth of the reference boost clock.
+const THROTTLED: [&str; 4] = ["gpu001", "gpu002", "gpu003", "gpu004"];
+const HOST_WATTS: f64 = 1000.0;
+
+/// Known readings for every node of the real cluster: throttled GPUs at 198 MHz (a clock
+/// deficit of 0.9), 600 W and 45% SM activity; the rest at full clock, 400 W and 90%.
+fn known_readings(inv: &app::model::Inventory) -> server::aggregate::Readings {
+    use app::model::{GpuReading, RackReading, ThrottleReasons};
+    let mut r = server::aggregate::Readings::default();
+    for n in &inv.nodes {
+        let hot = THROTTLED.contains(&n.name.as_str());
+        let mut watts = HOST_WATTS;
+        for g in &n.gpus {
+            let power = if hot { 600.0 } else { 400.0 };
+            watts += power;
+            r.gpus.push(GpuReading {
+                node: n.name.clone(),
+                index: g.index,
+                power_watts: Some(power),
+                temp_celsius: Some(if hot { 88.0 } else { 60.0 }),
+                sm_clock_mhz: Some(if hot { 198.0 } else { 1980.0 }),
+                sm_active_ratio: Some(if hot { 0.45 } else { 0.9 }),
+                throttle: Some(ThrottleReasons(if hot {
+                    ThrottleReasons::SW_THERMAL
+                } else {
+                    0
+                })),
+                ..GpuReading::default()
+            });
+        }
+        r.nodes.push((n.name.clone(), app::model::NodeState::Idle));
+        r.node_power_watts.push(Some(watts));
+    }
+    r.racks = inv
+        .racks
+        .iter()
+        .map(|k| RackReading {
+            rack: k.name.clone(),
+            nodes_power_watts: None,
+            inlet_celsius: Some(30.0),
+        })
+        .collect();
+    r
+}
+
+/// Serves `readings` as dcgm-exporter (`/dcgm/NODE`) and ipmi_exporter (`/ipmi/NODE`) text.
+async fn serve_exporters(
+    inv: app::model::Inventory,
+    readings: server::aggregate::Readings,
+) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let data = std::sync::Arc::new((inv, readings));
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let data = std::sync::Arc::clone(&data);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut got = 0;
+                loop {
+                    match sock.read(&mut buf[got..]).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got += n,
+                    }
+                    let head = String::from_utf8_lossy(&buf[..got]).into_owned();
+                    if !head.contains("\r\n\r\n") {
+                        continue;
+                    }
+                    let path = head.split(' ').nth(1).unwrap_or("").to_string();
+                    let (inv, r) = &*data;
+                    let body = match path.split('/').collect::<Vec<_>>()[..] {
+                        ["", "dcgm", node] => server::sim::exporter::render_dcgm(inv, r, node),
+                        ["", "ipmi", node] => server::sim::exporter::render_ipmi(inv, r, node),
+                        _ => None,
+                    };
+                    let resp = match body {
+                        Some(b) => format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{b}",
+                            b.len()
+                        ),
+                        None => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".into(),
+                    };
+                    if sock.write_all(resp.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    got = 0;
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// The text of the element after `marker` in `html`, up to its closing tag.
+fn text_after<'a>(html: &'a str, marker: &str) -> Option<&'a str> {
+    let at = html.find(marker)? + marker.len();
+    let rest = &html[at..];
+    let start = rest.find('>')? + 1;
+    let end = rest[start..].find('<')?;
+    Some(&rest[start..start + end])
+}
+
+/// The truth test on the real source: Gantry with `source = "slurm"` on the real cluster,
+/// scraping exporters that this test serves with known readings, shows what those readings
+/// imply on /thermal, /racks and /topology: GPU-hours lost to throttling (counted as time
+/// passes), each rack's power, GPUs throttling per rack, SM activity per leaf switch.
+#[tokio::test]
+async fn a_real_slurm_with_exporters_shows_what_they_read() {
+    use crate::support;
+    let Some(cli) = cluster() else {
+        return;
+    };
+    let conf_path = std::env::var("GANTRY_TEST_SLURM_CONF").unwrap_or_default();
+    let nodes = cli.nodes().await.expect("nodes");
+    // The exporters' own picture of the cluster: eight nodes to a rack in name order, as the
+    // layout below places them.
+    let inv = server::sources::slurm::inventory_from_nodes("truth", &nodes);
+    let readings = known_readings(&inv);
+    let exporters = serve_exporters(inv.clone(), readings.clone()).await;
+
+    let dir = std::env::temp_dir().join(format!("gantry-truth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (layout, topology) = (dir.join("layout.toml"), dir.join("topology.conf"));
+    std::fs::write(
+        &layout,
+        "[[rack]]\nname = \"R1\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"gpu[001-008]\"\n\
+         [[rack]]\nname = \"R2\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"gpu[009-016]\"\n",
+    )
+    .expect("layout");
+    std::fs::write(
+        &topology,
+        "SwitchName=leaf1 Nodes=gpu[001-008]\nSwitchName=leaf2 Nodes=gpu[009-016]\n\
+         SwitchName=spine Switches=leaf[1-2]\n",
+    )
+    .expect("topology");
+    let mut cfg = support::test_config(support::sqlite_url(), 16, 1.0, 200);
+    cfg.source = server::config::SourceKind::Slurm;
+    cfg.slurm.conf = Some(conf_path.clone().into());
+    cfg.slurm.poll_interval_ms = 500;
+    cfg.slurm.layout = Some(layout);
+    cfg.slurm.topology = Some(topology);
+    cfg.gpu_exporter_url = Some(format!("http://{exporters}/dcgm/{{node}}"));
+    cfg.bmc_exporter_url = Some(format!("http://{exporters}/ipmi/{{node}}"));
+    cfg.scrape_interval_ms = Some(500);
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+
+    // What the readings imply.
+    let gpus_of = |names: &[&str]| -> u32 {
+        nodes
+            .iter()
+            .filter(|n| names.contains(&n.name.as_str()))
+            .map(|n| n.gpus_total.unwrap_or(0))
+            .sum()
+    };
+    let throttled = gpus_of(&THROTTLED);
+    assert!(throttled > 0, "the throttled nodes have GPUs");
+    let node_watts = |name: &str| -> f64 {
+        let i = readings
+            .nodes
+            .iter()
+            .position(|(n, _)| n == name)
+            .expect("node");
+        readings.node_power_watts[i].unwrap_or(0.0)
+    };
+    // The exporters' rack01 is the layout's R1 (gpu001-gpu008), rack02 its R2.
+    let in_rack = |rack: &str| -> Vec<&str> {
+        inv.nodes
+            .iter()
+            .filter(|n| n.rack == rack)
+            .map(|n| n.name.as_str())
+            .collect()
+    };
+    let r1_watts: f64 = in_rack("rack01").into_iter().map(node_watts).sum();
+    let r2_watts: f64 = in_rack("rack02").into_iter().map(node_watts).sum();
+
+    // Every node reporting: all GPUs of the cluster present with values.
+    let mut first = None;
+    for _ in 0..100 {
+        if let Some(t) = r.live.current() {
+            let ov = &t.overview;
+            if ov.summary.gpus_throttling == throttled
+                && ov.racks.iter().all(|k| k.power_watts.is_some())
+                && ov
+                    .racks
+                    .iter()
+                    .find(|k| k.name == "R1")
+                    .and_then(|k| k.power_watts)
+                    == Some(r1_watts)
+            {
+                first = Some(std::sync::Arc::clone(&t.overview));
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let first = first.expect("every node's exporters read");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let last = std::sync::Arc::clone(&r.live.current().expect("tick").overview);
+
+    // GPU-hours lost: each throttled GPU's deficit (0.9) over the time between the ticks.
+    let hours = (last.at_ms - first.at_ms) as f64 / 3_600_000.0;
+    let want = f64::from(throttled) * 0.9 * hours;
+    let got = last.thermal.lost_gpu_hours - first.thermal.lost_gpu_hours;
+    assert!(
+        want > 0.05 && (got - want).abs() <= 0.011,
+        "GPU-hours lost to throttling over {hours} h: {got}, the readings imply {want}"
+    );
+    let by_rack: std::collections::HashMap<&str, f64> = last
+        .thermal
+        .lost_by_rack
+        .iter()
+        .map(|(k, h)| (k.as_str(), *h))
+        .collect();
+    assert!(
+        by_rack.get("R1").copied().unwrap_or(0.0) >= got - 0.011,
+        "{by_rack:?}"
+    );
+    assert_eq!(
+        by_rack.get("R2").copied().unwrap_or(0.0),
+        0.0,
+        "{by_rack:?}"
+    );
+
+    // /thermal: throttling now, per rack, and the GPU-hours lost.
+    let html = support::get(r.addr, "/thermal").await.text();
+    assert_eq!(
+        text_after(&html, r#"data-test="thermal-throttling""#),
+        Some(throttled.to_string().as_str())
+    );
+    let r1 = &html[html.find(r#"data-rack="R1""#).expect("R1 row")..];
+    assert_eq!(
+        text_after(r1, r#"data-test="rack-throttling""#),
+        Some(throttled.to_string().as_str())
+    );
+    let r2 = &html[html.find(r#"data-rack="R2""#).expect("R2 row")..];
+    assert_eq!(text_after(r2, r#"data-test="rack-throttling""#), Some("0"));
+    let lost: f64 = text_after(&html, r#"data-test="thermal-lost""#)
+        .and_then(|t| t.trim_end_matches(" GPU-h").parse().ok())
+        .expect("GPU-hours lost on /thermal");
+    assert!(
+        lost >= last.thermal.lost_gpu_hours && lost > 0.0,
+        "/thermal shows {lost} GPU-h lost, the newest tick before it {}",
+        last.thermal.lost_gpu_hours
+    );
+
+    // /racks: each rack's power is the sum of its nodes' BMC readings.
+    let html = support::get(r.addr, "/racks").await.text();
+    for (rack, watts) in [("R1", r1_watts), ("R2", r2_watts)] {
+        let head = &html[html
+            .find(&format!(r#"data-rack="{rack}""#))
+            .unwrap_or_else(|| panic!("{rack} on the floor"))..];
+        assert!(
+            head.contains(&format!(r#"data-power-watts="{watts:.1}""#)),
+            "{rack} should draw {watts} W"
+        );
+    }
+
+    // /topology: per leaf switch, GPUs allocated as Slurm says and SM activity as the
+    // allocated nodes' exporters say (the mean over nodes of their GPUs' mean). A job of
+    // this test's own runs on gpu006 (leaf1); other tests' jobs may run alongside, so the
+    // expectation is taken from the allocation of the tick the page shows.
+    let job = sbatch(
+        &conf_path,
+        &[
+            "-N1",
+            "-w",
+            "gpu006",
+            "--exclusive",
+            "-p",
+            "gpu",
+            "--output=/dev/null",
+            "-J",
+            "gantry-truth",
+            "--wrap",
+            "sleep 120",
+        ],
+    );
+    let sm_of = |node: &str| if THROTTLED.contains(&node) { 0.45 } else { 0.9 };
+    let leaf_of = |node: &str| if node <= "gpu008" { "leaf1" } else { "leaf2" };
+    let mut checked = false;
+    for _ in 0..100 {
+        let before = r.live.current().expect("tick");
+        let html = support::get(r.addr, "/topology").await.text();
+        let after = r.live.current().expect("tick");
+        let ov = &before.overview;
+        let ours = ov
+            .nodes
+            .iter()
+            .any(|n| n.name == "gpu006" && n.jobs.contains(&job));
+        if before.overview.seq != after.overview.seq || !ours {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        for leaf in ["leaf1", "leaf2"] {
+            let allocated: Vec<&app::live::NodeTile> = ov
+                .nodes
+                .iter()
+                .filter(|n| leaf_of(&n.name) == leaf && !n.jobs.is_empty())
+                .collect();
+            let gpus: u32 = allocated.iter().map(|n| n.gpus).sum();
+            let sm = (!allocated.is_empty()).then(|| {
+                let mean =
+                    allocated.iter().map(|n| sm_of(&n.name)).sum::<f64>() / allocated.len() as f64;
+                (mean * 100.0).round() / 100.0
+            });
+            let row = &html[html
+                .find(&format!(r#"data-domain="{leaf}""#))
+                .unwrap_or_else(|| panic!("{leaf} on /topology"))..];
+            let row = &row[..row.find("</tr>").unwrap_or(row.len())];
+            assert!(
+                row.contains(&format!(r#"data-allocated="{gpus}""#)),
+                "{leaf}: {gpus} GPUs allocated: {row}"
+            );
+            assert!(
+                row.contains(&format!(">{}<", app::units::percent(sm))),
+                "{leaf}: SM activity {sm:?}: {row}"
+            );
+        }
+        checked = true;
+        break;
+    }
+    let _ = std::process::Command::new("scancel")
+        .arg(job.to_string())
+        .env("SLURM_CONF", &conf_path)
+        .status();
+    assert!(checked, "the job on gpu006 shows on /topology");
+    r.stop().await.expect("stop");
+}
