@@ -92,6 +92,37 @@ impl Inventory {
     pub fn gpu_count(&self) -> usize {
         self.nodes.iter().map(|n| n.gpus.len()).sum()
     }
+
+    /// The nodes under switch domain `d`: its own and, through every level of switches
+    /// below it (a spine's leaves, a core's spines), theirs; each once, in the order met.
+    /// The one definition of a domain's nodes for aggregation, truth, history and actions.
+    pub fn domain_nodes<'a>(&'a self, d: &'a SwitchDomain) -> Vec<&'a str> {
+        let mut out: Vec<&str> = Vec::new();
+        let mut seen_switch: Vec<&str> = Vec::new();
+        let mut todo = vec![d];
+        // Bounded by the number of domains: a parent cycle in a bad layout cannot loop.
+        while let Some(s) = todo.pop() {
+            if seen_switch.contains(&s.name.as_str()) || seen_switch.len() > self.domains.len() {
+                continue;
+            }
+            seen_switch.push(&s.name);
+            for n in &s.nodes {
+                if !out.contains(&n.as_str()) {
+                    out.push(n);
+                }
+            }
+            // Children in reverse so that they are taken in inventory order.
+            for c in self
+                .domains
+                .iter()
+                .rev()
+                .filter(|c| c.parent.as_deref() == Some(s.name.as_str()))
+            {
+                todo.push(c);
+            }
+        }
+        out
+    }
 }
 
 /// A node's scheduler state, normalized across Slurm versions and transports.
@@ -406,5 +437,51 @@ mod tests {
             assert_eq!(JobState::parse(s.label()), s);
         }
         assert_eq!(JobState::parse("weird"), JobState::Other);
+    }
+
+    #[test]
+    fn a_domain_has_its_own_nodes_and_every_level_below_it() {
+        let d = |name: &str, parent: Option<&str>, nodes: &[&str]| SwitchDomain {
+            name: name.into(),
+            kind: DomainKind::Leaf,
+            parent: parent.map(String::from),
+            nodes: nodes.iter().map(|n| n.to_string()).collect(),
+            oversubscription: 1.0,
+        };
+        let inv = Inventory {
+            cluster: "c".into(),
+            rows: vec![],
+            racks: vec![],
+            nodes: vec![],
+            domains: vec![
+                d("core", None, &[]),
+                d("spine1", Some("core"), &[]),
+                d("leaf1", Some("spine1"), &["n1", "n2"]),
+                d("leaf2", Some("spine1"), &["n3"]),
+                // A switch with nodes of its own and a child that repeats one of them.
+                d("spine2", Some("core"), &["n4"]),
+                d("leaf3", Some("spine2"), &["n4", "n5"]),
+                // A parent cycle in a bad layout ends.
+                d("x", Some("y"), &["n6"]),
+                d("y", Some("x"), &["n7"]),
+            ],
+        };
+        let of = |name: &str| {
+            inv.domain_nodes(
+                &inv.domains
+                    .iter()
+                    .find(|x| x.name == name)
+                    .expect("domain")
+                    .clone(),
+            )
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(of("leaf1"), ["n1", "n2"]);
+        assert_eq!(of("spine1"), ["n1", "n2", "n3"]);
+        assert_eq!(of("spine2"), ["n4", "n5"]);
+        assert_eq!(of("core"), ["n1", "n2", "n3", "n4", "n5"]);
+        assert_eq!(of("x"), ["n6", "n7"]);
     }
 }

@@ -18,9 +18,9 @@ use app::model::{JobState, NodeState, UnixMs};
 
 use crate::auth::{Caller, RateLimiter};
 use crate::live::{wall_now_ms, Live};
+use crate::scheduler::{validate_node_name, validate_reason, MAX_REASON_BYTES};
 use crate::scheduler::{SchedError, SharedScheduler};
-use crate::slurm::cli::{validate_node_name, validate_reason, MAX_REASON_BYTES};
-use crate::slurm::json::{SlurmJob, SlurmNode};
+use crate::scheduler::{SchedJob, SchedNode};
 use crate::store::Store;
 
 /// Most targets in one request (a large rack or domain).
@@ -49,14 +49,14 @@ pub struct Actions {
     verify_within: Duration,
 }
 
-fn has_drain(n: &SlurmNode) -> bool {
+fn has_drain(n: &SchedNode) -> bool {
     n.raw_state.iter().any(|s| s.eq_ignore_ascii_case("DRAIN"))
         || matches!(n.state, NodeState::Draining | NodeState::Drained)
 }
 
 /// Resumed: no DRAIN and not down. A brief NOT_RESPONDING right after a resume is Slurm's
 /// design (it pings the node), not a failure.
-fn is_resumed(n: &SlurmNode) -> bool {
+fn is_resumed(n: &SchedNode) -> bool {
     !has_drain(n) && n.state != NodeState::Down
 }
 
@@ -76,7 +76,7 @@ impl Actions {
     fn resolve_nodes(
         &self,
         t: &ActionTargets,
-        known: &[SlurmNode],
+        known: &[SchedNode],
     ) -> Result<Vec<String>, ActionError> {
         let mut out: BTreeSet<String> = BTreeSet::new();
         for n in &t.nodes {
@@ -117,16 +117,7 @@ impl Actions {
                         domain.chars().take(64).collect::<String>()
                     ))
                 })?;
-            // A spine's nodes are those of the leaves under it.
-            let mut names: Vec<String> = d.nodes.clone();
-            for child in inv
-                .domains
-                .iter()
-                .filter(|c| c.parent.as_deref() == Some(domain.as_str()))
-            {
-                names.extend(child.nodes.iter().cloned());
-            }
-            out.extend(names);
+            out.extend(inv.domain_nodes(d).into_iter().map(String::from));
         }
         if out.is_empty() {
             return Err(ActionError::Invalid("no nodes given".into()));
@@ -145,7 +136,7 @@ impl Actions {
         Ok(out.into_iter().collect())
     }
 
-    async fn affected(&self, jobs: Vec<&SlurmJob>, now: UnixMs) -> Vec<AffectedJob> {
+    async fn affected(&self, jobs: Vec<&SchedJob>, now: UnixMs) -> Vec<AffectedJob> {
         let mut out = Vec::with_capacity(jobs.len());
         for j in jobs {
             let start = j.job.start_ms;
@@ -187,15 +178,15 @@ impl Actions {
         // The source's now (simulated time with the simulator), for checkpoint ages.
         let now = self.live.source_now();
         let jobs = self.sched.jobs().await?;
-        let running: Vec<&SlurmJob> = jobs
+        let running: Vec<&SchedJob> = jobs
             .iter()
             .filter(|j| j.job.state == JobState::Running)
             .collect();
-        let (targets, already, hit): (Vec<String>, Vec<String>, Vec<&SlurmJob>) = if kind.on_nodes()
+        let (targets, already, hit): (Vec<String>, Vec<String>, Vec<&SchedJob>) = if kind.on_nodes()
         {
             let nodes = self.sched.nodes().await?;
             let targets = self.resolve_nodes(t, &nodes)?;
-            let by_name: HashMap<&str, &SlurmNode> =
+            let by_name: HashMap<&str, &SchedNode> =
                 nodes.iter().map(|n| (n.name.as_str(), n)).collect();
             let already = targets
                 .iter()

@@ -444,16 +444,7 @@ fn floor(
         .iter()
         .filter(|d| d.nodes.len() > 1 || d.kind != DomainKind::Nvlink)
     {
-        // A spine's nodes are its leaves' nodes.
-        let names: Vec<&str> = if d.nodes.is_empty() {
-            inv.domains
-                .iter()
-                .filter(|c| c.parent.as_deref() == Some(d.name.as_str()))
-                .flat_map(|c| c.nodes.iter().map(String::as_str))
-                .collect()
-        } else {
-            d.nodes.iter().map(String::as_str).collect()
-        };
+        let names = inv.domain_nodes(d);
         let members: Vec<Option<usize>> = names.iter().map(|m| ix.get(m).copied()).collect();
         let mut g = GpuCounts::default();
         let (mut sm_sum, mut sm_n) = (0.0, 0u32);

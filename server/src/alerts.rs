@@ -17,8 +17,8 @@ use app::units;
 use serde::Serialize;
 
 use crate::aggregate::Readings;
+use crate::scheduler::SchedJob;
 use crate::scrape::TargetHealth;
-use crate::slurm::json::SlurmJob;
 
 /// Thresholds and durations, from `[alerts]`.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,11 +85,24 @@ pub struct Condition {
     pub drain_node: Option<String>,
 }
 
+impl Condition {
+    /// The condition as the store records a firing alert.
+    pub fn as_new_alert(&self) -> crate::store::NewAlert<'_> {
+        crate::store::NewAlert {
+            rule: self.rule,
+            subject: &self.subject,
+            severity: self.severity,
+            summary: &self.summary,
+            link: &self.link,
+        }
+    }
+}
+
 /// Facts beyond the overview that some rules need.
 #[derive(Default)]
 pub struct Facts<'a> {
     pub readings: Option<&'a Readings>,
-    pub jobs: &'a [SlurmJob],
+    pub jobs: &'a [SchedJob],
     pub targets: &'a [TargetHealth],
     /// Per running job: its NCCL latency samples, oldest first (step, microseconds).
     pub nccl: HashMap<u64, Vec<(u64, f64)>>,
@@ -376,7 +389,7 @@ pub fn evaluate(
         }
     }
 
-    let running: Vec<&SlurmJob> = f
+    let running: Vec<&SchedJob> = f
         .jobs
         .iter()
         .filter(|j| j.job.state == JobState::Running)
@@ -613,7 +626,7 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
         let sched = live.sched();
         let latest = live.latest();
         let targets = live.targets();
-        let jobs: &[SlurmJob] = sched.as_ref().map(|s| s.jobs.as_slice()).unwrap_or(&[]);
+        let jobs: &[SchedJob] = sched.as_ref().map(|s| s.jobs.as_slice()).unwrap_or(&[]);
         let running: Vec<u64> = jobs
             .iter()
             .filter(|j| j.job.state == JobState::Running)
@@ -649,7 +662,7 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
                 still.insert(key, id);
                 continue;
             }
-            match store.fire_alert(&c, wall).await {
+            match store.fire_alert(&c.as_new_alert(), wall).await {
                 Ok((id, silenced)) => {
                     // A silence on this rule and subject covers its new firing: recorded and
                     // shown, not sent.
@@ -881,12 +894,12 @@ mod tests {
             last_error: Some("connection refused".into()),
             ..TargetHealth::default()
         }];
-        let jobs: Vec<SlurmJob> = r
+        let jobs: Vec<SchedJob> = r
             .jobs
             .iter()
             .filter(|j| j.state == JobState::Running)
             .take(1)
-            .map(|j| SlurmJob {
+            .map(|j| SchedJob {
                 job: j.clone(),
                 raw_state: vec![],
                 state_reason: None,
@@ -986,12 +999,12 @@ mod tests {
     #[test]
     fn nccl_latency_against_a_threshold_and_a_baseline() {
         let (_, r, ov) = base();
-        let jobs: Vec<SlurmJob> = r
+        let jobs: Vec<SchedJob> = r
             .jobs
             .iter()
             .filter(|j| j.state == JobState::Running)
             .take(1)
-            .map(|j| SlurmJob {
+            .map(|j| SchedJob {
                 job: j.clone(),
                 raw_state: vec![],
                 state_reason: None,

@@ -149,11 +149,7 @@ fn action_message(e: crate::actions::ActionError) -> String {
     }
 }
 
-fn node_row(
-    n: &crate::slurm::json::SlurmNode,
-    rack: String,
-    jobs: Vec<u64>,
-) -> app::views::NodeRow {
+fn node_row(n: &crate::scheduler::SchedNode, rack: String, jobs: Vec<u64>) -> app::views::NodeRow {
     app::views::NodeRow {
         name: n.name.clone(),
         rack,
@@ -166,7 +162,7 @@ fn node_row(
     }
 }
 
-fn job_row(j: &crate::slurm::json::SlurmJob) -> app::views::JobRow {
+fn job_row(j: &crate::scheduler::SchedJob) -> app::views::JobRow {
     app::views::JobRow {
         id: j.job.id,
         name: j.job.name.clone(),
@@ -273,7 +269,7 @@ impl Backend for LiveBackend {
                 .as_ref()
                 .and_then(|t| t.overview.nodes.iter().find(|n| n.name == name).cloned());
             let sched = self.live.sched();
-            let running: Vec<&crate::slurm::json::SlurmJob> = sched
+            let running: Vec<&crate::scheduler::SchedJob> = sched
                 .iter()
                 .flat_map(|s| s.jobs.iter())
                 .filter(|j| {

@@ -13,6 +13,7 @@ use app::model::{GpuReading, Inventory, Job, NodeState, RackReading, UnixMs};
 
 use crate::aggregate::Readings;
 use crate::promql::{PromError, PromQl};
+pub use crate::scrape::RoundStats;
 use crate::scrape::{Client, ScrapeError, TargetHealth};
 use crate::telemetry::{dcgm, exposition};
 
@@ -110,15 +111,6 @@ struct NodeLatest {
     ib_total: Option<(f64, UnixMs)>,
     /// Their rate between the last two scrapes.
     ib_bytes_per_second: Option<f64>,
-}
-
-/// Totals of one round of scrapes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RoundStats {
-    pub targets: usize,
-    pub failed: usize,
-    pub samples: usize,
-    pub line_errors: usize,
 }
 
 /// The scrape source's state.
@@ -603,40 +595,6 @@ pub enum Telemetry {
     /// Scraped by [`run_scraper`]; the tick only reads the latest. Configured exporters of
     /// real nodes: a slow one delays its own scrape, never a tick.
     Task(SharedIngest),
-}
-
-/// Scrapes what is due every `round` until `shutdown`, holding the `Ingest` only to plan
-/// and to take the answers, never while exporters are awaited.
-pub async fn run_scraper(
-    ingest: SharedIngest,
-    live: std::sync::Arc<crate::live::Live>,
-    interval: Duration,
-    round: Duration,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) {
-    let mut ticker = tokio::time::interval(round);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    while crate::live::next_tick(&mut ticker, &mut shutdown).await {
-        let now = crate::live::wall_now_ms();
-        let planned = match ingest.lock() {
-            Ok(mut i) => i.plan(now, interval),
-            Err(_) => break,
-        };
-        if planned.is_empty() {
-            continue;
-        }
-        let results = planned.fetch().await;
-        let health = match ingest.lock() {
-            Ok(mut i) => {
-                let stats = i.apply(results, now);
-                live.metrics.record_scrape_round(&stats);
-                i.health()
-            }
-            Err(_) => break,
-        };
-        live.set_targets(health);
-    }
-    tracing::info!("scraper stopped");
 }
 
 #[cfg(test)]

@@ -1,21 +1,90 @@
-//! One scheduler interface over every source: the Slurm CLI on a submit host, and the
-//! simulator (so the embedded default can be acted on too). Reads come back normalized
-//! ([`SlurmNode`], [`SlurmJob`]); actions are Slurm's (drain, resume, requeue).
+//! The scheduler as Gantry sees it, whoever implements it (the Slurm CLI and slurmrestd in
+//! `slurm/`, the simulator in `sources::sim`): the normalized node and job types every
+//! transport reads into ([`SchedNode`], [`SchedJob`]), the checks a node name and a reason
+//! pass before any scheduler sees them, and the [`Scheduler`] trait (reads, and Slurm's
+//! actions: drain, resume, requeue). Knows no transport and no source.
 
 use std::sync::Arc;
 
+use app::model::{Job, NodeState};
 use futures_util::future::BoxFuture;
-use tokio::sync::{mpsc, oneshot};
 
-use crate::slurm::cli::{Cli, CliError};
-use crate::slurm::json::{SlurmJob, SlurmNode};
+/// A node as the scheduler reports it, normalized.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SchedNode {
+    pub name: String,
+    pub state: NodeState,
+    /// The scheduler's own words: base state first, then flags.
+    pub raw_state: Vec<String>,
+    pub reason: Option<String>,
+    pub partitions: Vec<String>,
+    pub gpus_total: Option<u32>,
+    pub gpus_used: Option<u32>,
+}
 
-/// Why a scheduler call failed. The message is safe to show an operator: it is the
-/// scheduler's own refusal or a plain description of what did not answer.
+/// A job as the scheduler reports it, normalized.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SchedJob {
+    pub job: Job,
+    pub raw_state: Vec<String>,
+    pub state_reason: Option<String>,
+    pub restart_count: u32,
+    pub exit_code: Option<i64>,
+}
+
+/// Input refused before it reaches any scheduler.
+#[derive(Debug, thiserror::Error)]
+pub enum Invalid {
+    #[error("invalid node name {0:?}: letters, digits, '.', '_' and '-' only, at most 64")]
+    BadNodeName(String),
+    #[error("invalid reason: {0}")]
+    BadReason(&'static str),
+}
+
+/// Longest reason Gantry passes to a scheduler.
+pub const MAX_REASON_BYTES: usize = 1000;
+
+/// A Slurm node name: `[A-Za-z0-9._-]{1,64}`, not starting with '-'.
+pub fn validate_node_name(name: &str) -> Result<(), Invalid> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(Invalid::BadNodeName(name.chars().take(80).collect()))
+    }
+}
+
+/// A drain reason: not empty, at most [`MAX_REASON_BYTES`], no control characters
+/// (a newline would split Slurm's one-line reason).
+pub fn validate_reason(reason: &str) -> Result<(), Invalid> {
+    if reason.trim().is_empty() {
+        return Err(Invalid::BadReason("a reason is required"));
+    }
+    if reason.len() > MAX_REASON_BYTES {
+        return Err(Invalid::BadReason("longer than 1000 bytes"));
+    }
+    if reason.chars().any(char::is_control) {
+        return Err(Invalid::BadReason(
+            "control characters (newlines, tabs) are not allowed",
+        ));
+    }
+    Ok(())
+}
+
+/// Why a scheduler call failed. The message is safe to show an operator: the input that
+/// was refused, the scheduler's own refusal, or a plain description of what did not answer.
 #[derive(Debug, thiserror::Error)]
 pub enum SchedError {
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    /// A transport's own error (a program that failed, a document that did not parse).
     #[error("{0}")]
-    Cli(#[from] CliError),
+    Transport(Box<dyn std::error::Error + Send + Sync>),
     #[error("the scheduler refused: {0}")]
     Refused(String),
     #[error("the scheduler is not available: {0}")]
@@ -26,8 +95,8 @@ pub type SchedFuture<'a, T> = BoxFuture<'a, Result<T, SchedError>>;
 
 /// What Gantry needs of a scheduler.
 pub trait Scheduler: Send + Sync + 'static {
-    fn nodes(&self) -> SchedFuture<'_, Vec<SlurmNode>>;
-    fn jobs(&self) -> SchedFuture<'_, Vec<SlurmJob>>;
+    fn nodes(&self) -> SchedFuture<'_, Vec<SchedNode>>;
+    fn jobs(&self) -> SchedFuture<'_, Vec<SchedJob>>;
     /// Sets DRAIN with `reason` (stored verbatim).
     fn drain<'a>(&'a self, node: &'a str, reason: &'a str) -> SchedFuture<'a, ()>;
     fn resume<'a>(&'a self, node: &'a str) -> SchedFuture<'a, ()>;
@@ -35,127 +104,42 @@ pub trait Scheduler: Send + Sync + 'static {
     fn requeue(&self, job: u64, hold: bool) -> SchedFuture<'_, ()>;
 }
 
-impl Scheduler for Cli {
-    fn nodes(&self) -> SchedFuture<'_, Vec<SlurmNode>> {
-        Box::pin(async move { Ok(Cli::nodes(self).await?) })
-    }
-    fn jobs(&self) -> SchedFuture<'_, Vec<SlurmJob>> {
-        Box::pin(async move { Ok(Cli::jobs(self).await?) })
-    }
-    fn drain<'a>(&'a self, node: &'a str, reason: &'a str) -> SchedFuture<'a, ()> {
-        Box::pin(async move { Ok(Cli::drain(self, node, reason).await?) })
-    }
-    fn resume<'a>(&'a self, node: &'a str) -> SchedFuture<'a, ()> {
-        Box::pin(async move { Ok(Cli::resume(self, node).await?) })
-    }
-    fn requeue(&self, job: u64, hold: bool) -> SchedFuture<'_, ()> {
-        Box::pin(async move { Ok(Cli::requeue(self, job, hold).await?) })
-    }
-}
-
-/// A request to the simulator's task, which owns the simulator.
-pub enum SimOp {
-    Nodes(oneshot::Sender<Vec<SlurmNode>>),
-    Jobs(oneshot::Sender<Vec<SlurmJob>>),
-    Drain {
-        node: String,
-        reason: String,
-        reply: oneshot::Sender<Result<(), String>>,
-    },
-    Resume {
-        node: String,
-        reply: oneshot::Sender<Result<(), String>>,
-    },
-    Requeue {
-        job: u64,
-        hold: bool,
-        reply: oneshot::Sender<Result<(), String>>,
-    },
-}
-
-/// The simulator as a scheduler: every call is a message to the source task.
-#[derive(Clone)]
-pub struct SimScheduler {
-    tx: mpsc::Sender<SimOp>,
-}
-
-impl SimScheduler {
-    pub fn new() -> (SimScheduler, mpsc::Receiver<SimOp>) {
-        let (tx, rx) = mpsc::channel(64);
-        (SimScheduler { tx }, rx)
-    }
-
-    async fn ask<T>(&self, op: SimOp, rx: oneshot::Receiver<T>) -> Result<T, SchedError> {
-        let gone = || SchedError::Unavailable("the simulator has stopped".into());
-        self.tx.send(op).await.map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())
-    }
-
-    async fn act(
-        &self,
-        make: impl FnOnce(oneshot::Sender<Result<(), String>>) -> SimOp,
-    ) -> Result<(), SchedError> {
-        let (reply, rx) = oneshot::channel();
-        self.ask(make(reply), rx)
-            .await?
-            .map_err(SchedError::Refused)
-    }
-}
-
-impl Scheduler for SimScheduler {
-    fn nodes(&self) -> SchedFuture<'_, Vec<SlurmNode>> {
-        Box::pin(async move {
-            let (reply, rx) = oneshot::channel();
-            self.ask(SimOp::Nodes(reply), rx).await
-        })
-    }
-    fn jobs(&self) -> SchedFuture<'_, Vec<SlurmJob>> {
-        Box::pin(async move {
-            let (reply, rx) = oneshot::channel();
-            self.ask(SimOp::Jobs(reply), rx).await
-        })
-    }
-    fn drain<'a>(&'a self, node: &'a str, reason: &'a str) -> SchedFuture<'a, ()> {
-        Box::pin(async move {
-            crate::slurm::cli::validate_node_name(node)?;
-            crate::slurm::cli::validate_reason(reason)?;
-            self.act(|reply| SimOp::Drain {
-                node: node.into(),
-                reason: reason.into(),
-                reply,
-            })
-            .await
-        })
-    }
-    fn resume<'a>(&'a self, node: &'a str) -> SchedFuture<'a, ()> {
-        Box::pin(async move {
-            crate::slurm::cli::validate_node_name(node)?;
-            self.act(|reply| SimOp::Resume {
-                node: node.into(),
-                reply,
-            })
-            .await
-        })
-    }
-    fn requeue(&self, job: u64, hold: bool) -> SchedFuture<'_, ()> {
-        Box::pin(async move { self.act(|reply| SimOp::Requeue { job, hold, reply }).await })
-    }
-}
-
-/// Answers one request against the simulator (called by its task, between ticks).
-pub fn serve_sim_op(sim: &mut crate::sim::Sim, op: SimOp) {
-    // A dropped reply means the caller gave up; nothing to do.
-    match op {
-        SimOp::Nodes(reply) => drop(reply.send(sim.slurm_nodes())),
-        SimOp::Jobs(reply) => drop(reply.send(sim.slurm_jobs())),
-        SimOp::Drain {
-            node,
-            reason,
-            reply,
-        } => drop(reply.send(sim.drain_node(&node, &reason))),
-        SimOp::Resume { node, reply } => drop(reply.send(sim.resume_node(&node))),
-        SimOp::Requeue { job, hold, reply } => drop(reply.send(sim.requeue_job(job, hold))),
-    }
-}
-
 pub type SharedScheduler = Arc<dyn Scheduler>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_names_are_validated() {
+        for ok in ["gpu001", "dgx-a100.rack1", "n_1"] {
+            assert!(validate_node_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "-x",
+            "gpu001; reboot",
+            "a b",
+            "gpu$(id)",
+            "gpu\n1",
+            &"x".repeat(65),
+            "gpü1",
+        ] {
+            assert!(
+                matches!(validate_node_name(bad), Err(Invalid::BadNodeName(_))),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn reasons_are_validated() {
+        assert!(
+            validate_reason("XID 79: GPU fell off the bus; $(rm -rf /) \"quoted\" 'single'")
+                .is_ok()
+        );
+        assert!(validate_reason("   ").is_err());
+        assert!(validate_reason("line1\nline2").is_err());
+        assert!(validate_reason(&"r".repeat(10_000)).is_err());
+    }
+}

@@ -57,6 +57,15 @@ pub enum ScrapeError {
     Gzip(String),
 }
 
+/// Totals of one round of scrapes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RoundStats {
+    pub targets: usize,
+    pub failed: usize,
+    pub samples: usize,
+    pub line_errors: usize,
+}
+
 /// What a GET must answer with.
 #[derive(Clone, Copy)]
 enum Expect {

@@ -95,7 +95,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
     // The scheduler: the simulator (through its task) or Slurm's CLI.
     let (sched, sim_ops): (crate::scheduler::SharedScheduler, _) = match cfg.source {
         SourceKind::Simulator => {
-            let (s, rx) = crate::scheduler::SimScheduler::new();
+            let (s, rx) = crate::sources::sim::SimScheduler::new();
             (Arc::new(s), Some(rx))
         }
         SourceKind::Slurm => {
@@ -416,7 +416,7 @@ fn spawn_scraper(
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> ingest::SharedIngest {
     let shared = Arc::new(std::sync::Mutex::new(ing));
-    tasks.push(tokio::spawn(ingest::run_scraper(
+    tasks.push(tokio::spawn(crate::sources::scraper::run_scraper(
         Arc::clone(&shared),
         Arc::clone(live),
         Duration::from_millis(interval_ms),

@@ -188,23 +188,14 @@ impl HotWindow {
                 .iter()
                 .map(|n| (n.name.as_str(), n))
                 .collect();
-            // A spine lists no nodes: it has its leaves'. A one-node domain (an HGX board's
-            // NVSwitch) is its node's series already.
+            // A one-node domain (an HGX board's NVSwitch) is its node's series already.
             for d in &inv.domains {
-                let members: Vec<&String> = if d.nodes.is_empty() {
-                    inv.domains
-                        .iter()
-                        .filter(|c| c.parent.as_deref() == Some(d.name.as_str()))
-                        .flat_map(|c| c.nodes.iter())
-                        .collect()
-                } else {
-                    d.nodes.iter().collect()
-                };
+                let members = inv.domain_nodes(d);
                 if members.len() < 2 {
                     continue;
                 }
                 let (mut power, mut seen, mut thr) = (0.0, false, 0u32);
-                for n in members.iter().filter_map(|n| tile.get(n.as_str())) {
+                for n in members.iter().filter_map(|n| tile.get(n)) {
                     if let Some(p) = n.power_watts {
                         power += p;
                         seen = true;

@@ -80,8 +80,8 @@ pub struct SchedSnapshot {
     pub polled_ms: UnixMs,
     /// How often the scheduler is polled.
     pub interval_ms: i64,
-    pub nodes: Vec<crate::slurm::json::SlurmNode>,
-    pub jobs: Vec<crate::slurm::json::SlurmJob>,
+    pub nodes: Vec<crate::scheduler::SchedNode>,
+    pub jobs: Vec<crate::scheduler::SchedJob>,
 }
 
 /// Live state, shared by the HTTP layer and the source task.
@@ -163,9 +163,9 @@ impl Live {
         self.sched.read().ok().and_then(|g| g.clone())
     }
 
-    pub fn set_sched(&self, s: SchedSnapshot) {
+    pub fn set_sched(&self, s: Arc<SchedSnapshot>) {
         if let Ok(mut g) = self.sched.write() {
-            *g = Some(Arc::new(s));
+            *g = Some(s);
         }
     }
 

@@ -19,8 +19,8 @@ use super::store_queue::{StoreQueue, StoreWrite};
 use super::{wall_now_ms, Latest, Live, SchedSnapshot};
 use crate::aggregate::{self, Readings};
 use crate::reports::{loses_work, Accumulator};
+use crate::scheduler::SchedNode;
 use crate::sim::SimTruth;
-use crate::slurm::json::SlurmNode;
 
 /// Something a source saw happen, for history (and, when a job lost work, for reports).
 #[derive(Clone, Debug, PartialEq)]
@@ -47,7 +47,7 @@ pub struct Frame {
     /// The readings of the instant (`at_ms` on the source's clock, simulated or wall).
     pub readings: Latest,
     /// The scheduler's state as polled at that instant (node reasons included).
-    pub sched: SchedSnapshot,
+    pub sched: Arc<SchedSnapshot>,
     /// What happened since the previous frame, in order.
     pub events: Vec<Event>,
     /// The simulator's ground truth of the instant; none for a real cluster.
@@ -291,7 +291,7 @@ impl ThrottleLosses {
 struct NodeStates(HashMap<String, NodeState>);
 
 impl NodeStates {
-    fn observe(&mut self, at_ms: UnixMs, nodes: &[SlurmNode], writes: &mut Vec<StoreWrite>) {
+    fn observe(&mut self, at_ms: UnixMs, nodes: &[SchedNode], writes: &mut Vec<StoreWrite>) {
         for n in nodes {
             if self.0.get(&n.name) != Some(&n.state) {
                 self.0.insert(n.name.clone(), n.state);

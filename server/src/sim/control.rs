@@ -4,7 +4,7 @@
 use app::model::{JobState, NodeState};
 
 use super::{Sim, SimEvent, GPUS_PER_NODE};
-use crate::slurm::json::{SlurmJob, SlurmNode};
+use crate::scheduler::{SchedJob, SchedNode};
 
 /// Slurm's base state and flags for a simulated node.
 fn raw_state(s: NodeState) -> Vec<String> {
@@ -34,11 +34,11 @@ impl Sim {
     }
 
     /// Every node as Slurm would list it.
-    pub fn slurm_nodes(&self) -> Vec<SlurmNode> {
+    pub fn slurm_nodes(&self) -> Vec<SchedNode> {
         self.nodes
             .iter()
             .zip(&self.inv.nodes)
-            .map(|(s, n)| SlurmNode {
+            .map(|(s, n)| SchedNode {
                 name: n.name.clone(),
                 state: s.state,
                 raw_state: raw_state(s.state),
@@ -55,10 +55,10 @@ impl Sim {
     }
 
     /// Pending and running jobs as Slurm would list them.
-    pub fn slurm_jobs(&self) -> Vec<SlurmJob> {
+    pub fn slurm_jobs(&self) -> Vec<SchedJob> {
         self.active
             .iter()
-            .map(|j| SlurmJob {
+            .map(|j| SchedJob {
                 job: j.job.clone(),
                 raw_state: vec![j.job.state.label().to_ascii_uppercase()],
                 state_reason: Some(

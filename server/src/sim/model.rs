@@ -283,16 +283,7 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
         .iter()
         .filter(|d| d.nodes.len() > 1 || d.kind != app::model::DomainKind::Nvlink)
         .map(|d| {
-            let members: Vec<&str> = if d.nodes.is_empty() {
-                sim.inv
-                    .domains
-                    .iter()
-                    .filter(|c| c.parent.as_deref() == Some(d.name.as_str()))
-                    .flat_map(|c| c.nodes.iter().map(String::as_str))
-                    .collect()
-            } else {
-                d.nodes.iter().map(String::as_str).collect()
-            };
+            let members = sim.inv.domain_nodes(d);
             TruthDomain {
                 name: d.name.clone(),
                 gpus_allocated: members.iter().filter(|m| busy.contains(*m)).count() as u32

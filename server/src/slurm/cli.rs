@@ -8,15 +8,17 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
-use super::json::{parse_jobs, parse_nodes, JsonError, SlurmJob, SlurmNode};
+use super::json::{parse_jobs, parse_nodes, JsonError};
+use crate::scheduler::{
+    validate_node_name, validate_reason, Invalid, SchedError, SchedFuture, SchedJob, SchedNode,
+    Scheduler,
+};
 
 /// Why a CLI call failed. The message names the program and what it said.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    #[error("invalid node name {0:?}: letters, digits, '.', '_' and '-' only, at most 64")]
-    BadNodeName(String),
-    #[error("invalid reason: {0}")]
-    BadReason(&'static str),
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
     #[error("cannot run {program}: {message}")]
     Spawn { program: String, message: String },
     #[error("{program} did not answer within {ms} ms")]
@@ -29,41 +31,6 @@ pub enum CliError {
     },
     #[error("{0}")]
     Json(#[from] JsonError),
-}
-
-/// Longest reason Gantry passes to Slurm.
-pub const MAX_REASON_BYTES: usize = 1000;
-
-/// A Slurm node name: `[A-Za-z0-9._-]{1,64}`, not starting with '-'.
-pub fn validate_node_name(name: &str) -> Result<(), CliError> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && !name.starts_with('-')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-    if ok {
-        Ok(())
-    } else {
-        Err(CliError::BadNodeName(name.chars().take(80).collect()))
-    }
-}
-
-/// A drain reason: not empty, at most [`MAX_REASON_BYTES`], no control characters
-/// (a newline would split Slurm's one-line reason).
-pub fn validate_reason(reason: &str) -> Result<(), CliError> {
-    if reason.trim().is_empty() {
-        return Err(CliError::BadReason("a reason is required"));
-    }
-    if reason.len() > MAX_REASON_BYTES {
-        return Err(CliError::BadReason("longer than 1000 bytes"));
-    }
-    if reason.chars().any(char::is_control) {
-        return Err(CliError::BadReason(
-            "control characters (newlines, tabs) are not allowed",
-        ));
-    }
-    Ok(())
 }
 
 const NODES_UNKNOWN: u8 = 0;
@@ -132,7 +99,7 @@ impl Cli {
     }
 
     /// Every node, normalized.
-    pub async fn nodes(&self) -> Result<Vec<SlurmNode>, CliError> {
+    pub async fn nodes(&self) -> Result<Vec<SchedNode>, CliError> {
         if self.nodes_via.load(Ordering::Relaxed) != NODES_SINFO {
             match self.run("scontrol", &["show", "node", "--json"]).await {
                 Ok(body) => {
@@ -152,7 +119,7 @@ impl Cli {
     }
 
     /// Every job Slurm still knows, normalized.
-    pub async fn jobs(&self) -> Result<Vec<SlurmJob>, CliError> {
+    pub async fn jobs(&self) -> Result<Vec<SchedJob>, CliError> {
         Ok(parse_jobs(&self.run("squeue", &["--json"]).await?)?)
     }
 
@@ -188,42 +155,37 @@ impl Cli {
     }
 }
 
+/// A transport error as the scheduler's callers see it; refused input stays refused input.
+impl From<CliError> for SchedError {
+    fn from(e: CliError) -> SchedError {
+        match e {
+            CliError::Invalid(i) => SchedError::Invalid(i),
+            other => SchedError::Transport(Box::new(other)),
+        }
+    }
+}
+
+impl Scheduler for Cli {
+    fn nodes(&self) -> SchedFuture<'_, Vec<SchedNode>> {
+        Box::pin(async move { Ok(Cli::nodes(self).await?) })
+    }
+    fn jobs(&self) -> SchedFuture<'_, Vec<SchedJob>> {
+        Box::pin(async move { Ok(Cli::jobs(self).await?) })
+    }
+    fn drain<'a>(&'a self, node: &'a str, reason: &'a str) -> SchedFuture<'a, ()> {
+        Box::pin(async move { Ok(Cli::drain(self, node, reason).await?) })
+    }
+    fn resume<'a>(&'a self, node: &'a str) -> SchedFuture<'a, ()> {
+        Box::pin(async move { Ok(Cli::resume(self, node).await?) })
+    }
+    fn requeue(&self, job: u64, hold: bool) -> SchedFuture<'_, ()> {
+        Box::pin(async move { Ok(Cli::requeue(self, job, hold).await?) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn node_names_are_validated() {
-        for ok in ["gpu001", "dgx-a100.rack1", "n_1"] {
-            assert!(validate_node_name(ok).is_ok(), "{ok}");
-        }
-        for bad in [
-            "",
-            "-x",
-            "gpu001; reboot",
-            "a b",
-            "gpu$(id)",
-            "gpu\n1",
-            &"x".repeat(65),
-            "gpü1",
-        ] {
-            assert!(
-                matches!(validate_node_name(bad), Err(CliError::BadNodeName(_))),
-                "{bad:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn reasons_are_validated() {
-        assert!(
-            validate_reason("XID 79: GPU fell off the bus; $(rm -rf /) \"quoted\" 'single'")
-                .is_ok()
-        );
-        assert!(validate_reason("   ").is_err());
-        assert!(validate_reason("line1\nline2").is_err());
-        assert!(validate_reason(&"r".repeat(10_000)).is_err());
-    }
 
     #[tokio::test]
     async fn a_missing_program_and_a_slow_one_fail_clearly() {

@@ -7,33 +7,11 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use app::model::{Job, NodeState, UnixMs};
+use app::model::{Job, UnixMs};
 
 use super::hostlist;
 use super::state::{job_state, NodeStateParts};
-
-/// A node as Slurm reports it, normalized.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct SlurmNode {
-    pub name: String,
-    pub state: NodeState,
-    /// Slurm's own words: base state first, then flags.
-    pub raw_state: Vec<String>,
-    pub reason: Option<String>,
-    pub partitions: Vec<String>,
-    pub gpus_total: Option<u32>,
-    pub gpus_used: Option<u32>,
-}
-
-/// A job as Slurm reports it, normalized.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct SlurmJob {
-    pub job: Job,
-    pub raw_state: Vec<String>,
-    pub state_reason: Option<String>,
-    pub restart_count: u32,
-    pub exit_code: Option<i64>,
-}
+use crate::scheduler::{SchedJob, SchedNode};
 
 /// Why a document was refused.
 #[derive(Debug, thiserror::Error)]
@@ -154,7 +132,7 @@ fn tres_gpus(tres: &str) -> Option<u32> {
     })
 }
 
-fn node_of(v: &Value) -> Option<SlurmNode> {
+fn node_of(v: &Value) -> Option<SchedNode> {
     let name = text(v.get("name"))?;
     let parts = match v.get("state") {
         Some(Value::Array(_)) => NodeStateParts::from_array(&strings(v.get("state"))),
@@ -167,7 +145,7 @@ fn node_of(v: &Value) -> Option<SlurmNode> {
     raw_state.extend(parts.flags.iter().cloned());
     let gres = text(v.get("gres")).unwrap_or_default();
     let gres_used = text(v.get("gres_used")).unwrap_or_default();
-    Some(SlurmNode {
+    Some(SchedNode {
         name,
         state: parts.normalize(),
         raw_state,
@@ -180,7 +158,7 @@ fn node_of(v: &Value) -> Option<SlurmNode> {
 
 /// Nodes from a nodes document (`sinfo --json` up to 23.02, `/nodes`, `scontrol show node --json`).
 /// Entries without a name are skipped; unknown states are kept raw.
-pub fn parse_nodes(body: &[u8]) -> Result<Vec<SlurmNode>, JsonError> {
+pub fn parse_nodes(body: &[u8]) -> Result<Vec<SchedNode>, JsonError> {
     let d = doc(body)?;
     Ok(d.nodes
         .ok_or(JsonError::Missing("nodes"))?
@@ -193,7 +171,7 @@ fn secs_to_ms(v: Option<&Value>) -> Option<UnixMs> {
     num(v).filter(|&s| s > 0).map(|s| s * 1000)
 }
 
-fn job_of(v: &Value) -> Option<SlurmJob> {
+fn job_of(v: &Value) -> Option<SchedJob> {
     let id = num(v.get("job_id")).and_then(|i| u64::try_from(i).ok())?;
     let raw_state = strings(v.get("job_state"));
     let state = job_state(&raw_state);
@@ -224,7 +202,7 @@ fn job_of(v: &Value) -> Option<SlurmJob> {
         Some(Value::Object(o)) if o.contains_key("return_code") => num(o.get("return_code")),
         other => num(other),
     };
-    Some(SlurmJob {
+    Some(SchedJob {
         job: Job {
             id,
             name: text(v.get("name")).unwrap_or_default(),
@@ -248,7 +226,7 @@ fn job_of(v: &Value) -> Option<SlurmJob> {
 }
 
 /// Jobs from a jobs document (`squeue --json`, `/jobs`, `scontrol show job --json`).
-pub fn parse_jobs(body: &[u8]) -> Result<Vec<SlurmJob>, JsonError> {
+pub fn parse_jobs(body: &[u8]) -> Result<Vec<SchedJob>, JsonError> {
     let d = doc(body)?;
     Ok(d.jobs
         .ok_or(JsonError::Missing("jobs"))?
@@ -260,7 +238,7 @@ pub fn parse_jobs(body: &[u8]) -> Result<Vec<SlurmJob>, JsonError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use app::model::JobState;
+    use app::model::{JobState, NodeState};
 
     /// In the shape of `sinfo --json` of Slurm 22.05 (API v0.0.38), written for this test.
     const NODES_V38: &str = r#"{"meta":{"plugin":{"type":"openapi\/v0.0.38"}},"errors":[],"nodes":[

@@ -14,9 +14,11 @@ use http_body_util::{BodyExt, Full};
 use hyper::header;
 use hyper_util::rt::TokioIo;
 
-use super::cli::{validate_node_name, validate_reason, Cli};
-use super::json::{parse_jobs, parse_nodes, SlurmJob, SlurmNode};
-use crate::scheduler::{SchedError, SchedFuture, Scheduler};
+use super::cli::Cli;
+use super::json::{parse_jobs, parse_nodes};
+use crate::scheduler::{
+    validate_node_name, validate_reason, SchedError, SchedFuture, SchedJob, SchedNode, Scheduler,
+};
 
 /// The oldest and newest API versions Gantry reads.
 pub const MIN_VERSION: u32 = 37;
@@ -277,14 +279,14 @@ impl Rest {
         Ok(v)
     }
 
-    pub async fn nodes(&self) -> Result<Vec<SlurmNode>, RestError> {
+    pub async fn nodes(&self) -> Result<Vec<SchedNode>, RestError> {
         let v = self.version().await?;
         Ok(parse_nodes(
             &self.call("GET", &collection(v, "nodes"), None).await?,
         )?)
     }
 
-    pub async fn jobs(&self) -> Result<Vec<SlurmJob>, RestError> {
+    pub async fn jobs(&self) -> Result<Vec<SchedJob>, RestError> {
         let v = self.version().await?;
         Ok(parse_jobs(
             &self.call("GET", &collection(v, "jobs"), None).await?,
@@ -344,10 +346,10 @@ where
 }
 
 impl Scheduler for Rest {
-    fn nodes(&self) -> SchedFuture<'_, Vec<SlurmNode>> {
+    fn nodes(&self) -> SchedFuture<'_, Vec<SchedNode>> {
         Box::pin(async move { Ok(Rest::nodes(self).await?) })
     }
-    fn jobs(&self) -> SchedFuture<'_, Vec<SlurmJob>> {
+    fn jobs(&self) -> SchedFuture<'_, Vec<SchedJob>> {
         Box::pin(async move { Ok(Rest::jobs(self).await?) })
     }
     fn drain<'a>(&'a self, node: &'a str, reason: &'a str) -> SchedFuture<'a, ()> {

@@ -5,7 +5,9 @@
 //! - [`sim`]: the simulated cluster (readings directly, through its own exporters, or
 //!   through a PromQL store that scrapes them).
 //! - [`slurm`]: a real Slurm (CLI or slurmrestd), with configured exporters or none.
+//! - [`scraper`]: the task that scrapes configured exporters for either source.
 
+pub mod scraper;
 pub mod sim;
 pub mod slurm;
 

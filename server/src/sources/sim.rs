@@ -8,12 +8,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use app::model::UnixMs;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::aggregate::Readings;
 use crate::ingest::{RoundStats, Telemetry, PROMQL_QUERIES};
 use crate::live::StoreQueue;
 use crate::live::{wall_now_ms, Event, Frame, Latest, Live, Pipeline, SchedSnapshot, SimFrame};
+use crate::scheduler::{
+    validate_node_name, validate_reason, SchedError, SchedFuture, SchedJob, SchedNode, Scheduler,
+};
 use crate::sim::{Sim, SimEvent};
 
 /// Settings of the simulator source task.
@@ -77,14 +80,14 @@ pub fn events(events: Vec<SimEvent>) -> Vec<Event> {
 }
 
 /// The scheduler's view of the simulator now, as a Slurm poll would give it.
-pub fn sched(sim: &Sim, interval_ms: u64) -> SchedSnapshot {
-    SchedSnapshot {
+pub fn sched(sim: &Sim, interval_ms: u64) -> Arc<SchedSnapshot> {
+    Arc::new(SchedSnapshot {
         at_ms: sim.now_ms(),
         polled_ms: wall_now_ms(),
         interval_ms: interval_ms as i64,
         nodes: sim.slurm_nodes(),
         jobs: sim.slurm_jobs(),
-    }
+    })
 }
 
 /// Runs the simulator as the live source until `shutdown` turns true.
@@ -92,7 +95,7 @@ pub async fn run_sim_source(
     src: SimSource,
     live: Arc<Live>,
     q: StoreQueue,
-    mut ops: mpsc::Receiver<crate::scheduler::SimOp>,
+    mut ops: mpsc::Receiver<SimOp>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let SimSource {
@@ -124,7 +127,7 @@ pub async fn run_sim_source(
             Some(op) = ops.recv() => {
                 // Scheduler calls act on the simulator as of now, between ticks.
                 sim.advance_to(sim_now());
-                crate::scheduler::serve_sim_op(&mut sim, op);
+                serve_sim_op(&mut sim, op);
                 pipeline.record(events(sim.drain_events()), &live, &q);
                 continue;
             }
@@ -141,6 +144,9 @@ pub async fn run_sim_source(
             sim.sched_readings()
         };
         let sched = sched(&sim, interval_ms);
+        // The scheduler's view is current before the telemetry below is read (a scrape
+        // takes a while): after an action, its effect on jobs and nodes shows at once.
+        live.set_sched(Arc::clone(&sched));
         let truth = simulate_telemetry.then(|| sim.truth_with(&readings));
         // Publish the simulator's frame first: its exporters serve it to the scrapes below,
         // so everything this tick shows comes from one instant.
@@ -212,4 +218,109 @@ pub async fn run_sim_source(
         );
     }
     tracing::info!("simulator source stopped");
+}
+
+/// A request to the simulator's task, which owns the simulator.
+pub enum SimOp {
+    Nodes(oneshot::Sender<Vec<SchedNode>>),
+    Jobs(oneshot::Sender<Vec<SchedJob>>),
+    Drain {
+        node: String,
+        reason: String,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    Resume {
+        node: String,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    Requeue {
+        job: u64,
+        hold: bool,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+}
+
+/// The simulator as a scheduler: every call is a message to the source task.
+#[derive(Clone)]
+pub struct SimScheduler {
+    tx: mpsc::Sender<SimOp>,
+}
+
+impl SimScheduler {
+    pub fn new() -> (SimScheduler, mpsc::Receiver<SimOp>) {
+        let (tx, rx) = mpsc::channel(64);
+        (SimScheduler { tx }, rx)
+    }
+
+    async fn ask<T>(&self, op: SimOp, rx: oneshot::Receiver<T>) -> Result<T, SchedError> {
+        let gone = || SchedError::Unavailable("the simulator has stopped".into());
+        self.tx.send(op).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())
+    }
+
+    async fn act(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<(), String>>) -> SimOp,
+    ) -> Result<(), SchedError> {
+        let (reply, rx) = oneshot::channel();
+        self.ask(make(reply), rx)
+            .await?
+            .map_err(SchedError::Refused)
+    }
+}
+
+impl Scheduler for SimScheduler {
+    fn nodes(&self) -> SchedFuture<'_, Vec<SchedNode>> {
+        Box::pin(async move {
+            let (reply, rx) = oneshot::channel();
+            self.ask(SimOp::Nodes(reply), rx).await
+        })
+    }
+    fn jobs(&self) -> SchedFuture<'_, Vec<SchedJob>> {
+        Box::pin(async move {
+            let (reply, rx) = oneshot::channel();
+            self.ask(SimOp::Jobs(reply), rx).await
+        })
+    }
+    fn drain<'a>(&'a self, node: &'a str, reason: &'a str) -> SchedFuture<'a, ()> {
+        Box::pin(async move {
+            validate_node_name(node)?;
+            validate_reason(reason)?;
+            self.act(|reply| SimOp::Drain {
+                node: node.into(),
+                reason: reason.into(),
+                reply,
+            })
+            .await
+        })
+    }
+    fn resume<'a>(&'a self, node: &'a str) -> SchedFuture<'a, ()> {
+        Box::pin(async move {
+            validate_node_name(node)?;
+            self.act(|reply| SimOp::Resume {
+                node: node.into(),
+                reply,
+            })
+            .await
+        })
+    }
+    fn requeue(&self, job: u64, hold: bool) -> SchedFuture<'_, ()> {
+        Box::pin(async move { self.act(|reply| SimOp::Requeue { job, hold, reply }).await })
+    }
+}
+
+/// Answers one request against the simulator (called by its task, between ticks).
+pub fn serve_sim_op(sim: &mut Sim, op: SimOp) {
+    // A dropped reply means the caller gave up; nothing to do.
+    match op {
+        SimOp::Nodes(reply) => drop(reply.send(sim.slurm_nodes())),
+        SimOp::Jobs(reply) => drop(reply.send(sim.slurm_jobs())),
+        SimOp::Drain {
+            node,
+            reason,
+            reply,
+        } => drop(reply.send(sim.drain_node(&node, &reason))),
+        SimOp::Resume { node, reply } => drop(reply.send(sim.resume_node(&node))),
+        SimOp::Requeue { job, hold, reply } => drop(reply.send(sim.requeue_job(job, hold))),
+    }
 }

@@ -13,15 +13,15 @@ use tokio::sync::watch;
 use crate::aggregate::Readings;
 use crate::live::{wall_now_ms, Event, Frame, Latest, Live, Pipeline, SchedSnapshot, StoreQueue};
 use crate::scheduler::Scheduler;
-use crate::slurm::json::{SlurmJob, SlurmNode};
+use crate::scheduler::{SchedJob, SchedNode};
 
 /// Nodes per rack when Slurm is the only source of layout.
 const NODES_PER_RACK: usize = 8;
 
 /// A layout from Slurm's node list alone: nodes in name order, eight to a rack, one row.
 /// (Rows, U positions, PDUs and rack limits come from a layout file; see ARCHITECTURE.md.)
-pub fn inventory_from_nodes(cluster: &str, nodes: &[SlurmNode]) -> Inventory {
-    let mut names: Vec<&SlurmNode> = nodes.iter().collect();
+pub fn inventory_from_nodes(cluster: &str, nodes: &[SchedNode]) -> Inventory {
+    let mut names: Vec<&SchedNode> = nodes.iter().collect();
     names.sort_by(|a, b| a.name.cmp(&b.name));
     let racks: Vec<Rack> = (0..names.len().div_ceil(NODES_PER_RACK))
         .map(|i| Rack {
@@ -62,7 +62,7 @@ pub fn inventory_from_nodes(cluster: &str, nodes: &[SlurmNode]) -> Inventory {
 }
 
 /// A transition's words: Slurm's reason and, for a finished job, its exit code.
-fn detail_of(j: &SlurmJob) -> String {
+fn detail_of(j: &SchedJob) -> String {
     let mut parts = Vec::new();
     if let Some(r) = &j.state_reason {
         parts.push(r.clone());
@@ -81,7 +81,7 @@ fn detail_of(j: &SlurmJob) -> String {
 /// is counted up to its end, not up to the poll that noticed it.
 pub fn transitions(
     prev: &HashMap<u64, (JobState, u32)>,
-    jobs: &[SlurmJob],
+    jobs: &[SchedJob],
     at_ms: i64,
 ) -> Vec<Event> {
     let mut out = Vec::new();
@@ -121,7 +121,7 @@ pub struct SlurmSource {
     pub cluster: String,
     pub interval_ms: u64,
     /// Telemetry from each node's exporters: the scraper (run by its own task,
-    /// `ingest::run_scraper`; the source sets its targets and reads the latest) with the
+    /// `sources::scraper`; the source sets its targets and reads the latest) with the
     /// GPU, BMC and (optional) node_exporter URL templates. `None`: no telemetry.
     pub telemetry: Option<(crate::ingest::SharedIngest, String, String, Option<String>)>,
     pub scrape_interval_ms: u64,
@@ -155,7 +155,7 @@ impl SlurmFrames {
     }
 
     /// The inventory of `nodes`, and whether it is new (the node list changed).
-    pub fn place(&mut self, nodes: &[SlurmNode]) -> (Arc<Inventory>, bool) {
+    pub fn place(&mut self, nodes: &[SchedNode]) -> (Arc<Inventory>, bool) {
         if let Some(inv) = &self.inventory {
             let same = inv.nodes.len() == nodes.len() && {
                 let known: std::collections::HashSet<&str> =
@@ -181,7 +181,7 @@ impl SlurmFrames {
     }
 
     /// The job transitions since the previous poll.
-    pub fn transitions(&mut self, jobs: &[SlurmJob], at_ms: UnixMs) -> Vec<Event> {
+    pub fn transitions(&mut self, jobs: &[SchedJob], at_ms: UnixMs) -> Vec<Event> {
         let out = transitions(&self.prev, jobs, at_ms);
         self.prev = jobs
             .iter()
@@ -197,8 +197,8 @@ impl SlurmFrames {
     pub fn frame(
         &self,
         inv: Arc<Inventory>,
-        nodes: Vec<SlurmNode>,
-        jobs: Vec<SlurmJob>,
+        nodes: Vec<SchedNode>,
+        jobs: Vec<SchedJob>,
         at_ms: UnixMs,
         ingest: Option<(&crate::ingest::Ingest, UnixMs, i64)>,
         events: Vec<Event>,
@@ -244,13 +244,13 @@ impl SlurmFrames {
         Frame {
             inventory: inv,
             readings: Latest::Owned(Arc::new(readings)),
-            sched: SchedSnapshot {
+            sched: Arc::new(SchedSnapshot {
                 at_ms,
                 polled_ms: at_ms,
                 interval_ms: self.interval_ms,
                 nodes,
                 jobs,
-            },
+            }),
             events,
             truth: None,
         }
@@ -349,8 +349,8 @@ mod tests {
     use super::*;
     use app::model::{Job, NodeState};
 
-    fn job(id: u64, state: JobState, restarts: u32) -> SlurmJob {
-        SlurmJob {
+    fn job(id: u64, state: JobState, restarts: u32) -> SchedJob {
+        SchedJob {
             job: Job {
                 id,
                 name: "train".into(),
@@ -408,9 +408,9 @@ mod tests {
 
     #[test]
     fn a_layout_from_slurm_alone() {
-        let nodes: Vec<SlurmNode> = (1..=10)
+        let nodes: Vec<SchedNode> = (1..=10)
             .rev()
-            .map(|i| SlurmNode {
+            .map(|i| SchedNode {
                 name: format!("gpu{i:03}"),
                 state: NodeState::Idle,
                 raw_state: vec!["IDLE".into()],

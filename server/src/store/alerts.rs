@@ -28,6 +28,18 @@ fn row(r: &sqlx::any::AnyRow) -> Result<AlertItem> {
     })
 }
 
+/// A firing alert as the store records it.
+#[derive(Clone, Copy, Debug)]
+pub struct NewAlert<'a> {
+    pub rule: &'a str,
+    /// What it is about: `node:gpu038`, `rack:B02`, `job:1042`, `target:http://…`.
+    pub subject: &'a str,
+    pub severity: &'a str,
+    pub summary: &'a str,
+    /// The page to look at.
+    pub link: &'a str,
+}
+
 impl Store {
     /// Records a new firing alert; returns its id and, when an earlier alert of the same
     /// rule and subject is silenced past `now_ms`, the silence it inherits (a silence is
@@ -35,14 +47,14 @@ impl Store {
     /// subject (another server, a restart), that one is returned.
     pub async fn fire_alert(
         &self,
-        c: &crate::alerts::Condition,
+        c: &NewAlert<'_>,
         now_ms: UnixMs,
     ) -> Result<(i64, Option<UnixMs>)> {
         let existing = sqlx::query(
             "SELECT id, silenced_until_ms FROM alerts WHERE rule = $1 AND subject = $2 AND state = 'firing'",
         )
         .bind(c.rule)
-        .bind(&c.subject)
+        .bind(c.subject)
         .fetch_optional(&self.pool)
         .await?;
         if let Some(r) = existing {
@@ -55,13 +67,13 @@ impl Store {
              RETURNING id, silenced_until_ms",
         )
         .bind(c.rule)
-        .bind(&c.subject)
+        .bind(c.subject)
         .bind(c.severity)
-        .bind(&c.summary)
-        .bind(&c.link)
+        .bind(c.summary)
+        .bind(c.link)
         .bind(now_ms)
         .bind(c.rule)
-        .bind(&c.subject)
+        .bind(c.subject)
         .bind(now_ms)
         .fetch_one(&self.pool)
         .await?;

@@ -16,6 +16,7 @@ use sqlx::{AnyPool, Row};
 mod alerts;
 mod auth;
 mod reports;
+pub use alerts::NewAlert;
 pub use auth::{UserRow, AUDIT_MAX_ROWS};
 pub use reports::{ReportDelta, ReportSums};
 

@@ -337,7 +337,7 @@ async fn silence_carries_over(url: String) {
         drain_node: None,
     };
     let (first, none) = store
-        .fire_alert(&cond("node:gpu007"), t0)
+        .fire_alert(&cond("node:gpu007").as_new_alert(), t0)
         .await
         .expect("fire");
     assert_eq!(none, None);
@@ -348,7 +348,7 @@ async fn silence_carries_over(url: String) {
     // Still open: firing again is the same row, silenced.
     assert_eq!(
         store
-            .fire_alert(&cond("node:gpu007"), t0 + 1)
+            .fire_alert(&cond("node:gpu007").as_new_alert(), t0 + 1)
             .await
             .expect("again"),
         (first, Some(t0 + 3_600_000))
@@ -358,13 +358,13 @@ async fn silence_carries_over(url: String) {
         .await
         .expect("resolve");
     let (second, silenced) = store
-        .fire_alert(&cond("node:gpu007"), t0 + 600_000)
+        .fire_alert(&cond("node:gpu007").as_new_alert(), t0 + 600_000)
         .await
         .expect("fires again");
     assert_ne!(second, first, "a new firing is a new row");
     assert_eq!(silenced, Some(t0 + 3_600_000), "and inherits the silence");
     let other = store
-        .fire_alert(&cond("node:gpu008"), t0 + 600_000)
+        .fire_alert(&cond("node:gpu008").as_new_alert(), t0 + 600_000)
         .await
         .expect("other node");
     assert_eq!(other.1, None, "another subject is not silenced");
@@ -373,7 +373,7 @@ async fn silence_carries_over(url: String) {
         .await
         .expect("resolve");
     let (_, after) = store
-        .fire_alert(&cond("node:gpu007"), t0 + 3_600_001)
+        .fire_alert(&cond("node:gpu007").as_new_alert(), t0 + 3_600_001)
         .await
         .expect("after the silence");
     assert_eq!(after, None, "the silence has ended");

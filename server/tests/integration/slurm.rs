@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use app::model::{JobState, NodeState};
+use server::scheduler::Invalid;
 use server::slurm::cli::{Cli, CliError};
 
 fn cluster() -> Option<Cli> {
@@ -44,7 +45,7 @@ fn sbatch(conf: &str, args: &[&str]) -> u64 {
         .expect("job id")
 }
 
-async fn node(cli: &Cli, name: &str) -> server::slurm::json::SlurmNode {
+async fn node(cli: &Cli, name: &str) -> server::scheduler::SchedNode {
     cli.nodes()
         .await
         .expect("nodes")
@@ -142,11 +143,11 @@ async fn drain_resume_and_requeue_on_a_real_slurm() {
     // Refused before anything runs.
     assert!(matches!(
         cli.drain("gpu005; reboot", "x").await,
-        Err(CliError::BadNodeName(_))
+        Err(CliError::Invalid(Invalid::BadNodeName(_)))
     ));
     assert!(matches!(
         cli.drain("gpu005", "two\nlines").await,
-        Err(CliError::BadReason(_))
+        Err(CliError::Invalid(Invalid::BadReason(_)))
     ));
     // Slurm's own refusals come back with its words.
     let e = cli
@@ -457,7 +458,7 @@ async fn slurmrestd_reads_and_falls_back_to_the_cli() {
     let over_rest = Rest::nodes(&rest).await.expect("nodes over REST");
     let over_cli = cli.nodes().await.expect("nodes over the CLI");
     assert_eq!(over_rest.len(), 16);
-    let names = |v: &[server::slurm::json::SlurmNode]| {
+    let names = |v: &[server::scheduler::SchedNode]| {
         let mut n: Vec<(String, Option<u32>)> =
             v.iter().map(|n| (n.name.clone(), n.gpus_total)).collect();
         n.sort();

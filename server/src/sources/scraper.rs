@@ -1,0 +1,43 @@
+//! The scrape task for configured exporters of real nodes: it scrapes what is due every
+//! round and hands the answers to the shared [`crate::ingest::Ingest`], holding it only to plan and to
+//! take answers, never while exporters are awaited; a source's tick reads what is fresh.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::ingest::SharedIngest;
+use crate::live::{next_tick, wall_now_ms, Live};
+
+/// Scrapes what is due every `round` until `shutdown`, holding the `Ingest` only to plan
+/// and to take the answers, never while exporters are awaited.
+pub async fn run_scraper(
+    ingest: SharedIngest,
+    live: Arc<Live>,
+    interval: Duration,
+    round: Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut ticker = tokio::time::interval(round);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while next_tick(&mut ticker, &mut shutdown).await {
+        let now = wall_now_ms();
+        let planned = match ingest.lock() {
+            Ok(mut i) => i.plan(now, interval),
+            Err(_) => break,
+        };
+        if planned.is_empty() {
+            continue;
+        }
+        let results = planned.fetch().await;
+        let health = match ingest.lock() {
+            Ok(mut i) => {
+                let stats = i.apply(results, now);
+                live.metrics.record_scrape_round(&stats);
+                i.health()
+            }
+            Err(_) => break,
+        };
+        live.set_targets(health);
+    }
+    tracing::info!("scraper stopped");
+}
