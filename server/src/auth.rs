@@ -22,9 +22,10 @@ use axum::{Form, Json};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use crate::http::{ApiError, AppState};
 use crate::live::wall_now_ms;
 use crate::store::Store;
+use crate::web::error::ApiError;
+use crate::web::AppState;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "gantry_session";

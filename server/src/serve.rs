@@ -9,7 +9,6 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::config::{Config, SourceKind, TelemetryKind};
-use crate::http::{router_with_paths, AppState};
 use crate::ingest::{self, Ingest, Telemetry};
 use crate::live::{self, Live};
 use crate::metrics::Metrics;
@@ -18,6 +17,7 @@ use crate::scrape::{Client, ScrapeConfig};
 use crate::sim::Sim;
 use crate::sources::sim::SimSource;
 use crate::store::Store;
+use crate::web::{router_with_paths, AppState};
 
 /// Why the server could not start or stopped badly.
 #[derive(Debug, thiserror::Error)]

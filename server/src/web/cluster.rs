@@ -1,0 +1,219 @@
+//! The cluster as it is now and was in the last hour: nodes, jobs, scrape targets, the hot
+//! window's series, and charts of them (SVG).
+
+use axum::extract::{Path, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Json;
+use serde::Deserialize;
+
+use super::error::ApiError;
+use super::{AppState, Routes};
+
+pub(super) fn routes() -> Routes {
+    vec![
+        ("/api/targets", get(targets)),
+        ("/api/history", get(history)),
+        ("/api/charts/history.svg", get(history_svg)),
+        ("/api/charts/job/{id}/activity.svg", get(job_activity_svg)),
+        ("/api/charts/throttling.svg", get(throttling_svg)),
+        ("/api/nodes", get(nodes)),
+        ("/api/jobs", get(jobs)),
+    ]
+}
+
+/// Health of every scrape target: last success, last error, duration, samples.
+async fn targets(State(st): State<AppState>) -> impl IntoResponse {
+    Json(serde_json::json!({ "targets": &*st.live.targets() }))
+}
+
+#[derive(Deserialize)]
+struct HistoryQuery {
+    scope: String,
+    metric: String,
+    since_ms: Option<i64>,
+}
+
+/// A series of the hot window: `?scope=cluster|rack:A01|node:gpu001|gpu:gpu001:3
+/// &metric=power_watts|temp_celsius|sm_active_ratio|sm_clock_mhz|inlet_celsius|gpus_throttling`.
+async fn history(
+    State(st): State<AppState>,
+    Query(q): Query<HistoryQuery>,
+) -> Result<Response, ApiError> {
+    use crate::window::{Metric, Scope};
+    let scope = Scope::parse(&q.scope).ok_or_else(|| {
+        ApiError::BadRequest("scope must be cluster, rack:NAME, node:NAME or gpu:NODE:INDEX".into())
+    })?;
+    let metric = Metric::parse(&q.metric).ok_or_else(|| {
+        ApiError::BadRequest(
+            "metric must be power_watts, temp_celsius, sm_active_ratio, sm_clock_mhz, inlet_celsius or gpus_throttling"
+                .into(),
+        )
+    })?;
+    let points = st
+        .live
+        .history(&scope, metric, q.since_ms.unwrap_or(0))
+        .ok_or(ApiError::NotFound)?;
+    Ok(
+        Json(serde_json::json!({ "scope": q.scope, "metric": metric, "points": points }))
+            .into_response(),
+    )
+}
+
+/// `GET /api/charts/history.svg?scope=S&metric=M`: the same series as `/api/history`, as
+/// an SVG line chart (plotters), titled and labelled with units and UTC times.
+async fn history_svg(
+    State(st): State<AppState>,
+    Query(q): Query<HistoryQuery>,
+) -> Result<Response, ApiError> {
+    use crate::window::{Metric, Scope};
+    let scope = Scope::parse(&q.scope).ok_or_else(|| {
+        ApiError::BadRequest("scope must be cluster, rack:NAME, node:NAME or gpu:NODE:INDEX".into())
+    })?;
+    let metric =
+        Metric::parse(&q.metric).ok_or_else(|| ApiError::BadRequest("unknown metric".into()))?;
+    let points = st
+        .live
+        .history(&scope, metric, q.since_ms.unwrap_or(0))
+        .ok_or(ApiError::NotFound)?;
+    let (what, y_label, y_scale) = match metric {
+        Metric::PowerWatts => ("power", "power (W)", 1.0),
+        Metric::TempCelsius => (
+            "GPU temperature (hottest GPU for a node)",
+            "temperature (°C)",
+            1.0,
+        ),
+        Metric::SmActiveRatio => ("SM activity", "SM activity (%)", 100.0),
+        Metric::SmClockMhz => ("SM clock", "SM clock (MHz)", 1.0),
+        Metric::InletCelsius => ("inlet temperature", "inlet (°C)", 1.0),
+        Metric::GpusThrottling => ("GPUs throttling", "GPUs", 1.0),
+    };
+    let title = format!("{} {what}, last hour", q.scope);
+    let svg = crate::charts::line_svg(
+        &crate::charts::LineChart {
+            title: &title,
+            y_label,
+            y_scale,
+        },
+        &points,
+    )
+    .map_err(ApiError::Internal)?;
+    Ok(svg_response(svg))
+}
+
+#[derive(Deserialize)]
+struct ThrottlingQuery {
+    /// `cluster` or `rack:NAME`.
+    scope: Option<String>,
+    hours: Option<u32>,
+}
+
+/// `GET /api/charts/throttling.svg?scope=cluster&hours=24`: GPUs throttling, the most in
+/// each minute, from the one-minute rollups.
+async fn throttling_svg(
+    State(st): State<AppState>,
+    Query(q): Query<ThrottlingQuery>,
+) -> Result<Response, ApiError> {
+    let scope = q.scope.unwrap_or_else(|| "cluster".into());
+    if !(scope == "cluster" || scope.starts_with("rack:")) || scope.len() > 80 {
+        return Err(ApiError::BadRequest(
+            "scope must be cluster or rack:NAME".into(),
+        ));
+    }
+    let hours = q.hours.unwrap_or(24).clamp(1, 168);
+    let now = st.live.source_now();
+    let rows = st
+        .store
+        .rollups(&scope, now - i64::from(hours) * 3_600_000, now + 1)
+        .await
+        .map_err(ApiError::Storage)?;
+    let points: Vec<(i64, Option<f32>)> = rows
+        .iter()
+        .map(|r| (r.at_ms, Some(r.gpus_throttling_max as f32)))
+        .collect();
+    let title = format!("{scope}: GPUs throttling (most per minute), last {hours} h");
+    let svg = crate::charts::line_svg(
+        &crate::charts::LineChart {
+            title: &title,
+            y_label: "GPUs",
+            y_scale: 1.0,
+        },
+        &points,
+    )
+    .map_err(ApiError::Internal)?;
+    Ok(svg_response(svg))
+}
+
+/// An SVG chart as the answer: not cached, since it is drawn from live data.
+fn svg_response(svg: String) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        svg,
+    )
+        .into_response()
+}
+
+/// `GET /api/charts/job/{id}/activity.svg`: the job's mean SM activity per minute since it
+/// started (at most 7 days), from the one-minute rollups.
+async fn job_activity_svg(
+    State(st): State<AppState>,
+    Path(id): Path<u64>,
+) -> Result<Response, ApiError> {
+    let job = st
+        .store
+        .job(id)
+        .await
+        .map_err(ApiError::Storage)?
+        .ok_or(ApiError::NotFound)?;
+    let now = st.live.source_now();
+    let from = job
+        .start_ms
+        .unwrap_or(job.submit_ms)
+        .max(now - 7 * 86_400_000);
+    let rows = st
+        .store
+        .rollups(&format!("job:{id}"), from, now + 1)
+        .await
+        .map_err(ApiError::Storage)?;
+    let points: Vec<(i64, Option<f32>)> = rows
+        .iter()
+        .map(|r| (r.at_ms, r.sm_active_mean.map(|x| x as f32)))
+        .collect();
+    let title = format!("job {id}: mean SM activity of its GPUs, per minute");
+    let svg = crate::charts::line_svg(
+        &crate::charts::LineChart {
+            title: &title,
+            y_label: "SM activity (%)",
+            y_scale: 100.0,
+        },
+        &points,
+    )
+    .map_err(ApiError::Internal)?;
+    Ok(svg_response(svg))
+}
+
+/// `GET /api/nodes`: every node as of the last scheduler poll.
+async fn nodes(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let s = st.live.sched().ok_or(ApiError::NotReady)?;
+    Ok(Json(serde_json::json!({
+        "at_ms": s.at_ms,
+        "polled_ms": s.polled_ms,
+        "nodes": &s.nodes,
+    }))
+    .into_response())
+}
+
+/// `GET /api/jobs`: pending and running jobs as of the last scheduler poll.
+async fn jobs(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let s = st.live.sched().ok_or(ApiError::NotReady)?;
+    Ok(Json(serde_json::json!({
+        "at_ms": s.at_ms,
+        "polled_ms": s.polled_ms,
+        "jobs": &s.jobs,
+    }))
+    .into_response())
+}

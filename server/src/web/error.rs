@@ -1,0 +1,85 @@
+//! The one error envelope of the HTTP boundary: `{"error": {"status", "message"}}`.
+//! Internal details (storage, scheduler, internal errors) are logged once, here, and never
+//! sent.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+/// The one error type at the HTTP boundary.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("no data yet: the first readings have not arrived")]
+    NotReady,
+    #[error("not found")]
+    NotFound,
+    #[error("node is down: its exporter does not answer")]
+    NodeDown,
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("storage unavailable")]
+    Storage(#[source] crate::store::StoreError),
+    #[error("sign in first")]
+    Unauthenticated,
+    #[error("forbidden: {0}")]
+    Forbidden(&'static str),
+    #[error("{0}")]
+    TooMany(String),
+    /// The scheduler refused or did not answer; its words are meant for operators.
+    #[error("{0}")]
+    Scheduler(String),
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl From<crate::actions::ActionError> for ApiError {
+    fn from(e: crate::actions::ActionError) -> ApiError {
+        use crate::actions::ActionError as A;
+        match e {
+            A::Invalid(m) => ApiError::BadRequest(m),
+            A::RateLimited(_) => ApiError::TooMany(e.to_string()),
+            A::Scheduler(s) => ApiError::Scheduler(s.to_string()),
+            A::Audit(s) => ApiError::Storage(s),
+        }
+    }
+}
+
+impl From<crate::reports::ReportError> for ApiError {
+    fn from(e: crate::reports::ReportError) -> ApiError {
+        use crate::reports::ReportError as R;
+        match e {
+            R::Query(m) => ApiError::BadRequest(m),
+            R::Store(s) => ApiError::Storage(s),
+            R::Chart(m) => ApiError::Internal(format!("report chart: {m}")),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            ApiError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::NodeDown => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Storage(e) => {
+                // Logged once, here; the client gets no internals.
+                tracing::error!(error = %e, "storage error");
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Scheduler(m) => {
+                tracing::warn!(error = %m, "scheduler call failed");
+                StatusCode::BAD_GATEWAY
+            }
+            ApiError::Internal(m) => {
+                tracing::error!(error = %m, "internal error");
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        };
+        let body = serde_json::json!({ "error": { "status": status.as_u16(), "message": self.to_string() } });
+        (status, Json(body)).into_response()
+    }
+}

@@ -1,0 +1,159 @@
+//! What training jobs report with the ingest token: checkpoint saves and NCCL latencies,
+//! for jobs Gantry knows.
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Json;
+use serde::Deserialize;
+
+use super::error::ApiError;
+use super::{AppState, Routes};
+use crate::live::wall_now_ms;
+
+pub(super) fn routes() -> Routes {
+    vec![
+        ("/api/ingest/checkpoint", post(ingest_checkpoint)),
+        ("/api/ingest/nccl", post(ingest_nccl)),
+    ]
+}
+
+/// A job the scheduler lists now, or one in the job history.
+async fn known_job(st: &AppState, id: u64) -> Result<(), ApiError> {
+    let now = st
+        .live
+        .sched()
+        .is_some_and(|s| s.jobs.iter().any(|j| j.job.id == id));
+    if now || st.store.job(id).await.map_err(ApiError::Storage)?.is_some() {
+        Ok(())
+    } else {
+        Err(ApiError::BadRequest(format!(
+            "unknown job {id}: Gantry has not seen it in the scheduler"
+        )))
+    }
+}
+
+/// The ingest token check: a bearer token whose SHA-256 matches.
+fn ingest_allowed(st: &AppState, headers: &axum::http::HeaderMap) -> Result<(), ApiError> {
+    use sha2::{Digest, Sha256};
+    let Some(want) = st.ingest_token_sha256 else {
+        return Err(ApiError::Forbidden("ingest is off: set ingest_token"));
+    };
+    let got = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or(ApiError::Unauthenticated)?;
+    let digest: [u8; 32] = Sha256::digest(got.as_bytes()).into();
+    if digest == want {
+        Ok(())
+    } else {
+        Err(ApiError::Unauthenticated)
+    }
+}
+
+#[derive(Deserialize)]
+struct CheckpointEvent {
+    job_id: u64,
+    step: u64,
+    bytes: u64,
+    duration_ms: i64,
+    path: String,
+    /// `complete` or `failed`.
+    status: String,
+    /// When the save started; default: now minus the duration.
+    started_ms: Option<i64>,
+}
+
+/// `POST /api/ingest/checkpoint`: a training job reports a checkpoint save.
+async fn ingest_checkpoint(
+    State(st): State<AppState>,
+    headers: axum::http::HeaderMap,
+    body: Result<Json<CheckpointEvent>, axum::extract::rejection::JsonRejection>,
+) -> Result<Response, ApiError> {
+    ingest_allowed(&st, &headers)?;
+    let Json(e) = body.map_err(|e| {
+        ApiError::BadRequest(format!("invalid checkpoint event: {}", e.body_text()))
+    })?;
+    let complete = match e.status.as_str() {
+        "complete" => true,
+        "failed" => false,
+        other => {
+            return Err(ApiError::BadRequest(format!(
+                "status {other:?}: expected complete or failed"
+            )))
+        }
+    };
+    if e.path.is_empty() || e.path.len() > 4096 || e.duration_ms < 0 {
+        return Err(ApiError::BadRequest(
+            "path: 1 to 4096 bytes; duration_ms: not negative".into(),
+        ));
+    }
+    known_job(&st, e.job_id).await?;
+    let c = app::model::Checkpoint {
+        job_id: e.job_id,
+        step: e.step,
+        path: e.path,
+        size_bytes: e.bytes,
+        started_ms: e
+            .started_ms
+            .unwrap_or_else(|| wall_now_ms() - e.duration_ms),
+        duration_ms: e.duration_ms,
+        complete,
+    };
+    st.store
+        .put_checkpoint(&c)
+        .await
+        .map_err(ApiError::Storage)?;
+    if c.complete {
+        st.live
+            .checkpoint_seen(c.job_id, c.started_ms + c.duration_ms);
+    }
+    Ok((
+        StatusCode::CREATED,
+        Json(serde_json::json!({"recorded": true})),
+    )
+        .into_response())
+}
+
+#[derive(Deserialize)]
+struct NcclEvent {
+    job_id: u64,
+    step: u64,
+    latency_us: f64,
+    message_bytes: Option<u64>,
+    at_ms: Option<i64>,
+}
+
+/// `POST /api/ingest/nccl`: one step's all-reduce latency.
+async fn ingest_nccl(
+    State(st): State<AppState>,
+    headers: axum::http::HeaderMap,
+    body: Result<Json<NcclEvent>, axum::extract::rejection::JsonRejection>,
+) -> Result<Response, ApiError> {
+    ingest_allowed(&st, &headers)?;
+    let Json(e) =
+        body.map_err(|e| ApiError::BadRequest(format!("invalid NCCL sample: {}", e.body_text())))?;
+    if !(e.latency_us.is_finite() && e.latency_us >= 0.0 && e.latency_us < 1e9) {
+        return Err(ApiError::BadRequest(
+            "latency_us must be a number from 0 to 1e9".into(),
+        ));
+    }
+    known_job(&st, e.job_id).await?;
+    st.store
+        .put_nccl(
+            e.job_id,
+            e.step,
+            e.at_ms.unwrap_or_else(wall_now_ms),
+            e.latency_us,
+            e.message_bytes,
+        )
+        .await
+        .map_err(ApiError::Storage)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(serde_json::json!({"recorded": true})),
+    )
+        .into_response())
+}

@@ -1,0 +1,139 @@
+//! The web layer: axum routes, the live SSE stream, Leptos pages and server functions.
+//!
+//! It only translates between HTTP and the services below it. One error envelope
+//! ([`error::ApiError`]): internals are logged once here and never sent to the browser.
+//! Each API area has its file and its routes; this module assembles them under one guard.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::backend::BackendHandle;
+use axum::extract::FromRef;
+use axum::http::StatusCode;
+use axum::routing::{get, post, MethodRouter};
+use axum::Router;
+use leptos::prelude::*;
+use leptos_axum::{generate_route_list, LeptosRoutes};
+use tokio::sync::watch;
+use tower_http::compression::CompressionLayer;
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
+
+use crate::live::Live;
+use crate::store::Store;
+
+mod actions;
+mod alerts;
+mod backend;
+mod cluster;
+pub mod error;
+mod health;
+mod ingest;
+mod live;
+mod reports;
+mod sim;
+
+/// Everything handlers need, built once at start.
+#[derive(Clone)]
+pub struct AppState {
+    pub leptos: LeptosOptions,
+    pub live: Arc<Live>,
+    pub store: Store,
+    /// Turns true when the server is shutting down; live streams end on it.
+    pub shutdown: watch::Receiver<bool>,
+    /// Whether `/sim/truth` exists (only when the simulator is the source).
+    pub simulated: bool,
+    pub request_timeout: Duration,
+    pub auth: crate::config::AuthConfig,
+    /// SHA-256 of the ingest token; `None`: ingest is off.
+    pub ingest_token_sha256: Option<[u8; 32]>,
+    pub actions: Arc<crate::actions::Actions>,
+    /// Cost rates of reports (`[reports]`).
+    pub rates: Arc<app::reports::Rates>,
+}
+
+impl FromRef<AppState> for LeptosOptions {
+    fn from_ref(s: &AppState) -> LeptosOptions {
+        s.leptos.clone()
+    }
+}
+
+/// An area's routes: each path with its handlers.
+type Routes = Vec<(&'static str, MethodRouter<AppState>)>;
+
+/// Records every path it routes, so tests can enumerate the router.
+struct Table {
+    router: Router<AppState>,
+    paths: Vec<String>,
+}
+
+impl Table {
+    fn route(mut self, path: &str, m: MethodRouter<AppState>) -> Table {
+        self.paths.push(path.to_string());
+        self.router = self.router.route(path, m);
+        self
+    }
+}
+
+/// The whole application router, and every path it serves (axum routes, pages, server functions), for the
+/// test that proves each one is guarded.
+pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
+    let routes = generate_route_list(app::App);
+    let backend = BackendHandle(Arc::new(backend::LiveBackend::new(&state)));
+    let leptos = state.leptos.clone();
+    let timeout = state.request_timeout;
+    let session: Routes = vec![
+        ("/auth/login", post(crate::auth::login)),
+        ("/auth/logout", post(crate::auth::logout)),
+        ("/api/whoami", get(crate::auth::whoami)),
+    ];
+    let mut areas = vec![
+        health::routes(),
+        session,
+        live::routes(),
+        cluster::routes(),
+        actions::routes(),
+        reports::routes(),
+        alerts::routes(),
+        ingest::routes(),
+    ];
+    if state.simulated {
+        areas.push(sim::routes());
+    }
+    let t = areas.into_iter().flatten().fold(
+        Table {
+            router: Router::new(),
+            paths: Vec::new(),
+        },
+        |t, (path, m)| t.route(path, m),
+    );
+    let mut paths = t.paths;
+    paths.extend(routes.iter().map(|r| r.path().to_string()));
+    paths.extend(leptos::server_fn::axum::server_fn_paths().map(|(p, _)| p.to_string()));
+    let guard = axum::middleware::from_fn_with_state(state.clone(), crate::auth::guard);
+    let router = t
+        .router
+        .leptos_routes_with_context(
+            &state,
+            routes,
+            move || provide_context(backend.clone()),
+            move || app::shell(leptos.clone()),
+        )
+        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(
+            app::shell,
+        ))
+        .layer(guard)
+        .layer(CompressionLayer::new())
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            timeout,
+        ))
+        // Failures that matter are logged once, where they become an `ApiError`; a 503 from a
+        // simulated down node's exporter every second is not news.
+        .layer(
+            TraceLayer::new_for_http()
+                .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+        )
+        .with_state(state);
+    (router, paths)
+}
