@@ -1,10 +1,10 @@
 //! Who is calling and what they may do.
 //!
-//! Local users with argon2id password hashes; a random session token in an HttpOnly,
-//! SameSite=Strict cookie, of which only a SHA-256 is stored. One guard runs in front of
-//! every route and decides by [`access_for`], which is default-deny: a new route that is not
-//! a plain read needs an operator unless it is named here. State-changing requests must also
-//! come from Gantry's own pages (Origin / Sec-Fetch-Site), so a cross-site form cannot act.
+//! Local users with argon2id password hashes; sessions as random tokens, of which the store
+//! keeps only a SHA-256; the caller of a request ([`Caller`]) and the rule of what a route
+//! requires, [`access_for`], which is default-deny: a new route that is not a plain read
+//! needs an operator unless it is named here. The per-user action rate limit. Knows no HTTP
+//! framework: the web layer's guard reads cookies and headers and applies these rules.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -14,21 +14,11 @@ use app::actions::{Me, Role};
 use app::model::UnixMs;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Redirect, Response};
-use axum::{Form, Json};
-use serde::Deserialize;
+use http::Method;
 use sha2::{Digest, Sha256};
 
 use crate::live::wall_now_ms;
-use crate::store::Store;
-use crate::web::error::ApiError;
-use crate::web::AppState;
-
-/// The session cookie's name.
-pub const COOKIE: &str = "gantry_session";
+use crate::store::{Store, StoreError, UserRow};
 
 /// Longest user name and password accepted.
 const MAX_NAME: usize = 64;
@@ -47,7 +37,7 @@ pub enum AuthError {
     #[error("no secure random numbers: {0}")]
     Random(String),
     #[error("{0}")]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] StoreError),
 }
 
 pub fn validate_user_name(name: &str) -> Result<(), AuthError> {
@@ -122,6 +112,79 @@ pub async fn add_user(
         .map_err(|e| AuthError::Hash(e.to_string()))??;
     store.put_user(name, &hash, role, wall_now_ms()).await?;
     Ok(())
+}
+
+/// Signs `name` in if `password` is theirs: the user, or `None`. An invalid or unknown name
+/// is verified against a decoy hash, so that a wrong name and a wrong password take the
+/// same time.
+pub async fn authenticate(
+    store: &Store,
+    name: &str,
+    password: String,
+) -> Result<Option<UserRow>, StoreError> {
+    let user = if validate_user_name(name).is_ok() {
+        store.user(name).await?
+    } else {
+        None
+    };
+    let hash = user
+        .as_ref()
+        .map(|u| u.password_hash.clone())
+        .unwrap_or_else(|| decoy_hash().to_string());
+    let ok = tokio::task::spawn_blocking(move || verify_password(&hash, &password))
+        .await
+        .unwrap_or(false);
+    Ok(user.filter(|_| ok))
+}
+
+/// A new session of `user` from `now_ms` for `ttl_ms`: its token (the store keeps only its
+/// SHA-256).
+pub async fn start_session(
+    store: &Store,
+    user: &str,
+    now_ms: UnixMs,
+    ttl_ms: i64,
+) -> Result<String, AuthError> {
+    let token = new_token()?;
+    store
+        .put_session(&digest(&token), user, now_ms, now_ms + ttl_ms)
+        .await?;
+    Ok(token)
+}
+
+/// The caller a session token stands for at `now_ms`: no one when it is unknown or expired.
+pub async fn session_caller(
+    store: &Store,
+    token: &str,
+    now_ms: UnixMs,
+) -> Result<Caller, StoreError> {
+    Ok(match store.session_user(&digest(token), now_ms).await? {
+        Some((user, role)) => Caller {
+            user: Some(user),
+            role: Some(role),
+        },
+        None => Caller::default(),
+    })
+}
+
+/// Ends the session of `token`.
+pub async fn end_session(store: &Store, token: &str) -> Result<(), StoreError> {
+    store.delete_session(&digest(token)).await
+}
+
+/// The caller a name stands for (a trusted proxy's word): an invalid name, or one unknown
+/// here, is signed in with no role, so nothing is allowed.
+pub async fn named_caller(store: &Store, name: &str) -> Result<Caller, StoreError> {
+    if validate_user_name(name).is_err() {
+        return Ok(Caller::default());
+    }
+    Ok(match store.user(name).await? {
+        Some(u) => Caller {
+            user: Some(u.name),
+            role: Some(u.role),
+        },
+        None => Caller::default(),
+    })
 }
 
 /// The caller of a request, as the guard resolved it (in the request's extensions).
@@ -206,247 +269,6 @@ pub fn access_for(method: &Method, path: &str) -> Access {
     Access::Act
 }
 
-fn cookie_token(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == COOKIE)
-        .map(|(_, v)| v.to_string())
-        .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
-}
-
-/// Whether a state-changing request comes from Gantry's own pages: a browser sends
-/// `Sec-Fetch-Site` and `Origin` on cross-site posts, and both must then say same-origin.
-/// Tools that send neither (curl, tests) pass; they hold the cookie themselves.
-fn same_origin(headers: &HeaderMap) -> bool {
-    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
-        if !matches!(site, "same-origin" | "none") {
-            return false;
-        }
-    }
-    match headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
-        None => true,
-        Some(origin) => {
-            let host = headers
-                .get(header::HOST)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
-            let origin_host = origin
-                .strip_prefix("http://")
-                .or_else(|| origin.strip_prefix("https://"))
-                .unwrap_or("");
-            !host.is_empty() && origin_host == host
-        }
-    }
-}
-
-/// The user a trusted reverse proxy names, if one is configured and this peer is it.
-async fn proxy_user(
-    st: &AppState,
-    headers: &HeaderMap,
-    peer: Option<std::net::IpAddr>,
-) -> Result<Option<Caller>, ApiError> {
-    let Some(h) = st.auth.proxy_header.as_deref() else {
-        return Ok(None);
-    };
-    let Some(name) = headers.get(h).and_then(|v| v.to_str().ok()) else {
-        return Ok(None);
-    };
-    if !peer.is_some_and(|p| st.auth.trusted_proxies.contains(&p)) {
-        tracing::debug!(peer = ?peer, "proxy user header from an untrusted peer ignored");
-        return Ok(None);
-    }
-    if validate_user_name(name).is_err() {
-        return Ok(Some(Caller::default()));
-    }
-    let user = st.store.user(name).await.map_err(ApiError::Storage)?;
-    Ok(Some(match user {
-        Some(u) => Caller {
-            user: Some(u.name),
-            role: Some(u.role),
-        },
-        // Signed in at the proxy, unknown here: no role, so nothing is allowed.
-        None => Caller::default(),
-    }))
-}
-
-async fn resolve(
-    st: &AppState,
-    headers: &HeaderMap,
-    peer: Option<std::net::IpAddr>,
-) -> Result<Caller, ApiError> {
-    if let Some(c) = proxy_user(st, headers, peer).await? {
-        return Ok(c);
-    }
-    let Some(token) = cookie_token(headers) else {
-        return Ok(Caller::default());
-    };
-    let found = st
-        .store
-        .session_user(&digest(&token), wall_now_ms())
-        .await
-        .map_err(ApiError::Storage)?;
-    Ok(match found {
-        Some((user, role)) => Caller {
-            user: Some(user),
-            role: Some(role),
-        },
-        None => Caller::default(),
-    })
-}
-
-fn wants_html(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("text/html"))
-}
-
-/// The guard in front of every route.
-pub async fn guard(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
-    let method = req.method().clone();
-    let path = req.uri().path().to_string();
-    let access = access_for(&method, &path);
-    let peer = req
-        .extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip());
-    let caller = match resolve(&st, req.headers(), peer).await {
-        Ok(c) => c,
-        Err(e) => return e.into_response(),
-    };
-    let mutating = !(method == Method::GET || method == Method::HEAD);
-    if mutating && access != Access::Public && !same_origin(req.headers()) {
-        return ApiError::Forbidden("cross-site request refused").into_response();
-    }
-    let allowed = match access {
-        Access::Public => true,
-        Access::Read => caller.role.is_some() || st.auth.anonymous_read,
-        Access::Act => caller.role.is_some_and(Role::can_act),
-        Access::Report => caller.role.is_some_and(Role::can_report),
-    };
-    if !allowed {
-        if caller.role.is_none() {
-            if !mutating && wants_html(req.headers()) {
-                let next = urlencode(&path);
-                return Redirect::to(&format!("/login?next={next}")).into_response();
-            }
-            return ApiError::Unauthenticated.into_response();
-        }
-        return ApiError::Forbidden("your role does not allow this").into_response();
-    }
-    // Server functions read `Me` (the app's type); handlers read `Caller`.
-    req.extensions_mut().insert(caller.me());
-    req.extensions_mut().insert(caller);
-    next.run(req).await
-}
-
-fn urlencode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// Where to go after signing in: a local path only (never another site).
-fn safe_next(next: Option<&str>) -> String {
-    match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.into(),
-        _ => "/".into(),
-    }
-}
-
-#[derive(Deserialize)]
-pub struct LoginForm {
-    name: String,
-    password: String,
-    next: Option<String>,
-}
-
-/// `POST /auth/login` (form): a session cookie and a redirect, or back to `/login`.
-pub async fn login(
-    State(st): State<AppState>,
-    headers: HeaderMap,
-    Form(f): Form<LoginForm>,
-) -> Result<Response, ApiError> {
-    if !same_origin(&headers) {
-        return Err(ApiError::Forbidden("cross-site request refused"));
-    }
-    let user = if validate_user_name(&f.name).is_ok() {
-        st.store.user(&f.name).await.map_err(ApiError::Storage)?
-    } else {
-        None
-    };
-    let hash = user
-        .as_ref()
-        .map(|u| u.password_hash.clone())
-        .unwrap_or_else(|| decoy_hash().to_string());
-    let password = f.password;
-    let ok = tokio::task::spawn_blocking(move || verify_password(&hash, &password))
-        .await
-        .unwrap_or(false);
-    let next = safe_next(f.next.as_deref());
-    let Some(user) = user.filter(|_| ok) else {
-        tracing::info!(user = %f.name.chars().take(64).collect::<String>(), "sign-in refused");
-        let to = format!("/login?error=1&next={}", urlencode(&next));
-        return Ok(Redirect::to(&to).into_response());
-    };
-    let token = new_token().map_err(|e| ApiError::Internal(e.to_string()))?;
-    let now = wall_now_ms();
-    let ttl_ms = st.auth.session_hours as i64 * 3_600_000;
-    st.store
-        .put_session(&digest(&token), &user.name, now, now + ttl_ms)
-        .await
-        .map_err(ApiError::Storage)?;
-    tracing::info!(user = %user.name, role = user.role.as_str(), "signed in");
-    let cookie = format!(
-        "{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
-        ttl_ms / 1000,
-        if st.auth.secure_cookies {
-            "; Secure"
-        } else {
-            ""
-        }
-    );
-    let mut resp = Redirect::to(&next).into_response();
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        resp.headers_mut().insert(header::SET_COOKIE, v);
-    }
-    Ok(resp)
-}
-
-/// `POST /auth/logout`: ends the session.
-pub async fn logout(State(st): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
-    if !same_origin(&headers) {
-        return Err(ApiError::Forbidden("cross-site request refused"));
-    }
-    if let Some(token) = cookie_token(&headers) {
-        st.store
-            .delete_session(&digest(&token))
-            .await
-            .map_err(ApiError::Storage)?;
-    }
-    let mut resp = Redirect::to("/login").into_response();
-    resp.headers_mut().insert(
-        header::SET_COOKIE,
-        HeaderValue::from_static("gantry_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"),
-    );
-    Ok(resp)
-}
-
-/// `GET /api/whoami`: the caller.
-pub async fn whoami(axum::Extension(c): axum::Extension<Caller>) -> Json<Me> {
-    Json(c.me())
-}
-
 /// At most `per_minute` actions per user in any minute.
 pub struct RateLimiter {
     per_minute: u32,
@@ -528,44 +350,6 @@ mod tests {
         );
         assert_eq!(access_for(&Method::GET, "/pkg/gantry.js"), Access::Public);
         assert_eq!(access_for(&Method::GET, "/favicon.svg"), Access::Public);
-    }
-
-    #[test]
-    fn cookies_origins_and_redirects() {
-        let mut h = HeaderMap::new();
-        let t = "ab".repeat(32);
-        h.insert(
-            header::COOKIE,
-            HeaderValue::from_str(&format!("x=1; {COOKIE}={t}")).expect("header"),
-        );
-        assert_eq!(cookie_token(&h), Some(t));
-        h.insert(
-            header::COOKIE,
-            HeaderValue::from_static("gantry_session=../../etc"),
-        );
-        assert_eq!(cookie_token(&h), None);
-
-        let mut h = HeaderMap::new();
-        h.insert(header::HOST, HeaderValue::from_static("gantry:3000"));
-        assert!(same_origin(&h));
-        h.insert(
-            header::ORIGIN,
-            HeaderValue::from_static("http://gantry:3000"),
-        );
-        assert!(same_origin(&h));
-        h.insert(
-            header::ORIGIN,
-            HeaderValue::from_static("http://evil.example"),
-        );
-        assert!(!same_origin(&h));
-        let mut h = HeaderMap::new();
-        h.insert("sec-fetch-site", HeaderValue::from_static("cross-site"));
-        assert!(!same_origin(&h));
-
-        assert_eq!(safe_next(Some("/nodes/gpu001")), "/nodes/gpu001");
-        assert_eq!(safe_next(Some("//evil.example")), "/");
-        assert_eq!(safe_next(Some("https://evil.example")), "/");
-        assert_eq!(safe_next(None), "/");
     }
 
     #[test]

@@ -44,6 +44,17 @@ impl From<crate::actions::ActionError> for ApiError {
     }
 }
 
+impl From<crate::auth::AuthError> for ApiError {
+    fn from(e: crate::auth::AuthError) -> ApiError {
+        use crate::auth::AuthError as A;
+        match e {
+            A::BadName | A::BadPassword => ApiError::BadRequest(e.to_string()),
+            A::Hash(_) | A::Random(_) => ApiError::Internal(e.to_string()),
+            A::Store(s) => ApiError::Storage(s),
+        }
+    }
+}
+
 impl From<crate::reports::ReportError> for ApiError {
     fn from(e: crate::reports::ReportError) -> ApiError {
         use crate::reports::ReportError as R;

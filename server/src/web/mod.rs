@@ -10,7 +10,7 @@ use std::time::Duration;
 use app::backend::BackendHandle;
 use axum::extract::FromRef;
 use axum::http::StatusCode;
-use axum::routing::{get, post, MethodRouter};
+use axum::routing::MethodRouter;
 use axum::Router;
 use leptos::prelude::*;
 use leptos_axum::{generate_route_list, LeptosRoutes};
@@ -27,6 +27,7 @@ mod alerts;
 mod backend;
 mod cluster;
 pub mod error;
+pub mod guard;
 mod health;
 mod ingest;
 mod live;
@@ -82,14 +83,9 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
     let backend = BackendHandle(Arc::new(backend::LiveBackend::new(&state)));
     let leptos = state.leptos.clone();
     let timeout = state.request_timeout;
-    let session: Routes = vec![
-        ("/auth/login", post(crate::auth::login)),
-        ("/auth/logout", post(crate::auth::logout)),
-        ("/api/whoami", get(crate::auth::whoami)),
-    ];
     let mut areas = vec![
         health::routes(),
-        session,
+        guard::routes(),
         live::routes(),
         cluster::routes(),
         actions::routes(),
@@ -110,7 +106,7 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
     let mut paths = t.paths;
     paths.extend(routes.iter().map(|r| r.path().to_string()));
     paths.extend(leptos::server_fn::axum::server_fn_paths().map(|(p, _)| p.to_string()));
-    let guard = axum::middleware::from_fn_with_state(state.clone(), crate::auth::guard);
+    let guard = axum::middleware::from_fn_with_state(state.clone(), guard::guard);
     let router = t
         .router
         .leptos_routes_with_context(
