@@ -9,7 +9,9 @@ use axum::Json;
 use serde::Deserialize;
 
 use super::error::ApiError;
+use super::extract::JsonBody;
 use super::{AppState, Routes};
+use crate::auth::Caller;
 
 pub(super) fn routes() -> Routes {
     vec![
@@ -33,20 +35,10 @@ struct ActionBody {
     hold: bool,
 }
 
-fn json_body(
-    body: Result<Json<ActionBody>, axum::extract::rejection::JsonRejection>,
-) -> Result<ActionBody, ApiError> {
-    body.map(|Json(b)| b)
-        .map_err(|e| ApiError::BadRequest(format!("invalid request body: {}", e.body_text())))
-}
-
-type BodyResult = Result<Json<ActionBody>, axum::extract::rejection::JsonRejection>;
-
 async fn action_preview(
     State(st): State<AppState>,
-    body: BodyResult,
+    JsonBody(b): JsonBody<ActionBody>,
 ) -> Result<Response, ApiError> {
-    let b = json_body(body)?;
     let kind = b.action.ok_or_else(|| {
         ApiError::BadRequest("action is required: drain, resume, requeue or requeue_hold".into())
     })?;
@@ -55,7 +47,7 @@ async fn action_preview(
 
 async fn run_action(
     st: &AppState,
-    caller: &crate::auth::Caller,
+    caller: &Caller,
     kind: app::actions::ActionKind,
     b: &ActionBody,
 ) -> Result<Response, ApiError> {
@@ -74,28 +66,25 @@ async fn run_action(
 
 async fn action_drain(
     State(st): State<AppState>,
-    axum::Extension(c): axum::Extension<crate::auth::Caller>,
-    body: BodyResult,
+    c: Caller,
+    JsonBody(b): JsonBody<ActionBody>,
 ) -> Result<Response, ApiError> {
-    let b = json_body(body)?;
     run_action(&st, &c, app::actions::ActionKind::Drain, &b).await
 }
 
 async fn action_resume(
     State(st): State<AppState>,
-    axum::Extension(c): axum::Extension<crate::auth::Caller>,
-    body: BodyResult,
+    c: Caller,
+    JsonBody(b): JsonBody<ActionBody>,
 ) -> Result<Response, ApiError> {
-    let b = json_body(body)?;
     run_action(&st, &c, app::actions::ActionKind::Resume, &b).await
 }
 
 async fn action_requeue(
     State(st): State<AppState>,
-    axum::Extension(c): axum::Extension<crate::auth::Caller>,
-    body: BodyResult,
+    c: Caller,
+    JsonBody(b): JsonBody<ActionBody>,
 ) -> Result<Response, ApiError> {
-    let b = json_body(body)?;
     let kind = if b.hold {
         app::actions::ActionKind::RequeueHold
     } else {

@@ -7,7 +7,9 @@ use axum::Json;
 use serde::Deserialize;
 
 use super::error::ApiError;
+use super::extract::JsonBody;
 use super::{AppState, Routes};
+use crate::auth::Caller;
 use crate::live::wall_now_ms;
 
 pub(super) fn routes() -> Routes {
@@ -48,12 +50,10 @@ struct AckBody {
 /// `POST /api/alerts/{id}/ack` `{"note": "…"}`: who acknowledged, when, why.
 async fn alert_ack(
     State(st): State<AppState>,
-    axum::Extension(c): axum::Extension<crate::auth::Caller>,
+    c: Caller,
     Path(id): Path<i64>,
-    body: Result<Json<AckBody>, axum::extract::rejection::JsonRejection>,
+    JsonBody(b): JsonBody<AckBody>,
 ) -> Result<Response, ApiError> {
-    let Json(b) =
-        body.map_err(|e| ApiError::BadRequest(format!("invalid request body: {}", e.body_text())))?;
     if b.note.len() > 1000 || b.note.chars().any(char::is_control) {
         return Err(ApiError::BadRequest(
             "note: at most 1000 characters, no control characters".into(),
@@ -81,10 +81,8 @@ struct SilenceBody {
 async fn alert_silence(
     State(st): State<AppState>,
     Path(id): Path<i64>,
-    body: Result<Json<SilenceBody>, axum::extract::rejection::JsonRejection>,
+    JsonBody(b): JsonBody<SilenceBody>,
 ) -> Result<Response, ApiError> {
-    let Json(b) =
-        body.map_err(|e| ApiError::BadRequest(format!("invalid request body: {}", e.body_text())))?;
     if !(1..=7 * 24 * 60).contains(&b.minutes) {
         return Err(ApiError::BadRequest("minutes: 1 to 10080".into()));
     }

@@ -11,7 +11,7 @@ use axum::http::{header, HeaderMap, HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum::{Extension, Form, Json};
+use axum::{Form, Json};
 use serde::Deserialize;
 
 use super::error::ApiError;
@@ -235,7 +235,7 @@ pub async fn logout(State(st): State<AppState>, headers: HeaderMap) -> Result<Re
 }
 
 /// `GET /api/whoami`: the caller.
-pub async fn whoami(Extension(c): Extension<Caller>) -> Json<Me> {
+pub async fn whoami(c: Caller) -> Json<Me> {
     Json(c.me())
 }
 

@@ -1,14 +1,16 @@
 //! What training jobs report with the ingest token: checkpoint saves and NCCL latencies,
 //! for jobs Gantry knows.
 
+use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Json;
 use serde::Deserialize;
 
 use super::error::ApiError;
+use super::extract::bad_body;
 use super::{AppState, Routes};
 use crate::live::wall_now_ms;
 
@@ -35,7 +37,7 @@ async fn known_job(st: &AppState, id: u64) -> Result<(), ApiError> {
 }
 
 /// The ingest token check: a bearer token whose SHA-256 matches.
-fn ingest_allowed(st: &AppState, headers: &axum::http::HeaderMap) -> Result<(), ApiError> {
+fn ingest_allowed(st: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     use sha2::{Digest, Sha256};
     let Some(want) = st.ingest_token_sha256 else {
         return Err(ApiError::Forbidden("ingest is off: set ingest_token"));
@@ -69,13 +71,11 @@ struct CheckpointEvent {
 /// `POST /api/ingest/checkpoint`: a training job reports a checkpoint save.
 async fn ingest_checkpoint(
     State(st): State<AppState>,
-    headers: axum::http::HeaderMap,
-    body: Result<Json<CheckpointEvent>, axum::extract::rejection::JsonRejection>,
+    headers: HeaderMap,
+    body: Result<Json<CheckpointEvent>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     ingest_allowed(&st, &headers)?;
-    let Json(e) = body.map_err(|e| {
-        ApiError::BadRequest(format!("invalid checkpoint event: {}", e.body_text()))
-    })?;
+    let Json(e) = body.map_err(|e| bad_body("invalid checkpoint event", &e))?;
     let complete = match e.status.as_str() {
         "complete" => true,
         "failed" => false,
@@ -129,12 +129,11 @@ struct NcclEvent {
 /// `POST /api/ingest/nccl`: one step's all-reduce latency.
 async fn ingest_nccl(
     State(st): State<AppState>,
-    headers: axum::http::HeaderMap,
-    body: Result<Json<NcclEvent>, axum::extract::rejection::JsonRejection>,
+    headers: HeaderMap,
+    body: Result<Json<NcclEvent>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     ingest_allowed(&st, &headers)?;
-    let Json(e) =
-        body.map_err(|e| ApiError::BadRequest(format!("invalid NCCL sample: {}", e.body_text())))?;
+    let Json(e) = body.map_err(|e| bad_body("invalid NCCL sample", &e))?;
     if !(e.latency_us.is_finite() && e.latency_us >= 0.0 && e.latency_us < 1e9) {
         return Err(ApiError::BadRequest(
             "latency_us must be a number from 0 to 1e9".into(),

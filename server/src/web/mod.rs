@@ -27,6 +27,7 @@ mod alerts;
 mod backend;
 mod cluster;
 pub mod error;
+mod extract;
 pub mod guard;
 mod health;
 mod ingest;
