@@ -34,6 +34,7 @@ mod ingest;
 mod live;
 mod reports;
 mod sim;
+mod views;
 
 /// Everything handlers need, built once at start.
 #[derive(Clone)]
