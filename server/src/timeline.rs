@@ -2,7 +2,7 @@
 //! changes, and the window's [`TimelineData`] (drawn by `app::timeline::svg` on both
 //! sides). Pure.
 
-use app::model::{DomainKind, Inventory, JobState, NodeState, UnixMs};
+use app::model::{DomainKind, Inventory, Job, JobState, NodeState, UnixMs};
 use app::timeline::{Grouping, TimelineData, TimelineRun};
 use std::collections::{BTreeMap, HashMap};
 
@@ -20,26 +20,22 @@ pub struct Run {
     pub end_state: Option<JobState>,
 }
 
-/// Pairs each `running` transition with the next end of the same job.
+/// Pairs each `running` transition with the next end of the same job. A `running` while
+/// the job's run is open (a source that restarted sees its running jobs anew) goes on with
+/// that run: it is not a new one.
 pub fn runs(events: &[JobEvent]) -> Vec<Run> {
     let mut open: HashMap<u64, Run> = HashMap::new();
     let mut out = Vec::new();
     for e in events {
         match e.state {
             JobState::Running => {
-                if let Some(r) = open.remove(&e.job_id) {
-                    out.push(r);
-                }
-                open.insert(
-                    e.job_id,
-                    Run {
-                        job_id: e.job_id,
-                        nodes: e.nodes.clone(),
-                        start_ms: e.at_ms,
-                        end_ms: None,
-                        end_state: None,
-                    },
-                );
+                open.entry(e.job_id).or_insert_with(|| Run {
+                    job_id: e.job_id,
+                    nodes: e.nodes.clone(),
+                    start_ms: e.at_ms,
+                    end_ms: None,
+                    end_state: None,
+                });
             }
             s if s.is_finished() || s == JobState::Requeued => {
                 if let Some(mut r) = open.remove(&e.job_id) {
@@ -53,6 +49,31 @@ pub fn runs(events: &[JobEvent]) -> Vec<Run> {
     }
     out.extend(open.into_values());
     out.sort_by_key(|r| (r.start_ms, r.job_id));
+    out
+}
+
+/// One job's runs, for its page: [`runs`] of its transitions, completed by what the job says
+/// now. A run the history missed the start of, still going, started at the job's start; the
+/// open run of a job no longer running ended at the job's end (`now_ms` if it has none).
+pub fn job_runs(job: &Job, events: &[JobEvent], now_ms: UnixMs) -> Vec<Run> {
+    let mut out = runs(events);
+    let open = out.last().is_some_and(|r| r.end_ms.is_none());
+    if job.state == JobState::Running && !open {
+        if let Some(start_ms) = job.start_ms {
+            out.push(Run {
+                job_id: job.id,
+                nodes: job.nodes.clone(),
+                start_ms,
+                end_ms: None,
+                end_state: None,
+            });
+        }
+    }
+    if job.state != JobState::Running {
+        if let Some(r) = out.last_mut().filter(|r| r.end_ms.is_none()) {
+            r.end_ms = job.end_ms.or(Some(now_ms));
+        }
+    }
     out
 }
 
@@ -272,6 +293,69 @@ mod tests {
         assert_eq!(
             (r[2].nodes.clone(), r[2].end_ms),
             (vec!["c".to_string()], None)
+        );
+    }
+
+    #[test]
+    fn a_repeated_start_goes_on_with_the_open_run() {
+        // Gantry restarted at 40 and saw job 1 running anew.
+        let events = vec![
+            ev(1, 20, JobState::Running, &["a"]),
+            ev(1, 40, JobState::Running, &["a"]),
+            ev(1, 60, JobState::Failed, &["a"]),
+        ];
+        let r = runs(&events);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!(
+            (r[0].start_ms, r[0].end_ms, r[0].end_state),
+            (20, Some(60), Some(JobState::Failed))
+        );
+    }
+
+    #[test]
+    fn a_jobs_runs_are_completed_by_what_it_says_now() {
+        let job = |state, start_ms, end_ms| Job {
+            id: 1,
+            name: String::new(),
+            user: String::new(),
+            account: String::new(),
+            partition: String::new(),
+            state,
+            nodes: vec!["a".into()],
+            gpus: 8,
+            submit_ms: 0,
+            start_ms,
+            end_ms,
+        };
+        let span = |r: &[Run]| -> Vec<(i64, Option<i64>, Option<JobState>)> {
+            r.iter()
+                .map(|r| (r.start_ms, r.end_ms, r.end_state))
+                .collect()
+        };
+        // Running, its start before the history: one open run from the job's start.
+        let running = job(JobState::Running, Some(5), None);
+        assert_eq!(span(&job_runs(&running, &[], 100)), [(5, None, None)]);
+        // Running after a requeue: the ended run, then the open one.
+        let events = [
+            ev(1, 10, JobState::Running, &["a"]),
+            ev(1, 30, JobState::Requeued, &["a"]),
+            ev(1, 40, JobState::Running, &["a"]),
+        ];
+        assert_eq!(
+            span(&job_runs(&running, &events, 100)),
+            [(10, Some(30), Some(JobState::Requeued)), (40, None, None)]
+        );
+        // Ended, its end not in the history: at the job's end, else now; how is unknown.
+        let events = [ev(1, 10, JobState::Running, &["a"])];
+        let ended = job(JobState::Cancelled, Some(10), Some(50));
+        assert_eq!(
+            span(&job_runs(&ended, &events, 100)),
+            [(10, Some(50), None)]
+        );
+        let ended = job(JobState::Cancelled, Some(10), None);
+        assert_eq!(
+            span(&job_runs(&ended, &events, 100)),
+            [(10, Some(100), None)]
         );
     }
 

@@ -193,34 +193,14 @@ pub(super) async fn job_detail(
     let mut checkpoints = store.checkpoints(id).await.map_err(fail)?;
     checkpoints.sort_by_key(|c| (c.started_ms, c.step));
     let now_ms = live.source_now();
-    // Runs from the transitions: a start, then how it ended.
-    let mut runs: Vec<(i64, Option<i64>, bool)> = Vec::new();
-    for e in &events {
-        use app::model::JobState as S;
-        match e.state {
-            S::Running if runs.last().is_none_or(|r| r.1.is_some()) => {
-                runs.push((e.at_ms, None, false));
-            }
-            S::Requeued | S::Failed | S::NodeFail | S::Timeout | S::Completed | S::Cancelled => {
-                if let Some(r) = runs.last_mut().filter(|r| r.1.is_none()) {
-                    r.1 = Some(e.at_ms);
-                    r.2 = matches!(e.state, S::Requeued | S::Failed | S::NodeFail | S::Timeout);
-                }
-            }
-            _ => {}
-        }
-    }
-    // A run the history missed the start of, still going: it started at the job's start.
-    if job.state == app::model::JobState::Running && runs.last().is_none_or(|r| r.1.is_some()) {
-        if let Some(s) = job.start_ms {
-            runs.push((s, None, false));
-        }
-    }
-    if job.state != app::model::JobState::Running {
-        if let Some(r) = runs.last_mut().filter(|r| r.1.is_none()) {
-            r.1 = job.end_ms.or(Some(now_ms));
-        }
-    }
+    // Each run: its start, its end, and whether its end lost work.
+    let runs: Vec<(i64, Option<i64>, bool)> = crate::timeline::job_runs(&job, &events, now_ms)
+        .iter()
+        .map(|r| {
+            let lost = r.end_state.is_some_and(crate::reports::loses_work);
+            (r.start_ms, r.end_ms, lost)
+        })
+        .collect();
     let (lost, at_risk) = app::views::work_lost_and_at_risk(job.gpus, &runs, &checkpoints, now_ms);
     let last_good = checkpoints
         .iter()
