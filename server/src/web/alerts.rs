@@ -1,5 +1,6 @@
 //! Alerts as the store keeps them: the list, acknowledgement, silencing.
 
+use app::model::UnixMs;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -18,6 +19,23 @@ pub(super) fn routes() -> Routes {
         ("/api/alerts/{id}/ack", post(alert_ack)),
         ("/api/alerts/{id}/silence", post(alert_silence)),
     ]
+}
+
+/// An acknowledgement's note, from the API or a page: at most 1000 bytes, no control
+/// characters.
+pub(super) fn check_note(note: &str) -> Result<(), &'static str> {
+    if note.len() > 1000 || note.chars().any(char::is_control) {
+        return Err("note: at most 1000 characters, no control characters");
+    }
+    Ok(())
+}
+
+/// When a silence of `minutes` from `now_ms` ends: from a minute to a week.
+pub(super) fn silence_until(minutes: u32, now_ms: UnixMs) -> Result<UnixMs, &'static str> {
+    if !(1..=7 * 24 * 60).contains(&minutes) {
+        return Err("minutes: 1 to 10080");
+    }
+    Ok(now_ms + i64::from(minutes) * 60_000)
 }
 
 #[derive(Deserialize)]
@@ -54,11 +72,7 @@ async fn alert_ack(
     Path(id): Path<i64>,
     JsonBody(b): JsonBody<AckBody>,
 ) -> Result<Response, ApiError> {
-    if b.note.len() > 1000 || b.note.chars().any(char::is_control) {
-        return Err(ApiError::BadRequest(
-            "note: at most 1000 characters, no control characters".into(),
-        ));
-    }
+    check_note(&b.note).map_err(|m| ApiError::BadRequest(m.into()))?;
     let user = c.user.unwrap_or_default();
     if !st
         .store
@@ -83,10 +97,8 @@ async fn alert_silence(
     Path(id): Path<i64>,
     JsonBody(b): JsonBody<SilenceBody>,
 ) -> Result<Response, ApiError> {
-    if !(1..=7 * 24 * 60).contains(&b.minutes) {
-        return Err(ApiError::BadRequest("minutes: 1 to 10080".into()));
-    }
-    let until = wall_now_ms() + i64::from(b.minutes) * 60_000;
+    let until =
+        silence_until(b.minutes, wall_now_ms()).map_err(|m| ApiError::BadRequest(m.into()))?;
     if !st
         .store
         .silence_alert(id, until)

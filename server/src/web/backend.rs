@@ -190,9 +190,7 @@ impl Backend for LiveBackend {
             if !me.can_act() {
                 return Err("operators acknowledge alerts".into());
             }
-            if note.len() > 1000 || note.chars().any(char::is_control) {
-                return Err("note: at most 1000 characters, no control characters".into());
-            }
+            super::alerts::check_note(note)?;
             let user = me.user.clone().unwrap_or_default();
             match self.store.ack_alert(id, &user, note, wall_now_ms()).await {
                 Ok(true) => Ok(()),
@@ -207,14 +205,8 @@ impl Backend for LiveBackend {
 
     fn silence_alert(&self, id: i64, minutes: u32) -> app::backend::BackendFuture<'_, ()> {
         Box::pin(async move {
-            if !(1..=7 * 24 * 60).contains(&minutes) {
-                return Err("minutes: 1 to 10080".into());
-            }
-            match self
-                .store
-                .silence_alert(id, wall_now_ms() + i64::from(minutes) * 60_000)
-                .await
-            {
+            let until = super::alerts::silence_until(minutes, wall_now_ms())?;
+            match self.store.silence_alert(id, until).await {
                 Ok(true) => Ok(()),
                 Ok(false) => Err(format!("no alert {id}")),
                 Err(e) => {
