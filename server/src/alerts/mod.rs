@@ -1,0 +1,20 @@
+//! Alerts: the field's rules, evaluated once per live tick on what Gantry already knows.
+//!
+//! [`evaluate`] is pure: the newest overview, readings, scheduler state, scrape health and
+//! NCCL/checkpoint facts in, the conditions true now out (with durations tracked in
+//! [`RuleState`], in source time). The task diffs them against the open alerts: a new
+//! condition fires (one row, one webhook delivery), a vanished one resolves. Operators
+//! acknowledge (with a note) and silence until a time. An opt-in policy drains a node on a
+//! double-bit ECC error or a drain-class XID through the same action path as a person.
+//!
+//! `rules.rs` holds the rules and their state (pure), `task.rs` the task, `webhook.rs`
+//! delivery with retries, `policy.rs` the auto-drain policy.
+
+mod policy;
+mod rules;
+mod task;
+mod webhook;
+
+pub use rules::{evaluate, AlertConfig, Condition, Facts, RuleState};
+pub use task::{run, AlertTask};
+pub use webhook::WebhookFormat;

@@ -1,0 +1,447 @@
+//! The rules: thresholds from `[alerts]`, the facts they read, the durations they track in
+//! [`RuleState`], and [`evaluate`], which turns one tick into the conditions true now. Pure:
+//! no store, no clock, no HTTP.
+
+use std::collections::{HashMap, HashSet};
+
+use app::live::Overview;
+use app::model::{JobState, NodeState, UnixMs};
+use app::units;
+use serde::Serialize;
+
+use super::webhook::WebhookFormat;
+use crate::aggregate::Readings;
+use crate::scheduler::SchedJob;
+use crate::scrape::TargetHealth;
+
+/// Thresholds and durations, from `[alerts]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AlertConfig {
+    /// Rack power over this share of its limit for `rack_power_high_ms` is a warning.
+    pub rack_power_high_ratio: f64,
+    pub rack_power_high_ms: i64,
+    /// GPUs thermally throttled longer than this.
+    pub thermal_throttle_ms: i64,
+    /// A scrape target failing this many times in a row is down.
+    pub target_failures: u32,
+    /// NCCL all-reduce latency over this for `nccl_consecutive` steps...
+    pub nccl_latency_us: f64,
+    pub nccl_consecutive: usize,
+    /// ...or over this multiple of the job's own median of its first `nccl_baseline_steps`.
+    pub nccl_baseline_factor: f64,
+    pub nccl_baseline_steps: usize,
+    /// A job that has checkpointed and then not for this long.
+    pub checkpoint_overdue_ms: i64,
+    /// POST each firing and resolution here (`http://`).
+    pub webhook_url: Option<String>,
+    /// `gantry` (Gantry's JSON) or `alertmanager` (Alertmanager's v2 alert list).
+    pub webhook_format: WebhookFormat,
+    /// Drain a node on a double-bit ECC error or a drain-class XID. Off by default.
+    pub auto_drain: bool,
+}
+
+impl Default for AlertConfig {
+    fn default() -> Self {
+        AlertConfig {
+            rack_power_high_ratio: 0.9,
+            rack_power_high_ms: 5 * 60_000,
+            thermal_throttle_ms: 5 * 60_000,
+            target_failures: 3,
+            nccl_latency_us: 100.0,
+            nccl_consecutive: 3,
+            nccl_baseline_factor: 1.3,
+            nccl_baseline_steps: 20,
+            checkpoint_overdue_ms: 2 * 3_600_000,
+            webhook_url: None,
+            webhook_format: WebhookFormat::Gantry,
+            auto_drain: false,
+        }
+    }
+}
+
+/// One condition true now.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Condition {
+    pub rule: &'static str,
+    /// What it is about: `node:gpu038`, `rack:B02`, `job:1042`, `target:http://…`.
+    pub subject: String,
+    pub severity: &'static str,
+    pub summary: String,
+    /// The page to look at.
+    pub link: String,
+    /// The node a drain would take out, for the auto-drain policy.
+    pub drain_node: Option<String>,
+}
+
+impl Condition {
+    /// The condition as the store records a firing alert.
+    pub fn as_new_alert(&self) -> crate::store::NewAlert<'_> {
+        crate::store::NewAlert {
+            rule: self.rule,
+            subject: &self.subject,
+            severity: self.severity,
+            summary: &self.summary,
+            link: &self.link,
+        }
+    }
+}
+
+/// Facts beyond the overview that some rules need.
+#[derive(Default)]
+pub struct Facts<'a> {
+    pub readings: Option<&'a Readings>,
+    pub jobs: &'a [SchedJob],
+    pub targets: &'a [TargetHealth],
+    /// Per running job: its NCCL latency samples, oldest first (step, microseconds).
+    pub nccl: HashMap<u64, Vec<(u64, f64)>>,
+    /// Per running job: when its newest complete checkpoint finished.
+    pub last_checkpoint_ms: HashMap<u64, UnixMs>,
+}
+
+/// When each duration-bound condition started being true (source time).
+#[derive(Default)]
+pub struct RuleState {
+    since: HashMap<(&'static str, String), UnixMs>,
+    /// Per node, per GPU index: the last PCIe replay count seen, and when it last rose.
+    replays: HashMap<String, Vec<(u32, u64, Option<UnixMs>)>>,
+}
+
+impl RuleState {
+    /// Whether `key` has held for `ms` (it starts holding now if new); keys not held this
+    /// round are forgotten by [`RuleState::retain`].
+    fn held(
+        &mut self,
+        rule: &'static str,
+        subject: &str,
+        now: UnixMs,
+        ms: i64,
+        seen: &mut HashSet<(&'static str, String)>,
+    ) -> bool {
+        let k = (rule, subject.to_string());
+        seen.insert(k.clone());
+        let since = *self.since.entry(k).or_insert(now);
+        now - since >= ms
+    }
+
+    fn retain(&mut self, seen: &HashSet<(&'static str, String)>) {
+        self.since.retain(|k, _| seen.contains(k));
+    }
+}
+
+fn median(xs: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
+}
+
+/// The conditions true at `ov.at_ms`.
+pub fn evaluate(
+    cfg: &AlertConfig,
+    ov: &Overview,
+    f: &Facts<'_>,
+    st: &mut RuleState,
+) -> Vec<Condition> {
+    let now = ov.at_ms;
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    let node_state: HashMap<&str, NodeState> = ov
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.state))
+        .collect();
+    let out_of_service = |n: &str| {
+        matches!(
+            node_state.get(n),
+            Some(
+                NodeState::Drained | NodeState::Draining | NodeState::Down | NodeState::Maintenance
+            )
+        )
+    };
+
+    if let Some(r) = f.readings {
+        // Per node: double-bit ECC, drain-class XIDs, thermal throttling.
+        // GPUs by node, nodes in name order: readings come grouped by node, so the sort
+        // is a check more than work, and no per-GPU map entry is built.
+        let mut sorted: Vec<&app::model::GpuReading> = r.gpus.iter().collect();
+        sorted.sort_by(|a, b| a.node.cmp(&b.node));
+        for gpus in sorted.chunk_by(|a, b| a.node == b.node) {
+            let node = gpus[0].node.as_str();
+            let dbe: Vec<u32> = gpus
+                .iter()
+                .filter(|g| g.ecc_dbe_total.is_some_and(|x| x > 0))
+                .map(|g| g.index)
+                .collect();
+            if !dbe.is_empty() && !out_of_service(node) {
+                out.push(Condition {
+                    rule: "ecc_double_bit",
+                    subject: format!("node:{node}"),
+                    severity: "critical",
+                    summary: format!(
+                        "{node}: double-bit ECC errors on GPU {} — bad hardware; drain the node",
+                        dbe.iter()
+                            .map(u32::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    link: units::node_href(node),
+                    drain_node: Some(node.to_string()),
+                });
+            }
+            for g in gpus {
+                let Some(x) = g.last_xid else { continue };
+                let Some((meaning, action)) = app::xid::lookup(x) else {
+                    continue;
+                };
+                if action.is_drain_class() && !out_of_service(node) {
+                    out.push(Condition {
+                        rule: "xid",
+                        subject: format!("node:{node}:gpu{}", g.index),
+                        severity: "critical",
+                        summary: format!(
+                            "{node} GPU {}: XID {x}, {meaning}; {}",
+                            g.index,
+                            action.label()
+                        ),
+                        link: units::node_href(node),
+                        drain_node: Some(node.to_string()),
+                    });
+                }
+            }
+            let remapped: Vec<u32> = gpus
+                .iter()
+                .filter(|g| g.remapped_rows_uncorrectable.is_some_and(|x| x > 0))
+                .map(|g| g.index)
+                .collect();
+            if !remapped.is_empty() && !out_of_service(node) {
+                out.push(Condition {
+                    rule: "remapped_rows",
+                    subject: format!("node:{node}"),
+                    severity: "critical",
+                    summary: format!(
+                        "{node}: rows remapped for uncorrectable memory errors on GPU {} — drain the node",
+                        remapped.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+                    ),
+                    link: units::node_href(node),
+                    drain_node: Some(node.to_string()),
+                });
+            }
+            // PCIe replays rising: firing while the count rose within the last 5 minutes.
+            for g in gpus {
+                let Some(count) = g.pcie_replay_total else {
+                    continue;
+                };
+                let per_gpu = match st.replays.get_mut(node) {
+                    Some(v) => v,
+                    None => st.replays.entry(node.to_string()).or_default(),
+                };
+                let i = match per_gpu.iter().position(|e| e.0 == g.index) {
+                    Some(i) => i,
+                    None => {
+                        per_gpu.push((g.index, count, None));
+                        per_gpu.len() - 1
+                    }
+                };
+                let e = &mut per_gpu[i];
+                if count > e.1 {
+                    e.2 = Some(now);
+                }
+                e.1 = count;
+                if e.2.is_some_and(|t| now - t <= 5 * 60_000) {
+                    out.push(Condition {
+                        rule: "pcie_replays",
+                        subject: format!("node:{node}:gpu{}", g.index),
+                        severity: "warning",
+                        summary: format!(
+                            "{node} GPU {}: PCIe replay counter rising ({count}): check the link or riser",
+                            g.index
+                        ),
+                        link: units::node_href(node),
+                        drain_node: None,
+                    });
+                }
+            }
+            let thermal = gpus
+                .iter()
+                .filter(|g| g.throttle.is_some_and(|t| t.is_thermal()))
+                .count();
+            if thermal > 0
+                && st.held(
+                    "thermal_throttling",
+                    node,
+                    now,
+                    cfg.thermal_throttle_ms,
+                    &mut seen,
+                )
+            {
+                out.push(Condition {
+                    rule: "thermal_throttling",
+                    subject: format!("node:{node}"),
+                    severity: "warning",
+                    summary: format!(
+                        "{node}: {thermal} GPU(s) thermally throttled for over {} min",
+                        cfg.thermal_throttle_ms / 60_000
+                    ),
+                    link: units::node_href(node),
+                    drain_node: None,
+                });
+            }
+        }
+    }
+
+    for rack in &ov.racks {
+        if let (Some(t), limit) = (rack.inlet_celsius, rack.inlet_limit_celsius) {
+            if limit > 0.0 && t > limit {
+                out.push(Condition {
+                    rule: "inlet_over_limit",
+                    subject: format!("rack:{}", rack.name),
+                    severity: "critical",
+                    summary: format!("rack {}: inlet {t:.0} °C, over its {limit:.0} °C limit — GPUs will throttle", rack.name),
+                    link: "/thermal".into(),
+                    drain_node: None,
+                });
+            }
+        }
+        match rack.load_ratio() {
+            Some(x) if x > 1.0 => out.push(Condition {
+                rule: "rack_power_over_limit",
+                subject: format!("rack:{}", rack.name),
+                severity: "critical",
+                summary: format!(
+                    "rack {}: {:.1} kW, over its {:.1} kW limit",
+                    rack.name,
+                    rack.power_watts.unwrap_or(0.0) / 1000.0,
+                    rack.power_limit_watts / 1000.0
+                ),
+                link: "/racks".into(),
+                drain_node: None,
+            }),
+            Some(x)
+                if x > cfg.rack_power_high_ratio
+                    && st.held(
+                        "rack_power_high",
+                        &rack.name,
+                        now,
+                        cfg.rack_power_high_ms,
+                        &mut seen,
+                    ) =>
+            {
+                out.push(Condition {
+                    rule: "rack_power_high",
+                    subject: format!("rack:{}", rack.name),
+                    severity: "warning",
+                    summary: format!(
+                        "rack {}: over {:.0}% of its power limit for {} min",
+                        rack.name,
+                        cfg.rack_power_high_ratio * 100.0,
+                        cfg.rack_power_high_ms / 60_000
+                    ),
+                    link: "/racks".into(),
+                    drain_node: None,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    for n in &ov.nodes {
+        if matches!(n.state, NodeState::NotResponding | NodeState::Down) {
+            out.push(Condition {
+                rule: "node_not_responding",
+                subject: format!("node:{}", n.name),
+                severity: "warning",
+                summary: format!("{}: {} in Slurm", n.name, n.state.label()),
+                link: units::node_href(&n.name),
+                drain_node: None,
+            });
+        }
+    }
+
+    for t in f.targets {
+        if t.consecutive_failures >= cfg.target_failures {
+            out.push(Condition {
+                rule: "target_down",
+                subject: format!("target:{}", t.url),
+                severity: "warning",
+                summary: format!(
+                    "{} failed {} scrapes in a row: {}",
+                    t.url,
+                    t.consecutive_failures,
+                    t.last_error.as_deref().unwrap_or("?")
+                ),
+                link: "/api/targets".into(),
+                drain_node: None,
+            });
+        }
+    }
+
+    let running: Vec<&SchedJob> = f
+        .jobs
+        .iter()
+        .filter(|j| j.job.state == JobState::Running)
+        .collect();
+    for j in &running {
+        let id = j.job.id;
+        if let Some(samples) = f.nccl.get(&id) {
+            let k = cfg.nccl_consecutive.max(1);
+            if samples.len() >= k {
+                let last: Vec<f64> = samples[samples.len() - k..].iter().map(|s| s.1).collect();
+                let baseline = (samples.len() >= cfg.nccl_baseline_steps + k)
+                    .then(|| {
+                        median(
+                            &samples[..cfg.nccl_baseline_steps]
+                                .iter()
+                                .map(|s| s.1)
+                                .collect::<Vec<_>>(),
+                        )
+                    })
+                    .flatten();
+                // Like with like: the job's own baseline once it has one, else the cluster's
+                // threshold for small messages.
+                let limit = match baseline {
+                    Some(b) => b * cfg.nccl_baseline_factor,
+                    None => cfg.nccl_latency_us,
+                };
+                if last.iter().all(|&l| l > limit) {
+                    out.push(Condition {
+                        rule: "nccl_latency",
+                        subject: format!("job:{id}"),
+                        severity: "warning",
+                        summary: format!(
+                            "job {id}: NCCL all-reduce over {limit:.0} us for {k} steps in a row (last {:.0} us){}",
+                            last[k - 1],
+                            baseline.map(|b| format!("; its baseline is {b:.0} us")).unwrap_or_default()
+                        ),
+                        link: format!("/jobs/{id}"),
+                        drain_node: None,
+                    });
+                }
+            }
+        }
+        if let Some(&last) = f.last_checkpoint_ms.get(&id) {
+            if now - last > cfg.checkpoint_overdue_ms {
+                out.push(Condition {
+                    rule: "checkpoint_overdue",
+                    subject: format!("job:{id}"),
+                    severity: "warning",
+                    summary: format!(
+                        "job {id} ({}): no checkpoint for {}",
+                        j.job.name,
+                        app::units::duration_ms(now - last)
+                    ),
+                    link: "/jobs".into(),
+                    drain_node: None,
+                });
+            }
+        }
+    }
+    st.retain(&seen);
+    out.sort();
+    out.dedup_by(|a, b| a.rule == b.rule && a.subject == b.subject);
+    out
+}
+
+#[cfg(test)]
+mod tests;

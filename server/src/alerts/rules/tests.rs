@@ -1,0 +1,251 @@
+use super::*;
+use crate::sim::Sim;
+
+const T0: i64 = 1_795_968_000_000;
+
+fn base() -> (Sim, Readings, Overview) {
+    let sim = Sim::new(64, 42, "t", T0);
+    let r = sim.readings();
+    let ov = crate::aggregate::overview(sim.inventory(), &r, 1, 1000, T0);
+    (sim, r, ov)
+}
+
+fn rules(c: &[Condition]) -> Vec<(&'static str, String)> {
+    c.iter().map(|c| (c.rule, c.subject.clone())).collect()
+}
+
+#[test]
+fn the_simulated_cluster_fires_what_is_wrong_with_it() {
+    let (_, r, ov) = base();
+    let mut st = RuleState::default();
+    let c = evaluate(
+        &AlertConfig::default(),
+        &ov,
+        &Facts {
+            readings: Some(&r),
+            ..Default::default()
+        },
+        &mut st,
+    );
+    // The down node is not responding.
+    assert!(
+        rules(&c).contains(&("node_not_responding", "node:gpu061".into())),
+        "{c:?}"
+    );
+}
+
+#[test]
+fn each_rule_fires_and_resolves() {
+    let (_, mut r, mut ov) = base();
+    let cfg = AlertConfig::default();
+    let mut st = RuleState::default();
+    // Double-bit ECC and a drain-class XID on gpu002.
+    let g = r.gpus.iter_mut().find(|g| g.node == "gpu002").expect("gpu");
+    g.ecc_dbe_total = Some(1);
+    g.last_xid = Some(79);
+    // Rack A01 over its power limit, B01 inlet over its limit.
+    ov.racks[0].power_watts = Some(ov.racks[0].power_limit_watts * 1.05);
+    let i = ov.racks.iter().position(|t| t.name == "B01").expect("B01");
+    ov.racks[i].inlet_celsius = Some(45.0);
+    let c = evaluate(
+        &cfg,
+        &ov,
+        &Facts {
+            readings: Some(&r),
+            ..Default::default()
+        },
+        &mut st,
+    );
+    let got = rules(&c);
+    for want in [
+        ("ecc_double_bit", "node:gpu002".to_string()),
+        ("xid", "node:gpu002:gpu0".to_string()),
+        ("rack_power_over_limit", "rack:A01".to_string()),
+        ("inlet_over_limit", "rack:B01".to_string()),
+    ] {
+        assert!(got.contains(&want), "{want:?} in {got:?}");
+    }
+    assert_eq!(
+        c.iter()
+            .find(|c| c.rule == "xid")
+            .and_then(|c| c.drain_node.clone()),
+        Some("gpu002".into())
+    );
+    // Drained: the hardware alerts stop (the action was taken).
+    let n = ov
+        .nodes
+        .iter_mut()
+        .find(|n| n.name == "gpu002")
+        .expect("node");
+    n.state = NodeState::Drained;
+    let c = evaluate(
+        &cfg,
+        &ov,
+        &Facts {
+            readings: Some(&r),
+            ..Default::default()
+        },
+        &mut st,
+    );
+    assert!(!rules(&c)
+        .iter()
+        .any(|(r, s)| s.starts_with("node:gpu002") && (*r == "xid" || *r == "ecc_double_bit")));
+}
+
+#[test]
+fn remapped_rows_replays_targets_thermal_and_checkpoints() {
+    let (_, mut r, mut ov) = base();
+    let cfg = AlertConfig::default();
+    let mut st = RuleState::default();
+    let g = r.gpus.iter_mut().find(|g| g.node == "gpu003").expect("gpu");
+    g.remapped_rows_uncorrectable = Some(2);
+    g.pcie_replay_total = Some(10);
+    let targets = vec![TargetHealth {
+        url: "http://gpu009:9400/metrics".into(),
+        consecutive_failures: 3,
+        last_error: Some("connection refused".into()),
+        ..TargetHealth::default()
+    }];
+    let jobs: Vec<SchedJob> = r
+        .jobs
+        .iter()
+        .filter(|j| j.state == JobState::Running)
+        .take(1)
+        .map(|j| SchedJob {
+            job: j.clone(),
+            raw_state: vec![],
+            state_reason: None,
+            restart_count: 0,
+            exit_code: None,
+        })
+        .collect();
+    let id = jobs[0].job.id;
+    let mut last = HashMap::new();
+    last.insert(id, ov.at_ms - 3 * 3_600_000);
+    let eval = |r: &Readings, ov: &Overview, st: &mut RuleState, last: &HashMap<u64, i64>| {
+        let f = Facts {
+            readings: Some(r),
+            jobs: &jobs,
+            targets: &targets,
+            last_checkpoint_ms: last.clone(),
+            ..Default::default()
+        };
+        rules(&evaluate(&cfg, ov, &f, st))
+    };
+    let c = eval(&r, &ov, &mut st, &last);
+    assert!(
+        c.contains(&("remapped_rows", "node:gpu003".into())),
+        "{c:?}"
+    );
+    assert!(c.contains(&("target_down", "target:http://gpu009:9400/metrics".into())));
+    assert!(c.contains(&("checkpoint_overdue", format!("job:{id}"))));
+    assert!(
+        !c.iter().any(|(r, _)| *r == "pcie_replays"),
+        "the first count is a baseline, not a rise"
+    );
+    // The replay counter rises: fires; 6 minutes without a rise: resolves.
+    r.gpus
+        .iter_mut()
+        .find(|g| g.node == "gpu003")
+        .expect("gpu")
+        .pcie_replay_total = Some(15);
+    ov.at_ms += 10_000;
+    assert!(eval(&r, &ov, &mut st, &last).contains(&("pcie_replays", "node:gpu003:gpu0".into())));
+    ov.at_ms += 6 * 60_000;
+    assert!(!eval(&r, &ov, &mut st, &last)
+        .iter()
+        .any(|(r, _)| *r == "pcie_replays"));
+    // A checkpoint arrives: the job is no longer overdue.
+    last.insert(id, ov.at_ms - 60_000);
+    assert!(!eval(&r, &ov, &mut st, &last)
+        .iter()
+        .any(|(r, _)| *r == "checkpoint_overdue"));
+    // Thermal throttling held for 5 minutes.
+    for g in r.gpus.iter_mut().filter(|g| g.node == "gpu004") {
+        g.throttle = Some(app::model::ThrottleReasons(
+            app::model::ThrottleReasons::SW_THERMAL,
+        ));
+    }
+    assert!(!eval(&r, &ov, &mut st, &last)
+        .iter()
+        .any(|(r, s)| *r == "thermal_throttling" && s == "node:gpu004"));
+    ov.at_ms += 5 * 60_000;
+    assert!(eval(&r, &ov, &mut st, &last).contains(&("thermal_throttling", "node:gpu004".into())));
+}
+
+#[test]
+fn durations_are_respected() {
+    let (_, r, mut ov) = base();
+    let cfg = AlertConfig::default();
+    let mut st = RuleState::default();
+    ov.racks[0].power_watts = Some(ov.racks[0].power_limit_watts * 0.95);
+    let fire = |ov: &Overview, st: &mut RuleState| {
+        rules(&evaluate(
+            &cfg,
+            ov,
+            &Facts {
+                readings: Some(&r),
+                ..Default::default()
+            },
+            st,
+        ))
+        .contains(&("rack_power_high", "rack:A01".into()))
+    };
+    assert!(!fire(&ov, &mut st), "not yet: 0 of 5 minutes");
+    ov.at_ms += 4 * 60_000;
+    assert!(!fire(&ov, &mut st));
+    ov.at_ms += 60_000;
+    assert!(fire(&ov, &mut st), "5 minutes over 90%");
+    // Drops below: forgotten, so it must hold 5 minutes again.
+    ov.racks[0].power_watts = Some(1000.0);
+    assert!(!fire(&ov, &mut st));
+    ov.racks[0].power_watts = Some(ov.racks[0].power_limit_watts * 0.95);
+    ov.at_ms += 60_000;
+    assert!(!fire(&ov, &mut st));
+}
+
+#[test]
+fn nccl_latency_against_a_threshold_and_a_baseline() {
+    let (_, r, ov) = base();
+    let jobs: Vec<SchedJob> = r
+        .jobs
+        .iter()
+        .filter(|j| j.state == JobState::Running)
+        .take(1)
+        .map(|j| SchedJob {
+            job: j.clone(),
+            raw_state: vec![],
+            state_reason: None,
+            restart_count: 0,
+            exit_code: None,
+        })
+        .collect();
+    let id = jobs[0].job.id;
+    let cfg = AlertConfig::default();
+    let run = |samples: Vec<f64>| {
+        let mut st = RuleState::default();
+        let mut nccl = HashMap::new();
+        nccl.insert(
+            id,
+            samples
+                .into_iter()
+                .enumerate()
+                .map(|(i, l)| (i as u64, l))
+                .collect(),
+        );
+        let f = Facts {
+            jobs: &jobs,
+            nccl,
+            ..Default::default()
+        };
+        rules(&evaluate(&cfg, &ov, &f, &mut st)).contains(&("nccl_latency", format!("job:{id}")))
+    };
+    assert!(run(vec![40.0, 120.0, 130.0, 140.0]), "3 steps over 100 us");
+    assert!(!run(vec![120.0, 130.0, 40.0]), "not 3 in a row");
+    // A job whose all-reduce is naturally slow (EFA, 70 us) is judged by its baseline.
+    let mut slow = vec![70.0; 20];
+    slow.extend([80.0, 85.0, 88.0]);
+    assert!(!run(slow.clone()), "within 1.3 x its own median");
+    slow.extend([95.0, 96.0, 97.0]);
+    assert!(run(slow), "over 1.3 x 70 us for 3 steps");
+}

@@ -1,0 +1,193 @@
+//! The alert task: on every published tick, evaluates the rules on what `Live` and the store
+//! know, fires conditions that are new, resolves those that vanished, queues their webhooks
+//! and keeps the header's badge count.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use app::model::{JobState, UnixMs};
+
+use super::policy::auto_drain;
+use super::rules::{evaluate, AlertConfig, Condition, Facts, RuleState};
+use super::webhook::{deliver, Delivery};
+use crate::scheduler::SchedJob;
+
+/// What the task needs from the rest of the server.
+pub struct AlertTask {
+    pub cfg: AlertConfig,
+    pub live: Arc<crate::live::Live>,
+    pub store: crate::store::Store,
+    pub actions: Arc<crate::actions::Actions>,
+}
+
+/// Evaluates the rules on every published tick until shutdown.
+pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let AlertTask {
+        cfg,
+        live,
+        store,
+        actions,
+    } = task;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Delivery>(1024);
+    let delivery = tokio::spawn(deliver(cfg.clone(), store.clone(), rx));
+    let mut ticks = live.subscribe();
+    let mut state = RuleState::default();
+    // Open alerts by (rule, subject) -> id; loaded from the store so a restart resumes.
+    // Open alerts silenced, id -> until (refreshed every tick from the store).
+    let mut silenced_until: HashMap<i64, UnixMs> = HashMap::new();
+    let mut open: HashMap<(String, String), i64> = match store.open_alerts().await {
+        Ok(v) => v
+            .into_iter()
+            .map(|a| {
+                if let Some(u) = a.silenced_until_ms {
+                    silenced_until.insert(a.id, u);
+                }
+                ((a.rule, a.subject), a.id)
+            })
+            .collect(),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot load open alerts");
+            HashMap::new()
+        }
+    };
+    loop {
+        let tick = tokio::select! {
+            _ = shutdown.changed() => break,
+            t = ticks.recv() => match t {
+                Ok(t) => t,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(_) => break,
+            },
+        };
+        let ov = &tick.overview;
+        let sched = live.sched();
+        let latest = live.latest();
+        let targets = live.targets();
+        let jobs: &[SchedJob] = sched.as_ref().map(|s| s.jobs.as_slice()).unwrap_or(&[]);
+        let running: Vec<u64> = jobs
+            .iter()
+            .filter(|j| j.job.state == JobState::Running)
+            .map(|j| j.job.id)
+            .collect();
+        let (nccl, mut last_checkpoint_ms) = match store.alert_facts(&running).await {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "alert facts unavailable this tick");
+                (HashMap::new(), HashMap::new())
+            }
+        };
+        // Checkpoints noted in memory count too: the store writer may lag behind the source.
+        for (job, end) in live.last_checkpoints() {
+            if running.contains(&job) {
+                let e = last_checkpoint_ms.entry(job).or_insert(end);
+                *e = (*e).max(end);
+            }
+        }
+        let facts = Facts {
+            readings: latest.as_ref().map(|l| l.readings()),
+            jobs,
+            targets: &targets,
+            nccl,
+            last_checkpoint_ms,
+        };
+        let now_conds = evaluate(&cfg, ov, &facts, &mut state);
+        let wall = crate::live::wall_now_ms();
+        let mut still: HashMap<(String, String), i64> = HashMap::new();
+        for c in now_conds {
+            let key = (c.rule.to_string(), c.subject.clone());
+            if let Some(id) = open.remove(&key) {
+                still.insert(key, id);
+                continue;
+            }
+            match store.fire_alert(&c.as_new_alert(), wall).await {
+                Ok((id, silenced)) => {
+                    // A silence on this rule and subject covers its new firing: recorded and
+                    // shown, not sent.
+                    if let Some(until) = silenced.filter(|u| *u > wall) {
+                        tracing::info!(rule = c.rule, subject = %c.subject, silenced_until_ms = until, "alert firing (silenced)");
+                        silenced_until.insert(id, until);
+                    } else {
+                        tracing::info!(rule = c.rule, subject = %c.subject, "alert firing");
+                        let _ = tx.try_send(Delivery {
+                            alert_id: id,
+                            event: "firing",
+                            cond: c.clone(),
+                            at_ms: wall,
+                        });
+                    }
+                    if cfg.auto_drain {
+                        if let Some(node) = &c.drain_node {
+                            auto_drain(&actions, node, &c).await;
+                        }
+                    }
+                    still.insert(key, id);
+                }
+                Err(e) => tracing::error!(error = %e, "alert could not be recorded"),
+            }
+        }
+        for ((rule, subject), id) in open.drain() {
+            if let Err(e) = store.resolve_alert(id, wall).await {
+                tracing::error!(error = %e, "alert could not be resolved");
+                continue;
+            }
+            // Silenced: its resolution is not news either.
+            if silenced_until.remove(&id).is_some_and(|u| u > wall) {
+                continue;
+            }
+            let cond = Condition {
+                rule: "resolved",
+                subject: subject.clone(),
+                severity: "info",
+                summary: format!("{rule} on {subject} resolved"),
+                link: String::new(),
+                drain_node: None,
+            };
+            let _ = tx.try_send(Delivery {
+                alert_id: id,
+                event: "resolved",
+                cond: Condition {
+                    rule: static_rule(&rule),
+                    ..cond
+                },
+                at_ms: wall,
+            });
+        }
+        open = still;
+        // The badge counts what is firing and not silenced.
+        match store.open_alerts().await {
+            Ok(v) => {
+                silenced_until = v
+                    .iter()
+                    .filter_map(|a| a.silenced_until_ms.map(|u| (a.id, u)))
+                    .collect();
+                live.set_alerts_firing(
+                    v.iter()
+                        .filter(|a| a.silenced_until_ms.is_none_or(|u| u <= wall))
+                        .count() as u32,
+                )
+            }
+            Err(e) => tracing::warn!(error = %e, "open alerts unavailable"),
+        }
+    }
+    drop(tx);
+    let _ = tokio::time::timeout(Duration::from_secs(5), delivery).await;
+}
+
+fn static_rule(rule: &str) -> &'static str {
+    const RULES: [&str; 12] = [
+        "ecc_double_bit",
+        "xid",
+        "thermal_throttling",
+        "inlet_over_limit",
+        "rack_power_over_limit",
+        "rack_power_high",
+        "node_not_responding",
+        "target_down",
+        "nccl_latency",
+        "checkpoint_overdue",
+        "remapped_rows",
+        "pcie_replays",
+    ];
+    RULES.into_iter().find(|r| *r == rule).unwrap_or("unknown")
+}
