@@ -1,0 +1,286 @@
+//! Telemetry at an instant: every GPU's, node's and rack's readings as a pure function of
+//! the simulator's state and the current time, plus noise hashed from (seed, second, GPU),
+//! so a reading costs O(GPUs) however far time jumped. Energy and InfiniBand counters add
+//! what ended jobs drew (banked on release) to what the running job has drawn so far.
+
+use app::model::{GpuReading, NodeState, RackReading, ThrottleReasons, UnixMs};
+
+use super::rng::hash_unit;
+use super::{
+    Readings, Sim, SimJob, GPUS_PER_NODE, GPU_BOOST_CLOCK_MHZ, GPU_IDLE_CLOCK_MHZ,
+    GPU_IDLE_POWER_WATTS, GPU_MAX_POWER_WATTS, HOST_IDLE_WATTS, HOST_LOAD_WATTS, HOUR_MS,
+    HW_THERMAL_CELSIUS, SW_THERMAL_CELSIUS,
+};
+
+/// A job's mean power per GPU above idle while it computes (checkpoint pauses and noise
+/// left out): what the energy counters integrate.
+pub(super) fn job_extra_watts(intensity: f64) -> f64 {
+    (20.0 + intensity * 610.0).min(GPU_MAX_POWER_WATTS - GPU_IDLE_POWER_WATTS)
+}
+
+/// A node's InfiniBand traffic, received plus sent, in bytes per second: management and
+/// storage chatter always, plus the all-reduce of a job spread over several nodes (4 x
+/// 400 Gb/s HCAs, a quarter of their 200 GB/s each way at full intensity).
+const IB_IDLE_BYTES_PER_SECOND: f64 = 1e6;
+pub(super) fn job_ib_bytes_per_second(intensity: f64, nodes: usize) -> f64 {
+    if nodes > 1 {
+        intensity * 100e9
+    } else {
+        0.0
+    }
+}
+
+impl Sim {
+    /// GPU `g` of node `node`'s energy counter at the current time, in joules: idle power
+    /// since boot, plus what ended jobs drew, plus the running job so far.
+    fn energy_joules(&self, node: usize, g: usize, job: Option<&SimJob>) -> f64 {
+        let since_boot = (self.t_ms - self.boot_ms) as f64 / 1000.0;
+        let running = job
+            .and_then(|j| j.job.start_ms.map(|s| (j.intensity, s)))
+            .map(|(intensity, s)| {
+                job_extra_watts(intensity) * (self.t_ms - s).max(0) as f64 / 1000.0
+            })
+            .unwrap_or(0.0);
+        // Drivers loaded a few hours apart, so GPUs do not all read the same.
+        let offset = 3.6e6 * hash_unit(self.seed, 0, (node * GPUS_PER_NODE + g) as u64);
+        GPU_IDLE_POWER_WATTS * since_boot + self.nodes[node].job_energy_j + running + offset
+    }
+
+    /// Node `node`'s InfiniBand counter (bytes received plus sent since boot) and rate now;
+    /// `None` for a node that is off.
+    fn ib(&self, node: usize, job: Option<&SimJob>) -> Option<(f64, f64)> {
+        let n = &self.nodes[node];
+        if matches!(n.state, NodeState::Down | NodeState::NotResponding) {
+            return None;
+        }
+        let since_boot = (self.t_ms - self.boot_ms) as f64 / 1000.0;
+        let (rate, running) = job
+            .and_then(|j| j.job.start_ms.map(|s| (j, s)))
+            .map(|(j, s)| {
+                let r = job_ib_bytes_per_second(j.intensity, j.node_idx.len());
+                (r, r * (self.t_ms - s).max(0) as f64 / 1000.0)
+            })
+            .unwrap_or((0.0, 0.0));
+        // Whole bytes, as the counters are.
+        let total = (IB_IDLE_BYTES_PER_SECOND * since_boot + n.job_ib_bytes + running).round();
+        Some((total, IB_IDLE_BYTES_PER_SECOND + rate))
+    }
+
+    /// Rack inlet temperature: a daily cycle peaking at 15:00 UTC; the weak-cooling rack
+    /// (the sixth, or the last of small clusters) climbs about 17 °C higher in warm hours.
+    fn inlet_celsius(&self, rack: usize, t: UnixMs) -> f64 {
+        let hour = (t.rem_euclid(24 * HOUR_MS)) as f64 / HOUR_MS as f64;
+        let day = (std::f64::consts::TAU * (hour - 9.0) / 24.0).sin();
+        let weak = rack == weak_rack(self.inv.racks.len());
+        let extra = if weak { 17.0 * day.max(0.0) } else { 0.0 };
+        22.0 + 3.0 * day
+            + extra
+            + 0.5 * (hash_unit(self.seed, t / 1000, 1_000_000 + rack as u64) - 0.5)
+    }
+
+    /// The readings of one GPU at the current time: a pure function of state and time.
+    fn gpu_reading(&self, node: usize, g: usize, inlet: f64, job: Option<&SimJob>) -> GpuReading {
+        let t = self.t_ms;
+        let n = &self.nodes[node];
+        let gid = (node * GPUS_PER_NODE + g) as u64;
+        let noise = |k: u64| hash_unit(self.seed, t / 1000, gid * 8 + k) - 0.5;
+        let responding = !matches!(n.state, NodeState::Down | NodeState::NotResponding);
+        if !responding {
+            return GpuReading {
+                node: self.inv.nodes[node].name.clone(),
+                index: g as u32,
+                ..GpuReading::default()
+            };
+        }
+        let (load, saving) = match job {
+            Some(j) => (j.intensity, t < j.ckpt_until_ms),
+            None => (0.0, false),
+        };
+        let busy = load > 0.0 && !saving;
+        let mut power = if busy {
+            GPU_IDLE_POWER_WATTS + 20.0 + load * 610.0 + 30.0 * noise(0)
+        } else if saving {
+            150.0 + 10.0 * noise(0)
+        } else {
+            GPU_IDLE_POWER_WATTS + 4.0 * noise(0)
+        };
+        let mut bits = 0u64;
+        if power >= GPU_MAX_POWER_WATTS - 10.0 {
+            bits |= ThrottleReasons::SW_POWER_CAP;
+            power = power.min(GPU_MAX_POWER_WATTS);
+        }
+        let temp = inlet
+            + 18.0
+            + 32.0 * (power - GPU_IDLE_POWER_WATTS) / (GPU_MAX_POWER_WATTS - GPU_IDLE_POWER_WATTS)
+            + 1.5 * noise(1);
+        let mut clock_factor = 1.0;
+        if temp >= HW_THERMAL_CELSIUS {
+            bits |= ThrottleReasons::HW_THERMAL | ThrottleReasons::SW_THERMAL;
+            clock_factor = 0.6;
+        } else if temp >= SW_THERMAL_CELSIUS {
+            bits |= ThrottleReasons::SW_THERMAL;
+            clock_factor = 0.85;
+        }
+        if bits & ThrottleReasons::SW_POWER_CAP != 0 {
+            clock_factor *= 0.95;
+        }
+        let (clock, sm) = if busy {
+            (
+                GPU_BOOST_CLOCK_MHZ * clock_factor,
+                (load * clock_factor + 0.03 * noise(2)).clamp(0.0, 1.0),
+            )
+        } else if saving {
+            (GPU_BOOST_CLOCK_MHZ * clock_factor, 0.02)
+        } else {
+            bits |= ThrottleReasons::GPU_IDLE;
+            (GPU_IDLE_CLOCK_MHZ, 0.0)
+        };
+        // Engine activity as a transformer's training step shows it: kernels nearly all the
+        // time, the tensor pipe about half of the SMs' active cycles, HBM a third. Ratios
+        // to 6 decimals and percents whole, as the exporter prints them.
+        let six = |x: f64| (x.clamp(0.0, 1.0) * 1e6).round() / 1e6;
+        let (util, gr, tensor, dram) = if busy {
+            (
+                (90.0 + 10.0 * load).round(),
+                six(sm + 0.02),
+                six(sm * 0.55),
+                six(sm * 0.35),
+            )
+        } else if saving {
+            (12.0, six(0.03), 0.0, six(0.08))
+        } else {
+            (0.0, 0.0, 0.0, 0.0)
+        };
+        // Traffic: all-reduce over NVLink while computing; a checkpoint save goes out over
+        // PCIe to storage.
+        let gb = 1e9;
+        let (nvlink, pcie) = if busy {
+            (
+                load * clock_factor * (120.0 + 10.0 * noise(3)) * gb,
+                (4.0 + 2.0 * noise(4)) * gb,
+            )
+        } else if saving {
+            (2.0 * gb, (20.0 + 4.0 * noise(4)) * gb)
+        } else {
+            (0.0, 0.0)
+        };
+        // Power and SM activity to 6 decimals, the temperature in whole degrees: what
+        // dcgm-exporter prints, so a scrape of the simulator reads back these very numbers.
+        let micro = |x: f64| (x * 1e6).round() / 1e6;
+        GpuReading {
+            node: self.inv.nodes[node].name.clone(),
+            index: g as u32,
+            power_watts: Some(micro(power)),
+            temp_celsius: Some(temp.round()),
+            sm_clock_mhz: Some(clock.round()),
+            sm_active_ratio: Some(micro(sm)),
+            throttle: Some(ThrottleReasons(bits)),
+            ecc_dbe_total: Some(n.ecc_dbe[g]),
+            last_xid: n.last_xid[g],
+            // Healthy counters read zero, as real exporters report them.
+            ecc_sbe_total: Some(0),
+            pcie_replay_total: Some(0),
+            remapped_rows_uncorrectable: Some(0),
+            // Whole MB/s: even, so the exporter's halves add up exactly.
+            nvlink_bytes_per_second: Some((nvlink / 1e6).round() * 1e6),
+            pcie_bytes_per_second: Some((pcie / 1e6).round() * 1e6),
+            power_limit_watts: Some(GPU_MAX_POWER_WATTS),
+            memory_temp_celsius: Some((temp - 2.0 + 2.0 * noise(5)).round()),
+            gpu_util_percent: Some(util),
+            gr_engine_active_ratio: Some(gr),
+            tensor_active_ratio: Some(tensor),
+            dram_active_ratio: Some(dram),
+            // Whole millijoules, as the exporter's counter.
+            energy_joules: Some((self.energy_joules(node, g, job) * 1000.0).round() / 1000.0),
+        }
+    }
+
+    /// Every reading at the current time, as exporters would report them.
+    pub fn readings(&self) -> Readings {
+        let mut gpus = Vec::with_capacity(self.nodes.len() * GPUS_PER_NODE);
+        let mut racks: Vec<RackReading> = self
+            .inv
+            .racks
+            .iter()
+            .enumerate()
+            .map(|(i, r)| RackReading {
+                rack: r.name.clone(),
+                nodes_power_watts: None,
+                // Whole degrees, as the BMCs print it.
+                inlet_celsius: Some(self.inlet_celsius(i, self.t_ms).round()),
+            })
+            .collect();
+        let inlets: Vec<f64> = (0..racks.len())
+            .map(|i| self.inlet_celsius(i, self.t_ms))
+            .collect();
+        let mut node_power = Vec::with_capacity(self.nodes.len());
+        let (mut ib_total, mut ib_rate) = (Vec::new(), Vec::new());
+        let jobs_by_id: std::collections::HashMap<u64, &SimJob> =
+            self.active.iter().map(|j| (j.job.id, j)).collect();
+        for (i, n) in self.nodes.iter().enumerate() {
+            let inlet = inlets[n.rack];
+            let job = n.job.and_then(|id| jobs_by_id.get(&id).copied());
+            let mut node_gpu_watts = 0.0;
+            let mut load = 0.0;
+            for g in 0..GPUS_PER_NODE {
+                let r = self.gpu_reading(i, g, inlet, job);
+                node_gpu_watts += r.power_watts.unwrap_or(0.0);
+                load += r.sm_active_ratio.unwrap_or(0.0) / GPUS_PER_NODE as f64;
+                gpus.push(r);
+            }
+            let responding = !matches!(n.state, NodeState::Down | NodeState::NotResponding);
+            // Node power as its BMC measures it: whole watts; nothing from a node that is off.
+            let node_watts = responding
+                .then(|| (node_gpu_watts + HOST_IDLE_WATTS + HOST_LOAD_WATTS * load).round());
+            if let Some(w) = node_watts {
+                *racks[n.rack].nodes_power_watts.get_or_insert(0.0) += w;
+            }
+            node_power.push(node_watts);
+            let ib = self.ib(i, job);
+            ib_total.push(ib.map(|x| x.0));
+            ib_rate.push(ib.map(|x| x.1));
+        }
+        let nodes = self
+            .nodes
+            .iter()
+            .zip(&self.inv.nodes)
+            .map(|(s, n)| (n.name.clone(), s.state))
+            .collect();
+        let jobs = self.active.iter().map(|j| j.job.clone()).collect();
+        Readings {
+            at_ms: self.t_ms,
+            gpus,
+            racks,
+            nodes,
+            node_power_watts: node_power,
+            jobs,
+            node_ib_bytes_per_second: ib_rate,
+            node_ib_bytes_total: ib_total,
+        }
+    }
+
+    /// Scheduler state only (node states and jobs), no telemetry: for when the telemetry
+    /// comes from real exporters and the simulator only schedules.
+    pub fn sched_readings(&self) -> Readings {
+        Readings {
+            at_ms: self.t_ms,
+            nodes: self
+                .nodes
+                .iter()
+                .zip(&self.inv.nodes)
+                .map(|(s, n)| (n.name.clone(), s.state))
+                .collect(),
+            jobs: self.active.iter().map(|j| j.job.clone()).collect(),
+            ..Readings::default()
+        }
+    }
+}
+
+/// Which rack has weak cooling.
+pub fn weak_rack(racks: usize) -> usize {
+    if racks > 5 {
+        5
+    } else {
+        racks.saturating_sub(1)
+    }
+}
