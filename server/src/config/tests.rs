@@ -389,3 +389,196 @@ fn slurm_rest_keys_are_flat_in_the_file() {
     let e = load_err("[slurm]\nrest_url = \"ftp://h\"\n", &[]);
     assert!(e.contains("invalid slurm.rest_url"), "{e}");
 }
+/// Every key the file can set (`sim.nodes`), found by asking serde for each struct's
+/// fields: [`Probe`] walks to one path and notes the fields of the struct there, if it is
+/// one (the others keep their defaults, so any one key is a whole `Config`).
+fn key_paths() -> Vec<String> {
+    fn walk(path: &mut Vec<&'static str>, out: &mut Vec<String>) {
+        let mut fields = None;
+        let _ = Config::deserialize(Probe {
+            to: path,
+            fields: &mut fields,
+        });
+        match fields {
+            None => out.push(as_written(path.join("."), String::new()).0),
+            Some(fields) => {
+                for &f in fields {
+                    path.push(f);
+                    walk(path, out);
+                    path.pop();
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&mut Vec::new(), &mut out);
+    out
+}
+
+struct Probe<'a> {
+    to: &'a [&'static str],
+    fields: &'a mut Option<&'static [&'static str]>,
+}
+
+type ProbeError = serde::de::value::Error;
+
+impl<'de> Deserializer<'de> for Probe<'_> {
+    type Error = ProbeError;
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, ProbeError> {
+        match self.to.split_first() {
+            None => {
+                *self.fields = Some(fields);
+                Err(ProbeError::custom("found"))
+            }
+            Some((key, rest)) => visitor.visit_map(OneKey(Some((
+                key,
+                Probe {
+                    to: rest,
+                    fields: self.fields,
+                },
+            )))),
+        }
+    }
+
+    fn deserialize_option<V: serde::de::Visitor<'de>>(self, v: V) -> Result<V::Value, ProbeError> {
+        v.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _: &'static str,
+        v: V,
+    ) -> Result<V::Value, ProbeError> {
+        v.visit_newtype_struct(self)
+    }
+
+    /// A value that is no struct: a key, not a section.
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, ProbeError> {
+        Err(ProbeError::custom("a leaf"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        unit unit_struct seq tuple tuple_struct map enum identifier ignored_any
+    }
+}
+
+/// A map of one key, whose value is the probe going on.
+struct OneKey<'a>(Option<(&'static str, Probe<'a>)>);
+
+impl<'de> serde::de::MapAccess<'de> for OneKey<'_> {
+    type Error = ProbeError;
+
+    fn next_key_seed<K: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, ProbeError> {
+        use serde::de::IntoDeserializer;
+        match &self.0 {
+            None => Ok(None),
+            Some((key, _)) => seed.deserialize(key.into_deserializer()).map(Some),
+        }
+    }
+
+    fn next_value_seed<V: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, ProbeError> {
+        match self.0.take() {
+            None => Err(ProbeError::custom("no value")),
+            Some((_, probe)) => seed.deserialize(probe),
+        }
+    }
+}
+
+#[test]
+fn key_paths_are_the_file_s_keys() {
+    let keys = key_paths();
+    for k in [
+        "listen",
+        "sim.nodes",
+        "slurm.rest_url",
+        "alerts.rack_power_high_minutes",
+    ] {
+        assert!(keys.iter().any(|p| p == k), "{k} in {keys:?}");
+    }
+    // Each names a value the file can set.
+    for k in [
+        "sim",
+        "slurm.rest",
+        "slurm.rest.url",
+        "alerts.rack_power_high_ms",
+    ] {
+        assert!(!keys.iter().any(|p| p == k), "{k} in {keys:?}");
+    }
+}
+
+/// README.md's `## Configuration` table: each row's TOML keys (first column) and
+/// variables (second column; notes in parentheses aside).
+fn readme_rows() -> Vec<(Vec<String>, Vec<String>)> {
+    let readme = include_str!("../../../README.md");
+    let section = readme
+        .split("\n## ")
+        .find(|s| s.starts_with("Configuration\n"))
+        .expect("README has ## Configuration");
+    let quoted = |cell: &str| -> Vec<String> {
+        let mut depth = 0;
+        let plain: String = cell
+            .chars()
+            .filter(|&ch| {
+                depth += i32::from(ch == '(') - i32::from(ch == ')');
+                depth == 0 && ch != ')'
+            })
+            .collect();
+        plain
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(String::from)
+            .collect()
+    };
+    section
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .skip(2) // the header and its rule
+        .map(|row| {
+            let cells: Vec<&str> = row.split('|').collect();
+            (quoted(cells[1]), quoted(cells[2]))
+        })
+        .collect()
+}
+
+#[test]
+fn the_readme_configuration_table_is_true() {
+    let rows = readme_rows();
+    let mut documented_keys: Vec<String> = rows.iter().flat_map(|r| r.0.clone()).collect();
+    let mut documented_vars: Vec<String> = rows.iter().flat_map(|r| r.1.clone()).collect();
+    let mut keys = key_paths();
+    let mut vars: Vec<String> = ENV.iter().map(|(v, ..)| v.to_string()).collect();
+    for v in [
+        &mut documented_keys,
+        &mut documented_vars,
+        &mut keys,
+        &mut vars,
+    ] {
+        v.sort_unstable();
+    }
+    assert_eq!(documented_keys, keys, "README's keys, and the file's");
+    assert_eq!(documented_vars, vars, "README's variables, and ENV's");
+    // A variable is documented in the row of the key it sets.
+    for (row_keys, row_vars) in &rows {
+        for var in row_vars {
+            let (_, key, _) = ENV.iter().find(|(v, ..)| v == var).expect("in ENV");
+            assert!(
+                row_keys.iter().any(|k| k == key),
+                "{var} sets {key}, not {row_keys:?}"
+            );
+        }
+    }
+}
