@@ -1,5 +1,5 @@
 //! One configuration. Each section is a serde struct whose `Default` holds its defaults; a
-//! TOML file is read over them, then the `GANTRY_*` variables of [`ENV`] over the file
+//! TOML file is read over them, then the `GANTRY_*` variables of `ENV` over the file
 //! (each at its key), then each section checks itself. Unknown keys are refused; invalid
 //! configuration fails at start with the field (or the variable) named; secrets are
 //! redacted in `Debug`.
@@ -90,7 +90,7 @@ impl Default for SlurmConfig {
 }
 
 /// `[slurm] rest_url = ...`: slurmrestd. The file writes these keys flat in `[slurm]`
-/// (`rest_url`, `rest_user`, `rest_token`, `rest_version`; see [`nest_slurm_rest`]).
+/// (`rest_url`, `rest_user`, `rest_token`, `rest_version`; see `nest_slurm_rest`).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SlurmRest {
@@ -124,7 +124,7 @@ pub struct AuthConfig {
     #[serde(deserialize_with = "non_empty")]
     pub proxy_header: Option<String>,
     #[serde(deserialize_with = "ip_addrs")]
-    pub trusted_proxies: Vec<std::net::IpAddr>,
+    pub trusted_proxies: Vec<IpAddr>,
 }
 
 impl Default for AuthConfig {
@@ -175,7 +175,8 @@ impl Default for SimConfig {
     }
 }
 
-/// Gantry's configuration.
+/// Gantry's configuration, from [`Config::load`] (its `Deserialize` is the file's shape,
+/// before the checks).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -208,12 +209,12 @@ pub struct Config {
     pub scrape_interval_ms: Option<u64>,
     /// Which metrics of the node BMC/PDU exporter carry power and inlet temperature.
     #[serde(with = "PowerMappingKeys")]
-    pub power_mapping: crate::ingest::PowerMapping,
+    pub power_mapping: PowerMapping,
     pub sim: SimConfig,
     pub slurm: SlurmConfig,
     pub auth: AuthConfig,
     #[serde(with = "AlertKeys")]
-    pub alerts: crate::alerts::AlertConfig,
+    pub alerts: AlertConfig,
     /// Bearer token for `POST /api/ingest/*` (training jobs posting checkpoints and NCCL
     /// latency); unset: ingest is off.
     #[serde(deserialize_with = "non_empty")]
@@ -226,7 +227,7 @@ pub struct Config {
     pub rollup_1h_days: u32,
     /// `[reports]`: cost rates, currency and the idle threshold.
     #[serde(with = "ReportKeys")]
-    pub reports: app::reports::Rates,
+    pub reports: Rates,
 }
 
 impl Default for Config {
