@@ -1,15 +1,25 @@
-//! One configuration struct: defaults in one place ([`Config::default`]), then a TOML file,
-//! then `GANTRY_*` environment variables. Invalid configuration fails at start with the
-//! field named; secrets are redacted in `Debug`.
+//! One configuration. Each section is a serde struct whose `Default` holds its defaults; a
+//! TOML file is read over them, then the `GANTRY_*` variables of `ENV` over the file
+//! (each at its key), then each section checks itself. Unknown keys are refused; invalid
+//! configuration fails at start with the field (or the variable) named; secrets are
+//! redacted in `Debug`.
 
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
+use app::reports::Rates;
+use serde::de::{Deserializer, Error as _};
 use serde::Deserialize;
+use toml::{Table, Value};
+
+use crate::alerts::{AlertConfig, WebhookFormat};
+use crate::ingest::PowerMapping;
 
 /// A value that must never be printed: `Debug` shows `"[redacted]"`.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
 pub struct Secret<T>(T);
 
 impl<T> Secret<T> {
@@ -21,6 +31,12 @@ impl<T> Secret<T> {
     }
 }
 
+impl<T> From<T> for Secret<T> {
+    fn from(v: T) -> Self {
+        Secret(v)
+    }
+}
+
 impl<T> fmt::Debug for Secret<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("\"[redacted]\"")
@@ -28,7 +44,8 @@ impl<T> fmt::Debug for Secret<T> {
 }
 
 /// Where scheduler state and telemetry come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum SourceKind {
     /// The built-in simulated cluster (the embedded default).
     Simulator,
@@ -37,7 +54,8 @@ pub enum SourceKind {
 }
 
 /// `[slurm]`: how to reach a real Slurm.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct SlurmConfig {
     /// Where `sinfo`, `squeue` and `scontrol` are; `None` searches PATH.
     pub bin_dir: Option<PathBuf>,
@@ -57,21 +75,41 @@ pub struct SlurmConfig {
     pub rest: Option<SlurmRest>,
 }
 
-/// `[slurm] rest_url = ...`: slurmrestd.
-#[derive(Clone, Debug, PartialEq)]
+impl Default for SlurmConfig {
+    fn default() -> Self {
+        SlurmConfig {
+            bin_dir: None,
+            conf: None,
+            poll_interval_ms: 5000,
+            timeout_ms: 10_000,
+            layout: None,
+            topology: None,
+            rest: None,
+        }
+    }
+}
+
+/// `[slurm] rest_url = ...`: slurmrestd. The file writes these keys flat in `[slurm]`
+/// (`rest_url`, `rest_user`, `rest_token`, `rest_version`; see `nest_slurm_rest`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SlurmRest {
     /// `http://host:6820` or `unix:/path/slurmrestd.socket`.
     pub url: String,
     /// `X-SLURM-USER-NAME` (with a SlurmUser/root token acting for a user).
+    #[serde(default, deserialize_with = "non_empty")]
     pub user: Option<String>,
     /// The JWT (`scontrol token`); none for a UNIX socket with local auth.
+    #[serde(default, deserialize_with = "non_empty")]
     pub token: Option<Secret<String>>,
     /// Pin the API version (`38` for v0.0.38); unset: detected from `/openapi/v3`.
+    #[serde(default, deserialize_with = "rest_version")]
     pub version: Option<u32>,
 }
 
 /// Sign-in and sessions.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
     /// Whether pages and read APIs are open without signing in (read-only). Off by default;
     /// `cargo xtask run` (the demo) turns it on.
@@ -83,12 +121,28 @@ pub struct AuthConfig {
     pub actions_per_minute: u32,
     /// A header a reverse proxy sets to the signed-in user's name (`X-Remote-User`),
     /// believed only from `trusted_proxies`. The user must exist in Gantry (for its role).
+    #[serde(deserialize_with = "non_empty")]
     pub proxy_header: Option<String>,
-    pub trusted_proxies: Vec<std::net::IpAddr>,
+    #[serde(deserialize_with = "ip_addrs")]
+    pub trusted_proxies: Vec<IpAddr>,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            anonymous_read: false,
+            session_hours: 12,
+            secure_cookies: false,
+            actions_per_minute: 30,
+            proxy_header: None,
+            trusted_proxies: Vec::new(),
+        }
+    }
 }
 
 /// How telemetry reaches the live views.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum TelemetryKind {
     /// Scrape exporters over HTTP (with the simulator: its own exporter endpoints).
     Scrape,
@@ -99,7 +153,8 @@ pub enum TelemetryKind {
 }
 
 /// The simulated cluster's shape and pace.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct SimConfig {
     pub nodes: u32,
     pub seed: u64,
@@ -109,9 +164,23 @@ pub struct SimConfig {
     pub start_ms: Option<i64>,
 }
 
-/// Gantry's configuration.
-#[derive(Clone, Debug)]
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            nodes: 64,
+            seed: 42,
+            speed: 1.0,
+            start_ms: None,
+        }
+    }
+}
+
+/// Gantry's configuration, from [`Config::load`] (its `Deserialize` is the file's shape,
+/// before the checks).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
+    #[serde(deserialize_with = "listen")]
     pub listen: SocketAddr,
     /// `sqlite://path` (created if missing, WAL) or `postgres://...`.
     pub database_url: Secret<String>,
@@ -126,6 +195,7 @@ pub struct Config {
     /// Scrapes in flight at once.
     pub scrape_concurrency: usize,
     /// The PromQL store's base URL (`http://prometheus:9090`), for `telemetry = "promql"`.
+    #[serde(deserialize_with = "non_empty")]
     pub promql_url: Option<String>,
     /// Each node's GPU (dcgm-exporter) and BMC/PDU exporter URLs, `{node}` standing for the
     /// node name. Unset: the simulator's own exporter endpoints.
@@ -138,13 +208,16 @@ pub struct Config {
     /// interval for the simulator's own endpoints (so each tick shows one instant).
     pub scrape_interval_ms: Option<u64>,
     /// Which metrics of the node BMC/PDU exporter carry power and inlet temperature.
-    pub power_mapping: crate::ingest::PowerMapping,
+    #[serde(with = "PowerMappingKeys")]
+    pub power_mapping: PowerMapping,
     pub sim: SimConfig,
     pub slurm: SlurmConfig,
     pub auth: AuthConfig,
-    pub alerts: crate::alerts::AlertConfig,
+    #[serde(with = "AlertKeys")]
+    pub alerts: AlertConfig,
     /// Bearer token for `POST /api/ingest/*` (training jobs posting checkpoints and NCCL
     /// latency); unset: ingest is off.
+    #[serde(deserialize_with = "non_empty")]
     pub ingest_token: Option<Secret<String>>,
     /// Directories scanned for checkpoints, and how often.
     pub checkpoint_roots: Vec<PathBuf>,
@@ -153,7 +226,8 @@ pub struct Config {
     pub rollup_1m_days: u32,
     pub rollup_1h_days: u32,
     /// `[reports]`: cost rates, currency and the idle threshold.
-    pub reports: app::reports::Rates,
+    #[serde(with = "ReportKeys")]
+    pub reports: Rates,
 }
 
 impl Default for Config {
@@ -173,39 +247,87 @@ impl Default for Config {
             bmc_exporter_url: None,
             node_exporter_url: None,
             scrape_interval_ms: None,
-            power_mapping: crate::ingest::PowerMapping::default(),
-            sim: SimConfig {
-                nodes: 64,
-                seed: 42,
-                speed: 1.0,
-                start_ms: None,
-            },
-            slurm: SlurmConfig {
-                bin_dir: None,
-                conf: None,
-                poll_interval_ms: 5000,
-                timeout_ms: 10_000,
-                layout: None,
-                topology: None,
-                rest: None,
-            },
-            alerts: crate::alerts::AlertConfig::default(),
+            power_mapping: PowerMapping::default(),
+            sim: SimConfig::default(),
+            slurm: SlurmConfig::default(),
+            auth: AuthConfig::default(),
+            alerts: AlertConfig::default(),
             ingest_token: None,
             checkpoint_roots: Vec::new(),
             checkpoint_scan_interval_ms: 60_000,
             rollup_1m_days: 14,
             rollup_1h_days: 400,
-            reports: app::reports::Rates::default(),
-            auth: AuthConfig {
-                anonymous_read: false,
-                session_hours: 12,
-                secure_cookies: false,
-                actions_per_minute: 30,
-                proxy_header: None,
-                trusted_proxies: Vec::new(),
-            },
+            reports: Rates::default(),
         }
     }
+}
+
+// The sections whose types live elsewhere, as the file writes them: serde's remote derive
+// checks these are exactly their fields, and their own `Default` gives the defaults. Those
+// modules know nothing of TOML.
+
+/// `[power_mapping]`: metric names, and `label=value` sensor pickers (empty: none).
+#[derive(Deserialize)]
+#[serde(
+    remote = "PowerMapping",
+    default = "PowerMapping::default",
+    deny_unknown_fields
+)]
+struct PowerMappingKeys {
+    power_metric: String,
+    #[serde(deserialize_with = "label_picker")]
+    power_label: Option<(String, String)>,
+    inlet_metric: String,
+    #[serde(deserialize_with = "label_picker")]
+    inlet_label: Option<(String, String)>,
+}
+
+/// `[alerts]`: durations in whole minutes in the file, milliseconds in `AlertConfig`.
+#[derive(Deserialize)]
+#[serde(
+    remote = "AlertConfig",
+    default = "AlertConfig::default",
+    deny_unknown_fields
+)]
+struct AlertKeys {
+    rack_power_high_ratio: f64,
+    #[serde(rename = "rack_power_high_minutes", deserialize_with = "minutes")]
+    rack_power_high_ms: i64,
+    #[serde(rename = "thermal_throttle_minutes", deserialize_with = "minutes")]
+    thermal_throttle_ms: i64,
+    target_failures: u32,
+    nccl_latency_us: f64,
+    nccl_consecutive: usize,
+    nccl_baseline_factor: f64,
+    nccl_baseline_steps: usize,
+    #[serde(rename = "checkpoint_overdue_minutes", deserialize_with = "minutes")]
+    checkpoint_overdue_ms: i64,
+    #[serde(deserialize_with = "non_empty")]
+    webhook_url: Option<String>,
+    #[serde(with = "WebhookFormatWords")]
+    webhook_format: WebhookFormat,
+    auto_drain: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(remote = "WebhookFormat", rename_all = "lowercase")]
+enum WebhookFormatWords {
+    Gantry,
+    Alertmanager,
+}
+
+/// `[reports]`: cost rates, currency and the idle threshold.
+#[derive(Deserialize)]
+#[serde(remote = "Rates", default = "Rates::default", deny_unknown_fields)]
+struct ReportKeys {
+    currency: String,
+    gpu_capex: f64,
+    amortization_years: f64,
+    power_price_per_kwh: f64,
+    pue: f64,
+    rack_overhead_per_month: f64,
+    cloud_gpu_hour: f64,
+    idle_below_sm: f64,
 }
 
 /// Why the configuration was refused. Always names the field.
@@ -229,134 +351,166 @@ fn invalid(field: &str, message: impl Into<String>) -> ConfigError {
     }
 }
 
-/// The file's shape: every field optional, unknown fields refused.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    listen: Option<String>,
-    database_url: Option<String>,
-    site_root: Option<PathBuf>,
-    cluster_name: Option<String>,
-    live_interval_ms: Option<u64>,
-    request_timeout_ms: Option<u64>,
-    source: Option<String>,
-    telemetry: Option<String>,
-    scrape_concurrency: Option<usize>,
-    promql_url: Option<String>,
-    gpu_exporter_url: Option<String>,
-    bmc_exporter_url: Option<String>,
-    node_exporter_url: Option<String>,
-    scrape_interval_ms: Option<u64>,
-    power_mapping: Option<FilePowerMapping>,
-    sim: Option<FileSim>,
-    slurm: Option<FileSlurm>,
-    auth: Option<FileAuth>,
-    alerts: Option<FileAlerts>,
-    ingest_token: Option<String>,
-    checkpoint_roots: Option<Vec<PathBuf>>,
-    checkpoint_scan_interval_ms: Option<u64>,
-    rollup_1m_days: Option<u32>,
-    rollup_1h_days: Option<u32>,
-    reports: Option<FileReports>,
+/// How a variable's text becomes a TOML value. A value that cannot be read is refused
+/// here, naming the variable.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// As it is.
+    Str,
+    /// A socket address (`127.0.0.1:3000`).
+    Addr,
+    /// `1`, `true`, `yes`, `on`, or `0`, `false`, `no`, `off`.
+    Flag,
+    /// A whole number the field's type holds (`int::<u32>`, ...), and what it counts.
+    Int(fn(&str) -> Option<i64>, &'static str),
+    /// A number, and what it measures.
+    Float(&'static str),
+    /// Paths separated by `:`, as in `PATH`; empty parts skipped.
+    Paths,
+    /// Comma-separated, each part trimmed; empty parts skipped.
+    List,
 }
 
-/// `[reports]`: every field optional; defaults in `app::reports::Rates::default`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileReports {
-    currency: Option<String>,
-    gpu_capex: Option<f64>,
-    amortization_years: Option<f64>,
-    power_price_per_kwh: Option<f64>,
-    pue: Option<f64>,
-    rack_overhead_per_month: Option<f64>,
-    cloud_gpu_hour: Option<f64>,
-    idle_below_sm: Option<f64>,
+const MS: Kind = Kind::Int(int::<u64>, "milliseconds");
+const DAYS: Kind = Kind::Int(int::<u32>, "days");
+
+/// Every `GANTRY_*` variable the configuration reads, the key it sets, and how it is read.
+/// Other `GANTRY_*` names belong to tools around Gantry (tests, xtask) and are ignored.
+#[rustfmt::skip]
+const ENV: &[(&str, &str, Kind)] = &[
+    ("GANTRY_LISTEN",             "listen",             Kind::Addr),
+    ("GANTRY_DATABASE_URL",       "database_url",       Kind::Str),
+    ("GANTRY_SITE_ROOT",          "site_root",          Kind::Str),
+    ("GANTRY_CLUSTER_NAME",       "cluster_name",       Kind::Str),
+    ("GANTRY_LIVE_INTERVAL_MS",   "live_interval_ms",   MS),
+    ("GANTRY_REQUEST_TIMEOUT_MS", "request_timeout_ms", MS),
+    ("GANTRY_SOURCE",             "source",             Kind::Str),
+    ("GANTRY_TELEMETRY",          "telemetry",          Kind::Str),
+    ("GANTRY_PROMQL_URL",         "promql_url",         Kind::Str),
+    ("GANTRY_GPU_EXPORTER_URL",   "gpu_exporter_url",   Kind::Str),
+    ("GANTRY_BMC_EXPORTER_URL",   "bmc_exporter_url",   Kind::Str),
+    ("GANTRY_NODE_EXPORTER_URL",  "node_exporter_url",  Kind::Str),
+    ("GANTRY_SCRAPE_INTERVAL_MS", "scrape_interval_ms", MS),
+    ("GANTRY_SCRAPE_CONCURRENCY", "scrape_concurrency", Kind::Int(int::<usize>, "a count")),
+    ("GANTRY_INGEST_TOKEN",       "ingest_token",       Kind::Str),
+
+    ("GANTRY_SIM_NODES",    "sim.nodes",    Kind::Int(int::<u32>, "a node count")),
+    ("GANTRY_SIM_SEED",     "sim.seed",     Kind::Int(int::<u64>, "an integer seed")),
+    ("GANTRY_SIM_SPEED",    "sim.speed",    Kind::Float("a number")),
+    ("GANTRY_SIM_START_MS", "sim.start_ms", Kind::Int(int::<i64>, "Unix milliseconds")),
+
+    ("GANTRY_SLURM_BIN_DIR",          "slurm.bin_dir",          Kind::Str),
+    ("GANTRY_SLURM_CONF",             "slurm.conf",             Kind::Str),
+    ("GANTRY_SLURM_LAYOUT",           "slurm.layout",           Kind::Str),
+    ("GANTRY_SLURM_TOPOLOGY",         "slurm.topology",         Kind::Str),
+    ("GANTRY_SLURM_REST_URL",         "slurm.rest_url",         Kind::Str),
+    ("GANTRY_SLURM_REST_USER",        "slurm.rest_user",        Kind::Str),
+    ("GANTRY_SLURM_REST_TOKEN",       "slurm.rest_token",       Kind::Str),
+    ("GANTRY_SLURM_REST_VERSION",     "slurm.rest_version",     Kind::Str),
+    ("GANTRY_SLURM_POLL_INTERVAL_MS", "slurm.poll_interval_ms", MS),
+
+    ("GANTRY_ANONYMOUS_READ",     "auth.anonymous_read",     Kind::Flag),
+    ("GANTRY_SECURE_COOKIES",     "auth.secure_cookies",     Kind::Flag),
+    ("GANTRY_ACTIONS_PER_MINUTE", "auth.actions_per_minute", Kind::Int(int::<u32>, "a count")),
+    ("GANTRY_PROXY_HEADER",       "auth.proxy_header",       Kind::Str),
+    ("GANTRY_TRUSTED_PROXIES",    "auth.trusted_proxies",    Kind::List),
+
+    ("GANTRY_ALERT_WEBHOOK_URL",     "alerts.webhook_url",     Kind::Str),
+    ("GANTRY_ALERT_WEBHOOK_FORMAT",  "alerts.webhook_format",  Kind::Str),
+    ("GANTRY_ALERT_AUTO_DRAIN",      "alerts.auto_drain",      Kind::Flag),
+    ("GANTRY_ALERT_NCCL_LATENCY_US", "alerts.nccl_latency_us", Kind::Float("microseconds")),
+
+    ("GANTRY_CHECKPOINT_ROOTS",            "checkpoint_roots",            Kind::Paths),
+    ("GANTRY_CHECKPOINT_SCAN_INTERVAL_MS", "checkpoint_scan_interval_ms", MS),
+    ("GANTRY_ROLLUP_1M_DAYS",              "rollup_1m_days",              DAYS),
+    ("GANTRY_ROLLUP_1H_DAYS",              "rollup_1h_days",              DAYS),
+];
+
+/// An integer of type `T`, as TOML holds it (so one out of `T`'s range is refused while
+/// the variable is still known).
+fn int<T: std::str::FromStr + TryInto<i64>>(s: &str) -> Option<i64> {
+    s.parse::<T>().ok()?.try_into().ok()
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileAlerts {
-    rack_power_high_ratio: Option<f64>,
-    rack_power_high_minutes: Option<u32>,
-    thermal_throttle_minutes: Option<u32>,
-    target_failures: Option<u32>,
-    nccl_latency_us: Option<f64>,
-    nccl_consecutive: Option<usize>,
-    nccl_baseline_factor: Option<f64>,
-    nccl_baseline_steps: Option<usize>,
-    checkpoint_overdue_minutes: Option<u32>,
-    webhook_url: Option<String>,
-    webhook_format: Option<String>,
-    auto_drain: Option<bool>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileSlurm {
-    bin_dir: Option<PathBuf>,
-    conf: Option<PathBuf>,
-    poll_interval_ms: Option<u64>,
-    timeout_ms: Option<u64>,
-    layout: Option<PathBuf>,
-    topology: Option<PathBuf>,
-    rest_url: Option<String>,
-    rest_user: Option<String>,
-    rest_token: Option<String>,
-    rest_version: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileAuth {
-    anonymous_read: Option<bool>,
-    session_hours: Option<u64>,
-    secure_cookies: Option<bool>,
-    actions_per_minute: Option<u32>,
-    proxy_header: Option<String>,
-    trusted_proxies: Option<Vec<String>>,
-}
-
-fn flag(key: &str, value: &str) -> Result<bool, ConfigError> {
-    match value {
-        "1" | "true" | "yes" | "on" => Ok(true),
-        "0" | "false" | "no" | "off" => Ok(false),
-        _ => Err(invalid(
-            key,
-            format!("expected true or false, got {value:?}"),
-        )),
+impl Kind {
+    fn read(self, var: &str, s: &str) -> Result<Value, ConfigError> {
+        let expected = |what: &str| invalid(var, format!("expected {what}, got {s:?}"));
+        let parts = |sep: char, trim: bool| {
+            let parts = s.split(sep).map(|p| if trim { p.trim() } else { p });
+            parts.filter(|p| !p.is_empty()).map(Value::from).collect()
+        };
+        Ok(match self {
+            Kind::Str => Value::from(s),
+            Kind::Addr => {
+                socket_addr(s).map_err(|m| invalid(var, m))?;
+                Value::from(s)
+            }
+            Kind::Flag => match s {
+                "1" | "true" | "yes" | "on" => Value::Boolean(true),
+                "0" | "false" | "no" | "off" => Value::Boolean(false),
+                _ => return Err(expected("true or false")),
+            },
+            Kind::Int(parse, what) => Value::Integer(parse(s).ok_or_else(|| expected(what))?),
+            Kind::Float(what) => Value::Float(s.parse().map_err(|_| expected(what))?),
+            Kind::Paths => Value::Array(parts(':', false)),
+            Kind::List => Value::Array(parts(',', true)),
+        })
     }
 }
 
-/// `[power_mapping]`: metric names, and `label=value` sensor pickers.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FilePowerMapping {
-    power_metric: Option<String>,
-    power_label: Option<String>,
-    inlet_metric: Option<String>,
-    inlet_label: Option<String>,
-}
-
-/// `label=value` (empty: no picker).
-fn label_picker(field: &str, v: Option<String>) -> Result<Option<(String, String)>, ConfigError> {
-    match v {
-        None => Ok(None),
-        Some(s) if s.is_empty() => Ok(None),
-        Some(s) => match s.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => Ok(Some((k.trim().into(), v.trim().into()))),
-            _ => Err(invalid(field, format!("{s:?} is not label=value"))),
+/// Sets `key` (`name` or `section.name`) in the file's table.
+fn set(table: &mut Table, key: &str, value: Value) -> Result<(), ConfigError> {
+    let (table, name) = match key.split_once('.') {
+        None => (table, key),
+        Some((section, name)) => match table.entry(section).or_insert(Table::new().into()) {
+            Value::Table(t) => (t, name),
+            _ => return Err(invalid(section, "must be a table")),
         },
-    }
+    };
+    table.insert(name.into(), value);
+    Ok(())
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileSim {
-    nodes: Option<u32>,
-    seed: Option<u64>,
-    speed: Option<f64>,
-    start_ms: Option<i64>,
+/// The file writes slurmrestd's settings flat in `[slurm]` (`rest_url`, `rest_user`, ...);
+/// `SlurmConfig` has them as `rest`, present only with a URL (without one the others are
+/// unused, but must still be strings). Moved there before deserializing; [`as_written`]
+/// names them back in errors.
+fn nest_slurm_rest(table: &mut Table) -> Result<(), ConfigError> {
+    let Some(Value::Table(slurm)) = table.get_mut("slurm") else {
+        return Ok(());
+    };
+    if slurm.contains_key("rest") {
+        return Err(invalid(
+            "slurm.rest",
+            "unknown field `rest`: slurmrestd's are rest_url, rest_user, rest_token, rest_version",
+        ));
+    }
+    let mut rest = Table::new();
+    for key in ["url", "user", "token", "version"] {
+        if let Some(v) = slurm.remove(&format!("rest_{key}")) {
+            rest.insert(key.into(), v);
+        }
+    }
+    if rest.get("url").is_some_and(|u| u.as_str() != Some("")) {
+        slurm.insert("rest".into(), rest.into());
+    } else if let Some((key, v)) = rest.iter().find(|(_, v)| !v.is_str()) {
+        let message = format!("invalid type: {}, expected a string", v.type_str());
+        return Err(invalid(&format!("slurm.rest_{key}"), message));
+    }
+    Ok(())
+}
+
+/// An error at `path` (of the Rust fields) as the file writes its keys: `SlurmConfig::rest`
+/// is `rest_url`, `rest_user`, `rest_token` and `rest_version`.
+fn as_written(path: String, message: String) -> (String, String) {
+    if !path.starts_with("slurm.") {
+        return (path, message);
+    }
+    let keys = "`rest_url`, `rest_user`, `rest_token`, `rest_version`";
+    (
+        path.replacen("slurm.rest.", "slurm.rest_", 1),
+        message.replace("`rest`", keys),
+    )
 }
 
 impl Config {
@@ -365,605 +519,261 @@ impl Config {
         file: Option<&Path>,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Config, ConfigError> {
-        let mut raw = match file {
+        let mut table = match file {
+            None => Table::new(),
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
                     path: path.into(),
                     source,
                 })?;
-                toml::from_str::<FileConfig>(&text).map_err(|e| ConfigError::Parse {
+                toml::from_str::<Table>(&text).map_err(|e| ConfigError::Parse {
                     path: path.into(),
                     message: e.message().to_string(),
                 })?
             }
-            None => FileConfig::default(),
         };
-        let mut slurm = raw.slurm.take().unwrap_or_default();
-        let mut auth = raw.auth.take().unwrap_or_default();
-        let mut alerts = raw.alerts.take().unwrap_or_default();
-        let sim = raw.sim.get_or_insert_with(FileSim::default);
-        let mut listen_from = "listen";
-        for (key, value) in env {
-            let Some(name) = key.strip_prefix("GANTRY_") else {
-                continue;
-            };
-            let num = |what: &str| invalid(&key, format!("expected {what}, got {value:?}"));
-            match name {
-                "LISTEN" => {
-                    raw.listen = Some(value.clone());
-                    listen_from = "GANTRY_LISTEN";
-                }
-                "DATABASE_URL" => raw.database_url = Some(value),
-                "SITE_ROOT" => raw.site_root = Some(value.into()),
-                "CLUSTER_NAME" => raw.cluster_name = Some(value),
-                "LIVE_INTERVAL_MS" => {
-                    raw.live_interval_ms = Some(value.parse().map_err(|_| num("milliseconds"))?)
-                }
-                "REQUEST_TIMEOUT_MS" => {
-                    raw.request_timeout_ms = Some(value.parse().map_err(|_| num("milliseconds"))?)
-                }
-                "SOURCE" => raw.source = Some(value),
-                "TELEMETRY" => raw.telemetry = Some(value),
-                "PROMQL_URL" => raw.promql_url = Some(value),
-                "GPU_EXPORTER_URL" => raw.gpu_exporter_url = Some(value),
-                "BMC_EXPORTER_URL" => raw.bmc_exporter_url = Some(value),
-                "NODE_EXPORTER_URL" => raw.node_exporter_url = Some(value),
-                "SCRAPE_INTERVAL_MS" => {
-                    raw.scrape_interval_ms = Some(value.parse().map_err(|_| num("milliseconds"))?)
-                }
-                "SCRAPE_CONCURRENCY" => {
-                    raw.scrape_concurrency = Some(value.parse().map_err(|_| num("a count"))?)
-                }
-                "SIM_NODES" => sim.nodes = Some(value.parse().map_err(|_| num("a node count"))?),
-                "SIM_SEED" => sim.seed = Some(value.parse().map_err(|_| num("an integer seed"))?),
-                "SIM_SPEED" => sim.speed = Some(value.parse().map_err(|_| num("a number"))?),
-                "SIM_START_MS" => {
-                    sim.start_ms = Some(value.parse().map_err(|_| num("Unix milliseconds"))?)
-                }
-                "SLURM_BIN_DIR" => slurm.bin_dir = Some(value.into()),
-                "SLURM_CONF" => slurm.conf = Some(value.into()),
-                "SLURM_LAYOUT" => slurm.layout = Some(value.into()),
-                "SLURM_TOPOLOGY" => slurm.topology = Some(value.into()),
-                "SLURM_REST_URL" => slurm.rest_url = Some(value),
-                "SLURM_REST_USER" => slurm.rest_user = Some(value),
-                "SLURM_REST_TOKEN" => slurm.rest_token = Some(value),
-                "SLURM_REST_VERSION" => slurm.rest_version = Some(value),
-                "SLURM_POLL_INTERVAL_MS" => {
-                    slurm.poll_interval_ms = Some(value.parse().map_err(|_| num("milliseconds"))?)
-                }
-                "ANONYMOUS_READ" => auth.anonymous_read = Some(flag(&key, &value)?),
-                "SECURE_COOKIES" => auth.secure_cookies = Some(flag(&key, &value)?),
-                "ALERT_WEBHOOK_URL" => alerts.webhook_url = Some(value),
-                "ALERT_WEBHOOK_FORMAT" => alerts.webhook_format = Some(value),
-                "ALERT_AUTO_DRAIN" => alerts.auto_drain = Some(flag(&key, &value)?),
-                "ALERT_NCCL_LATENCY_US" => {
-                    alerts.nccl_latency_us = Some(value.parse().map_err(|_| num("microseconds"))?)
-                }
-                "INGEST_TOKEN" => raw.ingest_token = Some(value),
-                "CHECKPOINT_ROOTS" => {
-                    raw.checkpoint_roots = Some(
-                        value
-                            .split(':')
-                            .filter(|p| !p.is_empty())
-                            .map(PathBuf::from)
-                            .collect(),
-                    )
-                }
-                "ROLLUP_1M_DAYS" => {
-                    raw.rollup_1m_days = Some(value.parse().map_err(|_| num("days"))?)
-                }
-                "ROLLUP_1H_DAYS" => {
-                    raw.rollup_1h_days = Some(value.parse().map_err(|_| num("days"))?)
-                }
-                "CHECKPOINT_SCAN_INTERVAL_MS" => {
-                    raw.checkpoint_scan_interval_ms =
-                        Some(value.parse().map_err(|_| num("milliseconds"))?)
-                }
-                "PROXY_HEADER" => auth.proxy_header = Some(value),
-                "TRUSTED_PROXIES" => {
-                    auth.trusted_proxies = Some(
-                        value
-                            .split(',')
-                            .map(|p| p.trim().to_string())
-                            .filter(|p| !p.is_empty())
-                            .collect(),
-                    )
-                }
-                "ACTIONS_PER_MINUTE" => {
-                    auth.actions_per_minute = Some(value.parse().map_err(|_| num("a count"))?)
-                }
-                // Other GANTRY_* names belong to tools around Gantry (tests, xtask).
-                _ => {}
+        // The file alone first, so that a value it gets wrong is refused even where a
+        // variable overrides it.
+        if file.is_some() {
+            Config::from_table(table.clone(), file)?;
+        }
+        for (var, value) in env {
+            if let Some(&(_, key, kind)) = ENV.iter().find(|(name, ..)| *name == var) {
+                set(&mut table, key, kind.read(&var, &value)?)?;
             }
         }
-        raw.slurm = Some(slurm);
-        raw.auth = Some(auth);
-        raw.alerts = Some(alerts);
-        Self::validate(raw, listen_from)
+        Config::from_table(table, file)?.validate()
     }
 
-    fn validate(raw: FileConfig, listen_from: &str) -> Result<Config, ConfigError> {
-        let d = Config::default();
-        let listen = match raw.listen {
-            Some(s) => s.parse().map_err(|_| {
-                invalid(
-                    listen_from,
-                    format!("{s:?} is not an address like 127.0.0.1:3000"),
-                )
-            })?,
-            None => d.listen,
-        };
-        let database_url = raw
-            .database_url
-            .unwrap_or_else(|| d.database_url.expose().clone());
-        if !(database_url.starts_with("sqlite:")
-            || database_url.starts_with("postgres://")
-            || database_url.starts_with("postgresql://"))
+    /// The file's keys (and the variables set among them) as a `Config`, not yet checked.
+    fn from_table(mut table: Table, file: Option<&Path>) -> Result<Config, ConfigError> {
+        nest_slurm_rest(&mut table)?;
+        serde_path_to_error::deserialize(Value::Table(table)).map_err(|e| {
+            let message = e.inner().message().to_string();
+            if e.path().iter().next().is_none() {
+                // Only the file can have an unknown key at the top.
+                let path = file.map(PathBuf::from).unwrap_or_default();
+                return ConfigError::Parse { path, message };
+            }
+            let (field, message) = as_written(e.path().to_string(), message);
+            ConfigError::Invalid { field, message }
+        })
+    }
+
+    /// The top level's checks, each section's, then those across fields.
+    fn validate(mut self) -> Result<Config, ConfigError> {
+        let db = self.database_url.expose();
+        if !["sqlite:", "postgres://", "postgresql://"]
+            .iter()
+            .any(|p| db.starts_with(p))
         {
             return Err(invalid(
                 "database_url",
                 "must start with sqlite:, postgres:// or postgresql://",
             ));
         }
-        let live_interval_ms = raw.live_interval_ms.unwrap_or(d.live_interval_ms);
-        if !(100..=60_000).contains(&live_interval_ms) {
-            return Err(invalid("live_interval_ms", "must be between 100 and 60000"));
+        if self.cluster_name.is_empty() || self.cluster_name.len() > 64 {
+            return Err(invalid("cluster_name", "must be 1 to 64 characters"));
         }
-        let request_timeout_ms = raw.request_timeout_ms.unwrap_or(d.request_timeout_ms);
-        if !(100..=600_000).contains(&request_timeout_ms) {
-            return Err(invalid(
-                "request_timeout_ms",
-                "must be between 100 and 600000",
-            ));
+        within("live_interval_ms", self.live_interval_ms, 100..=60_000)?;
+        within("request_timeout_ms", self.request_timeout_ms, 100..=600_000)?;
+        within("scrape_concurrency", self.scrape_concurrency, 1..=1024)?;
+        if let Some(i) = self.scrape_interval_ms {
+            within("scrape_interval_ms", i, 100..=600_000)?;
         }
-        let source = match raw.source.as_deref() {
-            None | Some("simulator") => SourceKind::Simulator,
-            Some("slurm") => SourceKind::Slurm,
-            Some(other) => {
-                return Err(invalid(
-                    "source",
-                    format!("{other:?} is not one of: simulator, slurm"),
-                ))
-            }
-        };
-        let telemetry = match raw.telemetry.as_deref() {
-            None | Some("scrape") => TelemetryKind::Scrape,
-            Some("direct") => TelemetryKind::Direct,
-            Some("promql") => TelemetryKind::PromQl,
-            Some(other) => {
-                return Err(invalid(
-                    "telemetry",
-                    format!("{other:?} is not one of: scrape, direct, promql"),
-                ))
-            }
-        };
-        let promql_url = raw.promql_url.filter(|u| !u.is_empty());
-        if let Some(u) = &promql_url {
+        if let Some(u) = &self.promql_url {
             if !u.starts_with("http://") {
                 return Err(invalid("promql_url", "must be an http:// URL"));
             }
         }
-        for (field, t) in [
-            ("gpu_exporter_url", &raw.gpu_exporter_url),
-            ("bmc_exporter_url", &raw.bmc_exporter_url),
-            ("node_exporter_url", &raw.node_exporter_url),
-        ] {
-            if let Some(t) = t {
-                if !t.starts_with("http://") || !t.contains("{node}") {
-                    return Err(invalid(
-                        field,
-                        "must be an http:// URL template containing {node}",
-                    ));
-                }
-            }
-        }
-        if raw.gpu_exporter_url.is_some() != raw.bmc_exporter_url.is_some() {
-            return Err(invalid(
-                "bmc_exporter_url",
-                "gpu_exporter_url and bmc_exporter_url go together",
-            ));
-        }
-        if let Some(i) = raw.scrape_interval_ms {
-            if !(100..=600_000).contains(&i) {
-                return Err(invalid(
-                    "scrape_interval_ms",
-                    "must be between 100 and 600000",
-                ));
-            }
-        }
-        if telemetry == TelemetryKind::PromQl && promql_url.is_none() {
+        if self.telemetry == TelemetryKind::PromQl && self.promql_url.is_none() {
             return Err(invalid(
                 "promql_url",
                 "is required when telemetry is \"promql\"",
             ));
         }
-        let scrape_concurrency = raw.scrape_concurrency.unwrap_or(d.scrape_concurrency);
-        if !(1..=1024).contains(&scrape_concurrency) {
-            return Err(invalid("scrape_concurrency", "must be between 1 and 1024"));
-        }
-        let power_mapping = match raw.power_mapping {
-            None => d.power_mapping,
-            Some(m) => {
-                let defaults = crate::ingest::PowerMapping::default();
-                crate::ingest::PowerMapping {
-                    power_metric: m.power_metric.unwrap_or(defaults.power_metric),
-                    power_label: label_picker("power_mapping.power_label", m.power_label)?,
-                    inlet_metric: m.inlet_metric.unwrap_or(defaults.inlet_metric),
-                    inlet_label: match m.inlet_label {
-                        None => defaults.inlet_label,
-                        some => label_picker("power_mapping.inlet_label", some)?,
-                    },
-                }
+        for (field, t) in [
+            ("gpu_exporter_url", &self.gpu_exporter_url),
+            ("bmc_exporter_url", &self.bmc_exporter_url),
+            ("node_exporter_url", &self.node_exporter_url),
+        ] {
+            if t.as_ref()
+                .is_some_and(|t| !t.starts_with("http://") || !t.contains("{node}"))
+            {
+                return Err(invalid(
+                    field,
+                    "must be an http:// URL template containing {node}",
+                ));
             }
-        };
-        let cluster_name = raw.cluster_name.unwrap_or(d.cluster_name);
-        if cluster_name.is_empty() || cluster_name.len() > 64 {
-            return Err(invalid("cluster_name", "must be 1 to 64 characters"));
         }
-        let s = raw.sim.unwrap_or_default();
-        let sim = SimConfig {
-            nodes: s.nodes.unwrap_or(d.sim.nodes),
-            seed: s.seed.unwrap_or(d.sim.seed),
-            speed: s.speed.unwrap_or(d.sim.speed),
-            start_ms: s.start_ms.or(d.sim.start_ms),
-        };
-        if !(1..=2048).contains(&sim.nodes) {
-            return Err(invalid("sim.nodes", "must be between 1 and 2048"));
+        if self.gpu_exporter_url.is_some() != self.bmc_exporter_url.is_some() {
+            return Err(invalid(
+                "bmc_exporter_url",
+                "gpu_exporter_url and bmc_exporter_url go together",
+            ));
         }
-        if !(sim.speed.is_finite() && sim.speed > 0.0 && sim.speed <= 100_000.0) {
+        if self
+            .ingest_token
+            .as_ref()
+            .is_some_and(|t| t.expose().len() < 16)
+        {
+            return Err(invalid("ingest_token", "must be at least 16 characters"));
+        }
+        let scan = self.checkpoint_scan_interval_ms;
+        within("checkpoint_scan_interval_ms", scan, 1000..=86_400_000)?;
+        if !(1..=3650).contains(&self.rollup_1m_days) || !(1..=3650).contains(&self.rollup_1h_days)
+        {
+            return Err(invalid(
+                "rollup_1m_days",
+                "rollup_1m_days and rollup_1h_days: 1 to 3650",
+            ));
+        }
+        self.sim.validate()?;
+        self.slurm.validate()?;
+        self.auth.validate()?;
+        validate_alerts(&mut self.alerts)?;
+        crate::reports::validate(&self.reports).map_err(|m| invalid("reports", m))?;
+        Ok(self)
+    }
+}
+
+impl SimConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        within("sim.nodes", self.nodes, 1..=2048)?;
+        if !(self.speed.is_finite() && self.speed > 0.0 && self.speed <= 100_000.0) {
             return Err(invalid("sim.speed", "must be above 0 and at most 100000"));
         }
-        let sl = raw.slurm.unwrap_or_default();
-        let rest = match sl.rest_url.filter(|u| !u.is_empty()) {
-            None => None,
-            Some(url) => {
-                if crate::slurm::rest::Address::parse(&url).is_err() {
-                    return Err(invalid(
-                        "slurm.rest_url",
-                        "must be http://host:port or unix:/absolute/path",
-                    ));
-                }
-                let version = match sl.rest_version.as_deref() {
-                    None | Some("") => None,
-                    Some(v) => {
-                        let n = v
-                            .trim_start_matches("v0.0.")
-                            .parse::<u32>()
-                            .ok()
-                            .filter(|n| {
-                                (crate::slurm::rest::MIN_VERSION..=crate::slurm::rest::MAX_VERSION)
-                                    .contains(n)
-                            });
-                        Some(n.ok_or_else(|| {
-                            invalid("slurm.rest_version", "must be v0.0.37 to v0.0.44")
-                        })?)
-                    }
-                };
-                Some(SlurmRest {
-                    url,
-                    user: sl.rest_user.filter(|u| !u.is_empty()),
-                    token: sl.rest_token.filter(|t| !t.is_empty()).map(Secret::new),
-                    version,
-                })
+        Ok(())
+    }
+}
+
+impl SlurmConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        within(
+            "slurm.poll_interval_ms",
+            self.poll_interval_ms,
+            500..=600_000,
+        )?;
+        within("slurm.timeout_ms", self.timeout_ms, 100..=120_000)?;
+        if let Some(rest) = &self.rest {
+            if crate::slurm::rest::Address::parse(&rest.url).is_err() {
+                return Err(invalid(
+                    "slurm.rest_url",
+                    "must be http://host:port or unix:/absolute/path",
+                ));
             }
-        };
-        let slurm = SlurmConfig {
-            bin_dir: sl.bin_dir,
-            conf: sl.conf,
-            poll_interval_ms: sl.poll_interval_ms.unwrap_or(d.slurm.poll_interval_ms),
-            timeout_ms: sl.timeout_ms.unwrap_or(d.slurm.timeout_ms),
-            layout: sl.layout,
-            topology: sl.topology,
-            rest,
-        };
-        if !(500..=600_000).contains(&slurm.poll_interval_ms) {
-            return Err(invalid(
-                "slurm.poll_interval_ms",
-                "must be between 500 and 600000",
-            ));
         }
-        if !(100..=120_000).contains(&slurm.timeout_ms) {
-            return Err(invalid(
-                "slurm.timeout_ms",
-                "must be between 100 and 120000",
-            ));
-        }
-        let a = raw.auth.unwrap_or_default();
-        let auth = AuthConfig {
-            anonymous_read: a.anonymous_read.unwrap_or(d.auth.anonymous_read),
-            session_hours: a.session_hours.unwrap_or(d.auth.session_hours),
-            secure_cookies: a.secure_cookies.unwrap_or(d.auth.secure_cookies),
-            actions_per_minute: a.actions_per_minute.unwrap_or(d.auth.actions_per_minute),
-            proxy_header: a.proxy_header.filter(|h| !h.is_empty()),
-            trusted_proxies: a
-                .trusted_proxies
-                .unwrap_or_default()
-                .iter()
-                .map(|p| {
-                    p.parse().map_err(|_| {
-                        invalid(
-                            "auth.trusted_proxies",
-                            format!("{p:?} is not an IP address"),
-                        )
-                    })
-                })
-                .collect::<Result<_, _>>()?,
-        };
-        if let Some(h) = &auth.proxy_header {
+        Ok(())
+    }
+}
+
+impl AuthConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(h) = &self.proxy_header {
             if axum::http::HeaderName::from_bytes(h.as_bytes()).is_err() {
                 return Err(invalid("auth.proxy_header", "is not a valid header name"));
             }
-            if auth.trusted_proxies.is_empty() {
+            if self.trusted_proxies.is_empty() {
                 return Err(invalid(
                     "auth.trusted_proxies",
                     "is required with proxy_header: a header anyone can send proves nothing",
                 ));
             }
         }
-        if !(1..=24 * 30).contains(&auth.session_hours) {
-            return Err(invalid("auth.session_hours", "must be between 1 and 720"));
+        within("auth.session_hours", self.session_hours, 1..=24 * 30)?;
+        within(
+            "auth.actions_per_minute",
+            self.actions_per_minute,
+            1..=10_000,
+        )
+    }
+}
+
+/// `[alerts]`; a count below one counts as one.
+fn validate_alerts(a: &mut AlertConfig) -> Result<(), ConfigError> {
+    a.target_failures = a.target_failures.max(1);
+    a.nccl_consecutive = a.nccl_consecutive.max(1);
+    a.nccl_baseline_steps = a.nccl_baseline_steps.max(1);
+    if let Some(u) = &a.webhook_url {
+        if !u.starts_with("http://") {
+            return Err(invalid("alerts.webhook_url", "must be an http:// URL"));
         }
-        if !(1..=10_000).contains(&auth.actions_per_minute) {
-            return Err(invalid(
-                "auth.actions_per_minute",
-                "must be between 1 and 10000",
-            ));
-        }
-        let al = raw.alerts.unwrap_or_default();
-        let da = crate::alerts::AlertConfig::default();
-        let minutes = |m: Option<u32>, d: i64| m.map(|m| i64::from(m) * 60_000).unwrap_or(d);
-        let alerts = crate::alerts::AlertConfig {
-            rack_power_high_ratio: al.rack_power_high_ratio.unwrap_or(da.rack_power_high_ratio),
-            rack_power_high_ms: minutes(al.rack_power_high_minutes, da.rack_power_high_ms),
-            thermal_throttle_ms: minutes(al.thermal_throttle_minutes, da.thermal_throttle_ms),
-            target_failures: al.target_failures.unwrap_or(da.target_failures).max(1),
-            nccl_latency_us: al.nccl_latency_us.unwrap_or(da.nccl_latency_us),
-            nccl_consecutive: al.nccl_consecutive.unwrap_or(da.nccl_consecutive).max(1),
-            nccl_baseline_factor: al.nccl_baseline_factor.unwrap_or(da.nccl_baseline_factor),
-            nccl_baseline_steps: al
-                .nccl_baseline_steps
-                .unwrap_or(da.nccl_baseline_steps)
-                .max(1),
-            checkpoint_overdue_ms: minutes(al.checkpoint_overdue_minutes, da.checkpoint_overdue_ms),
-            webhook_url: al.webhook_url.filter(|u| !u.is_empty()),
-            webhook_format: match al.webhook_format.as_deref() {
-                None | Some("gantry") => crate::alerts::WebhookFormat::Gantry,
-                Some("alertmanager") => crate::alerts::WebhookFormat::Alertmanager,
-                Some(other) => {
-                    return Err(invalid(
-                        "alerts.webhook_format",
-                        format!("{other:?} is not one of: gantry, alertmanager"),
-                    ))
-                }
-            },
-            auto_drain: al.auto_drain.unwrap_or(false),
-        };
-        if let Some(u) = &alerts.webhook_url {
-            if !u.starts_with("http://") {
-                return Err(invalid("alerts.webhook_url", "must be an http:// URL"));
-            }
-        }
-        if !(alerts.rack_power_high_ratio > 0.0 && alerts.rack_power_high_ratio <= 1.0) {
-            return Err(invalid(
-                "alerts.rack_power_high_ratio",
-                "must be above 0 and at most 1",
-            ));
-        }
-        let ingest_token = raw.ingest_token.filter(|t| !t.is_empty());
-        if ingest_token.as_ref().is_some_and(|t| t.len() < 16) {
-            return Err(invalid("ingest_token", "must be at least 16 characters"));
-        }
-        let checkpoint_scan_interval_ms = raw
-            .checkpoint_scan_interval_ms
-            .unwrap_or(d.checkpoint_scan_interval_ms);
-        if !(1000..=86_400_000).contains(&checkpoint_scan_interval_ms) {
-            return Err(invalid(
-                "checkpoint_scan_interval_ms",
-                "must be between 1000 and 86400000",
-            ));
-        }
-        let rollup_1m_days = raw.rollup_1m_days.unwrap_or(d.rollup_1m_days);
-        let rollup_1h_days = raw.rollup_1h_days.unwrap_or(d.rollup_1h_days);
-        if !(1..=3650).contains(&rollup_1m_days) || !(1..=3650).contains(&rollup_1h_days) {
-            return Err(invalid(
-                "rollup_1m_days",
-                "rollup_1m_days and rollup_1h_days: 1 to 3650",
-            ));
-        }
-        let fr = raw.reports.unwrap_or_default();
-        let dr = app::reports::Rates::default();
-        let reports = app::reports::Rates {
-            currency: fr.currency.unwrap_or(dr.currency),
-            gpu_capex: fr.gpu_capex.unwrap_or(dr.gpu_capex),
-            amortization_years: fr.amortization_years.unwrap_or(dr.amortization_years),
-            power_price_per_kwh: fr.power_price_per_kwh.unwrap_or(dr.power_price_per_kwh),
-            pue: fr.pue.unwrap_or(dr.pue),
-            rack_overhead_per_month: fr
-                .rack_overhead_per_month
-                .unwrap_or(dr.rack_overhead_per_month),
-            cloud_gpu_hour: fr.cloud_gpu_hour.unwrap_or(dr.cloud_gpu_hour),
-            idle_below_sm: fr.idle_below_sm.unwrap_or(dr.idle_below_sm),
-        };
-        crate::reports::validate(&reports).map_err(|m| invalid("reports", m))?;
-        Ok(Config {
-            reports,
-            rollup_1m_days,
-            rollup_1h_days,
-            alerts,
-            ingest_token: ingest_token.map(Secret::new),
-            checkpoint_roots: raw.checkpoint_roots.unwrap_or_default(),
-            checkpoint_scan_interval_ms,
-            slurm,
-            auth,
-            listen,
-            database_url: Secret::new(database_url),
-            site_root: raw.site_root.unwrap_or(d.site_root),
-            cluster_name,
-            live_interval_ms,
-            request_timeout_ms,
-            source,
-            telemetry,
-            scrape_concurrency,
-            promql_url,
-            gpu_exporter_url: raw.gpu_exporter_url,
-            bmc_exporter_url: raw.bmc_exporter_url,
-            node_exporter_url: raw.node_exporter_url,
-            scrape_interval_ms: raw.scrape_interval_ms,
-            power_mapping,
-            sim,
-        })
+    }
+    if !(a.rack_power_high_ratio > 0.0 && a.rack_power_high_ratio <= 1.0) {
+        return Err(invalid(
+            "alerts.rack_power_high_ratio",
+            "must be above 0 and at most 1",
+        ));
+    }
+    Ok(())
+}
+
+fn within<T: PartialOrd + fmt::Display>(
+    field: &str,
+    value: T,
+    range: RangeInclusive<T>,
+) -> Result<(), ConfigError> {
+    if range.contains(&value) {
+        return Ok(());
+    }
+    let (lo, hi) = range.into_inner();
+    Err(invalid(field, format!("must be between {lo} and {hi}")))
+}
+
+// Fields read from a string. Their errors name no field: `load` adds its path.
+
+fn socket_addr(s: &str) -> Result<SocketAddr, String> {
+    s.parse()
+        .map_err(|_| format!("{s:?} is not an address like 127.0.0.1:3000"))
+}
+
+fn listen<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    socket_addr(&String::deserialize(d)?).map_err(D::Error::custom)
+}
+
+/// A string, or `None` when empty.
+fn non_empty<'de, D: Deserializer<'de>, T: From<String>>(d: D) -> Result<Option<T>, D::Error> {
+    let s = Option::<String>::deserialize(d)?;
+    Ok(s.filter(|s| !s.is_empty()).map(T::from))
+}
+
+/// `label=value`; empty: no picker.
+fn label_picker<'de, D: Deserializer<'de>>(d: D) -> Result<Option<(String, String)>, D::Error> {
+    let s = String::deserialize(d)?;
+    if s.is_empty() {
+        return Ok(None);
+    }
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok(Some((k.trim().into(), v.trim().into()))),
+        _ => Err(D::Error::custom(format!("{s:?} is not label=value"))),
+    }
+}
+
+/// Whole minutes, as milliseconds.
+fn minutes<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    Ok(i64::from(u32::deserialize(d)?) * 60_000)
+}
+
+fn ip_addrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpAddr>, D::Error> {
+    let parse = |p: &String| {
+        p.parse()
+            .map_err(|_| D::Error::custom(format!("{p:?} is not an IP address")))
+    };
+    Vec::<String>::deserialize(d)?.iter().map(parse).collect()
+}
+
+/// `v0.0.41` or `41`; empty: detected.
+fn rest_version<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    use crate::slurm::rest::{MAX_VERSION, MIN_VERSION};
+    let Some(v) = non_empty::<D, String>(d)? else {
+        return Ok(None);
+    };
+    let n = v.trim_start_matches("v0.0.").parse::<u32>().ok();
+    match n.filter(|n| (MIN_VERSION..=MAX_VERSION).contains(n)) {
+        Some(n) => Ok(Some(n)),
+        None => Err(D::Error::custom("must be v0.0.37 to v0.0.44")),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn defaults_then_file_then_env() {
-        let dir = std::env::temp_dir().join(format!("gantry-cfg-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let f = dir.join("gantry.toml");
-        std::fs::write(
-            &f,
-            "cluster_name = \"prod\"\n[sim]\nnodes = 128\nseed = 7\n",
-        )
-        .expect("write");
-        let c = Config::load(
-            Some(&f),
-            env(&[("GANTRY_SIM_NODES", "256"), ("PATH", "/bin")]),
-        )
-        .expect("valid");
-        assert_eq!(c.cluster_name, "prod");
-        assert_eq!(c.sim.nodes, 256);
-        assert_eq!(c.sim.seed, 7);
-        assert_eq!(c.listen, Config::default().listen);
-    }
-
-    #[test]
-    fn invalid_values_name_the_field() {
-        let e = Config::load(None, env(&[("GANTRY_SIM_NODES", "4096")])).expect_err("too many");
-        assert!(e.to_string().contains("sim.nodes"), "{e}");
-        let e = Config::load(None, env(&[("GANTRY_LISTEN", "nope")])).expect_err("bad addr");
-        assert!(e.to_string().contains("GANTRY_LISTEN"), "{e}");
-        let e = Config::load(None, env(&[("GANTRY_SIM_SPEED", "fast")])).expect_err("nan");
-        assert!(e.to_string().contains("GANTRY_SIM_SPEED"), "{e}");
-        let e = Config::load(None, env(&[("GANTRY_DATABASE_URL", "mysql://x")])).expect_err("db");
-        assert!(e.to_string().contains("database_url"), "{e}");
-    }
-
-    #[test]
-    fn unknown_file_fields_are_refused() {
-        let dir = std::env::temp_dir().join(format!("gantry-cfg2-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let f = dir.join("gantry.toml");
-        std::fs::write(&f, "[sim]\nnodez = 3\n").expect("write");
-        let e = Config::load(Some(&f), env(&[])).expect_err("typo");
-        assert!(e.to_string().contains("nodez"), "{e}");
-    }
-
-    #[test]
-    fn exporter_templates_name_the_node_and_go_together() {
-        let e = Config::load(
-            None,
-            env(&[("GANTRY_GPU_EXPORTER_URL", "http://x:9400/metrics")]),
-        )
-        .expect_err("no {node}");
-        assert!(e.to_string().contains("gpu_exporter_url"), "{e}");
-        let e = Config::load(
-            None,
-            env(&[("GANTRY_GPU_EXPORTER_URL", "http://{node}:9400/metrics")]),
-        )
-        .expect_err("alone");
-        assert!(e.to_string().contains("bmc_exporter_url"), "{e}");
-        let c = Config::load(
-            None,
-            env(&[
-                ("GANTRY_GPU_EXPORTER_URL", "http://{node}:9400/metrics"),
-                ("GANTRY_BMC_EXPORTER_URL", "http://{node}-bmc:9290/metrics"),
-                ("GANTRY_SCRAPE_INTERVAL_MS", "15000"),
-            ]),
-        )
-        .expect("valid");
-        assert_eq!(c.scrape_interval_ms, Some(15_000));
-        assert_eq!(c.node_exporter_url, None);
-        let e = Config::load(
-            None,
-            env(&[("GANTRY_NODE_EXPORTER_URL", "http://x:9100/metrics")]),
-        )
-        .expect_err("no {node}");
-        assert!(e.to_string().contains("node_exporter_url"), "{e}");
-        let c = Config::load(
-            None,
-            env(&[("GANTRY_NODE_EXPORTER_URL", "http://{node}:9100/metrics")]),
-        )
-        .expect("valid");
-        assert_eq!(
-            c.node_exporter_url.as_deref(),
-            Some("http://{node}:9100/metrics")
-        );
-    }
-
-    #[test]
-    fn promql_telemetry_needs_a_url() {
-        let e = Config::load(None, env(&[("GANTRY_TELEMETRY", "promql")])).expect_err("no url");
-        assert!(e.to_string().contains("promql_url"), "{e}");
-        let c = Config::load(
-            None,
-            env(&[
-                ("GANTRY_TELEMETRY", "promql"),
-                ("GANTRY_PROMQL_URL", "http://127.0.0.1:9090"),
-            ]),
-        )
-        .expect("valid");
-        assert_eq!(c.telemetry, TelemetryKind::PromQl);
-    }
-
-    #[test]
-    fn power_mapping_section() {
-        let dir = std::env::temp_dir().join(format!("gantry-cfg3-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let f = dir.join("gantry.toml");
-        std::fs::write(
-            &f,
-            "[power_mapping]\npower_metric = \"node_hwmon_power_average_watt\"\npower_label = \"sensor=power1\"\n",
-        )
-        .expect("write");
-        let c = Config::load(Some(&f), env(&[])).expect("valid");
-        assert_eq!(
-            c.power_mapping.power_metric,
-            "node_hwmon_power_average_watt"
-        );
-        assert_eq!(
-            c.power_mapping.power_label,
-            Some(("sensor".into(), "power1".into()))
-        );
-        // Unset fields keep ipmi_exporter's defaults.
-        assert_eq!(
-            c.power_mapping.inlet_label,
-            Some(("name".into(), "Inlet Temp".into()))
-        );
-        std::fs::write(&f, "[power_mapping]\ninlet_label = \"nolabel\"\n").expect("write");
-        let e = Config::load(Some(&f), env(&[])).expect_err("bad label");
-        assert!(e.to_string().contains("power_mapping.inlet_label"), "{e}");
-    }
-
-    #[test]
-    fn secrets_are_redacted_in_debug() {
-        let c = Config::load(
-            None,
-            env(&[("GANTRY_DATABASE_URL", "postgres://u:hunter2@h/db")]),
-        )
-        .expect("valid");
-        let dbg = format!("{c:?}");
-        assert!(!dbg.contains("hunter2"), "{dbg}");
-        assert!(dbg.contains("[redacted]"));
-    }
-}
+mod tests;
