@@ -81,12 +81,13 @@ pub(crate) fn test(args: &[String]) -> Result {
             )
             .env("GANTRY_TEST_SLURM_JWT", &slurm.jwt),
     )?;
-    drop(slurm);
     drop(pg);
 
     ensure_apt(&["chromium"], "browser tests run in Debian's Chromium")?;
     leptos_build(false, false)?;
-    end2end()?;
+    // The Slurm stays up for the browser test of the real source.
+    end2end(&slurm.conf)?;
+    drop(slurm);
     if with_fuzz {
         fuzz(Duration::from_secs(60))?;
     }
@@ -132,7 +133,7 @@ fn fuzz(each: Duration) -> Result {
 }
 
 /// Serves a fresh Gantry and runs Playwright against it (hydrated and JavaScript-off projects).
-fn end2end() -> Result {
+fn end2end(slurm_conf: &std::path::Path) -> Result {
     let port = free_port()?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let tmp = env::temp_dir().join(format!("gantry-e2e-{}-{port}", std::process::id()));
@@ -178,8 +179,10 @@ fn end2end() -> Result {
             .current_dir(root().join("end2end"))
             .env("GANTRY_URL", format!("http://{addr}"))
             .env("GANTRY_E2E_PASSWORD", &password)
-            // For tests that need a Gantry of their own (xid.hydrated.spec.ts).
+            // For tests that need a Gantry of their own (xid.hydrated.spec.ts, and
+            // real-source.hydrated.spec.ts on the real Slurm).
             .env("GANTRY_BIN", &exe)
+            .env("GANTRY_TEST_SLURM_CONF", slurm_conf)
             .env("GANTRY_SITE_ROOT", root().join("target").join("site"))
             .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1"),
     );
