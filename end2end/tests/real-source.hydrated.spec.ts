@@ -132,6 +132,14 @@ test.beforeAll(async () => {
   });
   gantry.stdout?.on("data", (d) => (log += d));
   gantry.stderr?.on("data", (d) => (log += d));
+  // Serving, and a first poll of Slurm published.
+  await expect
+    .poll(async () => (await fetch(`${base}/healthz`).catch(() => undefined))?.status ?? 0, {
+      timeout: 60_000,
+      intervals: [250],
+      message: `gantry did not come up on the real Slurm; its log:\n${log}`,
+    })
+    .toBe(200);
   // This test's own job on gpu002 (leaf1, throttled): the leaf's allocation and SM activity.
   job = slurm("sbatch", [
     "--parsable", "-N1", "-w", "gpu002", "--exclusive", "-p", "gpu", "--output=/dev/null",
