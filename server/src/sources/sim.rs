@@ -154,20 +154,23 @@ pub async fn run_sim_source(
             inventory: Arc::clone(&inventory),
             readings,
         });
+        // What the scraper holds fresh now, with the simulator's nodes and jobs.
+        let fresh = |ing: &crate::ingest::Ingest| {
+            let r = &frame.readings;
+            Latest::Owned(Arc::new(ing.readings(
+                &inventory,
+                wall_now_ms(),
+                r.at_ms,
+                fresh_ms,
+                r.nodes.clone(),
+                r.jobs.clone(),
+            )))
+        };
         let readings = match ingest.as_mut() {
             None => Latest::Frame(Arc::clone(&frame)),
             // Scraped by its own task: take what is fresh now.
             Some(Telemetry::Task(shared)) => {
-                let ing = shared.lock().unwrap_or_else(|e| e.into_inner());
-                let r = &frame.readings;
-                Latest::Owned(Arc::new(ing.readings(
-                    &inventory,
-                    wall_now_ms(),
-                    r.at_ms,
-                    fresh_ms,
-                    r.nodes.clone(),
-                    r.jobs.clone(),
-                )))
+                fresh(&shared.lock().unwrap_or_else(|e| e.into_inner()))
             }
             Some(Telemetry::InTick(ing)) => {
                 let round = match &promql {
@@ -190,15 +193,7 @@ pub async fn run_sim_source(
                 };
                 live.metrics.record_scrape_round(&round);
                 live.set_targets(ing.health());
-                let r = &frame.readings;
-                Latest::Owned(Arc::new(ing.readings(
-                    &inventory,
-                    wall_now_ms(),
-                    r.at_ms,
-                    fresh_ms,
-                    r.nodes.clone(),
-                    r.jobs.clone(),
-                )))
+                fresh(ing)
             }
         };
         pipeline.run(
