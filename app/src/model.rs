@@ -97,29 +97,34 @@ impl Inventory {
     /// below it (a spine's leaves, a core's spines), theirs; each once, in the order met.
     /// The one definition of a domain's nodes for aggregation, truth, history and actions.
     pub fn domain_nodes<'a>(&'a self, d: &'a SwitchDomain) -> Vec<&'a str> {
+        let children = |s: &'a SwitchDomain| {
+            self.domains
+                .iter()
+                .filter(move |c| c.parent.as_deref() == Some(s.name.as_str()))
+        };
+        // A leaf, an NVLink domain or a block: its own list (the common case, every tick).
+        if children(d).next().is_none() {
+            return d.nodes.iter().map(String::as_str).collect();
+        }
         let mut out: Vec<&str> = Vec::new();
-        let mut seen_switch: Vec<&str> = Vec::new();
+        let mut seen_node: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        let mut seen_switch: std::collections::HashSet<&str> = std::collections::HashSet::new();
         let mut todo = vec![d];
-        // Bounded by the number of domains: a parent cycle in a bad layout cannot loop.
+        // Each switch is taken once: a parent cycle in a bad layout cannot loop.
         while let Some(s) = todo.pop() {
-            if seen_switch.contains(&s.name.as_str()) || seen_switch.len() > self.domains.len() {
+            if !seen_switch.insert(&s.name) {
                 continue;
             }
-            seen_switch.push(&s.name);
-            for n in &s.nodes {
-                if !out.contains(&n.as_str()) {
-                    out.push(n);
-                }
-            }
+            out.extend(
+                s.nodes
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|n| seen_node.insert(n)),
+            );
             // Children in reverse so that they are taken in inventory order.
-            for c in self
-                .domains
-                .iter()
-                .rev()
-                .filter(|c| c.parent.as_deref() == Some(s.name.as_str()))
-            {
-                todo.push(c);
-            }
+            let mut below: Vec<&SwitchDomain> = children(s).collect();
+            below.reverse();
+            todo.extend(below);
         }
         out
     }
