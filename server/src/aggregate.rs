@@ -238,7 +238,7 @@ pub fn overview(
 /// Display hysteresis for the floor, against the previous published overview: a node's
 /// power, hottest GPU and SM activity, and a rack's power and temperatures, keep their
 /// shown value until they move by more than about one display step (0.1 kW for a node,
-/// 0.2 kW for a rack, 1 °C, 5%). Sensor noise then no longer rewrites a 2,048-node floor every
+/// 0.2 kW for a rack, 1 °C for GPUs and inlets, 5%). Sensor noise then no longer rewrites a 2,048-node floor every
 /// second; a real change still shows within the tick. Counts and states are never held.
 pub fn steady(prev: &Overview, next: &mut Overview) {
     let hold = |old: Option<f64>, new: &mut Option<f64>, step: f64| {
@@ -264,7 +264,9 @@ pub fn steady(prev: &Overview, next: &mut Overview) {
                 continue;
             }
             hold(o.power_watts, &mut n.power_watts, 200.0);
-            hold(o.inlet_celsius, &mut n.inlet_celsius, 0.5);
+            // Inlet sensors report whole degrees (BMCs, and the simulator as they do): a
+            // reading that flips between two neighbours is noise, not news.
+            hold(o.inlet_celsius, &mut n.inlet_celsius, 1.0);
             hold(o.gpu_temp_max_celsius, &mut n.gpu_temp_max_celsius, 1.0);
         }
     }
@@ -705,7 +707,15 @@ mod tests {
         next.nodes[0].power_watts = next.nodes[0].power_watts.map(|p| p + 100.0);
         next.nodes[1].power_watts = next.nodes[1].power_watts.map(|p| p + 300.0);
         next.racks[0].power_watts = next.racks[0].power_watts.map(|p| p + 150.0);
+        // A whole-degree inlet sensor flipping to its neighbour, and one that really moved.
+        next.racks[0].inlet_celsius = next.racks[0].inlet_celsius.map(|t| t + 1.0);
+        next.racks[1].inlet_celsius = next.racks[1].inlet_celsius.map(|t| t + 2.0);
         steady(&prev, &mut next);
+        assert_eq!(next.racks[0].inlet_celsius, prev.racks[0].inlet_celsius);
+        assert_eq!(
+            next.racks[1].inlet_celsius,
+            prev.racks[1].inlet_celsius.map(|t| t + 2.0)
+        );
         assert_eq!(
             next.nodes[0].power_watts, prev.nodes[0].power_watts,
             "one step of noise held"
@@ -716,6 +726,7 @@ mod tests {
         );
         assert_eq!(next.racks[0].power_watts, prev.racks[0].power_watts);
         assert_eq!(prev.diff(&next).nodes.len(), 1);
+        assert_eq!(prev.diff(&next).racks.len(), 1, "only the rack that moved");
     }
 
     #[test]

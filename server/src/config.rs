@@ -563,7 +563,7 @@ mod fields;
 #[cfg(test)]
 mod tests;
 
-use env::{as_written, nest_slurm_rest, set, ENV};
 #[cfg(test)]
 use env::Kind;
+use env::{as_written, nest_slurm_rest, set, ENV};
 use fields::*;
