@@ -8,6 +8,8 @@ pub mod charts;
 pub mod checkpoints;
 pub mod config;
 pub mod ingest;
+#[cfg(test)]
+mod layers;
 pub mod layout;
 pub mod live;
 pub mod metrics;
