@@ -2,6 +2,7 @@
 // the browser's wasm (a hydration mismatch, or a bug) is written to the console by the panic
 // hook, and the page can look alive after it (effects made before the panic keep running),
 // so every hydrated test watches for one.
+import { createServer } from "node:net";
 import { test as base } from "@playwright/test";
 
 export { expect } from "@playwright/test";
@@ -21,3 +22,15 @@ export const test = base.extend<{ noPanics: void }>({
     { auto: true },
   ],
 });
+
+/** A port on loopback that nothing listens on now, for a test's own servers. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const a = s.address();
+      s.close(() => (a && typeof a === "object" ? resolve(a.port) : reject(new Error("no port"))));
+    });
+  });
+}

@@ -7,10 +7,9 @@
 import { ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer, Server } from "node:http";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { expect, test } from "./fixtures";
+import { expect, freePort, test } from "./fixtures";
 
 /** These nodes' GPUs throttle (SW thermal, DCGM reason bit 0x20) at 198 MHz: a deficit of 0.9. */
 const THROTTLED = ["gpu001", "gpu002", "gpu003", "gpu004"];
@@ -19,17 +18,6 @@ const gpuWatts = (node: string) => (THROTTLED.includes(node) ? 600 : 400);
 const smActive = (node: string) => (THROTTLED.includes(node) ? 0.45 : 0.9);
 
 const conf = process.env.GANTRY_TEST_SLURM_CONF ?? "";
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const a = s.address();
-      s.close(() => (a && typeof a === "object" ? resolve(a.port) : reject(new Error("no port"))));
-    });
-  });
-}
 
 const slurm = (program: string, args: string[]) =>
   execFileSync(program, args, { env: { ...process.env, SLURM_CONF: conf }, encoding: "utf8" });

@@ -5,26 +5,14 @@
 // binary in GANTRY_BIN.
 import { ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { expect, test } from "./fixtures";
+import { expect, freePort, test } from "./fixtures";
 
 /** What NVIDIA's XID catalog says of the XIDs the simulator throws, and their action. */
 const CATALOG: Record<number, { meaning: RegExp; action: RegExp }> = {
   48: { meaning: /Double-bit ECC error/i, action: /drain/i },
 };
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const a = s.address();
-      s.close(() => (a && typeof a === "object" ? resolve(a.port) : reject(new Error("no port"))));
-    });
-  });
-}
 
 let gantry: ChildProcess | undefined;
 let dir = "";

@@ -1,7 +1,7 @@
 //! The one owner of live state, and the one pipeline that every source feeds.
 //!
-//! A source task (`crate::sources`) produces a [`Frame`] once per live interval: scheduler
-//! state plus readings of one instant. [`Pipeline`] owns everything that follows, for every
+//! A source task (one per kind of cluster, in `sources/`) produces a [`Frame`] once per
+//! live interval: scheduler state plus readings of one instant. [`Pipeline`] owns everything that follows, for every
 //! source alike: the overview, throttling losses, rollups, report deltas, node state
 //! changes, the hot window, and the publication (the delta serialized once, shared by every
 //! client). History goes to the store through a bounded queue drained by one writer task

@@ -193,7 +193,6 @@ impl SlurmFrames {
     /// One poll at `at_ms` as a frame: readings from what `ingest` holds fresh at `now_ms`
     /// (within `fresh_ms`), or every GPU present and not reporting when there is no
     /// telemetry. `events` are the poll's transitions.
-    #[allow(clippy::too_many_arguments)]
     pub fn frame(
         &self,
         inv: Arc<Inventory>,
