@@ -12,6 +12,7 @@
 pub mod actions;
 pub mod live;
 pub mod model;
+pub mod nav;
 pub mod reports;
 pub mod timeline;
 pub mod units;

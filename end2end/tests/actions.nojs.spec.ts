@@ -23,3 +23,14 @@ test("signing in works without JavaScript", async ({ page }) => {
   await expect(page).toHaveURL(/\/jobs$/);
   await expect(page.locator('[data-test="whoami"]')).toContainText("operator1 (operator)");
 });
+
+test("after signing in, a hostile next leads to Gantry's own front page", async ({ page, baseURL }) => {
+  // An encoded tab after the first slash: a browser strips it, so `/\t/evil.example` would
+  // be `//evil.example`, another site.
+  await page.goto("/login?next=%2F%09%2Fevil.example");
+  await expect(page.locator('input[name="next"]')).toHaveValue("/");
+  await page.getByLabel("User name").fill("operator1");
+  await page.getByLabel("Password").fill(password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expect(page).toHaveURL(new URL("/", baseURL).href);
+});

@@ -1,23 +1,39 @@
-// The hydrated tests' `test`: Playwright's, failing any test whose page panicked. A panic in
-// the browser's wasm (a hydration mismatch, or a bug) is written to the console by the panic
-// hook, and the page can look alive after it (effects made before the panic keep running),
-// so every hydrated test watches for one.
+// The hydrated tests' `test`: Playwright's, failing any test whose page panicked or broke
+// Gantry's Content-Security-Policy. A panic in the browser's wasm (a hydration mismatch, or
+// a bug) is written to the console by the panic hook, and the page can look alive after it
+// (effects made before the panic keep running), so every hydrated test watches for one.
+// The policy is enforced (Playwright's `bypassCSP` stays off): every violation the browser
+// reports (`securitypolicyviolation`, seen by a script the browser runs outside the page's
+// policy) fails the test, unless the test takes it as expected from `cspViolations`.
 import { createServer } from "node:net";
 import { test as base } from "@playwright/test";
 
 export { expect } from "@playwright/test";
 export type { Page } from "@playwright/test";
 
-export const test = base.extend<{ noPanics: void }>({
+const CSP_MARK = "gantry-csp-violation:";
+
+export const test = base.extend<{ noPanics: void; cspViolations: string[] }>({
+  cspViolations: async ({}, use) => {
+    await use([]);
+  },
   noPanics: [
-    async ({ page }, use) => {
+    async ({ page, cspViolations }, use) => {
       const panics: string[] = [];
+      await page.addInitScript((mark) => {
+        document.addEventListener("securitypolicyviolation", (e) => {
+          console.error(`${mark} ${e.effectiveDirective} blocked ${e.blockedURI || "inline"} at ${e.sourceFile}:${e.lineNumber}`);
+        });
+      }, CSP_MARK);
       page.on("console", (m) => {
-        if (m.type() === "error" && /panicked at|hydration error/i.test(m.text())) panics.push(m.text());
+        const t = m.text();
+        if (m.type() === "error" && /panicked at|hydration error/i.test(t)) panics.push(t);
+        if (t.startsWith(CSP_MARK) || /Content Security Policy/.test(t)) cspViolations.push(t);
       });
       page.on("pageerror", (e) => panics.push(`uncaught: ${e.message}`));
       await use();
       if (panics.length > 0) throw new Error(`the page panicked:\n${panics.join("\n---\n")}`);
+      if (cspViolations.length > 0) throw new Error(`the page broke the CSP:\n${cspViolations.join("\n")}`);
     },
     { auto: true },
   ],

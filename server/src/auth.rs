@@ -20,6 +20,9 @@ use sha2::{Digest, Sha256};
 use crate::live::wall_now_ms;
 use crate::store::{Store, StoreError, UserRow};
 
+mod sign_in;
+pub use sign_in::{Busy, HashPool, Throttle, ThrottlePolicy};
+
 /// Longest user name and password accepted.
 const MAX_NAME: usize = 64;
 const MAX_PASSWORD: usize = 1024;
@@ -53,7 +56,47 @@ pub fn validate_user_name(name: &str) -> Result<(), AuthError> {
     }
 }
 
-/// An argon2id hash (PHC string) of `password` with a fresh random salt.
+/// The argon2id cost of new hashes (`auth.argon2_*`); a stored hash is verified with the
+/// cost it was made with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HashCost {
+    pub memory_kib: u32,
+    pub iterations: u32,
+    pub parallelism: u32,
+}
+
+impl Default for HashCost {
+    /// OWASP's first argon2id choice: 19 MiB, 2 iterations, 1 lane.
+    fn default() -> HashCost {
+        HashCost {
+            memory_kib: 19 * 1024,
+            iterations: 2,
+            parallelism: 1,
+        }
+    }
+}
+
+static COST: std::sync::OnceLock<HashCost> = std::sync::OnceLock::new();
+
+/// Sets the cost of new hashes, once per process, before the first hash (start-up and the
+/// CLI do). Later calls change nothing.
+pub fn set_hash_cost(cost: HashCost) {
+    let _ = COST.set(cost);
+}
+
+fn argon2() -> Result<Argon2<'static>, AuthError> {
+    let c = COST.get().copied().unwrap_or_default();
+    let params = argon2::Params::new(c.memory_kib, c.iterations, c.parallelism, None)
+        .map_err(|e| AuthError::Hash(e.to_string()))?;
+    Ok(Argon2::new(
+        argon2::Algorithm::Argon2id,
+        argon2::Version::V0x13,
+        params,
+    ))
+}
+
+/// An argon2id hash (PHC string) of `password` with a fresh random salt, at the configured
+/// cost.
 pub fn hash_password(password: &str) -> Result<String, AuthError> {
     if password.chars().count() < MIN_PASSWORD || password.len() > MAX_PASSWORD {
         return Err(AuthError::BadPassword);
@@ -61,7 +104,7 @@ pub fn hash_password(password: &str) -> Result<String, AuthError> {
     let mut salt = [0u8; 16];
     getrandom::getrandom(&mut salt).map_err(|e| AuthError::Random(e.to_string()))?;
     let salt = SaltString::encode_b64(&salt).map_err(|e| AuthError::Hash(e.to_string()))?;
-    Argon2::default()
+    argon2()?
         .hash_password(password.as_bytes(), &salt)
         .map(|h| h.to_string())
         .map_err(|e| AuthError::Hash(e.to_string()))
@@ -114,14 +157,24 @@ pub async fn add_user(
     Ok(())
 }
 
+/// Why a sign-in could not be checked.
+#[derive(Debug, thiserror::Error)]
+pub enum SignInError {
+    #[error(transparent)]
+    Busy(#[from] Busy),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
 /// Signs `name` in if `password` is theirs: the user, or `None`. An invalid or unknown name
 /// is verified against a decoy hash, so that a wrong name and a wrong password take the
-/// same time.
+/// same time. The hashing runs on `pool`, which refuses when its queue is full.
 pub async fn authenticate(
     store: &Store,
+    pool: &HashPool,
     name: &str,
     password: String,
-) -> Result<Option<UserRow>, StoreError> {
+) -> Result<Option<UserRow>, SignInError> {
     let user = if validate_user_name(name).is_ok() {
         store.user(name).await?
     } else {
@@ -131,8 +184,9 @@ pub async fn authenticate(
         .as_ref()
         .map(|u| u.password_hash.clone())
         .unwrap_or_else(|| decoy_hash().to_string());
-    let ok = tokio::task::spawn_blocking(move || verify_password(&hash, &password))
-        .await
+    let ok = pool
+        .run(move || verify_password(&hash, &password))
+        .await?
         .unwrap_or(false);
     Ok(user.filter(|_| ok))
 }

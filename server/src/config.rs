@@ -125,6 +125,17 @@ pub struct AuthConfig {
     pub proxy_header: Option<String>,
     #[serde(deserialize_with = "ip_addrs")]
     pub trusted_proxies: Vec<IpAddr>,
+    /// The argon2id cost of new password hashes.
+    pub argon2_memory_kib: u32,
+    pub argon2_iterations: u32,
+    pub argon2_parallelism: u32,
+    /// Threads that hash passwords, and sign-ins that may wait for one (past it: 503).
+    pub hash_threads: u32,
+    pub hash_queue: u32,
+    /// Failed sign-ins per client address and per user name before the backoff starts,
+    /// and its longest wait (it starts at one second and doubles).
+    pub login_free_failures: u32,
+    pub login_backoff_max_seconds: u64,
 }
 
 impl Default for AuthConfig {
@@ -136,6 +147,33 @@ impl Default for AuthConfig {
             actions_per_minute: 30,
             proxy_header: None,
             trusted_proxies: Vec::new(),
+            argon2_memory_kib: 19 * 1024,
+            argon2_iterations: 2,
+            argon2_parallelism: 1,
+            hash_threads: 1,
+            hash_queue: 16,
+            login_free_failures: 5,
+            login_backoff_max_seconds: 900,
+        }
+    }
+}
+
+impl AuthConfig {
+    /// The cost of new password hashes.
+    pub fn hash_cost(&self) -> crate::auth::HashCost {
+        crate::auth::HashCost {
+            memory_kib: self.argon2_memory_kib,
+            iterations: self.argon2_iterations,
+            parallelism: self.argon2_parallelism,
+        }
+    }
+
+    /// The sign-in throttle's policy.
+    pub fn throttle_policy(&self) -> crate::auth::ThrottlePolicy {
+        crate::auth::ThrottlePolicy {
+            free_failures: self.login_free_failures,
+            base: std::time::Duration::from_secs(1),
+            max: std::time::Duration::from_secs(self.login_backoff_max_seconds),
         }
     }
 }
@@ -519,6 +557,26 @@ impl AuthConfig {
             }
         }
         within("auth.session_hours", self.session_hours, 1..=24 * 30)?;
+        // argon2's own bounds, and what a server can afford per hash.
+        within("auth.argon2_parallelism", self.argon2_parallelism, 1..=16)?;
+        within(
+            "auth.argon2_memory_kib",
+            self.argon2_memory_kib,
+            (8 * 1024).max(8 * self.argon2_parallelism)..=1024 * 1024,
+        )?;
+        within("auth.argon2_iterations", self.argon2_iterations, 1..=32)?;
+        within("auth.hash_threads", self.hash_threads, 1..=64)?;
+        within("auth.hash_queue", self.hash_queue, 1..=10_000)?;
+        within(
+            "auth.login_free_failures",
+            self.login_free_failures,
+            1..=1000,
+        )?;
+        within(
+            "auth.login_backoff_max_seconds",
+            self.login_backoff_max_seconds,
+            1..=86_400,
+        )?;
         within(
             "auth.actions_per_minute",
             self.actions_per_minute,

@@ -26,6 +26,12 @@ pub struct Metrics {
     pub hot_window_bytes: AtomicU64,
     pub slurm_polls_total: AtomicU64,
     pub slurm_poll_errors_total: AtomicU64,
+    pub sign_ins_failed_total: AtomicU64,
+    pub sign_ins_throttled_total: AtomicU64,
+    pub connections_open: AtomicI64,
+    pub connections_refused_total: AtomicU64,
+    pub sse_refused_total: AtomicU64,
+    pub sse_dropped_slow_total: AtomicU64,
 }
 
 /// Decrements the SSE client gauge when a stream ends, however it ends.
@@ -74,6 +80,42 @@ impl Metrics {
             "counter",
             "Snapshots re-sent to clients that fell behind.",
             self.sse_resyncs_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_sse_refused_total",
+            "counter",
+            "Live streams refused by the total or per-user cap.",
+            self.sse_refused_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_sse_dropped_slow_total",
+            "counter",
+            "Live streams ended because their client did not read them.",
+            self.sse_dropped_slow_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_sign_ins_failed_total",
+            "counter",
+            "Sign-ins refused for a wrong name or password.",
+            self.sign_ins_failed_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_sign_ins_throttled_total",
+            "counter",
+            "Sign-ins refused unchecked: throttled (429) or the checker busy (503).",
+            self.sign_ins_throttled_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_connections",
+            "gauge",
+            "Open client connections.",
+            self.connections_open.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_connections_refused_total",
+            "counter",
+            "Connections refused at the connection cap.",
+            self.connections_refused_total.load(Relaxed).to_string(),
         );
         one(
             "gantry_live_ticks_total",

@@ -133,6 +133,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
     ));
     let actions_for_alerts = Arc::clone(&actions);
     crate::auth::prune_sessions_now(&store, live::wall_now_ms()).await;
+    crate::auth::set_hash_cost(cfg.auth.hash_cost());
     let state = AppState {
         leptos,
         live: Arc::clone(&live),
@@ -147,6 +148,12 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         }),
         actions,
         rates: Arc::new(cfg.reports.clone()),
+        tls: false,
+        throttle: Arc::new(crate::auth::Throttle::new(cfg.auth.throttle_policy())),
+        hash_pool: crate::auth::HashPool::new(
+            cfg.auth.hash_threads as usize,
+            cfg.auth.hash_queue as usize,
+        ),
     };
     let (app, paths) = router_with_paths(state);
     let mut rx = shutdown_rx.clone();

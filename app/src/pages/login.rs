@@ -10,7 +10,7 @@ pub fn LoginPage() -> impl IntoView {
     let failed = move || q.with(|q| q.get("error").is_some());
     let next = move || {
         q.with(|q| q.get("next"))
-            .filter(|n| n.starts_with('/') && !n.starts_with("//"))
+            .and_then(|n| crate::nav::safe_next(&n))
             .unwrap_or_else(|| "/".into())
     };
     view! {

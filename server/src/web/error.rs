@@ -25,6 +25,9 @@ pub enum ApiError {
     Forbidden(&'static str),
     #[error("{0}")]
     TooMany(String),
+    /// Overloaded for now; try again shortly.
+    #[error("{0}")]
+    Busy(String),
     /// The scheduler refused or did not answer; its words are meant for operators.
     #[error("{0}")]
     Scheduler(String),
@@ -81,6 +84,7 @@ impl IntoResponse for ApiError {
             ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Scheduler(m) => {
                 tracing::warn!(error = %m, "scheduler call failed");
                 StatusCode::BAD_GATEWAY

@@ -20,6 +20,10 @@ use crate::auth::{access_for, Access, Caller};
 use crate::live::wall_now_ms;
 use app::actions::{Me, Role};
 
+/// The address of the connection's other end (the guard puts it in every request).
+#[derive(Clone, Copy, Debug)]
+pub struct Peer(pub Option<std::net::IpAddr>);
+
 /// The session cookie's name.
 pub const COOKIE: &str = "gantry_session";
 
@@ -147,6 +151,7 @@ pub async fn guard(State(st): State<AppState>, mut req: Request, next: Next) -> 
         return ApiError::Forbidden("your role does not allow this").into_response();
     }
     // Server functions read `Me` (the app's type); handlers read `Caller`.
+    req.extensions_mut().insert(Peer(peer));
     req.extensions_mut().insert(caller.me());
     req.extensions_mut().insert(caller);
     next.run(req).await
@@ -164,12 +169,10 @@ fn urlencode(s: &str) -> String {
     out
 }
 
-/// Where to go after signing in: a local path only (never another site).
+/// Where to go after signing in: a path of Gantry's own (never another site).
 fn safe_next(next: Option<&str>) -> String {
-    match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.into(),
-        _ => "/".into(),
-    }
+    next.and_then(app::nav::safe_next)
+        .unwrap_or_else(|| "/".into())
 }
 
 #[derive(Deserialize)]
@@ -179,24 +182,107 @@ pub struct LoginForm {
     next: Option<String>,
 }
 
-/// `POST /auth/login` (form): a session cookie and a redirect, or back to `/login`.
+/// The address a sign-in comes from: the peer, or the client a trusted proxy names in
+/// `X-Forwarded-For` (its last entry, the one that proxy added).
+fn client_addr(
+    st: &AppState,
+    headers: &HeaderMap,
+    peer: Option<std::net::IpAddr>,
+) -> std::net::IpAddr {
+    let unspecified = std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
+    let Some(peer) = peer else {
+        return unspecified;
+    };
+    if !st.auth.trusted_proxies.contains(&peer) {
+        return peer;
+    }
+    headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .next_back()
+        .and_then(|a| a.trim().parse().ok())
+        .unwrap_or(peer)
+}
+
+/// A sign-in refused for now: 429 with `Retry-After`, or 503 when the checker is busy; a
+/// plain page for a browser's form, the error envelope for anything else.
+fn try_later(headers: &HeaderMap, wait: std::time::Duration, busy: bool) -> Response {
+    let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+    let message = if busy {
+        "Sign-in is busy checking other sign-ins. Try again in a moment.".to_string()
+    } else {
+        format!("Too many failed sign-ins. Try again in {secs} seconds.")
+    };
+    let mut resp = if wants_html(headers) {
+        let status = if busy {
+            axum::http::StatusCode::SERVICE_UNAVAILABLE
+        } else {
+            axum::http::StatusCode::TOO_MANY_REQUESTS
+        };
+        let page = format!(
+            "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Sign in · Gantry</title>\
+             <link rel=\"stylesheet\" href=\"/pkg/gantry.css\"></head><body><main class=\"login\">\
+             <h1>Sign in to Gantry</h1><p class=\"error\" role=\"alert\" data-test=\"login-throttled\">{message}</p>\
+             <p><a href=\"/login\">Back to sign-in</a></p></main></body></html>"
+        );
+        (status, axum::response::Html(page)).into_response()
+    } else if busy {
+        ApiError::Busy(message).into_response()
+    } else {
+        ApiError::TooMany(message).into_response()
+    };
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    resp
+}
+
+/// `POST /auth/login` (form): a session cookie and a redirect, or back to `/login`. Failures
+/// are throttled per client address and per name before any hashing (429), and the
+/// hashing itself is bounded (503 when its queue is full).
 pub async fn login(
     State(st): State<AppState>,
+    axum::Extension(Peer(peer)): axum::Extension<Peer>,
     headers: HeaderMap,
     Form(f): Form<LoginForm>,
 ) -> Result<Response, ApiError> {
     if !same_origin(&headers) {
         return Err(ApiError::Forbidden("cross-site request refused"));
     }
-    let user = crate::auth::authenticate(&st.store, &f.name, f.password)
-        .await
-        .map_err(ApiError::Storage)?;
+    let addr = client_addr(&st, &headers, peer);
+    if let Some(wait) = st.throttle.wait(addr, &f.name, std::time::Instant::now()) {
+        st.live
+            .metrics
+            .sign_ins_throttled_total
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return Ok(try_later(&headers, wait, false));
+    }
+    let user = match crate::auth::authenticate(&st.store, &st.hash_pool, &f.name, f.password).await
+    {
+        Ok(u) => u,
+        Err(crate::auth::SignInError::Busy(_)) => {
+            st.live
+                .metrics
+                .sign_ins_throttled_total
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Ok(try_later(&headers, std::time::Duration::from_secs(1), true));
+        }
+        Err(crate::auth::SignInError::Store(e)) => return Err(ApiError::Storage(e)),
+    };
     let next = safe_next(f.next.as_deref());
     let Some(user) = user else {
-        tracing::info!(user = %f.name.chars().take(64).collect::<String>(), "sign-in refused");
+        st.throttle.failed(addr, &f.name, std::time::Instant::now());
+        st.live
+            .metrics
+            .sign_ins_failed_total
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // The name as typed is not logged: a password typed into the name field would be.
+        tracing::info!(client = %addr, "sign-in refused");
         let to = format!("/login?error=1&next={}", urlencode(&next));
         return Ok(Redirect::to(&to).into_response());
     };
+    st.throttle.succeeded(addr, &user.name);
     let ttl_ms = st.auth.session_hours as i64 * 3_600_000;
     let token = crate::auth::start_session(&st.store, &user.name, wall_now_ms(), ttl_ms).await?;
     tracing::info!(user = %user.name, role = user.role.as_str(), "signed in");
@@ -276,8 +362,117 @@ mod tests {
         assert!(!same_origin(&h));
 
         assert_eq!(safe_next(Some("/nodes/gpu001")), "/nodes/gpu001");
-        assert_eq!(safe_next(Some("//evil.example")), "/");
-        assert_eq!(safe_next(Some("https://evil.example")), "/");
         assert_eq!(safe_next(None), "/");
+    }
+
+    /// What a browser makes of a `Location: next` on Gantry's page: parsed by a WHATWG URL
+    /// parser relative to the page, as browsers do.
+    fn browser_goes_to(next: &str) -> url::Url {
+        let base = url::Url::parse("https://gantry.example:8443/login?next=x").expect("base");
+        base.join(next)
+            .unwrap_or_else(|_| url::Url::parse("about:blank").expect("url"))
+    }
+
+    fn same_origin_url(u: &url::Url) -> bool {
+        u.origin()
+            == url::Url::parse("https://gantry.example:8443/")
+                .expect("url")
+                .origin()
+    }
+
+    /// `next` as the form decoder hands it over: each case is written as a browser would send
+    /// it in the form (percent-encoded), then decoded, so `%09` is a real tab.
+    fn decoded(form_value: &str) -> String {
+        url::form_urlencoded::parse(format!("next={form_value}").as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn next_keeps_only_gantry_paths_as_a_browser_reads_them() {
+        // (as sent in the form, where it must lead)
+        let table: &[(&str, &str)] = &[
+            ("%2Fnodes%2Fgpu001", "/nodes/gpu001"),
+            ("/jobs?state=running", "/jobs"),
+            // Percent-encoded in the value itself: the parser never decodes a path.
+            ("/%252F%252Fevil.example", "/%2F%2Fevil.example"),
+            ("/%255Cevil.example", "/%5Cevil.example"),
+            // Encoded once, the form decodes them: `///` and `/\`.
+            ("/%2F%2Fevil.example", "/"),
+            ("/%5Cevil.example", "/"),
+            ("/%25%30%39/evil.example", "/%09/evil.example"),
+            ("/r%C3%A9seau", "/r%C3%A9seau"),
+            ("/%EF%BC%8Fevil.example", "/%EF%BC%8Fevil.example"),
+            // Encoded whitespace and control characters, which a browser strips or refuses.
+            ("/%09/evil.example", "/"),
+            ("/%0A/evil.example", "/"),
+            ("/%0D/evil.example", "/"),
+            ("%09//evil.example", "/"),
+            ("%20//evil.example", "/"),
+            ("/%00/evil.example", "/"),
+            ("/%0C/evil.example", "/"),
+            ("/%1F/evil.example", "/"),
+            ("/%7F/evil.example", "/"),
+            ("/x%0A", "/"),
+            ("/%C2%A0/evil.example", "/"),
+            ("/%E2%80%A8/evil.example", "/"),
+            // Backslashes, doubled slashes, schemes, userinfo, IDNA.
+            ("%5C%5Cevil.example", "/"),
+            ("/%5C/evil.example", "/"),
+            ("%5C/evil.example", "/"),
+            ("//evil.example", "/"),
+            ("///evil.example", "/"),
+            ("//evil.example/%2E%2E", "/"),
+            ("https://evil.example", "/"),
+            ("https:evil.example", "/"),
+            ("HTTPS://evil.example", "/"),
+            ("javascript:alert(1)", "/"),
+            ("data:text/html,x", "/"),
+            ("//user:pass@evil.example", "/"),
+            ("https://gantry.example:8443@evil.example/", "/"),
+            ("//%C3%A9vil.example", "/"),
+            ("//%EF%BD%85vil.example", "/"),
+            ("//xn--vil-epa.example", "/"),
+            ("evil.example", "/"),
+            ("", "/"),
+        ];
+        for (sent, want) in table {
+            let next = decoded(sent);
+            let got = safe_next(Some(&next));
+            let went = browser_goes_to(&got);
+            assert!(same_origin_url(&went), "{sent:?} -> {got:?} leaves: {went}");
+            assert_eq!(went.path(), *want, "{sent:?} -> {got:?}");
+            // The login page's own form keeps exactly what the server keeps.
+            assert_eq!(
+                app::nav::safe_next(&next).unwrap_or_else(|| "/".into()),
+                got,
+                "{sent:?}"
+            );
+            // The header the redirect needs can be built from it (ASCII only).
+            assert!(HeaderValue::from_str(&got).is_ok(), "{got:?}");
+        }
+    }
+
+    #[test]
+    fn no_character_after_a_slash_leads_off_site() {
+        // Every character in the places an attacker would put it, checked by the parser.
+        let mut chars: Vec<char> = (0u8..=127).map(char::from).collect();
+        chars.extend([
+            '\u{a0}', '\u{85}', '\u{2028}', '\u{3000}', '\u{ff0f}', '\u{ff3c}', '\u{feff}',
+        ]);
+        for c in chars {
+            for next in [
+                format!("/{c}/evil.example"),
+                format!("{c}//evil.example"),
+                format!("/{c}{c}evil.example"),
+                format!("//{c}evil.example"),
+                format!("/{c}\\evil.example"),
+            ] {
+                let got = safe_next(Some(&next));
+                let went = browser_goes_to(&got);
+                assert!(same_origin_url(&went), "{next:?} -> {got:?} leaves: {went}");
+            }
+        }
     }
 }

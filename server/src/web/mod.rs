@@ -29,6 +29,7 @@ mod cluster;
 pub mod error;
 mod extract;
 pub mod guard;
+pub mod headers;
 mod health;
 mod ingest;
 mod live;
@@ -53,6 +54,11 @@ pub struct AppState {
     pub actions: Arc<crate::actions::Actions>,
     /// Cost rates of reports (`[reports]`).
     pub rates: Arc<app::reports::Rates>,
+    /// Whether Gantry serves HTTPS itself (HSTS is sent then).
+    pub tls: bool,
+    /// Failed sign-ins, and the threads that check passwords.
+    pub throttle: Arc<crate::auth::Throttle>,
+    pub hash_pool: Arc<crate::auth::HashPool>,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -114,7 +120,16 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
         .leptos_routes_with_context(
             &state,
             routes,
-            move || provide_context(backend.clone()),
+            move || {
+                provide_context(backend.clone());
+                // The page's inline scripts carry this response's CSP nonce (leptos_axum
+                // made one of its own first; the header names ours).
+                if let Some(n) = use_context::<http::request::Parts>()
+                    .and_then(|p| p.extensions.get::<headers::CspNonce>().cloned())
+                {
+                    provide_context(leptos::nonce::Nonce::from_value(n.0));
+                }
+            },
             move || app::shell(leptos.clone()),
         )
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(
@@ -132,6 +147,11 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
             TraceLayer::new_for_http()
                 .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
         )
+        // Outermost, so that every response has them, a timeout's too.
+        .layer(axum::middleware::from_fn_with_state(
+            headers::Tls(state.tls),
+            headers::security_headers,
+        ))
         .with_state(state);
     (router, paths)
 }

@@ -10,6 +10,8 @@
 //! - `reports`: reports against a scenario with known hours and costs, on both databases.
 //! - `rest`: the slurmrestd client against a newer API version this test plays.
 //! - `slurm`: the Slurm CLI transport against a real 16-node Slurm.
+//! - `security`: sign-in under a flood, redirects, security headers and the CSP nonce,
+//!   connection and stream limits.
 
 mod support;
 
@@ -21,5 +23,6 @@ mod promql;
 mod reports;
 mod rest;
 mod scrape;
+mod security;
 mod slurm;
 mod storage;
