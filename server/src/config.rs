@@ -178,6 +178,65 @@ impl AuthConfig {
     }
 }
 
+/// `[limits]`: what one client, and all of them, may hold of the server.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Open client connections; past it a new one gets 503 and is closed.
+    pub max_connections: u32,
+    /// How long a client may take to send a request's headers (and an idle keep-alive
+    /// connection may wait for its next request).
+    pub header_read_timeout_ms: u64,
+    /// How long a write to a client may stay blocked (a client that stopped reading, such
+    /// as a stalled live stream) before its connection is dropped.
+    pub write_timeout_ms: u64,
+    /// The kernel's send buffer of each connection (it doubles it), which bounds what a
+    /// client that stopped reading holds before its writes block.
+    pub send_buffer_kib: u32,
+    /// Live streams in total, and per signed-in user (per address when anonymous).
+    pub live_streams: u32,
+    pub live_streams_per_user: u32,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_connections: 8192,
+            header_read_timeout_ms: 10_000,
+            write_timeout_ms: 30_000,
+            send_buffer_kib: 256,
+            live_streams: 5000,
+            live_streams_per_user: 32,
+        }
+    }
+}
+
+impl LimitsConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        within(
+            "limits.max_connections",
+            self.max_connections,
+            1..=1_000_000,
+        )?;
+        within(
+            "limits.header_read_timeout_ms",
+            self.header_read_timeout_ms,
+            100..=600_000,
+        )?;
+        within(
+            "limits.write_timeout_ms",
+            self.write_timeout_ms,
+            100..=600_000,
+        )?;
+        within("limits.live_streams", self.live_streams, 1..=1_000_000)?;
+        within(
+            "limits.live_streams_per_user",
+            self.live_streams_per_user,
+            1..=self.live_streams,
+        )
+    }
+}
+
 /// How telemetry reaches the live views.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -251,6 +310,7 @@ pub struct Config {
     pub sim: SimConfig,
     pub slurm: SlurmConfig,
     pub auth: AuthConfig,
+    pub limits: LimitsConfig,
     #[serde(with = "AlertKeys")]
     pub alerts: AlertConfig,
     /// Bearer token for `POST /api/ingest/*` (training jobs posting checkpoints and NCCL
@@ -289,6 +349,7 @@ impl Default for Config {
             sim: SimConfig::default(),
             slurm: SlurmConfig::default(),
             auth: AuthConfig::default(),
+            limits: LimitsConfig::default(),
             alerts: AlertConfig::default(),
             ingest_token: None,
             checkpoint_roots: Vec::new(),
@@ -507,6 +568,7 @@ impl Config {
         self.sim.validate()?;
         self.slurm.validate()?;
         self.auth.validate()?;
+        self.limits.validate()?;
         validate_alerts(&mut self.alerts)?;
         crate::reports::validate(&self.reports).map_err(|m| invalid("reports", m))?;
         Ok(self)

@@ -154,19 +154,25 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             cfg.auth.hash_threads as usize,
             cfg.auth.hash_queue as usize,
         ),
+        streams: crate::web::live_streams(
+            cfg.limits.live_streams as usize,
+            cfg.limits.live_streams_per_user as usize,
+        ),
     };
     let (app, paths) = router_with_paths(state);
-    let mut rx = shutdown_rx.clone();
-    let server = tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-        })
-        .await
-    });
+    let limits = crate::web::accept::ConnLimits {
+        max_connections: cfg.limits.max_connections as usize,
+        header_read_timeout: Duration::from_millis(cfg.limits.header_read_timeout_ms),
+        write_timeout: Duration::from_millis(cfg.limits.write_timeout_ms),
+        send_buffer: cfg.limits.send_buffer_kib as usize * 1024,
+    };
+    let server = tokio::spawn(crate::web::accept::serve(
+        listener,
+        app,
+        limits,
+        Arc::clone(&metrics),
+        shutdown_rx.clone(),
+    ));
 
     let mut tasks = Vec::new();
     match cfg.source {

@@ -64,6 +64,7 @@ pub(super) const ENV: &[(&str, &str, Kind)] = &[
     ("GANTRY_ANONYMOUS_READ",     "auth.anonymous_read",     Kind::Flag),
     ("GANTRY_SECURE_COOKIES",     "auth.secure_cookies",     Kind::Flag),
     ("GANTRY_ACTIONS_PER_MINUTE", "auth.actions_per_minute", Kind::Int(int::<u32>, "a count")),
+    ("GANTRY_MAX_CONNECTIONS", "limits.max_connections", Kind::Int(int::<u32>, "a count")),
     ("GANTRY_PROXY_HEADER",       "auth.proxy_header",       Kind::Str),
     ("GANTRY_TRUSTED_PROXIES",    "auth.trusted_proxies",    Kind::List),
 

@@ -313,6 +313,7 @@ fn every_variable_reaches_its_field() {
         ("GANTRY_ANONYMOUS_READ", "yes", |c| c.auth.anonymous_read),
         ("GANTRY_SECURE_COOKIES", "on", |c| c.auth.secure_cookies),
         ("GANTRY_ACTIONS_PER_MINUTE", "1010", |c| c.auth.actions_per_minute == 1010),
+        ("GANTRY_MAX_CONNECTIONS", "777", |c| c.limits.max_connections == 777),
         ("GANTRY_PROXY_HEADER", "X-Remote-User", |c| text(&c.auth.proxy_header) == "X-Remote-User"),
         ("GANTRY_TRUSTED_PROXIES", "10.0.0.1, ::1", |c| c.auth.trusted_proxies.len() == 2),
         ("GANTRY_ALERT_WEBHOOK_URL", "http://hook", |c| text(&c.alerts.webhook_url) == "http://hook"),

@@ -95,6 +95,13 @@ impl IntoResponse for ApiError {
             }
         };
         let body = serde_json::json!({ "error": { "status": status.as_u16(), "message": self.to_string() } });
-        (status, Json(body)).into_response()
+        let mut resp = (status, Json(body)).into_response();
+        if matches!(self, ApiError::Busy(_) | ApiError::NotReady) {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        resp
     }
 }

@@ -15,8 +15,79 @@ use serde::Deserialize;
 use tokio::sync::{broadcast, watch};
 
 use super::error::ApiError;
+use super::guard::Peer;
 use super::{AppState, Routes};
+use crate::auth::Caller;
 use crate::live::{wall_now_ms, Live, Tick};
+
+/// Open live streams, in all and per user: each stream holds a slot while it runs.
+pub struct StreamSlots {
+    total: usize,
+    per_user: usize,
+    open: std::sync::Mutex<(usize, std::collections::HashMap<String, usize>)>,
+}
+
+/// Why a stream was not opened.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SlotRefused {
+    Total,
+    PerUser,
+}
+
+/// A stream's slot; freed when the stream ends, however it ends.
+pub struct StreamSlot {
+    slots: Arc<StreamSlots>,
+    key: String,
+}
+
+impl StreamSlots {
+    pub fn new(total: usize, per_user: usize) -> Arc<StreamSlots> {
+        Arc::new(StreamSlots {
+            total,
+            per_user,
+            open: std::sync::Mutex::new((0, std::collections::HashMap::new())),
+        })
+    }
+
+    /// A slot for a stream of `key` (a user, or an anonymous client's address).
+    pub fn try_open(self: &Arc<Self>, key: String) -> Result<StreamSlot, SlotRefused> {
+        let Ok(mut open) = self.open.lock() else {
+            return Err(SlotRefused::Total);
+        };
+        if open.0 >= self.total {
+            return Err(SlotRefused::Total);
+        }
+        let mine = open.1.entry(key.clone()).or_insert(0);
+        if *mine >= self.per_user {
+            return Err(SlotRefused::PerUser);
+        }
+        *mine += 1;
+        open.0 += 1;
+        Ok(StreamSlot {
+            slots: Arc::clone(self),
+            key,
+        })
+    }
+
+    /// Streams open now.
+    pub fn open(&self) -> usize {
+        self.open.lock().map(|o| o.0).unwrap_or(0)
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        if let Ok(mut open) = self.slots.open.lock() {
+            open.0 = open.0.saturating_sub(1);
+            if let Some(n) = open.1.get_mut(&self.key) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    open.1.remove(&self.key);
+                }
+            }
+        }
+    }
+}
 
 pub(super) fn routes() -> Routes {
     vec![("/api/live", get(live_sse))]
@@ -68,15 +139,39 @@ struct StreamState {
     live: Arc<Live>,
     shutdown: watch::Receiver<bool>,
     _guard: crate::metrics::SseClientGuard,
+    _slot: StreamSlot,
 }
 
 /// `/api/live`: a snapshot first, then one delta per tick. A client that falls behind
 /// gets a fresh snapshot; every stream ends when the server shuts down.
 async fn live_sse(
     State(st): State<AppState>,
+    caller: Caller,
+    axum::Extension(Peer(peer)): axum::Extension<Peer>,
     headers: axum::http::HeaderMap,
     Query(q): Query<LiveQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    // Streams are capped in all and per user (an anonymous reader: per address), before
+    // anything is allocated for this one.
+    let key = match (&caller.user, peer) {
+        (Some(u), _) => format!("user:{u}"),
+        (None, Some(a)) => format!("addr:{a}"),
+        (None, None) => "addr:unknown".to_string(),
+    };
+    let slot = st.streams.try_open(key).map_err(|why| {
+        st.live
+            .metrics
+            .sse_refused_total
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match why {
+            SlotRefused::Total => {
+                ApiError::Busy("too many live streams are open: try again in a moment".into())
+            }
+            SlotRefused::PerUser => ApiError::TooMany(
+                "too many live streams of yours are open: close some Gantry tabs".into(),
+            ),
+        }
+    })?;
     // Subscribe before reading the current tick, so nothing falls between the two.
     let rx = st.live.subscribe();
     let first = st.live.current().ok_or(ApiError::NotReady)?;
@@ -95,6 +190,7 @@ async fn live_sse(
         live: Arc::clone(&st.live),
         shutdown: st.shutdown.clone(),
         _guard: st.live.metrics.sse_client(),
+        _slot: slot,
     };
     let s = stream::unfold(state, |mut s| async move {
         if let Some(ev) = s.pending.take() {

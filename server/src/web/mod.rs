@@ -22,6 +22,7 @@ use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use crate::live::Live;
 use crate::store::Store;
 
+pub mod accept;
 mod actions;
 mod alerts;
 mod backend;
@@ -32,7 +33,7 @@ pub mod guard;
 pub mod headers;
 mod health;
 mod ingest;
-mod live;
+pub mod live;
 mod reports;
 mod sim;
 mod views;
@@ -59,12 +60,19 @@ pub struct AppState {
     /// Failed sign-ins, and the threads that check passwords.
     pub throttle: Arc<crate::auth::Throttle>,
     pub hash_pool: Arc<crate::auth::HashPool>,
+    /// Open live streams, capped in all and per user.
+    pub streams: Arc<live::StreamSlots>,
 }
 
 impl FromRef<AppState> for LeptosOptions {
     fn from_ref(s: &AppState) -> LeptosOptions {
         s.leptos.clone()
     }
+}
+
+/// The live streams' slots, for `AppState`.
+pub fn live_streams(total: usize, per_user: usize) -> Arc<live::StreamSlots> {
+    live::StreamSlots::new(total, per_user)
 }
 
 /// An area's routes: each path with its handlers.

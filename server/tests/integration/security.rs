@@ -223,3 +223,156 @@ async fn every_response_has_the_security_headers_and_pages_a_fresh_nonce() {
     assert_ne!(nonce, other);
     r.stop().await.expect("stop");
 }
+
+/// A test server that scrapes nothing over HTTP (the simulator's readings directly), so
+/// that every connection counted is the test's own.
+async fn start_limited(edit: impl FnOnce(&mut server::config::Config)) -> server::serve::Running {
+    start_with(|c| {
+        c.telemetry = server::config::TelemetryKind::Direct;
+        edit(c);
+    })
+    .await
+}
+
+async fn read_some(s: &mut tokio::net::TcpStream, within: Duration) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 65_536];
+    match tokio::time::timeout(within, s.read(&mut buf)).await {
+        Ok(Ok(n)) => Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
+        Ok(Err(_)) => Some(String::new()),
+        Err(_) => None,
+    }
+}
+
+#[tokio::test]
+async fn connections_past_the_cap_are_refused_and_slow_headers_time_out() {
+    use tokio::io::AsyncWriteExt;
+    let r = start_limited(|c| {
+        c.limits.max_connections = 3;
+        c.limits.header_read_timeout_ms = 600;
+    })
+    .await;
+    // Three connections that send half a request each (slow-loris), then a fourth.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut s = tokio::net::TcpStream::connect(r.addr)
+            .await
+            .expect("connect");
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .expect("write");
+        held.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut fourth = tokio::net::TcpStream::connect(r.addr)
+        .await
+        .expect("connect");
+    let answer = read_some(&mut fourth, Duration::from_secs(2))
+        .await
+        .unwrap_or_default();
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
+    assert!(answer.contains("Retry-After: 1"), "{answer:?}");
+    assert!(answer.contains("too many connections"), "{answer:?}");
+    // The half-sent requests are cut off at the header deadline, which frees their slots.
+    for s in &mut held {
+        let got = read_some(s, Duration::from_secs(3)).await;
+        assert!(
+            got.as_deref()
+                .is_some_and(|t| !t.starts_with("HTTP/1.1 200")),
+            "a slow-loris connection must be closed, got {got:?}"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(support::get(r.addr, "/healthz").await.status, 200);
+    let metrics = support::get(r.addr, "/metrics").await.text();
+    assert!(
+        metrics.contains("gantry_connections_refused_total 1"),
+        "{metrics}"
+    );
+    r.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn live_streams_are_capped_in_all_and_per_user() {
+    let r = start_limited(|c| {
+        c.limits.live_streams = 3;
+        c.limits.live_streams_per_user = 2;
+    })
+    .await;
+    // Anonymous readers count by address.
+    let a = support::SseStream::open(r.addr, "/api/live").await;
+    let b = support::SseStream::open(r.addr, "/api/live").await;
+    assert_eq!((a.status, b.status), (200, 200));
+    let c = support::SseStream::open(r.addr, "/api/live").await;
+    assert_eq!(c.status, 429, "a third stream of one reader");
+    let cookie = support::login(r.addr, "viewer1").await;
+    let v = support::SseStream::open_with(r.addr, "/api/live", &[("Cookie", &cookie)]).await;
+    assert_eq!(v.status, 200, "another user still has room");
+    let cookie2 = support::login(r.addr, "operator1").await;
+    let o = support::SseStream::open_with(r.addr, "/api/live", &[("Cookie", &cookie2)]).await;
+    assert_eq!(o.status, 503, "the total is reached");
+    // A stream that ends frees its slot.
+    drop(a);
+    let mut freed = 0;
+    for _ in 0..50 {
+        let again = support::SseStream::open(r.addr, "/api/live").await;
+        if again.status == 200 {
+            freed += 1;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(freed, 1, "the slot came back");
+    r.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn a_live_client_that_stops_reading_is_dropped_and_resyncs_from_a_snapshot() {
+    use std::sync::atomic::Ordering::Relaxed;
+    use tokio::io::AsyncWriteExt;
+    let r = start_limited(|c| {
+        c.sim.nodes = 256;
+        c.live_interval_ms = 100;
+        c.limits.write_timeout_ms = 500;
+        c.limits.send_buffer_kib = 8;
+    })
+    .await;
+    // A client with a tiny receive window that never reads.
+    let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+    sock.set_recv_buffer_size(4096).expect("rcvbuf");
+    let mut s = sock.connect(r.addr).await.expect("connect");
+    s.write_all(b"GET /api/live HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+        .await
+        .expect("write");
+    let mut dropped = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if r.live.metrics.sse_clients.load(Relaxed) == 0
+            && r.live.metrics.sse_connections_total.load(Relaxed) >= 1
+        {
+            dropped = true;
+            break;
+        }
+    }
+    assert!(dropped, "the stalled stream was not dropped");
+    // Reading now gets what was buffered, then the end.
+    let mut ended = false;
+    for _ in 0..200 {
+        match read_some(&mut s, Duration::from_secs(2)).await {
+            Some(t) if t.is_empty() => {
+                ended = true;
+                break;
+            }
+            Some(_) => continue,
+            None => break,
+        }
+    }
+    assert!(ended, "the connection was closed");
+    // Coming back with the id it last saw (long gone), it gets a snapshot first.
+    let mut back =
+        support::SseStream::open_with(r.addr, "/api/live", &[("Last-Event-ID", "1-1795968000000")])
+            .await;
+    let first = back.next(Duration::from_secs(5)).await.expect("an event");
+    assert_eq!(first.event, "snapshot");
+    r.stop().await.expect("stop");
+}
