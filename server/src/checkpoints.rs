@@ -4,10 +4,24 @@
 //! when not), and the Slurm job a checkpoint belongs to.
 //!
 //! [`classify`] is pure (a directory's listing in, a verdict out); [`Scanner`] walks roots
-//! with bounds (depth, entries), never follows symlinks, reads only small marker files, and
-//! on a rescan skips checkpoint directories whose modification time has not changed.
+//! with bounds (depth, entries), writes nothing, and on a rescan skips checkpoint
+//! directories whose modification time has not changed.
+//!
+//! The trees belong to cluster users, who can change them while a scan runs: what an open
+//! by path finds need not be what the listing saw. So nothing under a root is followed if
+//! it is a link, neither when listing nor when opening (`O_NOFOLLOW`); a directory is
+//! entered only if it is the one listed (device and inode) and is then read through its
+//! open handle; the only files opened are the two markers that point to a step, read in
+//! one place, [`read_marker`], which takes a regular file only and refuses one of more than
+//! `MAX_MARKER_BYTES` after reading no more than that; and no marker's text reaches an issue
+//! or a log (an issue names a step only as rebuilt from a parsed number). The configured
+//! roots are the operator's and may themselves be links.
 
 use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
@@ -20,8 +34,10 @@ pub struct Entry {
     pub is_dir: bool,
     pub size_bytes: u64,
     pub mtime_ms: i64,
-    /// For a few small marker files (`latest`, `latest_checkpointed_iteration.txt`,
-    /// `trainer_state.json`, `metadata.json`): their text, bounded.
+    /// Device and inode, so that a directory opened after the listing is the one listed.
+    pub id: (u64, u64),
+    /// For the marker files that point to a step (`latest`,
+    /// `latest_checkpointed_iteration.txt`): their text, read by [`read_marker`].
     pub text: Option<String>,
     /// For a subdirectory: its own listing's names (one level), for layouts that keep
     /// shards in subdirectories (Megatron `mp_rank_*`, NeMo `weights/`).
@@ -250,13 +266,136 @@ impl Default for Limits {
     }
 }
 
-const MARKERS: [&str; 4] = [
-    "latest",
-    "latest_checkpointed_iteration.txt",
-    "trainer_state.json",
-    "metadata.json",
-];
+/// The marker files whose text the scanner uses: DeepSpeed's `latest` and Megatron's
+/// tracker, which point to a step. No other file is ever opened.
+const MARKERS: [&str; 2] = ["latest", "latest_checkpointed_iteration.txt"];
+/// The most of a marker the scanner reads. Both name a step in a few bytes; a bigger file
+/// is refused as a whole, never cut short (a cut marker could name the wrong step).
 const MAX_MARKER_BYTES: u64 = 64 << 10;
+
+/// Why a marker file was not read. It carries no byte of the file: it becomes a scan issue,
+/// which is logged and shown, and the file may be anything a cluster user put there.
+#[derive(Debug, thiserror::Error)]
+pub enum MarkerError {
+    #[error("a symbolic link, not followed")]
+    Link,
+    #[error("not a regular file")]
+    NotRegular,
+    #[error("larger than {} bytes, not read", MAX_MARKER_BYTES)]
+    TooBig,
+    #[error("not UTF-8")]
+    NotUtf8,
+    /// The OS error only (its text is the OS's, not the file's).
+    #[error("cannot read: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Why a directory was not listed; like [`MarkerError`], never anything read from disk.
+#[derive(Debug, thiserror::Error)]
+pub enum DirError {
+    #[error("a symbolic link, not followed")]
+    Link,
+    #[error("not a directory")]
+    NotDir,
+    #[error("replaced while scanning, not followed")]
+    Replaced,
+    #[error("cannot read: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads a marker file: the one place the scanner reads a file's bytes.
+///
+/// The listing saw a regular file, but the name can be replaced by anything before this
+/// open (a link to `/dev/zero` or to a secret, a FIFO, a huge file). So: the open does not
+/// follow a link; the handle, not the path, is checked to be a regular file; and at most
+/// `MAX_MARKER_BYTES + 1` bytes are read, so that a bigger file is refused after reading
+/// no more than that, whatever its size claims (sparse, growing, or lying).
+pub fn read_marker(path: &Path) -> Result<String, MarkerError> {
+    // O_NOFOLLOW: a link fails the open with ELOOP. O_NONBLOCK: opening a FIFO does not wait
+    // for a writer (nor a device for its carrier). O_CLOEXEC: the descriptor does not leak
+    // into the Slurm programs Gantry runs.
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => MarkerError::Link,
+            _ => MarkerError::Io(e),
+        })?;
+    if !file.metadata()?.is_file() {
+        return Err(MarkerError::NotRegular);
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_MARKER_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_MARKER_BYTES {
+        return Err(MarkerError::TooBig);
+    }
+    String::from_utf8(bytes).map_err(|_| MarkerError::NotUtf8)
+}
+
+/// A directory open for the scan, and the path that reaches what is in it through the open
+/// handle.
+struct Dir {
+    /// Held open so that `via` names this directory for as long as it is scanned.
+    _file: File,
+    /// `/proc/self/fd/N`: a name under it (`via/name`) is looked up in this very directory,
+    /// whatever was renamed or linked into the path since: `openat(2)` relative to the
+    /// handle, which std offers no safe way to call. Where `/proc` is missing, the
+    /// directory's path, and the window noted on [`open_dir`] remains.
+    via: PathBuf,
+    mtime_ms: i64,
+}
+
+/// Opens a directory. `expect` is the (device, inode) the parent's listing saw under that
+/// name: the open follows no link (a link raced in fails with `ELOOP`) and must find that
+/// same directory (one renamed in is refused). `None` for a configured root, which is the
+/// operator's and may be a link.
+///
+/// `open_by` is `parent.via/name`, so that with `/proc` no component of the path can be
+/// swapped between the listing and the open. Without `/proc` (not Linux), `via` falls back
+/// to the path, and a directory above could be swapped for a link between this open and the
+/// listing of `via`; the (device, inode) check still refuses a swapped last component.
+fn open_dir(open_by: &Path, expect: Option<(u64, u64)>) -> Result<Dir, DirError> {
+    let follow = if expect.is_some() {
+        libc::O_NOFOLLOW
+    } else {
+        0
+    };
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(follow | libc::O_DIRECTORY | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(open_by)
+        .map_err(|e| match e.raw_os_error() {
+            // With O_DIRECTORY, Linux fails a link with ENOTDIR rather than ELOOP; the
+            // lstat only picks the words, the open has refused it either way.
+            Some(libc::ELOOP) => DirError::Link,
+            Some(libc::ENOTDIR)
+                if std::fs::symlink_metadata(open_by).is_ok_and(|m| m.is_symlink()) =>
+            {
+                DirError::Link
+            }
+            Some(libc::ENOTDIR) => DirError::NotDir,
+            _ => DirError::Io(e),
+        })?;
+    let m = file.metadata()?;
+    let id = (m.dev(), m.ino());
+    if !m.is_dir() {
+        return Err(DirError::NotDir);
+    }
+    if expect.is_some_and(|x| x != id) {
+        return Err(DirError::Replaced);
+    }
+    let proc_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    let via = match std::fs::metadata(&proc_path) {
+        Ok(p) if (p.dev(), p.ino()) == id => proc_path,
+        _ => open_by.to_path_buf(),
+    };
+    Ok(Dir {
+        _file: file,
+        via,
+        mtime_ms: mtime_ms(&m),
+    })
+}
 
 fn mtime_ms(m: &std::fs::Metadata) -> i64 {
     m.modified()
@@ -273,7 +412,14 @@ pub struct Scanner {
     known: HashMap<PathBuf, (i64, Found)>,
     /// Directories listed in the last scan (for tests and the benchmark of rescans).
     pub listed: usize,
+    /// Called with a path just before it is opened (marker or subdirectory), so that tests
+    /// can replace what the listing saw, as a cluster user racing the scan would.
+    #[cfg(test)]
+    before_open: Option<BeforeOpen>,
 }
+
+#[cfg(test)]
+type BeforeOpen = Box<dyn Fn(&Path) + Send>;
 
 impl Scanner {
     pub fn scan(&mut self, roots: &[PathBuf], limits: Limits) -> (Vec<Found>, Vec<ScanIssue>) {
@@ -282,25 +428,46 @@ impl Scanner {
         let mut issues = Vec::new();
         let mut budget = limits.max_entries;
         for root in roots {
-            self.walk(root, 0, limits, &mut budget, &mut found, &mut issues);
+            self.walk(
+                root,
+                root,
+                None,
+                0,
+                limits,
+                &mut budget,
+                &mut found,
+                &mut issues,
+            );
         }
         found.sort_by(|a: &Found, b| a.path.cmp(&b.path));
         (found, issues)
     }
 
+    #[cfg(test)]
+    fn about_to_open(&self, shown: &Path) {
+        if let Some(f) = &self.before_open {
+            f(shown);
+        }
+    }
+    #[cfg(not(test))]
+    fn about_to_open(&self, _: &Path) {}
+
+    /// Lists `dir` (shown as `shown` in findings and issues), and one level of the
+    /// subdirectories some layouts keep shards in when `with_children`.
     fn list(
         &mut self,
-        dir: &Path,
+        dir: &Dir,
+        shown: &Path,
         budget: &mut usize,
         issues: &mut Vec<ScanIssue>,
         with_children: bool,
     ) -> Option<Vec<Entry>> {
         self.listed += 1;
-        let rd = match std::fs::read_dir(dir) {
+        let rd = match std::fs::read_dir(&dir.via) {
             Ok(rd) => rd,
             Err(e) => {
                 issues.push(ScanIssue {
-                    path: dir.to_string_lossy().into(),
+                    path: shown.to_string_lossy().into(),
                     problem: format!("cannot read: {e}"),
                 });
                 return None;
@@ -310,13 +477,14 @@ impl Scanner {
         for e in rd.flatten() {
             if *budget == 0 {
                 issues.push(ScanIssue {
-                    path: dir.to_string_lossy().into(),
+                    path: shown.to_string_lossy().into(),
                     problem: "entry limit reached; the rest is not scanned".into(),
                 });
                 break;
             }
             *budget -= 1;
-            // Never follow symlinks (loops, or a link out of the tree).
+            // Never follow symlinks (loops, or a link out of the tree); what is opened below
+            // is opened without following one too, in case a link replaced the entry since.
             let Ok(m) = std::fs::symlink_metadata(e.path()) else {
                 continue;
             };
@@ -324,16 +492,39 @@ impl Scanner {
                 continue;
             }
             let name = e.file_name().to_string_lossy().into_owned();
-            let text =
-                (m.is_file() && MARKERS.contains(&name.as_str()) && m.len() <= MAX_MARKER_BYTES)
-                    .then(|| std::fs::read_to_string(e.path()).ok())
-                    .flatten();
+            let text = if m.is_file() && MARKERS.contains(&name.as_str()) {
+                self.about_to_open(&shown.join(&name));
+                match read_marker(&e.path()) {
+                    Ok(t) => Some(t),
+                    Err(err) => {
+                        issues.push(ScanIssue {
+                            path: shown.join(&name).to_string_lossy().into(),
+                            problem: err.to_string(),
+                        });
+                        None
+                    }
+                }
+            } else {
+                None
+            };
             let children = if with_children
                 && m.is_dir()
                 && (name.starts_with("mp_rank_") || name == "weights" || name == "context")
             {
-                self.list(&e.path(), budget, issues, false)
-                    .unwrap_or_default()
+                let sub_shown = shown.join(&name);
+                self.about_to_open(&sub_shown);
+                match open_dir(&e.path(), Some((m.dev(), m.ino()))) {
+                    Ok(sub) => self
+                        .list(&sub, &sub_shown, budget, issues, false)
+                        .unwrap_or_default(),
+                    Err(err) => {
+                        issues.push(ScanIssue {
+                            path: sub_shown.to_string_lossy().into(),
+                            problem: err.to_string(),
+                        });
+                        Vec::new()
+                    }
+                }
             } else {
                 Vec::new()
             };
@@ -342,6 +533,7 @@ impl Scanner {
                 is_dir: m.is_dir(),
                 size_bytes: m.len(),
                 mtime_ms: mtime_ms(&m),
+                id: (m.dev(), m.ino()),
                 text,
                 children,
             });
@@ -349,9 +541,15 @@ impl Scanner {
         Some(out)
     }
 
+    /// Scans the directory opened by `open_by` (see [`open_dir`] for `expect`), shown and
+    /// remembered as `shown`.
+    // Eight: where the directory is (three) besides the walk's state (five).
+    #[allow(clippy::too_many_arguments)]
     fn walk(
         &mut self,
-        dir: &Path,
+        open_by: &Path,
+        shown: &Path,
+        expect: Option<(u64, u64)>,
         depth: usize,
         limits: Limits,
         budget: &mut usize,
@@ -361,19 +559,29 @@ impl Scanner {
         if depth > limits.max_depth || *budget == 0 {
             return;
         }
-        let dir_mtime = std::fs::symlink_metadata(dir)
-            .map(|m| mtime_ms(&m))
-            .unwrap_or(0);
-        if let Some((mt, f)) = self.known.get(dir) {
-            if *mt == dir_mtime && f.complete {
+        if expect.is_some() {
+            self.about_to_open(shown);
+        }
+        let dir = match open_dir(open_by, expect) {
+            Ok(d) => d,
+            Err(err) => {
+                issues.push(ScanIssue {
+                    path: shown.to_string_lossy().into(),
+                    problem: err.to_string(),
+                });
+                return;
+            }
+        };
+        if let Some((mt, f)) = self.known.get(shown) {
+            if *mt == dir.mtime_ms && f.complete {
                 found.push(f.clone());
                 return;
             }
         }
-        let Some(entries) = self.list(dir, budget, issues, true) else {
+        let Some(entries) = self.list(&dir, shown, budget, issues, true) else {
             return;
         };
-        let name = dir
+        let name = shown
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
@@ -384,7 +592,7 @@ impl Scanner {
                 .filter(|e| !e.is_dir)
                 .collect();
             let f = Found {
-                path: dir.to_string_lossy().into(),
+                path: shown.to_string_lossy().into(),
                 framework,
                 step,
                 size_bytes: files.iter().map(|e| e.size_bytes).sum(),
@@ -393,42 +601,60 @@ impl Scanner {
                 finished_ms: files.iter().map(|e| e.mtime_ms).max(),
                 complete,
                 incomplete_reason: why,
-                job_id: job_id_in(dir),
+                job_id: job_id_in(shown),
             };
-            self.known.insert(dir.to_path_buf(), (dir_mtime, f.clone()));
+            self.known
+                .insert(shown.to_path_buf(), (dir.mtime_ms, f.clone()));
             found.push(f);
             return;
         }
-        // Pointers to a step: DeepSpeed `latest`, Megatron's tracker.
+        // Pointers to a step: DeepSpeed `latest`, Megatron's tracker. An issue names the
+        // step only as rebuilt from a number parsed out of the marker, never the marker's
+        // text: the file may be a hard link to something nobody meant Gantry to show.
         for e in &entries {
-            let target = match (e.name.as_str(), &e.text) {
-                ("latest", Some(t)) => Some(t.trim().to_string()),
-                ("latest_checkpointed_iteration.txt", Some(t)) => {
-                    let t = t.trim();
-                    Some(if t == "release" {
-                        "release".into()
-                    } else {
-                        t.parse::<u64>()
-                            .map(|i| format!("iter_{i:07}"))
-                            .unwrap_or_default()
-                    })
-                }
-                _ => None,
+            let Some(t) = e.text.as_deref().map(str::trim) else {
+                continue;
             };
-            if let Some(t) = target {
-                if t.is_empty()
-                    || t.contains('/')
-                    || !entries.iter().any(|x| x.is_dir && x.name == t)
-                {
-                    issues.push(ScanIssue {
-                        path: dir.join(&e.name).to_string_lossy().into(),
-                        problem: format!("points to {t:?}, which is not here"),
-                    });
+            // The directory the marker names, and how an issue may name it.
+            let (target, says) = match e.name.as_str() {
+                "latest" => (
+                    t.to_string(),
+                    num_after(t, "global_step").map(|n| format!("global_step{n}")),
+                ),
+                "latest_checkpointed_iteration.txt" => {
+                    let iter = if t == "release" {
+                        Some("release".to_string())
+                    } else {
+                        t.parse::<u64>().ok().map(|i| format!("iter_{i:07}"))
+                    };
+                    (iter.clone().unwrap_or_default(), iter)
                 }
+                _ => continue,
+            };
+            let here = !target.is_empty()
+                && !target.contains('/')
+                && entries.iter().any(|x| x.is_dir && x.name == target);
+            if !here {
+                issues.push(ScanIssue {
+                    path: shown.join(&e.name).to_string_lossy().into(),
+                    problem: match says {
+                        Some(s) => format!("points to {s:?}, which is not here"),
+                        None => "names no step directory that is here".into(),
+                    },
+                });
             }
         }
         for e in entries.iter().filter(|e| e.is_dir) {
-            self.walk(&dir.join(&e.name), depth + 1, limits, budget, found, issues);
+            self.walk(
+                &dir.via.join(&e.name),
+                &shown.join(&e.name),
+                Some(e.id),
+                depth + 1,
+                limits,
+                budget,
+                found,
+                issues,
+            );
         }
     }
 }
@@ -501,6 +727,7 @@ mod tests {
             is_dir: false,
             size_bytes: 10,
             mtime_ms: 0,
+            id: (0, 0),
             text: None,
             children: vec![],
         }
@@ -511,6 +738,7 @@ mod tests {
             is_dir: true,
             size_bytes: 0,
             mtime_ms: 0,
+            id: (0, 0),
             text: None,
             children,
         }
@@ -715,6 +943,282 @@ mod tests {
             .iter()
             .any(|f| f.path.ends_with("step-1000") && f.complete));
         let _ = fs::remove_dir_all(&root);
+    }
+
+    /// A fresh directory under the temp dir, for one test.
+    fn scratch(test: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("gantry-ckpt-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("mkdir");
+        d
+    }
+
+    /// `f` on another thread, failing the test if it takes longer than `secs` (the read it
+    /// replaced blocked forever on a FIFO and never ended on `/dev/zero`).
+    fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(secs))
+            .unwrap_or_else(|_| panic!("the read did not end within {secs} s"))
+    }
+
+    const SECRET: &str = "hunter2-not-for-gantry";
+
+    #[test]
+    fn a_marker_that_is_a_link_is_not_followed() {
+        use std::os::unix::fs::symlink;
+        let root = scratch("link");
+        let secret = root.join("secret");
+        std::fs::write(&secret, SECRET).expect("secret");
+        let latest = root.join("latest");
+        symlink(&secret, &latest).expect("symlink");
+        assert!(
+            matches!(read_marker(&latest), Err(MarkerError::Link)),
+            "{:?}",
+            read_marker(&latest)
+        );
+        let zero = root.join("latest_checkpointed_iteration.txt");
+        symlink("/dev/zero", &zero).expect("symlink");
+        let r = within(10, move || read_marker(&zero));
+        assert!(matches!(r, Err(MarkerError::Link)), "{r:?}");
+        // /dev/zero reached by a name that is not a link (a bind mount, say): not a file.
+        let r = within(10, || read_marker(Path::new("/dev/zero")));
+        assert!(matches!(r, Err(MarkerError::NotRegular)), "{r:?}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_marker_that_is_a_fifo_is_refused_without_blocking() {
+        let root = scratch("fifo");
+        let fifo = root.join("latest");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        let r = within(10, move || read_marker(&fifo));
+        assert!(matches!(r, Err(MarkerError::NotRegular)), "{r:?}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_marker_bigger_than_the_cap_is_refused_not_cut() {
+        let root = scratch("big");
+        let p = root.join("latest");
+        let cap = MAX_MARKER_BYTES as usize;
+        std::fs::write(&p, vec![b'7'; cap]).expect("write");
+        assert_eq!(read_marker(&p).map(|t| t.len()).ok(), Some(cap));
+        std::fs::write(&p, vec![b'7'; cap + 1]).expect("write");
+        let r = read_marker(&p);
+        assert!(
+            matches!(r, Err(MarkerError::TooBig)),
+            "{:?}",
+            r.map(|t| t.len())
+        );
+        std::fs::write(&p, b"global_step\xff").expect("write");
+        assert!(matches!(read_marker(&p), Err(MarkerError::NotUtf8)));
+        // 10 GiB of hole: refused after reading the cap, at once, not read whole.
+        File::create(&p)
+            .and_then(|f| f.set_len(10 << 30))
+            .expect("sparse file");
+        let t = std::time::Instant::now();
+        let r = within(10, move || read_marker(&p).map(|t| t.len()));
+        assert!(matches!(r, Err(MarkerError::TooBig)), "{r:?}");
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            t.elapsed()
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// The listing sees regular markers; before each is opened, it becomes a link to a
+    /// secret. Nothing is read through the link, and the secret is nowhere in the output.
+    #[test]
+    fn markers_swapped_for_links_after_the_listing_are_not_read() {
+        use std::fs;
+        let root = scratch("race");
+        let elsewhere = scratch("race-secret");
+        let secret = elsewhere.join("secret");
+        fs::write(&secret, SECRET).expect("secret");
+        fs::create_dir_all(root.join("ds/3001/global_step10")).expect("mkdir");
+        fs::write(
+            root.join("ds/3001/global_step10/mp_rank_00_model_states.pt"),
+            b"x",
+        )
+        .expect("write");
+        fs::write(root.join("ds/3001/latest"), b"global_step10").expect("latest");
+        fs::create_dir_all(root.join("mega/2001")).expect("mkdir");
+        fs::write(
+            root.join("mega/2001/latest_checkpointed_iteration.txt"),
+            b"100",
+        )
+        .expect("tracker");
+        let mut sc = Scanner {
+            before_open: Some(Box::new(move |p: &Path| {
+                if MARKERS.iter().any(|m| p.ends_with(m)) {
+                    let _ = fs::remove_file(p);
+                    std::os::unix::fs::symlink(&secret, p).expect("swap in a link");
+                }
+            })),
+            ..Scanner::default()
+        };
+        let (found, issues) = sc.scan(std::slice::from_ref(&root), Limits::default());
+        let out = serde_json::to_string(&(&found, &issues)).expect("json");
+        assert!(!out.contains(SECRET), "{out}");
+        for m in [
+            "ds/3001/latest",
+            "mega/2001/latest_checkpointed_iteration.txt",
+        ] {
+            assert!(
+                issues
+                    .iter()
+                    .any(|i| i.path.ends_with(m) && i.problem == "a symbolic link, not followed"),
+                "{m}: {issues:?}"
+            );
+        }
+        assert_eq!(found.len(), 1, "{found:?}");
+        let _ = fs::remove_dir_all(&root);
+        let _ = fs::remove_dir_all(&elsewhere);
+    }
+
+    /// A marker may be a regular file holding anything (a hard link to a secret, say): an
+    /// issue names the step it points to only as rebuilt from a number, never its text.
+    #[test]
+    fn issues_never_carry_marker_text() {
+        use std::fs;
+        let root = scratch("text");
+        for (dir, latest) in [("ds/3001", SECRET), ("ds/3002", "global_step400")] {
+            fs::create_dir_all(root.join(dir).join("global_step10")).expect("mkdir");
+            fs::write(root.join(dir).join("latest"), latest).expect("latest");
+        }
+        fs::create_dir_all(root.join("mega/2001")).expect("mkdir");
+        fs::write(
+            root.join("mega/2001/latest_checkpointed_iteration.txt"),
+            SECRET,
+        )
+        .expect("tracker");
+        let (found, issues) =
+            Scanner::default().scan(std::slice::from_ref(&root), Limits::default());
+        let out = serde_json::to_string(&(&found, &issues)).expect("json");
+        assert!(!out.contains(SECRET), "{out}");
+        let problem = |p: &str| {
+            issues
+                .iter()
+                .find(|i| i.path.ends_with(p))
+                .map(|i| i.problem.as_str())
+        };
+        assert_eq!(
+            problem("3001/latest"),
+            Some("names no step directory that is here")
+        );
+        assert_eq!(
+            problem("3002/latest"),
+            Some("points to \"global_step400\", which is not here")
+        );
+        assert_eq!(
+            problem("2001/latest_checkpointed_iteration.txt"),
+            Some("names no step directory that is here")
+        );
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    /// Directories the listing saw are replaced before the scan walks into them: by a link
+    /// to a tree outside the root, or by another directory renamed into place. Neither is
+    /// entered, and the checkpoint outside is not found.
+    #[test]
+    fn directories_swapped_after_the_listing_are_not_entered() {
+        use std::fs;
+        let root = scratch("dirs");
+        let outside = scratch("dirs-outside");
+        let mk = |d: &Path, files: &[&str]| {
+            fs::create_dir_all(d).expect("mkdir");
+            for f in files {
+                fs::write(d.join(f), b"x").expect("write");
+            }
+        };
+        let ckpt = [".metadata", "__0_0.distcp"];
+        mk(&outside.join("step-500"), &ckpt);
+        fs::write(outside.join("model_optim_rng.pt"), b"x").expect("write");
+        mk(&outside.join("moved/step-600"), &ckpt);
+        mk(&root.join("job-1/step-100"), &ckpt);
+        mk(&root.join("job-2/step-200"), &ckpt);
+        mk(&root.join("job-3/step-300"), &ckpt);
+        mk(
+            &root.join("job-4/iter_0000400/mp_rank_00"),
+            &["model_optim_rng.pt"],
+        );
+        let (out, moved) = (outside.clone(), outside.join("moved"));
+        let mut sc = Scanner {
+            before_open: Some(Box::new(move |p: &Path| {
+                let is_dir = fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+                if !is_dir {
+                    return;
+                }
+                if p.ends_with("job-2") || p.ends_with("mp_rank_00") {
+                    fs::remove_dir_all(p).expect("rm");
+                    std::os::unix::fs::symlink(&out, p).expect("swap in a link");
+                }
+                if p.ends_with("job-3") {
+                    fs::remove_dir_all(p).expect("rm");
+                    fs::rename(&moved, p).expect("swap in a directory");
+                }
+            })),
+            ..Scanner::default()
+        };
+        let (found, issues) = sc.scan(std::slice::from_ref(&root), Limits::default());
+        let paths: Vec<&str> = found.iter().map(|f| f.path.as_str()).collect();
+        assert!(
+            paths.iter().any(|p| p.ends_with("job-1/step-100")),
+            "{paths:?}"
+        );
+        assert!(
+            !paths
+                .iter()
+                .any(|p| p.contains("step-500") || p.contains("step-600")),
+            "{paths:?}"
+        );
+        let problem = |p: &str| {
+            issues
+                .iter()
+                .find(|i| i.path.ends_with(p))
+                .map(|i| i.problem.as_str())
+        };
+        assert_eq!(problem("job-2"), Some("a symbolic link, not followed"));
+        assert_eq!(problem("mp_rank_00"), Some("a symbolic link, not followed"));
+        assert_eq!(
+            problem("job-3"),
+            Some("replaced while scanning, not followed")
+        );
+        // The Megatron iteration's shard directory was not listed through the link.
+        let mega = found
+            .iter()
+            .find(|f| f.path.ends_with("iter_0000400"))
+            .expect("iter_0000400");
+        assert!(!mega.complete, "{mega:?}");
+        let _ = fs::remove_dir_all(&root);
+        let _ = fs::remove_dir_all(&outside);
+    }
+
+    /// Once open, a directory is read through its handle: moving it away and putting
+    /// another in its place changes nothing for what is opened under it (Linux, `/proc`).
+    #[test]
+    fn an_open_directory_is_read_through_its_handle() {
+        use std::fs;
+        let base = scratch("handle");
+        fs::create_dir_all(base.join("d")).expect("mkdir");
+        fs::write(base.join("d/latest"), b"global_step1").expect("write");
+        let dir = open_dir(&base.join("d"), None).expect("open");
+        fs::rename(base.join("d"), base.join("moved")).expect("rename");
+        fs::create_dir_all(base.join("d")).expect("mkdir");
+        std::os::unix::fs::symlink("/dev/zero", base.join("d/latest")).expect("symlink");
+        if Path::new("/proc/self/fd").is_dir() {
+            let r = read_marker(&dir.via.join("latest"));
+            assert_eq!(r.ok().as_deref(), Some("global_step1"));
+        }
+        let _ = fs::remove_dir_all(&base);
     }
 
     #[test]
