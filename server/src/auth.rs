@@ -112,16 +112,62 @@ pub fn hash_password(password: &str) -> Result<String, AuthError> {
 
 /// Whether `password` matches `hash`. A malformed hash never matches.
 pub fn verify_password(hash: &str, password: &str) -> bool {
+    verify_in(hash, password, &mut Vec::new())
+}
+
+thread_local! {
+    /// The argon2 memory of the thread that verifies: allocated once, at the largest cost
+    /// seen, and reused, so that a flood of sign-ins does not allocate (and leave the
+    /// allocator holding) a hash's memory per attempt.
+    static MEMORY: std::cell::RefCell<Vec<argon2::Block>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// [`verify_password`] in this thread's reused argon2 memory.
+pub fn verify_password_reusing(hash: &str, password: &str) -> bool {
+    MEMORY.with(|m| match m.try_borrow_mut() {
+        Ok(mut mem) => verify_in(hash, password, &mut mem),
+        Err(_) => verify_password(hash, password),
+    })
+}
+
+/// Verifies as argon2's own `verify_password` does (the hash's algorithm, version, cost,
+/// salt and length; a constant-time comparison), in `mem`, grown if the cost needs more.
+fn verify_in(hash: &str, password: &str, mem: &mut Vec<argon2::Block>) -> bool {
     if password.len() > MAX_PASSWORD {
         return false;
     }
-    PasswordHash::new(hash)
-        .map(|h| {
-            Argon2::default()
-                .verify_password(password.as_bytes(), &h)
-                .is_ok()
-        })
-        .unwrap_or(false)
+    let Ok(h) = PasswordHash::new(hash) else {
+        return false;
+    };
+    let (Ok(algorithm), Ok(params)) = (
+        argon2::Algorithm::try_from(h.algorithm),
+        argon2::Params::try_from(&h),
+    ) else {
+        return false;
+    };
+    let version = match h.version.map(argon2::Version::try_from) {
+        None => argon2::Version::V0x13,
+        Some(Ok(v)) => v,
+        Some(Err(_)) => return false,
+    };
+    let (Some(salt), Some(expected)) = (h.salt, h.hash) else {
+        return false;
+    };
+    let mut salt_buf = [0u8; 64];
+    let Ok(salt) = salt.decode_b64(&mut salt_buf) else {
+        return false;
+    };
+    if mem.len() < params.block_count() {
+        mem.resize(params.block_count(), argon2::Block::default());
+    }
+    let mut out = vec![0u8; expected.len()];
+    let a = Argon2::new(algorithm, version, params);
+    if a.hash_password_into_with_memory(password.as_bytes(), salt, &mut out, &mut mem[..])
+        .is_err()
+    {
+        return false;
+    }
+    argon2::password_hash::Output::new(&out).is_ok_and(|o| o == expected)
 }
 
 /// A hash to verify against when the user does not exist, so that a wrong name and a
@@ -180,12 +226,16 @@ pub async fn authenticate(
     } else {
         None
     };
-    let hash = user
-        .as_ref()
-        .map(|u| u.password_hash.clone())
-        .unwrap_or_else(|| decoy_hash().to_string());
+    let hash = user.as_ref().map(|u| u.password_hash.clone());
+    // The decoy is made (once) on the pool too: never on a request's thread.
     let ok = pool
-        .run(move || verify_password(&hash, &password))
+        .run(move || {
+            let against: &str = match &hash {
+                Some(h) => h,
+                None => decoy_hash(),
+            };
+            verify_password_reusing(against, &password)
+        })
         .await?
         .unwrap_or(false);
     Ok(user.filter(|_| ok))
@@ -384,6 +434,49 @@ mod tests {
         ));
         // Two hashes of one password differ (fresh salt).
         assert_ne!(h, hash_password("correct horse battery").expect("hash"));
+        // Verifying in reused memory agrees with argon2's own verifier, whatever the cost
+        // of the hash (the memory grows for a costlier one) and whatever the password.
+        use argon2::password_hash::PasswordHasher as _;
+        let costly = argon2::Argon2::new(
+            argon2::Algorithm::Argon2id,
+            argon2::Version::V0x13,
+            argon2::Params::new(32 * 1024, 1, 2, Some(24)).expect("params"),
+        )
+        .hash_password(
+            b"another password",
+            &SaltString::encode_b64(b"0123456789abcdef").expect("salt"),
+        )
+        .expect("hash")
+        .to_string();
+        let argon2i = argon2::Argon2::new(
+            argon2::Algorithm::Argon2i,
+            argon2::Version::V0x10,
+            argon2::Params::new(8 * 1024, 2, 1, None).expect("params"),
+        )
+        .hash_password(
+            b"old style hash",
+            &SaltString::encode_b64(b"fedcba9876543210").expect("salt"),
+        )
+        .expect("hash")
+        .to_string();
+        for (hash, pw) in [
+            (&h, "correct horse battery"),
+            (&h, "correct horse batterz"),
+            (&costly, "another password"),
+            (&costly, "another passwor"),
+            (&argon2i, "old style hash"),
+            (&argon2i, "Old style hash"),
+        ] {
+            let theirs = PasswordHash::new(hash)
+                .map(|p| Argon2::default().verify_password(pw.as_bytes(), &p).is_ok())
+                .expect("parse");
+            assert_eq!(verify_password_reusing(hash, pw), theirs, "{hash} {pw}");
+        }
+        assert!(verify_password_reusing(&costly, "another password"));
+        assert!(!verify_password_reusing(
+            "$argon2id$v=19$m=8,t=1,p=1$c2FsdHNhbHQ$",
+            "x"
+        ));
     }
 
     #[test]

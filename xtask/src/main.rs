@@ -11,9 +11,12 @@
 //! - `cargo xtask bench browser | scale`: the live views in Chromium; 2,048 nodes' CPU and RSS.
 //! - `cargo xtask bench reports`: a 90-day report over 4,096 GPUs on SQLite and PostgreSQL.
 //! - `cargo xtask bench timeline`: `/timeline` of 2,048 nodes over 7 days, server and Chromium.
+//! - `cargo xtask bench login-flood`: a signed-in browser's latency and Gantry's RSS while
+//!   1,000 wrong passwords a second arrive from 200 loopback addresses.
 //!
 //! Tools are pinned and installed once into `~/.cargo/bin`; every install says what it
-//! installs and why before it starts. No dependencies: std only, so it builds in seconds.
+//! installs and why before it starts. One small dependency (socket2, to bind the login-flood attackers to many loopback
+//! addresses, which std cannot), so it builds in seconds.
 
 mod bench;
 mod bootstrap;
@@ -28,7 +31,7 @@ use std::env;
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench <size | ingest | browser | scale | reports | timeline> | fence | bootstrap>";
+    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench <size | ingest | browser | scale | reports | timeline | login-flood> | fence | bootstrap>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();

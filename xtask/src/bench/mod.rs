@@ -1,8 +1,9 @@
-//! `cargo xtask bench <size | ingest | browser | scale | reports | timeline>`: one module
+//! `cargo xtask bench <size | ingest | browser | scale | reports | timeline | login-flood>`: one module
 //! per benchmark, and the measurements they share.
 
 mod browser;
 mod ingest;
+mod login_flood;
 mod reports;
 mod scale;
 mod size;
@@ -23,8 +24,9 @@ pub(crate) fn bench(args: &[String]) -> Result {
         Some("scale") => scale::bench_scale(),
         Some("reports") => reports::bench_reports(),
         Some("timeline") => timeline::bench_timeline(),
+        Some("login-flood") => login_flood::bench_login_flood(),
         _ => Err(
-            "usage: cargo xtask bench <size | ingest | browser | scale | reports | timeline>"
+            "usage: cargo xtask bench <size | ingest | browser | scale | reports | timeline | login-flood>"
                 .into(),
         ),
     }
