@@ -35,6 +35,8 @@ pub enum ServeError {
     Sim(String),
     #[error("scheduler: {0}")]
     Scheduler(String),
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// A running server, for `main` and for tests.
@@ -70,6 +72,8 @@ impl Running {
 /// source scrapes the server's own exporter endpoints.
 pub async fn start(cfg: Config) -> Result<Running, ServeError> {
     let store = Store::connect(cfg.database_url.expose()).await?;
+    // What every outbound https:// connection trusts: the system's CAs or tls.ca_bundle.
+    let tls = crate::tls::client_config(cfg.tls.ca_bundle.as_deref())?;
     let metrics = Arc::new(Metrics::default());
     let live = Live::new(Arc::clone(&metrics));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -119,7 +123,8 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                         r.version,
                         timeout,
                         Some(cli),
-                    );
+                    )
+                    .with_tls(Arc::clone(&tls));
                     (Arc::new(rest), None)
                 }
             }
@@ -206,16 +211,19 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             });
             // The simulator's own exporters and PromQL are read within the tick that uses
             // them; configured exporters by their own task, each within most of the interval.
-            let client = Client::new(ScrapeConfig {
-                timeout: Duration::from_millis(if external.is_some() {
-                    (scrape_interval_ms * 4 / 5).min(10_000)
-                } else {
-                    cfg.live_interval_ms * 4 / 5
-                }),
-                gzip: external.is_some(),
-                max_idle_per_host: cfg.scrape_concurrency,
-                ..ScrapeConfig::default()
-            });
+            let client = Client::new(
+                ScrapeConfig {
+                    timeout: Duration::from_millis(if external.is_some() {
+                        (scrape_interval_ms * 4 / 5).min(10_000)
+                    } else {
+                        cfg.live_interval_ms * 4 / 5
+                    }),
+                    gzip: external.is_some(),
+                    max_idle_per_host: cfg.scrape_concurrency,
+                    ..ScrapeConfig::default()
+                },
+                Arc::clone(&tls),
+            );
             let (ingest, promql) = match cfg.telemetry {
                 TelemetryKind::Direct => (None, None),
                 TelemetryKind::Scrape => {
@@ -295,11 +303,16 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                 .clone()
                 .zip(cfg.bmc_exporter_url.clone())
                 .map(|(g, b)| {
-                    let client = Client::new(ScrapeConfig {
-                        timeout: Duration::from_millis((scrape_interval_ms * 4 / 5).min(10_000)),
-                        max_idle_per_host: cfg.scrape_concurrency,
-                        ..ScrapeConfig::default()
-                    });
+                    let client = Client::new(
+                        ScrapeConfig {
+                            timeout: Duration::from_millis(
+                                (scrape_interval_ms * 4 / 5).min(10_000),
+                            ),
+                            max_idle_per_host: cfg.scrape_concurrency,
+                            ..ScrapeConfig::default()
+                        },
+                        Arc::clone(&tls),
+                    );
                     let ing = Ingest::new(
                         client,
                         Vec::new(),
@@ -350,6 +363,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             live: Arc::clone(&live),
             store: store.clone(),
             actions: Arc::clone(&actions_for_alerts),
+            tls,
         },
         shutdown_rx.clone(),
     )));
