@@ -10,6 +10,8 @@
 //! - `reports`: reports against a scenario with known hours and costs, on both databases.
 //! - `rest`: the slurmrestd client against a newer API version this test plays.
 //! - `slurm`: the Slurm CLI transport against a real 16-node Slurm.
+//! - `tls`: HTTPS to an exporter, slurmrestd and a webhook receiver with certificates from
+//!   a CA the test makes: good ones accepted, a wrong name or an unknown CA refused.
 
 mod support;
 
@@ -23,3 +25,4 @@ mod rest;
 mod scrape;
 mod slurm;
 mod storage;
+mod tls;
