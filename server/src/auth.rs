@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use app::actions::{Me, Role};
 use app::model::UnixMs;
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::password_hash::{PasswordHash, PasswordHasher, SaltString};
 use argon2::Argon2;
 use http::Method;
 use sha2::{Digest, Sha256};

@@ -43,6 +43,37 @@ impl<T> fmt::Debug for Secret<T> {
     }
 }
 
+/// `[tls]`: serving HTTPS, and the CAs outbound HTTPS trusts (see `tls.rs`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsConfig {
+    /// The server's certificate chain (PEM); with `key`, Gantry serves HTTPS.
+    #[serde(deserialize_with = "non_empty")]
+    pub cert: Option<PathBuf>,
+    /// The certificate's private key (PEM: PKCS#8, PKCS#1 RSA or SEC1); with `cert`.
+    #[serde(deserialize_with = "non_empty")]
+    pub key: Option<PathBuf>,
+    /// A PEM file of the CAs trusted for outbound `https://` (exporters, the PromQL store,
+    /// slurmrestd, webhooks), instead of the system's. Unset: the system's CAs.
+    #[serde(deserialize_with = "non_empty")]
+    pub ca_bundle: Option<PathBuf>,
+}
+
+impl TlsConfig {
+    /// The certificate and key files to serve HTTPS with; `None`: plain HTTP.
+    pub fn serving(&self) -> Option<(&Path, &Path)> {
+        Some((self.cert.as_deref()?, self.key.as_deref()?))
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        match (&self.cert, &self.key) {
+            (Some(_), None) => Err(invalid("tls.key", "is required with tls.cert")),
+            (None, Some(_)) => Err(invalid("tls.cert", "is required with tls.key")),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Where scheduler state and telemetry come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -94,7 +125,7 @@ impl Default for SlurmConfig {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SlurmRest {
-    /// `http://host:6820` or `unix:/path/slurmrestd.socket`.
+    /// `http://host:6820`, `https://host:6820` or `unix:/path/slurmrestd.socket`.
     pub url: String,
     /// `X-SLURM-USER-NAME` (with a SlurmUser/root token acting for a user).
     #[serde(default, deserialize_with = "non_empty")]
@@ -291,7 +322,8 @@ pub struct Config {
     pub telemetry: TelemetryKind,
     /// Scrapes in flight at once.
     pub scrape_concurrency: usize,
-    /// The PromQL store's base URL (`http://prometheus:9090`), for `telemetry = "promql"`.
+    /// The PromQL store's base URL (`http://prometheus:9090`, or `https://`), for
+    /// `telemetry = "promql"`.
     #[serde(deserialize_with = "non_empty")]
     pub promql_url: Option<String>,
     /// Each node's GPU (dcgm-exporter) and BMC/PDU exporter URLs, `{node}` standing for the
@@ -326,6 +358,8 @@ pub struct Config {
     /// `[reports]`: cost rates, currency and the idle threshold.
     #[serde(with = "ReportKeys")]
     pub reports: Rates,
+    /// `[tls]`: HTTPS serving (`cert` and `key`) and outbound CAs (`ca_bundle`).
+    pub tls: TlsConfig,
 }
 
 impl Default for Config {
@@ -357,6 +391,7 @@ impl Default for Config {
             rollup_1m_days: 14,
             rollup_1h_days: 400,
             reports: Rates::default(),
+            tls: TlsConfig::default(),
         }
     }
 }
@@ -519,8 +554,8 @@ impl Config {
             within("scrape_interval_ms", i, 100..=600_000)?;
         }
         if let Some(u) = &self.promql_url {
-            if !u.starts_with("http://") {
-                return Err(invalid("promql_url", "must be an http:// URL"));
+            if !is_web_url(u) {
+                return Err(invalid("promql_url", "must be an http:// or https:// URL"));
             }
         }
         if self.telemetry == TelemetryKind::PromQl && self.promql_url.is_none() {
@@ -535,11 +570,11 @@ impl Config {
             ("node_exporter_url", &self.node_exporter_url),
         ] {
             if t.as_ref()
-                .is_some_and(|t| !t.starts_with("http://") || !t.contains("{node}"))
+                .is_some_and(|t| !is_web_url(t) || !t.contains("{node}"))
             {
                 return Err(invalid(
                     field,
-                    "must be an http:// URL template containing {node}",
+                    "must be an http:// or https:// URL template containing {node}",
                 ));
             }
         }
@@ -570,6 +605,7 @@ impl Config {
         self.auth.validate()?;
         self.limits.validate()?;
         validate_alerts(&mut self.alerts)?;
+        self.tls.validate()?;
         crate::reports::validate(&self.reports).map_err(|m| invalid("reports", m))?;
         Ok(self)
     }
@@ -597,7 +633,7 @@ impl SlurmConfig {
             if crate::slurm::rest::Address::parse(&rest.url).is_err() {
                 return Err(invalid(
                     "slurm.rest_url",
-                    "must be http://host:port or unix:/absolute/path",
+                    "must be http://host:port, https://host:port or unix:/absolute/path",
                 ));
             }
         }
@@ -653,8 +689,11 @@ fn validate_alerts(a: &mut AlertConfig) -> Result<(), ConfigError> {
     a.nccl_consecutive = a.nccl_consecutive.max(1);
     a.nccl_baseline_steps = a.nccl_baseline_steps.max(1);
     if let Some(u) = &a.webhook_url {
-        if !u.starts_with("http://") {
-            return Err(invalid("alerts.webhook_url", "must be an http:// URL"));
+        if !is_web_url(u) {
+            return Err(invalid(
+                "alerts.webhook_url",
+                "must be an http:// or https:// URL",
+            ));
         }
     }
     if !(a.rack_power_high_ratio > 0.0 && a.rack_power_high_ratio <= 1.0) {
@@ -664,6 +703,11 @@ fn validate_alerts(a: &mut AlertConfig) -> Result<(), ConfigError> {
         ));
     }
     Ok(())
+}
+
+/// `http://...` or `https://...` (verified with the system's CAs or `tls.ca_bundle`).
+fn is_web_url(u: &str) -> bool {
+    u.starts_with("http://") || u.starts_with("https://")
 }
 
 fn within<T: PartialOrd + fmt::Display>(

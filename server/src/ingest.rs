@@ -617,7 +617,10 @@ mod tests {
     #[test]
     fn bmc_mapping_picks_the_inlet_sensor() {
         let mut ing = Ingest::new(
-            Client::new(Default::default()),
+            Client::new(
+                Default::default(),
+                crate::tls::client_config(None).expect("tls"),
+            ),
             Vec::new(),
             PowerMapping::default(),
             4,
@@ -633,7 +636,10 @@ mod tests {
     #[test]
     fn infiniband_counters_become_a_rate_and_a_reset_is_not_one() {
         let mut ing = Ingest::new(
-            Client::new(Default::default()),
+            Client::new(
+                Default::default(),
+                crate::tls::client_config(None).expect("tls"),
+            ),
             Vec::new(),
             PowerMapping::default(),
             4,
@@ -682,7 +688,15 @@ mod tests {
             inlet_metric: "node_hwmon_temp_celsius".into(),
             inlet_label: Some(("sensor".into(), "temp1".into())),
         };
-        let mut ing = Ingest::new(Client::new(Default::default()), Vec::new(), mapping, 4);
+        let mut ing = Ingest::new(
+            Client::new(
+                Default::default(),
+                crate::tls::client_config(None).expect("tls"),
+            ),
+            Vec::new(),
+            mapping,
+            4,
+        );
         let body = b"node_hwmon_power_average_watt{chip=\"acpi_power_meter\",sensor=\"power2\"} 12\n\
                      node_hwmon_power_average_watt{chip=\"acpi_power_meter\",sensor=\"power1\"} 5120.5\n\
                      node_hwmon_temp_celsius{chip=\"platform_coretemp\",sensor=\"temp1\"} 23\n";
@@ -705,7 +719,10 @@ mod tests {
             node_url: None,
         }];
         let mut ing = Ingest::new(
-            Client::new(Default::default()),
+            Client::new(
+                Default::default(),
+                crate::tls::client_config(None).expect("tls"),
+            ),
             t,
             PowerMapping::default(),
             4,
@@ -756,7 +773,10 @@ mod tests {
             })
             .collect();
         let mut ing = Ingest::new(
-            Client::new(Default::default()),
+            Client::new(
+                Default::default(),
+                crate::tls::client_config(None).expect("tls"),
+            ),
             targets,
             PowerMapping::default(),
             8,
@@ -776,7 +796,10 @@ mod tests {
     fn stale_nodes_contribute_nothing() {
         let inv = crate::sim::layout(8, "t");
         let mut ing = Ingest::new(
-            Client::new(Default::default()),
+            Client::new(
+                Default::default(),
+                crate::tls::client_config(None).expect("tls"),
+            ),
             Vec::new(),
             PowerMapping::default(),
             4,

@@ -24,5 +24,6 @@ pub mod sources;
 pub mod store;
 pub mod telemetry;
 pub mod timeline;
+pub mod tls;
 pub mod web;
 pub mod window;

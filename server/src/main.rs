@@ -18,7 +18,8 @@ serve    Runs Gantry. Configuration: defaults, then FILE (or $GANTRY_CONFIG), th
          variables.
 inspect metrics
          Prints, as JSON, what Gantry understands from one dcgm-exporter scrape: saved in
-         FILE, fetched from an http:// URL, or read from standard input. Per GPU: readings
+         FILE, fetched from an http:// or https:// URL (verified with the system's CAs), or
+         read from standard input. Per GPU: readings
          with units, decoded throttle reasons, fields sent as DCGM no-data sentinels; and
          the metrics it ignored and the lines it could not read.
 inspect topology
@@ -272,16 +273,20 @@ fn fail(what: &str, e: &dyn std::fmt::Display) -> ExitCode {
 
 fn read_bounded(src: &str) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    if src.starts_with("http://") {
+    if src.starts_with("http://") || src.starts_with("https://") {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let client = server::scrape::Client::new(server::scrape::ScrapeConfig {
-            timeout: std::time::Duration::from_secs(10),
-            max_body_bytes: MAX_SCRAPE_BYTES as usize,
-            gzip: true,
-            max_idle_per_host: 1,
-        });
+        let tls = server::tls::client_config(None).map_err(std::io::Error::other)?;
+        let client = server::scrape::Client::new(
+            server::scrape::ScrapeConfig {
+                timeout: std::time::Duration::from_secs(10),
+                max_body_bytes: MAX_SCRAPE_BYTES as usize,
+                gzip: true,
+                max_idle_per_host: 1,
+            },
+            tls,
+        );
         return rt
             .block_on(client.fetch(src))
             .map_err(std::io::Error::other);

@@ -1,13 +1,15 @@
-//! Fetching exporters over HTTP: one GET with a deadline, a body size cap (enforced while
+//! Fetching exporters over HTTP or HTTPS: one GET with a deadline, a body size cap (enforced while
 //! reading, so a 100 MB answer costs at most the cap), gzip, and one clear error per
 //! target; and each target's health with backoff. Parsing is `telemetry`'s job: this
 //! module only moves bytes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::header;
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::{connect::HttpConnector, Client as HyperClient};
 use hyper_util::rt::TokioExecutor;
 
@@ -45,6 +47,9 @@ pub enum ScrapeError {
     BadUrl(String),
     #[error("connection failed: {0}")]
     Connect(String),
+    /// The TLS handshake failed: the certificate was refused, or the peer speaks no TLS.
+    #[error("TLS: {0}")]
+    Tls(String),
     #[error("no complete answer within {0} ms")]
     Timeout(u64),
     #[error("HTTP status {0}")]
@@ -73,18 +78,26 @@ enum Expect {
     Json,
 }
 
-/// An HTTP client for exporters; cheap to clone, shares connections.
+/// An HTTP and HTTPS client for exporters; cheap to clone, shares connections.
 #[derive(Clone)]
 pub struct Client {
-    inner: HyperClient<HttpConnector, Empty<Bytes>>,
+    inner: HyperClient<HttpsConnector<HttpConnector>, Empty<Bytes>>,
     cfg: ScrapeConfig,
 }
 
 impl Client {
-    pub fn new(cfg: ScrapeConfig) -> Client {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(cfg.timeout));
-        connector.set_nodelay(true);
+    /// `tls` verifies `https://` targets ([`crate::tls::client_config`]).
+    pub fn new(cfg: ScrapeConfig, tls: Arc<rustls::ClientConfig>) -> Client {
+        let mut http = HttpConnector::new();
+        http.set_connect_timeout(Some(cfg.timeout));
+        http.set_nodelay(true);
+        // The HTTPS connector hands it `https://` URIs too, for the TCP part.
+        http.enforce_http(false);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config((*tls).clone())
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
         let inner = HyperClient::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
             // Real exporters are one per host, so this only matters where many share a
@@ -109,7 +122,7 @@ impl Client {
         let uri: hyper::Uri = url
             .parse()
             .map_err(|_| ScrapeError::BadUrl(url.chars().take(200).collect()))?;
-        if uri.scheme_str() != Some("http") || uri.host().is_none() {
+        if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
             return Err(ScrapeError::BadUrl(url.chars().take(200).collect()));
         }
         let req = hyper::Request::get(uri)
@@ -131,7 +144,7 @@ impl Client {
                 .inner
                 .request(req)
                 .await
-                .map_err(|e| ScrapeError::Connect(error_chain(&e)))?;
+                .map_err(|e| connect_error(&e))?;
             let status = resp.status();
             let ctype = header_str(resp.headers(), header::CONTENT_TYPE);
             // The Prometheus API answers a refused query with 400, 422 or 503 and its JSON
@@ -160,7 +173,7 @@ impl Client {
             let mut body = resp.into_body();
             let mut raw: Vec<u8> = Vec::with_capacity(declared.min(max));
             while let Some(frame) = body.frame().await {
-                let frame = frame.map_err(|e| ScrapeError::Connect(error_chain(&e)))?;
+                let frame = frame.map_err(|e| connect_error(&e))?;
                 if let Some(data) = frame.data_ref() {
                     if raw.len() + data.len() > max {
                         return Err(ScrapeError::TooLarge(max));
@@ -185,6 +198,14 @@ fn header_str(h: &hyper::HeaderMap, name: header::HeaderName) -> String {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string()
+}
+
+/// A failed exchange: TLS's refusal in its own words, else the error chain.
+fn connect_error(e: &(dyn std::error::Error + 'static)) -> ScrapeError {
+    match crate::tls::failure(e) {
+        Some(m) => ScrapeError::Tls(m),
+        None => ScrapeError::Connect(error_chain(e)),
+    }
 }
 
 /// The error and its causes on one line (hyper's top-level message alone says little).

@@ -35,6 +35,8 @@ pub enum ServeError {
     Sim(String),
     #[error("scheduler: {0}")]
     Scheduler(String),
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// A running server, for `main` and for tests.
@@ -70,11 +72,19 @@ impl Running {
 /// source scrapes the server's own exporter endpoints.
 pub async fn start(cfg: Config) -> Result<Running, ServeError> {
     let store = Store::connect(cfg.database_url.expose()).await?;
+    // What every outbound https:// connection trusts: the system's CAs or tls.ca_bundle.
+    let tls = crate::tls::client_config(cfg.tls.ca_bundle.as_deref())?;
     let metrics = Arc::new(Metrics::default());
     let live = Live::new(Arc::clone(&metrics));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (queue, writer) = live::spawn_store_writer(store.clone(), Arc::clone(&metrics));
 
+    // HTTPS when a certificate is configured; a bad one stops start-up here.
+    let serving_tls = match cfg.tls.serving() {
+        Some((cert, key)) => Some(crate::tls::server_config(cert, key)?),
+        None => None,
+    };
+    let serving_https = serving_tls.is_some();
     let listener = TcpListener::bind(cfg.listen)
         .await
         .map_err(|source| ServeError::Bind {
@@ -119,7 +129,8 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                         r.version,
                         timeout,
                         Some(cli),
-                    );
+                    )
+                    .with_tls(Arc::clone(&tls));
                     (Arc::new(rest), None)
                 }
             }
@@ -148,7 +159,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         }),
         actions,
         rates: Arc::new(cfg.reports.clone()),
-        tls: false,
+        tls: serving_https,
         throttle: Arc::new(crate::auth::Throttle::new(cfg.auth.throttle_policy())),
         hash_pool: crate::auth::HashPool::new(
             cfg.auth.hash_threads as usize,
@@ -170,6 +181,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         listener,
         app,
         limits,
+        serving_tls,
         Arc::clone(&metrics),
         shutdown_rx.clone(),
     ));
@@ -219,17 +231,31 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             });
             // The simulator's own exporters and PromQL are read within the tick that uses
             // them; configured exporters by their own task, each within most of the interval.
-            let client = Client::new(ScrapeConfig {
-                timeout: Duration::from_millis(if external.is_some() {
-                    (scrape_interval_ms * 4 / 5).min(10_000)
+            let client = Client::new(
+                ScrapeConfig {
+                    timeout: Duration::from_millis(if external.is_some() {
+                        (scrape_interval_ms * 4 / 5).min(10_000)
+                    } else {
+                        cfg.live_interval_ms * 4 / 5
+                    }),
+                    gzip: external.is_some(),
+                    max_idle_per_host: cfg.scrape_concurrency,
+                    ..ScrapeConfig::default()
+                },
+                Arc::clone(&tls),
+            );
+            // Serving HTTPS, the simulator's own exporters would be scraped over TLS at an
+            // address its certificate does not name: its readings are then taken directly.
+            let telemetry =
+                if serving_https && external.is_none() && cfg.telemetry == TelemetryKind::Scrape {
+                    tracing::info!(
+                        "serving HTTPS: the simulator's readings are taken directly, not scraped"
+                    );
+                    TelemetryKind::Direct
                 } else {
-                    cfg.live_interval_ms * 4 / 5
-                }),
-                gzip: external.is_some(),
-                max_idle_per_host: cfg.scrape_concurrency,
-                ..ScrapeConfig::default()
-            });
-            let (ingest, promql) = match cfg.telemetry {
+                    cfg.telemetry
+                };
+            let (ingest, promql) = match telemetry {
                 TelemetryKind::Direct => (None, None),
                 TelemetryKind::Scrape => {
                     let ing = Ingest::new(
@@ -308,11 +334,16 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
                 .clone()
                 .zip(cfg.bmc_exporter_url.clone())
                 .map(|(g, b)| {
-                    let client = Client::new(ScrapeConfig {
-                        timeout: Duration::from_millis((scrape_interval_ms * 4 / 5).min(10_000)),
-                        max_idle_per_host: cfg.scrape_concurrency,
-                        ..ScrapeConfig::default()
-                    });
+                    let client = Client::new(
+                        ScrapeConfig {
+                            timeout: Duration::from_millis(
+                                (scrape_interval_ms * 4 / 5).min(10_000),
+                            ),
+                            max_idle_per_host: cfg.scrape_concurrency,
+                            ..ScrapeConfig::default()
+                        },
+                        Arc::clone(&tls),
+                    );
                     let ing = Ingest::new(
                         client,
                         Vec::new(),
@@ -363,6 +394,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             live: Arc::clone(&live),
             store: store.clone(),
             actions: Arc::clone(&actions_for_alerts),
+            tls,
         },
         shutdown_rx.clone(),
     )));

@@ -13,6 +13,11 @@ const FENCED: &[&str] = &[
     "plotters",
     "tower-http",
     "leptos_axum",
+    "rustls",
+    "tokio-rustls",
+    "hyper-rustls",
+    "rustls-native-certs",
+    "ring",
 ];
 
 pub(crate) fn fence() -> Result {

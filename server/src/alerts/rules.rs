@@ -32,7 +32,7 @@ pub struct AlertConfig {
     pub nccl_baseline_steps: usize,
     /// A job that has checkpointed and then not for this long.
     pub checkpoint_overdue_ms: i64,
-    /// POST each firing and resolution here (`http://`).
+    /// POST each firing and resolution here (`http://` or `https://`).
     pub webhook_url: Option<String>,
     /// `gantry` (Gantry's JSON) or `alertmanager` (Alertmanager's v2 alert list).
     pub webhook_format: WebhookFormat,

@@ -19,6 +19,8 @@ pub struct AlertTask {
     pub live: Arc<crate::live::Live>,
     pub store: crate::store::Store,
     pub actions: Arc<crate::actions::Actions>,
+    /// Verifies `https://` webhook receivers ([`crate::tls::client_config`]).
+    pub tls: Arc<rustls::ClientConfig>,
 }
 
 /// Evaluates the rules on every published tick until shutdown.
@@ -28,9 +30,10 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
         live,
         store,
         actions,
+        tls,
     } = task;
     let (tx, rx) = tokio::sync::mpsc::channel::<Delivery>(1024);
-    let delivery = tokio::spawn(deliver(cfg.clone(), store.clone(), rx));
+    let delivery = tokio::spawn(deliver(cfg.clone(), tls, store.clone(), rx));
     let mut ticks = live.subscribe();
     let mut state = RuleState::default();
     // Open alerts by (rule, subject) -> id; loaded from the store so a restart resumes.

@@ -1,6 +1,7 @@
 //! Webhook delivery: one POST per firing and resolution, in Gantry's JSON or as an
 //! Alertmanager v2 alert list, retried with backoff, every attempt logged in the store.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use app::model::UnixMs;
@@ -51,34 +52,57 @@ fn payload(fmt: WebhookFormat, d: &Delivery) -> serde_json::Value {
     }
 }
 
-/// POSTs JSON over HTTP/1.1; `Ok` on 2xx.
-async fn post_json(url: &str, body: &serde_json::Value, timeout: Duration) -> Result<u16, String> {
+/// POSTs JSON over HTTP/1.1, or over TLS for `https://` (verified with `tls`); `Ok` on
+/// 2xx. Errors never quote the URL, whose path or query may hold the receiver's secret.
+async fn post_json(
+    url: &str,
+    body: &serde_json::Value,
+    timeout: Duration,
+    tls: &Arc<rustls::ClientConfig>,
+) -> Result<u16, String> {
     use http_body_util::{BodyExt, Full};
-    let uri: hyper::Uri = url.parse().map_err(|_| format!("bad URL {url:?}"))?;
-    let host = uri
-        .authority()
-        .map(|a| a.to_string())
-        .ok_or("no host in URL")?;
+    let uri: hyper::Uri = url.parse().map_err(|_| "bad webhook URL".to_string())?;
+    let https = match uri.scheme_str() {
+        Some("http") => false,
+        Some("https") => true,
+        _ => return Err("webhook URL is neither http:// nor https://".into()),
+    };
+    let (Some(authority), Some(host)) = (uri.authority(), uri.host()) else {
+        return Err("no host in webhook URL".into());
+    };
+    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let host_header = authority
+        .as_str()
+        .rsplit('@')
+        .next()
+        .unwrap_or(host)
+        .to_string();
+    let connect_to = format!("{host}:{port}");
     let path = uri
         .path_and_query()
         .map(|p| p.to_string())
         .unwrap_or_else(|| "/".into());
+    let req = hyper::Request::post(path)
+        .header(hyper::header::HOST, host_header.as_str())
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(bytes::Bytes::from(body.to_string())))
+        .map_err(|e| e.to_string())?;
     let work = async {
-        let s = tokio::net::TcpStream::connect(host.as_str())
+        let s = tokio::net::TcpStream::connect(connect_to.as_str())
             .await
             .map_err(|e| e.to_string())?;
-        let (mut tx, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(s))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        let req = hyper::Request::post(path)
-            .header(hyper::header::HOST, host.as_str())
-            .header(hyper::header::CONTENT_TYPE, "application/json")
-            .body(Full::new(bytes::Bytes::from(body.to_string())))
-            .map_err(|e| e.to_string())?;
-        let resp = tx.send_request(req).await.map_err(|e| e.to_string())?;
+        let resp = if https {
+            let s =
+                crate::tls::connect(tls, host, s).await.map_err(|e| {
+                    match crate::tls::failure(&e) {
+                        Some(m) => format!("TLS: {m}"),
+                        None => e.to_string(),
+                    }
+                })?;
+            send(hyper_util::rt::TokioIo::new(s), req).await?
+        } else {
+            send(hyper_util::rt::TokioIo::new(s), req).await?
+        };
         let status = resp.status().as_u16();
         let _ = resp.into_body().collect().await;
         if (200..300).contains(&status) {
@@ -92,9 +116,26 @@ async fn post_json(url: &str, body: &serde_json::Value, timeout: Duration) -> Re
         .unwrap_or(Err("timed out".into()))
 }
 
+async fn send<T>(
+    io: T,
+    req: hyper::Request<http_body_util::Full<bytes::Bytes>>,
+) -> Result<hyper::Response<hyper::body::Incoming>, String>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (mut tx, conn) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    tx.send_request(req).await.map_err(|e| e.to_string())
+}
+
 /// Delivers queued webhooks with retries (1, 2, 4, 8 s), logging every attempt.
 pub(super) async fn deliver(
     cfg: AlertConfig,
+    tls: Arc<rustls::ClientConfig>,
     store: crate::store::Store,
     mut rx: tokio::sync::mpsc::Receiver<Delivery>,
 ) {
@@ -104,7 +145,7 @@ pub(super) async fn deliver(
     while let Some(d) = rx.recv().await {
         let body = payload(cfg.webhook_format, &d);
         for attempt in 1..=5u32 {
-            let res = post_json(&url, &body, Duration::from_secs(5)).await;
+            let res = post_json(&url, &body, Duration::from_secs(5), &tls).await;
             let (status, detail) = match &res {
                 Ok(code) => ("delivered", format!("HTTP {code}")),
                 Err(e) => ("failed", e.clone()),

@@ -73,6 +73,10 @@ pub(super) const ENV: &[(&str, &str, Kind)] = &[
     ("GANTRY_ALERT_AUTO_DRAIN",      "alerts.auto_drain",      Kind::Flag),
     ("GANTRY_ALERT_NCCL_LATENCY_US", "alerts.nccl_latency_us", Kind::Float("microseconds")),
 
+    ("GANTRY_TLS_CERT",      "tls.cert",      Kind::Str),
+    ("GANTRY_TLS_KEY",       "tls.key",       Kind::Str),
+    ("GANTRY_TLS_CA_BUNDLE", "tls.ca_bundle", Kind::Str),
+
     ("GANTRY_CHECKPOINT_ROOTS",            "checkpoint_roots",            Kind::Paths),
     ("GANTRY_CHECKPOINT_SCAN_INTERVAL_MS", "checkpoint_scan_interval_ms", MS),
     ("GANTRY_ROLLUP_1M_DAYS",              "rollup_1m_days",              DAYS),

@@ -93,6 +93,72 @@ fn exporter_templates_name_the_node_and_go_together() {
 }
 
 #[test]
+fn tls_cert_and_key_go_together_and_https_urls_are_taken() {
+    let c = Config::load(None, env(&[])).expect("valid");
+    assert_eq!((c.tls.serving(), c.tls.ca_bundle.as_deref()), (None, None));
+    let e = Config::load(None, env(&[("GANTRY_TLS_CERT", "/c.pem")])).expect_err("no key");
+    assert!(e.to_string().starts_with("invalid tls.key:"), "{e}");
+    let e = Config::load(None, env(&[("GANTRY_TLS_KEY", "/k.pem")])).expect_err("no cert");
+    assert!(e.to_string().starts_with("invalid tls.cert:"), "{e}");
+    let c = Config::load(
+        None,
+        env(&[("GANTRY_TLS_CERT", "/c.pem"), ("GANTRY_TLS_KEY", "/k.pem")]),
+    )
+    .expect("valid");
+    assert_eq!(
+        c.tls.serving(),
+        Some((Path::new("/c.pem"), Path::new("/k.pem")))
+    );
+    // An empty value is unset, as for other paths given by variables.
+    let c = Config::load(None, env(&[("GANTRY_TLS_CA_BUNDLE", "")])).expect("valid");
+    assert_eq!(c.tls.ca_bundle, None);
+
+    let dir = std::env::temp_dir().join(format!("gantry-cfg-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let f = dir.join("gantry.toml");
+    std::fs::write(&f, "[tls]\nca_bundle = \"/etc/ssl/site-ca.pem\"\n").expect("write");
+    let c = Config::load(Some(&f), env(&[])).expect("valid");
+    assert_eq!(
+        c.tls.ca_bundle.as_deref(),
+        Some(Path::new("/etc/ssl/site-ca.pem"))
+    );
+    std::fs::write(&f, "[tls]\ncert = \"/c.pem\"\n").expect("write");
+    let e = Config::load(Some(&f), env(&[])).expect_err("no key");
+    assert!(e.to_string().contains("tls.key"), "{e}");
+    std::fs::write(&f, "[tls]\ninsecure = true\n").expect("write");
+    let e = Config::load(Some(&f), env(&[])).expect_err("no such switch");
+    assert!(e.to_string().contains("insecure"), "{e}");
+
+    // https:// wherever Gantry reaches out; other schemes still refused.
+    let c = Config::load(
+        None,
+        env(&[
+            ("GANTRY_GPU_EXPORTER_URL", "https://{node}:9400/metrics"),
+            ("GANTRY_BMC_EXPORTER_URL", "https://{node}-bmc:9290/metrics"),
+            ("GANTRY_NODE_EXPORTER_URL", "https://{node}:9100/metrics"),
+            ("GANTRY_TELEMETRY", "promql"),
+            ("GANTRY_PROMQL_URL", "https://prom:9090"),
+            ("GANTRY_SLURM_REST_URL", "https://slurm:6820"),
+            ("GANTRY_ALERT_WEBHOOK_URL", "https://hooks.example/gantry"),
+        ]),
+    )
+    .expect("valid");
+    assert_eq!(c.promql_url.as_deref(), Some("https://prom:9090"));
+    for (var, value, field) in [
+        ("GANTRY_PROMQL_URL", "ftp://prom", "promql_url"),
+        (
+            "GANTRY_ALERT_WEBHOOK_URL",
+            "ftp://hook",
+            "alerts.webhook_url",
+        ),
+        ("GANTRY_SLURM_REST_URL", "https://a/b", "slurm.rest_url"),
+    ] {
+        let e = Config::load(None, env(&[(var, value)])).expect_err(value);
+        assert!(e.to_string().contains(field), "{e}");
+    }
+}
+
+#[test]
 fn promql_telemetry_needs_a_url() {
     let e = Config::load(None, env(&[("GANTRY_TELEMETRY", "promql")])).expect_err("no url");
     assert!(e.to_string().contains("promql_url"), "{e}");
@@ -320,6 +386,9 @@ fn every_variable_reaches_its_field() {
         ("GANTRY_ALERT_WEBHOOK_FORMAT", "alertmanager", |c| c.alerts.webhook_format == Alertmanager),
         ("GANTRY_ALERT_AUTO_DRAIN", "1", |c| c.alerts.auto_drain),
         ("GANTRY_ALERT_NCCL_LATENCY_US", "1011.5", |c| c.alerts.nccl_latency_us == 1011.5),
+        ("GANTRY_TLS_CERT", "/etc/gantry/cert.pem", |c| path(&c.tls.cert) == "/etc/gantry/cert.pem"),
+        ("GANTRY_TLS_KEY", "/etc/gantry/key.pem", |c| path(&c.tls.key) == "/etc/gantry/key.pem"),
+        ("GANTRY_TLS_CA_BUNDLE", "/etc/gantry/ca.pem", |c| path(&c.tls.ca_bundle) == "/etc/gantry/ca.pem"),
         ("GANTRY_CHECKPOINT_ROOTS", "/a::/b", |c| c.checkpoint_roots == [Path::new("/a"), Path::new("/b")]),
         ("GANTRY_CHECKPOINT_SCAN_INTERVAL_MS", "1012", |c| c.checkpoint_scan_interval_ms == 1012),
         ("GANTRY_ROLLUP_1M_DAYS", "1013", |c| c.rollup_1m_days == 1013),

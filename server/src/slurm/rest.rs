@@ -1,4 +1,4 @@
-//! slurmrestd: reads over its REST API (TCP with a JWT, or its UNIX socket), API version
+//! slurmrestd: reads over its REST API (TCP or TLS with a JWT, or its UNIX socket), API version
 //! detected from `/openapi/v3`, v0.0.38 to v0.0.44.
 //!
 //! Drain and resume go through `POST /slurm/v0.0.4x/node/{name}` from v0.0.39. Before that
@@ -6,7 +6,7 @@
 //! so those calls go to the CLI fallback when one is given, or fail saying why.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -30,10 +30,13 @@ const MAX_BODY: usize = 256 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RestError {
-    #[error("invalid slurmrestd address {0:?}: expected http://host:port or unix:/path")]
+    #[error("invalid slurmrestd address {0:?}: expected http://host:port, https://host:port or unix:/path")]
     BadAddress(String),
     #[error("cannot reach slurmrestd at {addr}: {message}")]
     Connect { addr: String, message: String },
+    /// The TLS handshake failed: the certificate was refused, or slurmrestd speaks no TLS.
+    #[error("TLS with slurmrestd at {addr}: {message}")]
+    Tls { addr: String, message: String },
     #[error("slurmrestd did not answer within {0} ms")]
     Timeout(u64),
     #[error(
@@ -59,12 +62,20 @@ impl From<RestError> for SchedError {
 /// Where slurmrestd listens.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Address {
+    /// `http://host:port`: `host:port`.
     Tcp(String),
+    /// `https://host[:port]`: `host:port` (443 by default) and the host its certificate
+    /// must be valid for (also the SNI).
+    Https {
+        addr: String,
+        host: String,
+    },
     Unix(PathBuf),
 }
 
 impl Address {
     pub fn parse(s: &str) -> Result<Address, RestError> {
+        let bad = || RestError::BadAddress(s.chars().take(200).collect());
         if let Some(p) = s.strip_prefix("unix:") {
             if p.starts_with('/') {
                 return Ok(Address::Unix(p.into()));
@@ -74,8 +85,30 @@ impl Address {
             if !hp.is_empty() && !hp.contains('/') {
                 return Ok(Address::Tcp(hp.into()));
             }
+        } else if let Some(hp) = s.strip_prefix("https://") {
+            let hp = hp.trim_end_matches('/');
+            let auth: http::uri::Authority = hp.parse().map_err(|_| bad())?;
+            if hp.is_empty() || hp.contains(['/', '@']) {
+                return Err(bad());
+            }
+            let host = auth.host().to_string();
+            crate::tls::server_name(&host).ok_or_else(bad)?;
+            let port = auth.port_u16().unwrap_or(443);
+            return Ok(Address::Https {
+                addr: format!("{host}:{port}"),
+                host,
+            });
         }
-        Err(RestError::BadAddress(s.chars().take(200).collect()))
+        Err(bad())
+    }
+
+    /// As errors name it.
+    fn shown(&self) -> String {
+        match self {
+            Address::Tcp(a) => a.clone(),
+            Address::Https { addr, .. } => format!("https://{addr}"),
+            Address::Unix(p) => format!("unix:{}", p.display()),
+        }
     }
 }
 
@@ -150,6 +183,8 @@ pub struct Rest {
     version: Mutex<Option<u32>>,
     /// For what REST cannot do at the detected version (requeue; drain before v0.0.39).
     cli: Option<Cli>,
+    /// Verifies an `https://` slurmrestd ([`Rest::with_tls`]).
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Rest {
@@ -168,7 +203,15 @@ impl Rest {
             timeout,
             version: Mutex::new(version),
             cli,
+            tls: None,
         }
+    }
+
+    /// The TLS client configuration for an `https://` address
+    /// ([`crate::tls::client_config`]); without it such an address is refused.
+    pub fn with_tls(mut self, tls: Arc<rustls::ClientConfig>) -> Rest {
+        self.tls = Some(tls);
+        self
     }
 
     async fn call(
@@ -179,14 +222,11 @@ impl Rest {
     ) -> Result<Vec<u8>, RestError> {
         let work = async {
             let connect_err = |e: std::io::Error| RestError::Connect {
-                addr: match &self.addr {
-                    Address::Tcp(a) => a.clone(),
-                    Address::Unix(p) => format!("unix:{}", p.display()),
-                },
+                addr: self.addr.shown(),
                 message: e.to_string(),
             };
             let host = match &self.addr {
-                Address::Tcp(a) => a.clone(),
+                Address::Tcp(a) | Address::Https { addr: a, .. } => a.clone(),
                 Address::Unix(_) => "localhost".into(),
             };
             let mut req = hyper::Request::builder()
@@ -215,6 +255,25 @@ impl Rest {
                     let s = tokio::net::TcpStream::connect(a.as_str())
                         .await
                         .map_err(connect_err)?;
+                    send(TokioIo::new(s), req).await?
+                }
+                Address::Https { addr, host } => {
+                    let tls_err = |message: String| RestError::Tls {
+                        addr: self.addr.shown(),
+                        message,
+                    };
+                    let config = self.tls.as_ref().ok_or_else(|| {
+                        tls_err("no TLS client configuration given (Rest::with_tls)".into())
+                    })?;
+                    let s = tokio::net::TcpStream::connect(addr.as_str())
+                        .await
+                        .map_err(connect_err)?;
+                    let s = crate::tls::connect(config, host, s).await.map_err(|e| {
+                        match crate::tls::failure(&e) {
+                            Some(m) => tls_err(m),
+                            None => connect_err(e),
+                        }
+                    })?;
                     send(TokioIo::new(s), req).await?
                 }
                 Address::Unix(p) => {
@@ -405,8 +464,24 @@ mod tests {
             Address::parse("unix:/run/slurmrestd.sock").ok(),
             Some(Address::Unix("/run/slurmrestd.sock".into()))
         );
+        assert_eq!(
+            Address::parse("https://slurm.example:6820/").ok(),
+            Some(Address::Https {
+                addr: "slurm.example:6820".into(),
+                host: "slurm.example".into()
+            })
+        );
+        assert_eq!(
+            Address::parse("https://[::1]").ok(),
+            Some(Address::Https {
+                addr: "[::1]:443".into(),
+                host: "[::1]".into()
+            })
+        );
         for bad in [
-            "https://x",
+            "https://",
+            "https://a/b",
+            "https://user@x:1",
             "unix:relative",
             "http://",
             "http://a/b",

@@ -99,10 +99,13 @@ async fn both_sources_feed_one_pipeline_alike() {
     );
     let (mut a, mut b) = (Pipeline::new(TICK_MS, 0.05), Pipeline::new(TICK_MS, 0.05));
     let mut ingest = Ingest::new(
-        Client::new(ScrapeConfig {
-            timeout: Duration::from_secs(1),
-            ..ScrapeConfig::default()
-        }),
+        Client::new(
+            ScrapeConfig {
+                timeout: Duration::from_secs(1),
+                ..ScrapeConfig::default()
+            },
+            crate::tls::client_config(None).expect("tls"),
+        ),
         Vec::new(),
         PowerMapping::default(),
         4,

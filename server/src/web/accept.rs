@@ -3,7 +3,8 @@
 //! (past it: 503 and close), a deadline for a request's headers (slow-loris), and a
 //! deadline on writes that stay blocked (a client that stopped reading its live stream
 //! holds no memory past it: its connection is dropped, and it resynchronises from a
-//! snapshot when it comes back). On shutdown it stops accepting and gives open
+//! snapshot when it comes back). With a certificate it serves HTTPS (rustls; the
+//! handshake has the header deadline too). On shutdown it stops accepting and gives open
 //! connections a few seconds to finish.
 
 use std::future::Future;
@@ -151,14 +152,39 @@ async fn refuse(mut s: TcpStream) {
     .await;
 }
 
-/// Serves `app` on `listener` until `shutdown` turns true.
+/// Serves one connection's HTTP on `io` until it ends.
+async fn serve_io<I>(
+    http: &hyper::server::conn::http1::Builder,
+    watcher: hyper_util::server::graceful::Watcher,
+    io: I,
+    app: Router,
+    peer: std::net::SocketAddr,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let svc = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+        req.extensions_mut().insert(ConnectInfo(peer));
+        app.clone().oneshot(req.map(axum::body::Body::new))
+    });
+    if let Err(e) = watcher
+        .watch(http.serve_connection(TokioIo::new(io), svc))
+        .await
+    {
+        // A client that went away, timed out or stopped reading: not news.
+        tracing::debug!(peer = %peer, error = %e, "connection ended");
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` turns true; HTTPS when `tls` is given.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: ConnLimits,
+    tls: Option<Arc<rustls::ServerConfig>>,
     metrics: Arc<Metrics>,
     mut shutdown: watch::Receiver<bool>,
 ) -> io::Result<()> {
+    let tls = tls.map(tokio_rustls::TlsAcceptor::from);
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -190,20 +216,25 @@ pub async fn serve(
         if let Err(e) = socket2::SockRef::from(&stream).set_send_buffer_size(limits.send_buffer) {
             tracing::debug!(error = %e, "cannot set a connection's send buffer");
         }
-        let app = app.clone();
-        let svc = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
-            req.extensions_mut().insert(ConnectInfo(peer));
-            app.clone().oneshot(req.map(axum::body::Body::new))
-        });
-        let io = TokioIo::new(WriteDeadline::new(stream, limits.write_timeout));
-        let conn = graceful.watch(http.serve_connection(io, svc));
-        let metrics = Arc::clone(&metrics);
+        let (app, http, metrics) = (app.clone(), http.clone(), Arc::clone(&metrics));
+        let (tls, watcher) = (tls.clone(), graceful.watcher());
         tokio::spawn(async move {
             let _slot = slot;
             metrics.connections_open.fetch_add(1, Relaxed);
-            if let Err(e) = conn.await {
-                // A client that went away, timed out or stopped reading: not news.
-                tracing::debug!(peer = %peer, error = %e, "connection ended");
+            let io = WriteDeadline::new(stream, limits.write_timeout);
+            match tls {
+                None => serve_io(&http, watcher, io, app, peer).await,
+                Some(acceptor) => {
+                    match tokio::time::timeout(limits.header_read_timeout, acceptor.accept(io))
+                        .await
+                    {
+                        Ok(Ok(s)) => serve_io(&http, watcher, s, app, peer).await,
+                        Ok(Err(e)) => {
+                            tracing::debug!(peer = %peer, error = %e, "TLS handshake failed")
+                        }
+                        Err(_) => tracing::debug!(peer = %peer, "TLS handshake timed out"),
+                    }
+                }
             }
             metrics.connections_open.fetch_sub(1, Relaxed);
         });

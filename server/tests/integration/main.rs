@@ -12,6 +12,8 @@
 //! - `slurm`: the Slurm CLI transport against a real 16-node Slurm.
 //! - `security`: sign-in under a flood, redirects, security headers and the CSP nonce,
 //!   connection and stream limits.
+//! - `tls`: HTTPS to an exporter, slurmrestd and a webhook receiver with certificates from
+//!   a CA the test makes: good ones accepted, a wrong name or an unknown CA refused.
 
 mod support;
 
@@ -26,3 +28,4 @@ mod scrape;
 mod security;
 mod slurm;
 mod storage;
+mod tls;

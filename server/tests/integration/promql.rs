@@ -81,7 +81,13 @@ async fn the_overview_reads_through_a_real_prometheus() {
         .spawn()
         .expect("start prometheus");
 
-    let prom = PromQl::new(Client::new(ScrapeConfig::default()), &prom_url);
+    let prom = PromQl::new(
+        Client::new(
+            ScrapeConfig::default(),
+            server::tls::client_config(None).expect("tls"),
+        ),
+        &prom_url,
+    );
     // Every answering node scraped: 63 nodes x 8 GPUs (gpu061 is down and does not answer).
     let mut seen = 0;
     for _ in 0..150 {

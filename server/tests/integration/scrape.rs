@@ -70,12 +70,19 @@ fn response(ctype: &str, extra: &str, body: &[u8]) -> Vec<u8> {
 }
 
 fn client(timeout_ms: u64, max: usize) -> Client {
-    Client::new(ScrapeConfig {
-        timeout: Duration::from_millis(timeout_ms),
-        max_body_bytes: max,
-        gzip: true,
-        ..ScrapeConfig::default()
-    })
+    Client::new(
+        ScrapeConfig {
+            timeout: Duration::from_millis(timeout_ms),
+            max_body_bytes: max,
+            gzip: true,
+            ..ScrapeConfig::default()
+        },
+        system_tls(),
+    )
+}
+
+fn system_tls() -> std::sync::Arc<rustls::ClientConfig> {
+    server::tls::client_config(None).expect("tls")
 }
 
 /// A target that keeps connections alive and answers every request on them; returns its
@@ -118,11 +125,14 @@ async fn keep_alive_target() -> (SocketAddr, std::sync::Arc<std::sync::atomic::A
 /// Two rounds of `n` scrapes in flight at once; the connections the target accepted.
 async fn two_rounds(max_idle_per_host: usize, n: usize) -> usize {
     let (addr, accepted) = keep_alive_target().await;
-    let c = Client::new(ScrapeConfig {
-        max_idle_per_host,
-        gzip: false,
-        ..ScrapeConfig::default()
-    });
+    let c = Client::new(
+        ScrapeConfig {
+            max_idle_per_host,
+            gzip: false,
+            ..ScrapeConfig::default()
+        },
+        system_tls(),
+    );
     for _ in 0..2 {
         let round: Vec<_> = (0..n)
             .map(|_| {
