@@ -5,6 +5,8 @@
 //! requires, [`access_for`], which is default-deny: a new route that is not a plain read
 //! needs an operator unless it is named here. The per-user action rate limit. Knows no HTTP
 //! framework: the web layer's guard reads cookies and headers and applies these rules.
+//! Changing, disabling and deleting users, revoking sessions and named ingest tokens are
+//! `lifecycle`'s (shared by the CLI and the admin API).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -19,6 +21,12 @@ use sha2::{Digest, Sha256};
 
 use crate::live::wall_now_ms;
 use crate::store::{Store, StoreError, UserRow};
+
+mod lifecycle;
+pub use lifecycle::{
+    add_ingest_token, change_password, change_role, delete_user, revoke_ingest_token,
+    revoke_session, set_disabled, validate_account, Actor, IngestScope,
+};
 
 /// Longest user name and password accepted.
 const MAX_NAME: usize = 64;
@@ -36,6 +44,20 @@ pub enum AuthError {
     Hash(String),
     #[error("no secure random numbers: {0}")]
     Random(String),
+    #[error("no user {0:?}")]
+    UnknownUser(String),
+    #[error("no such session")]
+    UnknownSession,
+    #[error("no ingest token {0:?}")]
+    UnknownToken(String),
+    #[error("an ingest token {0:?} exists: revoke it first")]
+    TokenExists(String),
+    #[error("invalid account name: 1 to 64 of letters, digits, '.', '_', '-'")]
+    BadAccount,
+    #[error("this is the last enabled admin: make another admin first")]
+    LastAdmin,
+    #[error("the audit log cannot be written, so nothing was done")]
+    Audit(#[source] StoreError),
     #[error("{0}")]
     Store(#[from] StoreError),
 }
@@ -94,8 +116,21 @@ fn new_token() -> Result<String, AuthError> {
     Ok(hex::encode(b))
 }
 
-fn digest(token: &str) -> String {
+/// The SHA-256 (hex) of a session or ingest token: all the store keeps of it, and what
+/// [`Store::sessions_valid`] takes.
+pub fn token_digest(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+fn digest(token: &str) -> String {
+    token_digest(token)
+}
+
+/// A session's opaque id for listings: random, unrelated to its token.
+fn new_session_id() -> Result<String, AuthError> {
+    let mut b = [0u8; 8];
+    getrandom::getrandom(&mut b).map_err(|e| AuthError::Random(e.to_string()))?;
+    Ok(hex::encode(b))
 }
 
 /// Creates or updates a user (`gantry user add`).
@@ -114,9 +149,10 @@ pub async fn add_user(
     Ok(())
 }
 
-/// Signs `name` in if `password` is theirs: the user, or `None`. An invalid or unknown name
-/// is verified against a decoy hash, so that a wrong name and a wrong password take the
-/// same time.
+/// Signs `name` in if `password` is theirs and they are not disabled: the user, or `None`.
+/// An invalid or unknown name is verified against a decoy hash, and a disabled user's
+/// password is verified all the same, so that a wrong name, a wrong password and a
+/// disabled user take the same time.
 pub async fn authenticate(
     store: &Store,
     name: &str,
@@ -134,25 +170,28 @@ pub async fn authenticate(
     let ok = tokio::task::spawn_blocking(move || verify_password(&hash, &password))
         .await
         .unwrap_or(false);
-    Ok(user.filter(|_| ok))
+    Ok(user.filter(|u| ok && !u.disabled))
 }
 
-/// A new session of `user` from `now_ms` for `ttl_ms`: its token (the store keeps only its
-/// SHA-256).
+/// A new session of `user` from `now_ms`, ending `ttl_ms` later or when unused for
+/// `idle_ms`: its token (the store keeps only its SHA-256).
 pub async fn start_session(
     store: &Store,
     user: &str,
     now_ms: UnixMs,
     ttl_ms: i64,
+    idle_ms: i64,
 ) -> Result<String, AuthError> {
     let token = new_token()?;
+    let id = new_session_id()?;
     store
-        .put_session(&digest(&token), user, now_ms, now_ms + ttl_ms)
+        .put_session(&digest(&token), &id, user, now_ms, now_ms + ttl_ms, idle_ms)
         .await?;
     Ok(token)
 }
 
-/// The caller a session token stands for at `now_ms`: no one when it is unknown or expired.
+/// The caller a session token stands for at `now_ms`: no one when it is unknown, expired,
+/// idle too long, or its user is disabled.
 pub async fn session_caller(
     store: &Store,
     token: &str,
@@ -172,18 +211,18 @@ pub async fn end_session(store: &Store, token: &str) -> Result<(), StoreError> {
     store.delete_session(&digest(token)).await
 }
 
-/// The caller a name stands for (a trusted proxy's word): an invalid name, or one unknown
-/// here, is signed in with no role, so nothing is allowed.
+/// The caller a name stands for (a trusted proxy's word): an invalid name, one unknown
+/// here, or a disabled user, is signed in with no role, so nothing is allowed.
 pub async fn named_caller(store: &Store, name: &str) -> Result<Caller, StoreError> {
     if validate_user_name(name).is_err() {
         return Ok(Caller::default());
     }
     Ok(match store.user(name).await? {
-        Some(u) => Caller {
+        Some(u) if !u.disabled => Caller {
             user: Some(u.name),
             role: Some(u.role),
         },
-        None => Caller::default(),
+        _ => Caller::default(),
     })
 }
 
@@ -215,6 +254,8 @@ pub enum Access {
     Act,
     /// A manager or an admin: reports and costs.
     Report,
+    /// An admin only: users and sessions (`/api/admin/`).
+    Admin,
 }
 
 /// Server functions that only read; every other POST needs [`Access::Act`].
@@ -248,6 +289,9 @@ pub fn access_for(method: &Method, path: &str) -> Access {
         || path.starts_with("/api/ingest/");
     if public {
         return Access::Public;
+    }
+    if path.starts_with("/api/admin/") || path == "/api/admin" {
+        return Access::Admin;
     }
     if path == "/reports"
         || path == "/api/reports"
@@ -304,7 +348,7 @@ impl RateLimiter {
     }
 }
 
-/// Unused-token housekeeping: drops expired sessions now and then.
+/// Unused-token housekeeping: drops expired and idle sessions now and then.
 pub async fn prune_sessions_now(store: &Store, now_ms: UnixMs) {
     match store.prune_sessions(now_ms).await {
         Ok(0) => {}
@@ -350,6 +394,14 @@ mod tests {
         );
         assert_eq!(access_for(&Method::GET, "/pkg/gantry.js"), Access::Public);
         assert_eq!(access_for(&Method::GET, "/favicon.svg"), Access::Public);
+        // Users and sessions: admins only, reading too.
+        assert_eq!(access_for(&Method::GET, "/api/admin/users"), Access::Admin);
+        assert_eq!(access_for(&Method::GET, "/api/admin/sessions"), Access::Admin);
+        assert_eq!(
+            access_for(&Method::POST, "/api/admin/users/x/role"),
+            Access::Admin
+        );
+        assert_eq!(access_for(&Method::GET, "/api/adminx"), Access::Read);
     }
 
     #[test]

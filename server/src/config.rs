@@ -114,7 +114,10 @@ pub struct AuthConfig {
     /// Whether pages and read APIs are open without signing in (read-only). Off by default;
     /// `cargo xtask run` (the demo) turns it on.
     pub anonymous_read: bool,
+    /// A session's absolute lifetime: it ends this long after sign-in, used or not.
     pub session_hours: u64,
+    /// A session unused this long ends (its last use is kept to the minute).
+    pub session_idle_minutes: u64,
     /// Mark the session cookie `Secure` (set when Gantry is served over TLS).
     pub secure_cookies: bool,
     /// Actions per user per minute.
@@ -132,6 +135,7 @@ impl Default for AuthConfig {
         AuthConfig {
             anonymous_read: false,
             session_hours: 12,
+            session_idle_minutes: 60,
             secure_cookies: false,
             actions_per_minute: 30,
             proxy_header: None,
@@ -519,6 +523,11 @@ impl AuthConfig {
             }
         }
         within("auth.session_hours", self.session_hours, 1..=24 * 30)?;
+        within(
+            "auth.session_idle_minutes",
+            self.session_idle_minutes,
+            1..=60 * 24 * 30,
+        )?;
         within(
             "auth.actions_per_minute",
             self.actions_per_minute,

@@ -135,6 +135,7 @@ pub async fn guard(State(st): State<AppState>, mut req: Request, next: Next) -> 
         Access::Read => caller.role.is_some() || st.auth.anonymous_read,
         Access::Act => caller.role.is_some_and(Role::can_act),
         Access::Report => caller.role.is_some_and(Role::can_report),
+        Access::Admin => caller.role == Some(Role::Admin),
     };
     if !allowed {
         if caller.role.is_none() {
@@ -198,7 +199,9 @@ pub async fn login(
         return Ok(Redirect::to(&to).into_response());
     };
     let ttl_ms = st.auth.session_hours as i64 * 3_600_000;
-    let token = crate::auth::start_session(&st.store, &user.name, wall_now_ms(), ttl_ms).await?;
+    let idle_ms = st.auth.session_idle_minutes as i64 * 60_000;
+    let token =
+        crate::auth::start_session(&st.store, &user.name, wall_now_ms(), ttl_ms, idle_ms).await?;
     tracing::info!(user = %user.name, role = user.role.as_str(), "signed in");
     let cookie = format!(
         "{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
