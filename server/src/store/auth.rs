@@ -92,7 +92,8 @@ async fn bump_epoch(tx: &mut Tx<'_>) -> Result<()> {
 
 impl Store {
     /// Creates or replaces a user (a new password or role for an existing name, which
-    /// ends that user's sessions; a disabled user stays disabled). How many sessions ended.
+    /// ends that user's sessions; a disabled user stays disabled), bumping the epoch. How
+    /// many sessions ended.
     pub async fn put_user(
         &self,
         name: &str,
@@ -101,6 +102,9 @@ impl Store {
         now_ms: UnixMs,
     ) -> Result<u64> {
         let mut tx = self.pool.begin().await?;
+        // A write first: on SQLite a transaction that reads and then writes fails at once
+        // ("database is locked") when another connection wrote in between.
+        bump_epoch(&mut tx).await?;
         let existed = sqlx::query("SELECT 1 FROM users WHERE name = $1")
             .bind(name)
             .fetch_optional(&mut *tx)
@@ -117,7 +121,11 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         let ended = if existed {
-            end_sessions_of(&mut tx, name).await?
+            sqlx::query("DELETE FROM sessions WHERE user_name = $1")
+                .bind(name)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
         } else {
             0
         };
