@@ -23,6 +23,7 @@ use crate::live::Live;
 use crate::store::Store;
 
 mod actions;
+mod admin;
 mod alerts;
 mod backend;
 mod cluster;
@@ -94,6 +95,7 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
         reports::routes(),
         alerts::routes(),
         ingest::routes(),
+        admin::routes(),
     ];
     if state.simulated {
         areas.push(sim::routes());
