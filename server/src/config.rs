@@ -220,7 +220,8 @@ pub struct Config {
     #[serde(with = "AlertKeys")]
     pub alerts: AlertConfig,
     /// Bearer token for `POST /api/ingest/*` (training jobs posting checkpoints and NCCL
-    /// latency); unset: ingest is off.
+    /// latency), for jobs of any account; named tokens (`gantry token add`) are taken as
+    /// well. Unset and no named token: ingest is off.
     #[serde(deserialize_with = "non_empty")]
     pub ingest_token: Option<Secret<String>>,
     /// Directories scanned for checkpoints, and how often.
