@@ -396,7 +396,10 @@ mod tests {
         assert_eq!(access_for(&Method::GET, "/favicon.svg"), Access::Public);
         // Users and sessions: admins only, reading too.
         assert_eq!(access_for(&Method::GET, "/api/admin/users"), Access::Admin);
-        assert_eq!(access_for(&Method::GET, "/api/admin/sessions"), Access::Admin);
+        assert_eq!(
+            access_for(&Method::GET, "/api/admin/sessions"),
+            Access::Admin
+        );
         assert_eq!(
             access_for(&Method::POST, "/api/admin/users/x/role"),
             Access::Admin

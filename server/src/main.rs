@@ -227,7 +227,9 @@ fn user(args: &[String]) -> ExitCode {
             let role = match rest {
                 ["--role", r] => match app::actions::Role::parse(r) {
                     Some(r) => r,
-                    None => return usage_error("--role is one of: viewer, operator, manager, admin"),
+                    None => {
+                        return usage_error("--role is one of: viewer, operator, manager, admin")
+                    }
                 },
                 [] => return usage_error("user add needs --role"),
                 [a, ..] => return usage_error(&format!("unknown or incomplete argument {a:?}")),
@@ -331,10 +333,9 @@ fn token(args: &[String]) -> ExitCode {
             };
             let name = name.to_string();
             with_store(config, "token add", |store| async move {
-                let token =
-                    server::auth::add_ingest_token(&store, &cli, &name, account.as_deref())
-                        .await
-                        .map_err(|e| e.to_string())?;
+                let token = server::auth::add_ingest_token(&store, &cli, &name, account.as_deref())
+                    .await
+                    .map_err(|e| e.to_string())?;
                 let scope = account
                     .map(|a| format!("jobs of account {a}"))
                     .unwrap_or_else(|| "jobs of any account".into());

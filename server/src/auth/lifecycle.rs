@@ -171,7 +171,10 @@ pub async fn set_disabled(
         "user_enable"
     };
     audited(store, actor, action, name, "", async {
-        found(name, store.set_disabled(name, disabled, wall_now_ms()).await?)
+        found(
+            name,
+            store.set_disabled(name, disabled, wall_now_ms()).await?,
+        )
     })
     .await
 }

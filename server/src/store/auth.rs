@@ -59,9 +59,7 @@ const VALID_CHUNK: usize = 500;
 
 /// A session valid at `$now` (a placeholder number) joined with its user `u`.
 fn valid_at(now: &str) -> String {
-    format!(
-        "s.expires_ms > {now} AND s.last_seen_ms + s.idle_ms > {now} AND u.disabled = 0"
-    )
+    format!("s.expires_ms > {now} AND s.last_seen_ms + s.idle_ms > {now} AND u.disabled = 0")
 }
 
 fn role_of(s: &str) -> Result<Role> {
@@ -419,11 +417,12 @@ impl Store {
 
     /// Removes expired and idle sessions; returns how many. Not a revocation: no epoch.
     pub async fn prune_sessions(&self, now_ms: UnixMs) -> Result<u64> {
-        let r =
-            sqlx::query("DELETE FROM sessions WHERE expires_ms <= $1 OR last_seen_ms + idle_ms <= $1")
-                .bind(now_ms)
-                .execute(&self.pool)
-                .await?;
+        let r = sqlx::query(
+            "DELETE FROM sessions WHERE expires_ms <= $1 OR last_seen_ms + idle_ms <= $1",
+        )
+        .bind(now_ms)
+        .execute(&self.pool)
+        .await?;
         Ok(r.rows_affected())
     }
 

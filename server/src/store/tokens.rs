@@ -86,7 +86,9 @@ impl Store {
             return Ok(None);
         };
         let t = info(&row)?;
-        if t.last_used_ms.is_none_or(|u| u <= now_ms - LAST_USED_EVERY_MS) {
+        if t.last_used_ms
+            .is_none_or(|u| u <= now_ms - LAST_USED_EVERY_MS)
+        {
             sqlx::query(
                 "UPDATE ingest_tokens SET last_used_ms = $1 WHERE name = $2 \
                  AND (last_used_ms IS NULL OR last_used_ms < $1)",

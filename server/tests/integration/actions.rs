@@ -151,7 +151,10 @@ async fn every_route_is_guarded() {
         reports >= 4 * 5,
         "checked {reports} report route x method pairs"
     );
-    assert!(admins >= 7 * 5, "checked {admins} admin route x method pairs");
+    assert!(
+        admins >= 7 * 5,
+        "checked {admins} admin route x method pairs"
+    );
     r.stop().await.expect("stop");
 }
 
@@ -653,7 +656,8 @@ async fn a_trusted_proxy_names_the_user_and_nobody_else_can() {
     server::auth::set_disabled(&r.store, &server::auth::Actor::cli(), "operator1", true)
         .await
         .expect("disable");
-    let disabled = support::get_with(r.addr, "/api/whoami", &[("X-Remote-User", "operator1")]).await;
+    let disabled =
+        support::get_with(r.addr, "/api/whoami", &[("X-Remote-User", "operator1")]).await;
     assert_eq!(disabled.status, 401);
     r.stop().await.expect("stop");
     // From a peer that is not the proxy, the header is ignored.
@@ -720,7 +724,10 @@ async fn admin_story(db: String) {
     let listed = get("/api/admin/sessions").await;
     assert_eq!(listed.status, 200);
     let text = listed.text();
-    let sessions = listed.json()["sessions"].as_array().expect("sessions").clone();
+    let sessions = listed.json()["sessions"]
+        .as_array()
+        .expect("sessions")
+        .clone();
     assert_eq!(sessions.len(), 4, "{text}");
     for cookie in [&admin, &op_a, &op_b, &op2] {
         let token = cookie.split_once('=').expect("cookie").1;
@@ -732,7 +739,13 @@ async fn admin_story(db: String) {
         }
     }
     let s = &sessions[0];
-    for key in ["user", "created_ms", "last_seen_ms", "expires_ms", "idle_expires_ms"] {
+    for key in [
+        "user",
+        "created_ms",
+        "last_seen_ms",
+        "expires_ms",
+        "idle_expires_ms",
+    ] {
         assert!(!s[key].is_null(), "{key} in {s}");
     }
 
@@ -744,14 +757,22 @@ async fn admin_story(db: String) {
         .map(|s| s["id"].as_str().expect("id").to_string())
         .collect();
     assert_eq!(op_ids.len(), 2);
-    let rv = post(format!("/api/admin/sessions/{}/revoke", op_ids[0]), json!({})).await;
+    let rv = post(
+        format!("/api/admin/sessions/{}/revoke", op_ids[0]),
+        json!({}),
+    )
+    .await;
     assert_eq!(rv.status, 200, "{}", rv.text());
     assert_eq!(rv.json()["user"], "operator1");
     assert!(r.store.auth_epoch().await.expect("epoch") > before);
     let mut left = [whoami(op_a.clone()).await, whoami(op_b.clone()).await];
     left.sort();
     assert_eq!(left, [200, 401], "exactly one of the two ended");
-    let again = post(format!("/api/admin/sessions/{}/revoke", op_ids[0]), json!({})).await;
+    let again = post(
+        format!("/api/admin/sessions/{}/revoke", op_ids[0]),
+        json!({}),
+    )
+    .await;
     assert_eq!(again.status, 404);
 
     // A role change ends the other one; signing in again gives the new role.
@@ -814,8 +835,16 @@ async fn admin_story(db: String) {
     )
     .await;
     assert_eq!(last.status, 400);
-    assert!(last.text().contains("last enabled admin"), "{}", last.text());
-    assert_eq!(whoami(admin.clone()).await, 200, "the admin is still signed in");
+    assert!(
+        last.text().contains("last enabled admin"),
+        "{}",
+        last.text()
+    );
+    assert_eq!(
+        whoami(admin.clone()).await,
+        200,
+        "the admin is still signed in"
+    );
 
     // The audit log: each change, by admin1, completed.
     let audit = support::get_with(

@@ -433,9 +433,7 @@ async fn scoped_ingest_tokens(db: String) {
             .await
         }
     };
-    let ck = |job: u64, step: u64| {
-        json!({"job_id": job, "step": step, "bytes": 1, "duration_ms": 10, "path": format!("/ckpt/{job}/{step}"), "status": "complete"})
-    };
+    let ck = |job: u64, step: u64| json!({"job_id": job, "step": step, "bytes": 1, "duration_ms": 10, "path": format!("/ckpt/{job}/{step}"), "status": "complete"});
     // No ingest_token and no named token: ingest is off.
     let off = post("/api/ingest/checkpoint", "a".repeat(64), ck(mine, 1)).await;
     assert_eq!(off.status, 403, "{}", off.text());
@@ -465,7 +463,10 @@ async fn scoped_ingest_tokens(db: String) {
         no.text()
     );
     let nccl = json!({"job_id": theirs, "step": 1, "latency_us": 40.0});
-    assert_eq!(post("/api/ingest/nccl", scoped.clone(), nccl).await.status, 403);
+    assert_eq!(
+        post("/api/ingest/nccl", scoped.clone(), nccl).await.status,
+        403
+    );
     assert!(!r
         .store
         .checkpoints(theirs)
@@ -486,8 +487,8 @@ async fn scoped_ingest_tokens(db: String) {
         .iter()
         .any(|c| c.step == 3));
     // Listed with its use, never with the token or its digest.
-    let listed = serde_json::to_string(&r.store.ingest_tokens().await.expect("list"))
-        .expect("json");
+    let listed =
+        serde_json::to_string(&r.store.ingest_tokens().await.expect("list")).expect("json");
     let used: Vec<bool> = r
         .store
         .ingest_tokens()

@@ -297,8 +297,18 @@ async fn user_commands(url: String) {
     use app::actions::Role;
     use server::auth::{self, token_digest};
     let pw = crate::support::PASSWORD;
-    ok_out(&gantry(&url, &["user", "add", "alice", "--role", "operator"], Some(pw), ""));
-    ok_out(&gantry(&url, &["user", "add", "root1", "--role", "admin"], Some(pw), ""));
+    ok_out(&gantry(
+        &url,
+        &["user", "add", "alice", "--role", "operator"],
+        Some(pw),
+        "",
+    ));
+    ok_out(&gantry(
+        &url,
+        &["user", "add", "root1", "--role", "admin"],
+        Some(pw),
+        "",
+    ));
     let store = server::store::Store::connect(&url).await.expect("connect");
     let now = server::live::wall_now_ms();
     let session = |store: server::store::Store| async move {
@@ -310,7 +320,10 @@ async fn user_commands(url: String) {
     let s2 = session(store.clone()).await;
     let list = ok_out(&gantry(&url, &["user", "list"], None, ""));
     let lines: Vec<&str> = list.lines().collect();
-    assert!(lines[0].starts_with("NAME") && lines[0].ends_with("SESSIONS"), "{list}");
+    assert!(
+        lines[0].starts_with("NAME") && lines[0].ends_with("SESSIONS"),
+        "{list}"
+    );
     let alice: Vec<&str> = lines
         .iter()
         .find(|l| l.starts_with("alice "))
@@ -326,7 +339,12 @@ async fn user_commands(url: String) {
 
     // A role change ends both sessions; the epoch moves, written by the CLI's process.
     let e0 = store.auth_epoch().await.expect("epoch");
-    let out = ok_out(&gantry(&url, &["user", "role", "alice", "viewer"], None, ""));
+    let out = ok_out(&gantry(
+        &url,
+        &["user", "role", "alice", "viewer"],
+        None,
+        "",
+    ));
     assert!(out.contains("2 sessions ended"), "{out}");
     assert!(store.auth_epoch().await.expect("epoch") > e0);
     assert!(store
@@ -348,22 +366,34 @@ async fn user_commands(url: String) {
         "another fine password\n",
     ));
     assert!(out.contains("password changed; 1 session ended"), "{out}");
-    assert!(store.session_user(&token_digest(&s3), now).await.expect("s").is_none());
-    assert!(auth::authenticate(&store, "alice", "another fine password".into())
+    assert!(store
+        .session_user(&token_digest(&s3), now)
         .await
-        .expect("auth")
-        .is_some());
+        .expect("s")
+        .is_none());
+    assert!(
+        auth::authenticate(&store, "alice", "another fine password".into())
+            .await
+            .expect("auth")
+            .is_some()
+    );
     let short = gantry(&url, &["user", "passwd", "alice"], Some("short"), "");
     assert!(err_out(&short, 1).contains("password must be"));
 
     // Disabled: cannot sign in, listed as disabled; enabled: can.
     let s4 = session(store.clone()).await;
     ok_out(&gantry(&url, &["user", "disable", "alice"], None, ""));
-    assert!(store.session_user(&token_digest(&s4), now).await.expect("s").is_none());
-    assert!(auth::authenticate(&store, "alice", "another fine password".into())
+    assert!(store
+        .session_user(&token_digest(&s4), now)
         .await
-        .expect("auth")
+        .expect("s")
         .is_none());
+    assert!(
+        auth::authenticate(&store, "alice", "another fine password".into())
+            .await
+            .expect("auth")
+            .is_none()
+    );
     let list = ok_out(&gantry(&url, &["user", "list"], None, ""));
     assert!(
         list.lines()
@@ -371,10 +401,12 @@ async fn user_commands(url: String) {
         "{list}"
     );
     ok_out(&gantry(&url, &["user", "enable", "alice"], None, ""));
-    assert!(auth::authenticate(&store, "alice", "another fine password".into())
-        .await
-        .expect("auth")
-        .is_some());
+    assert!(
+        auth::authenticate(&store, "alice", "another fine password".into())
+            .await
+            .expect("auth")
+            .is_some()
+    );
 
     // The last admin is kept; delete removes; an unknown user is a clear error, exit 1.
     let last = gantry(&url, &["user", "delete", "root1"], None, "");
@@ -418,7 +450,9 @@ async fn user_commands(url: String) {
             "user_delete"
         ]
     );
-    assert!(audit.iter().all(|e| e.user == "gantry-cli" && e.status == "ok"));
+    assert!(audit
+        .iter()
+        .all(|e| e.user == "gantry-cli" && e.status == "ok"));
 }
 
 #[tokio::test]
@@ -436,7 +470,12 @@ async fn user_commands_on_postgres() {
 /// `gantry token ...`: the token printed once, listed without it, refused once revoked.
 async fn token_commands(url: String) {
     use server::auth::token_digest;
-    let out = gantry(&url, &["token", "add", "train-llm", "--account", "llm"], None, "");
+    let out = gantry(
+        &url,
+        &["token", "add", "train-llm", "--account", "llm"],
+        None,
+        "",
+    );
     let token = ok_out(&out).trim().to_string();
     assert!(
         token.len() == 64 && token.bytes().all(|b| b.is_ascii_hexdigit()),
@@ -446,7 +485,12 @@ async fn token_commands(url: String) {
     let other = ok_out(&gantry(&url, &["token", "add", "any-job"], None, ""));
     let dup = gantry(&url, &["token", "add", "train-llm"], None, "");
     assert!(err_out(&dup, 1).contains("exists"));
-    let bad = gantry(&url, &["token", "add", "x", "--account", "no spaces"], None, "");
+    let bad = gantry(
+        &url,
+        &["token", "add", "x", "--account", "no spaces"],
+        None,
+        "",
+    );
     assert!(err_out(&bad, 1).contains("account"));
     let list = ok_out(&gantry(&url, &["token", "list"], None, ""));
     assert!(list.starts_with("NAME"), "{list}");

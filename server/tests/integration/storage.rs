@@ -563,11 +563,18 @@ async fn user_lifecycle(url: &str) {
                 .collect::<Vec<_>>()
         }
     };
-    assert_eq!(seen("bob").await, vec![now + 9 * minute], "seen after 9 min");
+    assert_eq!(
+        seen("bob").await,
+        vec![now + 9 * minute],
+        "seen after 9 min"
+    );
     // Within a minute of the last write, nothing is written.
     assert!(user_of(&b1, now + 9 * minute + 59_000).await.is_some());
     assert_eq!(seen("bob").await, vec![now + 9 * minute], "not rewritten");
-    assert!(user_of(&b1, now + 18 * minute).await.is_some(), "idle window moved");
+    assert!(
+        user_of(&b1, now + 18 * minute).await.is_some(),
+        "idle window moved"
+    );
     assert!(user_of(&b1, now + 27 * minute + 59_000).await.is_some());
     assert!(
         user_of(&b1, now + 38 * minute).await.is_none(),
@@ -582,14 +589,20 @@ async fn user_lifecycle(url: &str) {
     for k in 1..12 {
         assert!(user_of(&d1, now + k * 5 * minute).await.is_some(), "{k}");
     }
-    assert!(user_of(&d1, now + hour).await.is_none(), "absolute lifetime");
+    assert!(
+        user_of(&d1, now + hour).await.is_none(),
+        "absolute lifetime"
+    );
 
     // Many sessions rechecked in one call, across chunks: only the valid ones come back.
     let mut digests: Vec<String> = (0..1200).map(|i| token_digest(&format!("x{i}"))).collect();
     digests.insert(700, token_digest(&a1));
     digests.push(token_digest(&a2));
     digests.push(token_digest(&c1));
-    let valid = store.sessions_valid(&digests, now + 1000).await.expect("valid");
+    let valid = store
+        .sessions_valid(&digests, now + 1000)
+        .await
+        .expect("valid");
     let want: std::collections::HashSet<String> =
         [token_digest(&a1), token_digest(&a2), token_digest(&c1)].into();
     assert_eq!(valid, want);
@@ -605,7 +618,10 @@ async fn user_lifecycle(url: &str) {
     let cli = Actor::cli();
     let users = store.users(now + 1000).await.expect("users");
     let alice = users.iter().find(|u| u.name == "alice").expect("alice");
-    assert_eq!((alice.role, alice.disabled, alice.sessions), (Role::Operator, false, 2));
+    assert_eq!(
+        (alice.role, alice.disabled, alice.sessions),
+        (Role::Operator, false, 2)
+    );
     assert_eq!(
         auth::change_role(&store, &cli, "alice", Role::Viewer)
             .await
@@ -619,7 +635,10 @@ async fn user_lifecycle(url: &str) {
         .await
         .expect("valid")
         .is_empty());
-    assert_eq!(store.user("alice").await.expect("user").map(|u| u.role), Some(Role::Viewer));
+    assert_eq!(
+        store.user("alice").await.expect("user").map(|u| u.role),
+        Some(Role::Viewer)
+    );
 
     // A password change ends sessions; the old password stops working.
     let a3 = start("alice").await;
@@ -629,14 +648,18 @@ async fn user_lifecycle(url: &str) {
     assert!(user_of(&a3, now + 1000).await.is_none());
     let e2 = store.auth_epoch().await.expect("epoch");
     assert!(e2 > e1);
-    assert!(auth::authenticate(&store, "alice", support::PASSWORD.into())
-        .await
-        .expect("auth")
-        .is_none());
-    assert!(auth::authenticate(&store, "alice", "a brand new password".into())
-        .await
-        .expect("auth")
-        .is_some());
+    assert!(
+        auth::authenticate(&store, "alice", support::PASSWORD.into())
+            .await
+            .expect("auth")
+            .is_none()
+    );
+    assert!(
+        auth::authenticate(&store, "alice", "a brand new password".into())
+            .await
+            .expect("auth")
+            .is_some()
+    );
     // `user add` over an existing user is a password change too.
     let a4 = start("alice").await;
     auth::add_user(&store, "alice", support::PASSWORD, Role::Operator)
@@ -656,10 +679,12 @@ async fn user_lifecycle(url: &str) {
         1
     );
     assert!(user_of(&a5, now + 1000).await.is_none());
-    assert!(auth::authenticate(&store, "alice", support::PASSWORD.into())
-        .await
-        .expect("auth")
-        .is_none());
+    assert!(
+        auth::authenticate(&store, "alice", support::PASSWORD.into())
+            .await
+            .expect("auth")
+            .is_none()
+    );
     let a6 = start("alice").await;
     assert!(user_of(&a6, now + 1000).await.is_none(), "disabled user");
     assert!(store
@@ -683,10 +708,12 @@ async fn user_lifecycle(url: &str) {
     auth::set_disabled(&store, &cli, "alice", false)
         .await
         .expect("enable");
-    assert!(auth::authenticate(&store, "alice", support::PASSWORD.into())
-        .await
-        .expect("auth")
-        .is_some());
+    assert!(
+        auth::authenticate(&store, "alice", support::PASSWORD.into())
+            .await
+            .expect("auth")
+            .is_some()
+    );
     assert!(
         user_of(&a6, now + 1000).await.is_none(),
         "a session from while disabled does not come back"
@@ -772,7 +799,13 @@ async fn user_lifecycle(url: &str) {
     // Housekeeping drops expired and idle sessions without bumping the epoch.
     let e7 = store.auth_epoch().await.expect("epoch");
     let _idle = start("alice").await;
-    assert!(store.prune_sessions(now + 11 * minute).await.expect("prune") >= 1);
+    assert!(
+        store
+            .prune_sessions(now + 11 * minute)
+            .await
+            .expect("prune")
+            >= 1
+    );
     assert_eq!(store.auth_epoch().await.expect("epoch"), e7);
     assert!(!store
         .sessions(now)
@@ -843,9 +876,8 @@ async fn ingest_tokens(url: &str) {
         .use_ingest_token(&token_digest(&llm), T0 + 59_000)
         .await
         .expect("use");
-    let last = |store: Store| async move {
-        store.ingest_tokens().await.expect("list")[1].last_used_ms
-    };
+    let last =
+        |store: Store| async move { store.ingest_tokens().await.expect("list")[1].last_used_ms };
     assert_eq!(last(store.clone()).await, Some(T0));
     store
         .use_ingest_token(&token_digest(&llm), T0 + 61_000)
