@@ -31,7 +31,10 @@ pub(super) fn routes() -> Routes {
     ]
 }
 
-fn cookie_token(headers: &HeaderMap) -> Option<String> {
+/// The session token of a request's cookie, if it has a well-formed one (for whoever
+/// rechecks a long request's session: `auth::token_digest` of it is what
+/// `Store::sessions_valid` takes).
+pub(super) fn cookie_token(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
