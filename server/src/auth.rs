@@ -122,10 +122,6 @@ pub fn token_digest(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
-fn digest(token: &str) -> String {
-    token_digest(token)
-}
-
 /// A session's opaque id for listings: random, unrelated to its token.
 fn new_session_id() -> Result<String, AuthError> {
     let mut b = [0u8; 8];
@@ -133,7 +129,8 @@ fn new_session_id() -> Result<String, AuthError> {
     Ok(hex::encode(b))
 }
 
-/// Creates or updates a user (`gantry user add`).
+/// Creates or updates a user (`gantry user add`): over an existing user it is a new
+/// password and role, and ends their sessions.
 pub async fn add_user(
     store: &Store,
     name: &str,
@@ -182,10 +179,10 @@ pub async fn start_session(
     ttl_ms: i64,
     idle_ms: i64,
 ) -> Result<String, AuthError> {
-    let token = new_token()?;
-    let id = new_session_id()?;
+    let (token, id) = (new_token()?, new_session_id()?);
+    let digest = token_digest(&token);
     store
-        .put_session(&digest(&token), &id, user, now_ms, now_ms + ttl_ms, idle_ms)
+        .put_session(&digest, &id, user, now_ms, now_ms + ttl_ms, idle_ms)
         .await?;
     Ok(token)
 }
@@ -197,7 +194,8 @@ pub async fn session_caller(
     token: &str,
     now_ms: UnixMs,
 ) -> Result<Caller, StoreError> {
-    Ok(match store.session_user(&digest(token), now_ms).await? {
+    let digest = token_digest(token);
+    Ok(match store.session_user(&digest, now_ms).await? {
         Some((user, role)) => Caller {
             user: Some(user),
             role: Some(role),
@@ -208,7 +206,7 @@ pub async fn session_caller(
 
 /// Ends the session of `token`.
 pub async fn end_session(store: &Store, token: &str) -> Result<(), StoreError> {
-    store.delete_session(&digest(token)).await
+    store.delete_session(&token_digest(token)).await
 }
 
 /// The caller a name stands for (a trusted proxy's word): an invalid name, one unknown
