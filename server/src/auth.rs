@@ -5,6 +5,8 @@
 //! requires, [`access_for`], which is default-deny: a new route that is not a plain read
 //! needs an operator unless it is named here. The per-user action rate limit. Knows no HTTP
 //! framework: the web layer's guard reads cookies and headers and applies these rules.
+//! Changing, disabling and deleting users, revoking sessions and named ingest tokens are
+//! `lifecycle`'s (shared by the CLI and the admin API).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -22,6 +24,11 @@ use crate::store::{Store, StoreError, UserRow};
 
 mod sign_in;
 pub use sign_in::{Busy, HashPool, Throttle, ThrottlePolicy};
+mod lifecycle;
+pub use lifecycle::{
+    add_ingest_token, change_password, change_role, delete_user, revoke_ingest_token,
+    revoke_session, set_disabled, validate_account, Actor, IngestScope,
+};
 
 /// Longest user name and password accepted.
 const MAX_NAME: usize = 64;
@@ -39,6 +46,20 @@ pub enum AuthError {
     Hash(String),
     #[error("no secure random numbers: {0}")]
     Random(String),
+    #[error("no user {0:?}")]
+    UnknownUser(String),
+    #[error("no such session")]
+    UnknownSession,
+    #[error("no ingest token {0:?}")]
+    UnknownToken(String),
+    #[error("an ingest token {0:?} exists: revoke it first")]
+    TokenExists(String),
+    #[error("invalid account name: 1 to 64 of letters, digits, '.', '_', '-'")]
+    BadAccount,
+    #[error("this is the last enabled admin: make another admin first")]
+    LastAdmin,
+    #[error("the audit log cannot be written, so nothing was done")]
+    Audit(#[source] StoreError),
     #[error("{0}")]
     Store(#[from] StoreError),
 }
@@ -183,11 +204,21 @@ fn new_token() -> Result<String, AuthError> {
     Ok(hex::encode(b))
 }
 
-fn digest(token: &str) -> String {
+/// The SHA-256 (hex) of a session or ingest token: all the store keeps of it, and what
+/// [`Store::sessions_valid`] takes.
+pub fn token_digest(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
-/// Creates or updates a user (`gantry user add`).
+/// A session's opaque id for listings: random, unrelated to its token.
+fn new_session_id() -> Result<String, AuthError> {
+    let mut b = [0u8; 8];
+    getrandom::getrandom(&mut b).map_err(|e| AuthError::Random(e.to_string()))?;
+    Ok(hex::encode(b))
+}
+
+/// Creates or updates a user (`gantry user add`): over an existing user it is a new
+/// password and role, and ends their sessions.
 pub async fn add_user(
     store: &Store,
     name: &str,
@@ -212,9 +243,10 @@ pub enum SignInError {
     Store(#[from] StoreError),
 }
 
-/// Signs `name` in if `password` is theirs: the user, or `None`. An invalid or unknown name
-/// is verified against a decoy hash, so that a wrong name and a wrong password take the
-/// same time. The hashing runs on `pool`, which refuses when its queue is full.
+/// Signs `name` in if `password` is theirs and they are not disabled: the user, or `None`.
+/// An invalid or unknown name is verified against a decoy hash, and a disabled user's
+/// password is verified all the same, so that a wrong name, a wrong password and a
+/// disabled user take the same time.
 pub async fn authenticate(
     store: &Store,
     pool: &HashPool,
@@ -238,31 +270,35 @@ pub async fn authenticate(
         })
         .await?
         .unwrap_or(false);
-    Ok(user.filter(|_| ok))
+    Ok(user.filter(|u| ok && !u.disabled))
 }
 
-/// A new session of `user` from `now_ms` for `ttl_ms`: its token (the store keeps only its
-/// SHA-256).
+/// A new session of `user` from `now_ms`, ending `ttl_ms` later or when unused for
+/// `idle_ms`: its token (the store keeps only its SHA-256).
 pub async fn start_session(
     store: &Store,
     user: &str,
     now_ms: UnixMs,
     ttl_ms: i64,
+    idle_ms: i64,
 ) -> Result<String, AuthError> {
-    let token = new_token()?;
+    let (token, id) = (new_token()?, new_session_id()?);
+    let digest = token_digest(&token);
     store
-        .put_session(&digest(&token), user, now_ms, now_ms + ttl_ms)
+        .put_session(&digest, &id, user, now_ms, now_ms + ttl_ms, idle_ms)
         .await?;
     Ok(token)
 }
 
-/// The caller a session token stands for at `now_ms`: no one when it is unknown or expired.
+/// The caller a session token stands for at `now_ms`: no one when it is unknown, expired,
+/// idle too long, or its user is disabled.
 pub async fn session_caller(
     store: &Store,
     token: &str,
     now_ms: UnixMs,
 ) -> Result<Caller, StoreError> {
-    Ok(match store.session_user(&digest(token), now_ms).await? {
+    let digest = token_digest(token);
+    Ok(match store.session_user(&digest, now_ms).await? {
         Some((user, role)) => Caller {
             user: Some(user),
             role: Some(role),
@@ -273,21 +309,21 @@ pub async fn session_caller(
 
 /// Ends the session of `token`.
 pub async fn end_session(store: &Store, token: &str) -> Result<(), StoreError> {
-    store.delete_session(&digest(token)).await
+    store.delete_session(&token_digest(token)).await
 }
 
-/// The caller a name stands for (a trusted proxy's word): an invalid name, or one unknown
-/// here, is signed in with no role, so nothing is allowed.
+/// The caller a name stands for (a trusted proxy's word): an invalid name, one unknown
+/// here, or a disabled user, is signed in with no role, so nothing is allowed.
 pub async fn named_caller(store: &Store, name: &str) -> Result<Caller, StoreError> {
     if validate_user_name(name).is_err() {
         return Ok(Caller::default());
     }
     Ok(match store.user(name).await? {
-        Some(u) => Caller {
+        Some(u) if !u.disabled => Caller {
             user: Some(u.name),
             role: Some(u.role),
         },
-        None => Caller::default(),
+        _ => Caller::default(),
     })
 }
 
@@ -319,6 +355,8 @@ pub enum Access {
     Act,
     /// A manager or an admin: reports and costs.
     Report,
+    /// An admin only: users and sessions (`/api/admin/`).
+    Admin,
 }
 
 /// Server functions that only read; every other POST needs [`Access::Act`].
@@ -352,6 +390,9 @@ pub fn access_for(method: &Method, path: &str) -> Access {
         || path.starts_with("/api/ingest/");
     if public {
         return Access::Public;
+    }
+    if path.starts_with("/api/admin/") || path == "/api/admin" {
+        return Access::Admin;
     }
     if path == "/reports"
         || path == "/api/reports"
@@ -408,7 +449,7 @@ impl RateLimiter {
     }
 }
 
-/// Unused-token housekeeping: drops expired sessions now and then.
+/// Unused-token housekeeping: drops expired and idle sessions now and then.
 pub async fn prune_sessions_now(store: &Store, now_ms: UnixMs) {
     match store.prune_sessions(now_ms).await {
         Ok(0) => {}
@@ -497,6 +538,17 @@ mod tests {
         );
         assert_eq!(access_for(&Method::GET, "/pkg/gantry.js"), Access::Public);
         assert_eq!(access_for(&Method::GET, "/favicon.svg"), Access::Public);
+        // Users and sessions: admins only, reading too.
+        assert_eq!(access_for(&Method::GET, "/api/admin/users"), Access::Admin);
+        assert_eq!(
+            access_for(&Method::GET, "/api/admin/sessions"),
+            Access::Admin
+        );
+        assert_eq!(
+            access_for(&Method::POST, "/api/admin/users/x/role"),
+            Access::Admin
+        );
+        assert_eq!(access_for(&Method::GET, "/api/adminx"), Access::Read);
     }
 
     #[test]

@@ -145,7 +145,10 @@ pub struct AuthConfig {
     /// Whether pages and read APIs are open without signing in (read-only). Off by default;
     /// `cargo xtask run` (the demo) turns it on.
     pub anonymous_read: bool,
+    /// A session's absolute lifetime: it ends this long after sign-in, used or not.
     pub session_hours: u64,
+    /// A session unused this long ends (its last use is kept to the minute).
+    pub session_idle_minutes: u64,
     /// Mark the session cookie `Secure` (set when Gantry is served over TLS).
     pub secure_cookies: bool,
     /// Actions per user per minute.
@@ -174,6 +177,7 @@ impl Default for AuthConfig {
         AuthConfig {
             anonymous_read: false,
             session_hours: 12,
+            session_idle_minutes: 60,
             secure_cookies: false,
             actions_per_minute: 30,
             proxy_header: None,
@@ -346,7 +350,8 @@ pub struct Config {
     #[serde(with = "AlertKeys")]
     pub alerts: AlertConfig,
     /// Bearer token for `POST /api/ingest/*` (training jobs posting checkpoints and NCCL
-    /// latency); unset: ingest is off.
+    /// latency), for jobs of any account; named tokens (`gantry token add`) are taken as
+    /// well. Unset and no named token: ingest is off.
     #[serde(deserialize_with = "non_empty")]
     pub ingest_token: Option<Secret<String>>,
     /// Directories scanned for checkpoints, and how often.
@@ -674,6 +679,11 @@ impl AuthConfig {
             "auth.login_backoff_max_seconds",
             self.login_backoff_max_seconds,
             1..=86_400,
+        )?;
+        within(
+            "auth.session_idle_minutes",
+            self.session_idle_minutes,
+            1..=60 * 24 * 30,
         )?;
         within(
             "auth.actions_per_minute",

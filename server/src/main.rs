@@ -13,6 +13,8 @@ usage: gantry [serve] [--config FILE]
        gantry inspect slurm-jobs FILE|-
        gantry inspect checkpoints DIR
        gantry user add NAME --role viewer|operator|manager|admin [--config FILE]
+       gantry user list|passwd NAME|role NAME ROLE|disable NAME|enable NAME|delete NAME
+       gantry token add NAME [--account ACCOUNT]|list|revoke NAME [--config FILE]
 
 serve    Runs Gantry. Configuration: defaults, then FILE (or $GANTRY_CONFIG), then GANTRY_*
          variables.
@@ -35,6 +37,18 @@ inspect checkpoints
 user add Creates a user in the configured database, or sets a new password and role for an
          existing one. The password is read from $GANTRY_PASSWORD, or else as one line of
          standard input (at least 10 characters); it is stored only as an argon2id hash.
+user list
+         Prints each user: name, role, disabled, created, sessions valid now.
+user passwd, user role, user disable, user delete
+         A new password (read as user add reads it), a new role, disabled (cannot sign
+         in) or deleted: each ends the user's sessions, and is in the audit log as
+         gantry-cli. user enable lets a disabled user sign in again. The last enabled
+         admin cannot be demoted, disabled or deleted.
+token add, token list, token revoke
+         Named ingest tokens for POST /api/ingest/*: add prints the new token once (only
+         its SHA-256 is kept); --account limits it to jobs of that Slurm account. list
+         shows name, account, created and last used, never a token. A revoked token is
+         refused from then on.
 ";
 
 /// The largest scrape `inspect` reads; a larger one is refused rather than read whole.
@@ -69,6 +83,9 @@ fn main() -> ExitCode {
     }
     if all.first().map(String::as_str) == Some("user") {
         return user(&all[1..]);
+    }
+    if all.first().map(String::as_str) == Some("token") {
+        return token(&all[1..]);
     }
     let mut args = all.into_iter();
     let mut config: Option<PathBuf> = std::env::var_os("GANTRY_CONFIG").map(PathBuf::from);
@@ -125,40 +142,32 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
     }
 }
 
-/// `gantry user add NAME --role ROLE [--config FILE]`.
-fn user(args: &[String]) -> ExitCode {
-    let mut it = args.iter();
-    if it.next().map(String::as_str) != Some("add") {
-        return usage_error("user takes: add NAME --role ROLE");
-    }
-    let Some(name) = it.next() else {
-        return usage_error("user add needs a NAME");
-    };
-    let mut role = None;
+/// `gantry user ...` and `gantry token ...`'s `--config FILE` (default `$GANTRY_CONFIG`),
+/// taken out of `args`: the other arguments.
+fn config_arg(args: &[String]) -> Result<(Vec<&str>, Option<PathBuf>), ExitCode> {
     let mut config: Option<PathBuf> = std::env::var_os("GANTRY_CONFIG").map(PathBuf::from);
+    let mut rest = Vec::new();
+    let mut it = args.iter();
     while let Some(a) = it.next() {
-        match (a.as_str(), it.next()) {
-            ("--role", Some(r)) => match app::actions::Role::parse(r) {
-                Some(r) => role = Some(r),
-                None => return usage_error("--role is one of: viewer, operator, manager, admin"),
-            },
-            ("--config", Some(p)) => config = Some(p.into()),
-            _ => return usage_error(&format!("unknown or incomplete argument {a:?}")),
+        if a == "--config" {
+            match it.next() {
+                Some(p) => config = Some(p.into()),
+                None => return Err(usage_error("--config needs a file")),
+            }
+        } else {
+            rest.push(a.as_str());
         }
     }
-    let Some(role) = role else {
-        return usage_error("user add needs --role");
-    };
-    let password = match std::env::var("GANTRY_PASSWORD") {
-        Ok(p) => p,
-        Err(_) => {
-            let mut line = String::new();
-            if let Err(e) = std::io::stdin().read_line(&mut line) {
-                return fail("standard input", &e.to_string());
-            }
-            line.trim_end_matches(['\r', '\n']).to_string()
-        }
-    };
+    Ok((rest, config))
+}
+
+/// Connects to the configured database and runs `f` with the store: its output printed,
+/// or its error, as `gantry: what: error`, with exit code 1.
+fn with_store<F, Fut>(config: Option<PathBuf>, what: &str, f: F) -> ExitCode
+where
+    F: FnOnce(server::store::Store) -> Fut,
+    Fut: std::future::Future<Output = Result<String, String>>,
+{
     let cfg = match Config::load(config.as_deref(), std::env::vars()) {
         Ok(c) => c,
         Err(e) => {
@@ -166,6 +175,8 @@ fn user(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // `user add` and `user passwd` hash at the configured cost.
+    server::auth::set_hash_cost(cfg.auth.hash_cost());
     let Some(rt) = runtime() else {
         return ExitCode::FAILURE;
     };
@@ -173,16 +184,197 @@ fn user(args: &[String]) -> ExitCode {
         let store = server::store::Store::connect(cfg.database_url.expose())
             .await
             .map_err(|e| e.to_string())?;
-        server::auth::add_user(&store, name, &password, role)
-            .await
-            .map_err(|e| e.to_string())
+        f(store).await
     });
     match done {
-        Ok(()) => {
-            println!("user {name} ({}) saved", role.as_str());
+        Ok(out) => {
+            print!("{out}");
             ExitCode::SUCCESS
         }
-        Err(e) => fail("user add", &e),
+        Err(e) => fail(what, &e),
+    }
+}
+
+/// A password from `$GANTRY_PASSWORD`, or else one line of standard input.
+fn read_password() -> Result<String, ExitCode> {
+    match std::env::var("GANTRY_PASSWORD") {
+        Ok(p) => Ok(p),
+        Err(_) => {
+            let mut line = String::new();
+            if let Err(e) = std::io::stdin().read_line(&mut line) {
+                return Err(fail("standard input", &e.to_string()));
+            }
+            Ok(line.trim_end_matches(['\r', '\n']).to_string())
+        }
+    }
+}
+
+const USER_USAGE: &str =
+    "user takes: add NAME --role ROLE, list, passwd NAME, role NAME ROLE, disable NAME, enable NAME, delete NAME";
+const ROLES: &str = "a role is one of: viewer, operator, manager, admin";
+
+/// `gantry user add|list|passwd|role|disable|enable|delete ... [--config FILE]`.
+fn user(args: &[String]) -> ExitCode {
+    let (args, config) = match config_arg(args) {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    let ended = |n: u64| match n {
+        1 => "; 1 session ended".to_string(),
+        0 => String::new(),
+        n => format!("; {n} sessions ended"),
+    };
+    let cli = server::auth::Actor::cli();
+    match args.as_slice() {
+        ["add", name, rest @ ..] => {
+            let role = match rest {
+                ["--role", r] => match app::actions::Role::parse(r) {
+                    Some(r) => r,
+                    None => {
+                        return usage_error("--role is one of: viewer, operator, manager, admin")
+                    }
+                },
+                [] => return usage_error("user add needs --role"),
+                [a, ..] => return usage_error(&format!("unknown or incomplete argument {a:?}")),
+            };
+            let password = match read_password() {
+                Ok(p) => p,
+                Err(code) => return code,
+            };
+            let name = name.to_string();
+            with_store(config, "user add", |store| async move {
+                server::auth::add_user(&store, &name, &password, role)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(format!("user {name} ({}) saved\n", role.as_str()))
+            })
+        }
+        ["add"] => usage_error("user add needs a NAME"),
+        ["list"] => with_store(config, "user list", |store| async move {
+            let users = store
+                .users(server::live::wall_now_ms())
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut out = format!(
+                "{:<24} {:<9} {:<9} {:<24} {}\n",
+                "NAME", "ROLE", "DISABLED", "CREATED", "SESSIONS"
+            );
+            for u in users {
+                out.push_str(&format!(
+                    "{:<24} {:<9} {:<9} {:<24} {}\n",
+                    u.name,
+                    u.role.as_str(),
+                    if u.disabled { "yes" } else { "no" },
+                    app::units::utc(u.created_ms),
+                    u.sessions
+                ));
+            }
+            Ok(out)
+        }),
+        ["passwd", name] => {
+            let password = match read_password() {
+                Ok(p) => p,
+                Err(code) => return code,
+            };
+            let name = name.to_string();
+            with_store(config, "user passwd", |store| async move {
+                let n = server::auth::change_password(&store, &cli, &name, &password)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(format!("user {name}: password changed{}\n", ended(n)))
+            })
+        }
+        ["role", name, role] => {
+            let Some(role) = app::actions::Role::parse(role) else {
+                return usage_error(ROLES);
+            };
+            let name = name.to_string();
+            with_store(config, "user role", |store| async move {
+                let n = server::auth::change_role(&store, &cli, &name, role)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(format!("user {name}: role {}{}\n", role.as_str(), ended(n)))
+            })
+        }
+        [verb @ ("disable" | "enable"), name] => {
+            let disabled = *verb == "disable";
+            let name = name.to_string();
+            with_store(config, &format!("user {verb}"), |store| async move {
+                let n = server::auth::set_disabled(&store, &cli, &name, disabled)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let state = if disabled { "disabled" } else { "enabled" };
+                Ok(format!("user {name}: {state}{}\n", ended(n)))
+            })
+        }
+        ["delete", name] => {
+            let name = name.to_string();
+            with_store(config, "user delete", |store| async move {
+                let n = server::auth::delete_user(&store, &cli, &name)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(format!("user {name}: deleted{}\n", ended(n)))
+            })
+        }
+        _ => usage_error(USER_USAGE),
+    }
+}
+
+/// `gantry token add NAME [--account A]|list|revoke NAME [--config FILE]`.
+fn token(args: &[String]) -> ExitCode {
+    let (args, config) = match config_arg(args) {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    let cli = server::auth::Actor::cli();
+    match args.as_slice() {
+        ["add", name, rest @ ..] => {
+            let account = match rest {
+                [] => None,
+                ["--account", a] => Some(a.to_string()),
+                [a, ..] => return usage_error(&format!("unknown or incomplete argument {a:?}")),
+            };
+            let name = name.to_string();
+            with_store(config, "token add", |store| async move {
+                let token = server::auth::add_ingest_token(&store, &cli, &name, account.as_deref())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let scope = account
+                    .map(|a| format!("jobs of account {a}"))
+                    .unwrap_or_else(|| "jobs of any account".into());
+                eprintln!("ingest token {name} added, for {scope}; it is shown this once:");
+                Ok(format!("{token}\n"))
+            })
+        }
+        ["list"] => with_store(config, "token list", |store| async move {
+            let tokens = store.ingest_tokens().await.map_err(|e| e.to_string())?;
+            let mut out = format!(
+                "{:<24} {:<24} {:<24} {}\n",
+                "NAME", "ACCOUNT", "CREATED", "LAST USED"
+            );
+            for t in tokens {
+                out.push_str(&format!(
+                    "{:<24} {:<24} {:<24} {}\n",
+                    t.name,
+                    t.account.as_deref().unwrap_or("(any)"),
+                    app::units::utc(t.created_ms),
+                    t.last_used_ms
+                        .map(app::units::utc)
+                        .unwrap_or_else(|| "never".into())
+                ));
+            }
+            Ok(out)
+        }),
+        ["revoke", name] => {
+            let name = name.to_string();
+            with_store(config, "token revoke", |store| async move {
+                server::auth::revoke_ingest_token(&store, &cli, &name)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(format!("ingest token {name} revoked\n"))
+            })
+        }
+        _ => usage_error("token takes: add NAME [--account ACCOUNT], list, revoke NAME"),
     }
 }
 

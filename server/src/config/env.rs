@@ -63,6 +63,8 @@ pub(super) const ENV: &[(&str, &str, Kind)] = &[
 
     ("GANTRY_ANONYMOUS_READ",     "auth.anonymous_read",     Kind::Flag),
     ("GANTRY_SECURE_COOKIES",     "auth.secure_cookies",     Kind::Flag),
+    ("GANTRY_SESSION_HOURS",      "auth.session_hours",      Kind::Int(int::<u64>, "hours")),
+    ("GANTRY_SESSION_IDLE_MINUTES", "auth.session_idle_minutes", Kind::Int(int::<u64>, "minutes")),
     ("GANTRY_ACTIONS_PER_MINUTE", "auth.actions_per_minute", Kind::Int(int::<u32>, "a count")),
     ("GANTRY_MAX_CONNECTIONS", "limits.max_connections", Kind::Int(int::<u32>, "a count")),
     ("GANTRY_PROXY_HEADER",       "auth.proxy_header",       Kind::Str),

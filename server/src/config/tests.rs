@@ -38,6 +38,8 @@ fn invalid_values_name_the_field() {
     assert!(e.to_string().contains("GANTRY_SIM_SPEED"), "{e}");
     let e = Config::load(None, env(&[("GANTRY_DATABASE_URL", "mysql://x")])).expect_err("db");
     assert!(e.to_string().contains("database_url"), "{e}");
+    let e = Config::load(None, env(&[("GANTRY_SESSION_IDLE_MINUTES", "0")])).expect_err("idle");
+    assert!(e.to_string().contains("auth.session_idle_minutes"), "{e}");
 }
 
 #[test]
@@ -378,6 +380,8 @@ fn every_variable_reaches_its_field() {
         ("GANTRY_SLURM_POLL_INTERVAL_MS", "1009", |c| c.slurm.poll_interval_ms == 1009),
         ("GANTRY_ANONYMOUS_READ", "yes", |c| c.auth.anonymous_read),
         ("GANTRY_SECURE_COOKIES", "on", |c| c.auth.secure_cookies),
+        ("GANTRY_SESSION_HOURS", "13", |c| c.auth.session_hours == 13),
+        ("GANTRY_SESSION_IDLE_MINUTES", "61", |c| c.auth.session_idle_minutes == 61),
         ("GANTRY_ACTIONS_PER_MINUTE", "1010", |c| c.auth.actions_per_minute == 1010),
         ("GANTRY_MAX_CONNECTIONS", "777", |c| c.limits.max_connections == 777),
         ("GANTRY_PROXY_HEADER", "X-Remote-User", |c| text(&c.auth.proxy_header) == "X-Remote-User"),

@@ -1,4 +1,11 @@
 //! Users, sessions and the audit log: the same portable SQL on both databases.
+//!
+//! Every change of a user (password, role, disabled, deleted) and every revocation of a
+//! session runs in one transaction with the bump of `auth_epoch`, so that whoever holds
+//! sessions open (live streams) notices with one cheap read ([`Store::auth_epoch`]) and
+//! rechecks them all in one query ([`Store::sessions_valid`]).
+
+use std::collections::HashSet;
 
 use app::actions::{AuditEntry, AuditFilter, Role};
 use app::model::UnixMs;
@@ -12,6 +19,47 @@ pub struct UserRow {
     pub name: String,
     pub password_hash: String,
     pub role: Role,
+    /// A disabled user cannot sign in, and a proxy naming one gets no role.
+    pub disabled: bool,
+}
+
+/// A user as listed (`gantry user list`, `GET /api/admin/users`): never the hash.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct UserInfo {
+    pub name: String,
+    pub role: Role,
+    pub disabled: bool,
+    pub disabled_ms: Option<UnixMs>,
+    pub created_ms: UnixMs,
+    /// Sessions valid now.
+    pub sessions: u64,
+}
+
+/// A session as listed (`GET /api/admin/sessions`): its opaque id, never the token or
+/// its digest.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SessionInfo {
+    pub id: String,
+    pub user: String,
+    pub created_ms: UnixMs,
+    pub last_seen_ms: UnixMs,
+    /// When it ends whatever happens (`auth.session_hours` after sign-in).
+    pub expires_ms: UnixMs,
+    /// When it ends unless it is used before (`auth.session_idle_minutes` after it was
+    /// last seen, which is kept to the minute).
+    pub idle_expires_ms: UnixMs,
+}
+
+/// A session's last-seen time is written at most this often: a request within it of
+/// the last write writes nothing.
+pub const LAST_SEEN_EVERY_MS: i64 = 60_000;
+
+/// Digests per query of [`Store::sessions_valid`] (well under every placeholder limit).
+const VALID_CHUNK: usize = 500;
+
+/// A session valid at `$now` (a placeholder number) joined with its user `u`.
+fn valid_at(now: &str) -> String {
+    format!("s.expires_ms > {now} AND s.last_seen_ms + s.idle_ms > {now} AND u.disabled = 0")
 }
 
 fn role_of(s: &str) -> Result<Role> {
@@ -21,15 +69,45 @@ fn role_of(s: &str) -> Result<Role> {
 /// Longest audit listing served at once.
 pub const AUDIT_MAX_ROWS: u32 = 10_000;
 
+type Tx<'a> = sqlx::Transaction<'a, sqlx::Any>;
+
+/// Ends every session of `user` and bumps the epoch, in `tx`; how many sessions ended.
+async fn end_sessions_of(tx: &mut Tx<'_>, user: &str) -> Result<u64> {
+    let r = sqlx::query("DELETE FROM sessions WHERE user_name = $1")
+        .bind(user)
+        .execute(&mut **tx)
+        .await?;
+    bump_epoch(tx).await?;
+    Ok(r.rows_affected())
+}
+
+async fn bump_epoch(tx: &mut Tx<'_>) -> Result<()> {
+    sqlx::query("UPDATE auth_epoch SET epoch = epoch + 1 WHERE id = 1")
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 impl Store {
-    /// Creates or replaces a user (a new password or role for an existing name).
+    /// Creates or replaces a user (a new password or role for an existing name, which
+    /// ends that user's sessions; a disabled user stays disabled), bumping the epoch. How
+    /// many sessions ended.
     pub async fn put_user(
         &self,
         name: &str,
         password_hash: &str,
         role: Role,
         now_ms: UnixMs,
-    ) -> Result<()> {
+    ) -> Result<u64> {
+        let mut tx = self.pool.begin().await?;
+        // A write first: on SQLite a transaction that reads and then writes fails at once
+        // ("database is locked") when another connection wrote in between.
+        bump_epoch(&mut tx).await?;
+        let existed = sqlx::query("SELECT 1 FROM users WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
         sqlx::query(
             "INSERT INTO users (name, password_hash, role, created_ms) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash, role = excluded.role",
@@ -38,21 +116,33 @@ impl Store {
         .bind(password_hash)
         .bind(role.as_str())
         .bind(now_ms)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
-        Ok(())
+        let ended = if existed {
+            sqlx::query("DELETE FROM sessions WHERE user_name = $1")
+                .bind(name)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+        } else {
+            0
+        };
+        tx.commit().await?;
+        Ok(ended)
     }
 
     pub async fn user(&self, name: &str) -> Result<Option<UserRow>> {
-        let row = sqlx::query("SELECT name, password_hash, role FROM users WHERE name = $1")
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row =
+            sqlx::query("SELECT name, password_hash, role, disabled FROM users WHERE name = $1")
+                .bind(name)
+                .fetch_optional(&self.pool)
+                .await?;
         row.map(|r| {
             Ok(UserRow {
                 name: r.try_get("name")?,
                 password_hash: r.try_get("password_hash")?,
                 role: role_of(&r.try_get::<String, _>("role")?)?,
+                disabled: r.try_get::<i64, _>("disabled")? != 0,
             })
         })
         .transpose()
@@ -65,62 +155,274 @@ impl Store {
         super::u64_of(row.try_get(0)?, "user count")
     }
 
+    /// Every user, by name, with how many sessions each has valid at `now_ms`.
+    pub async fn users(&self, now_ms: UnixMs) -> Result<Vec<UserInfo>> {
+        let rows = sqlx::query(&format!(
+            "SELECT u.name, u.role, u.disabled, u.disabled_ms, u.created_ms, \
+             (SELECT COUNT(*) FROM sessions s WHERE s.user_name = u.name AND {}) AS sessions \
+             FROM users u ORDER BY u.name",
+            valid_at("$1")
+        ))
+        .bind(now_ms)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(UserInfo {
+                    name: r.try_get("name")?,
+                    role: role_of(&r.try_get::<String, _>("role")?)?,
+                    disabled: r.try_get::<i64, _>("disabled")? != 0,
+                    disabled_ms: r.try_get("disabled_ms")?,
+                    created_ms: r.try_get("created_ms")?,
+                    sessions: super::u64_of(r.try_get("sessions")?, "session count")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Admins that are not disabled.
+    pub async fn enabled_admins(&self) -> Result<u64> {
+        let row = sqlx::query("SELECT COUNT(*) FROM users WHERE role = 'admin' AND disabled = 0")
+            .fetch_one(&self.pool)
+            .await?;
+        super::u64_of(row.try_get(0)?, "admin count")
+    }
+
+    /// Runs `update` (binding `$1` to the name, then `binds`) on user `name` and, if the
+    /// user exists, ends its sessions in the same transaction: `None` for an unknown user,
+    /// else how many sessions ended.
+    async fn change_user(&self, name: &str, update: &str, binds: Binds<'_>) -> Result<Option<u64>> {
+        let mut tx = self.pool.begin().await?;
+        let mut q = sqlx::query(update).bind(name);
+        for b in binds {
+            q = match b {
+                Bind::Text(s) => q.bind(*s),
+                Bind::Int(i) => q.bind(*i),
+            };
+        }
+        let hit = q.execute(&mut *tx).await?.rows_affected();
+        if hit == 0 {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let ended = end_sessions_of(&mut tx, name).await?;
+        tx.commit().await?;
+        Ok(Some(ended))
+    }
+
+    /// A new password hash for `name`; ends its sessions. `None`: no such user.
+    pub async fn set_password_hash(&self, name: &str, password_hash: &str) -> Result<Option<u64>> {
+        self.change_user(
+            name,
+            "UPDATE users SET password_hash = $2 WHERE name = $1",
+            &[Bind::Text(password_hash)],
+        )
+        .await
+    }
+
+    /// A new role for `name`; ends its sessions. `None`: no such user.
+    pub async fn set_role(&self, name: &str, role: Role) -> Result<Option<u64>> {
+        self.change_user(
+            name,
+            "UPDATE users SET role = $2 WHERE name = $1",
+            &[Bind::Text(role.as_str())],
+        )
+        .await
+    }
+
+    /// Disables (ending its sessions) or enables `name`. `None`: no such user.
+    pub async fn set_disabled(
+        &self,
+        name: &str,
+        disabled: bool,
+        now_ms: UnixMs,
+    ) -> Result<Option<u64>> {
+        // A NULL is written as a literal, never bound (see `put_rollup`).
+        if disabled {
+            self.change_user(
+                name,
+                "UPDATE users SET disabled = 1, disabled_ms = $2 WHERE name = $1",
+                &[Bind::Int(now_ms)],
+            )
+            .await
+        } else {
+            self.change_user(
+                name,
+                "UPDATE users SET disabled = 0, disabled_ms = NULL WHERE name = $1",
+                &[],
+            )
+            .await
+        }
+    }
+
+    /// Deletes `name` and its sessions. `None`: no such user.
+    pub async fn delete_user(&self, name: &str) -> Result<Option<u64>> {
+        self.change_user(name, "DELETE FROM users WHERE name = $1", &[])
+            .await
+    }
+
+    /// A new session: `id` is its opaque name in listings, `token_sha256` what the cookie
+    /// is checked against. It ends at `expires_ms`, or `idle_ms` after it was last seen.
     pub async fn put_session(
         &self,
         token_sha256: &str,
+        id: &str,
         user: &str,
         now_ms: UnixMs,
         expires_ms: UnixMs,
+        idle_ms: i64,
     ) -> Result<()> {
         sqlx::query(
-            "INSERT INTO sessions (token_sha256, user_name, created_ms, expires_ms) VALUES ($1, $2, $3, $4)",
+            "INSERT INTO sessions (token_sha256, id, user_name, created_ms, last_seen_ms, expires_ms, idle_ms) \
+             VALUES ($1, $2, $3, $4, $4, $5, $6)",
         )
         .bind(token_sha256)
+        .bind(id)
         .bind(user)
         .bind(now_ms)
         .bind(expires_ms)
+        .bind(idle_ms)
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
-    /// The user and role of a live session; expired sessions and deleted users give `None`.
+    /// The user and role of a valid session: not expired, not idle too long, its user
+    /// there and not disabled; else `None`. Marks it seen at `now_ms` when it was last
+    /// marked [`LAST_SEEN_EVERY_MS`] or more before (so at most one write a minute).
     pub async fn session_user(
         &self,
         token_sha256: &str,
         now_ms: UnixMs,
     ) -> Result<Option<(String, Role)>> {
-        let row = sqlx::query(
-            "SELECT u.name, u.role FROM sessions s JOIN users u ON u.name = s.user_name \
-             WHERE s.token_sha256 = $1 AND s.expires_ms > $2",
-        )
+        let row = sqlx::query(&format!(
+            "SELECT u.name, u.role, s.last_seen_ms FROM sessions s JOIN users u ON u.name = s.user_name \
+             WHERE s.token_sha256 = $1 AND {}",
+            valid_at("$2")
+        ))
         .bind(token_sha256)
         .bind(now_ms)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|r| {
-            Ok((
-                r.try_get::<String, _>(0)?,
-                role_of(&r.try_get::<String, _>(1)?)?,
-            ))
-        })
-        .transpose()
-    }
-
-    pub async fn delete_session(&self, token_sha256: &str) -> Result<()> {
-        sqlx::query("DELETE FROM sessions WHERE token_sha256 = $1")
+        let Some(r) = row else {
+            return Ok(None);
+        };
+        let seen: i64 = r.try_get(2)?;
+        if seen <= now_ms - LAST_SEEN_EVERY_MS {
+            sqlx::query(
+                "UPDATE sessions SET last_seen_ms = $1 WHERE token_sha256 = $2 AND last_seen_ms < $1",
+            )
+            .bind(now_ms)
             .bind(token_sha256)
             .execute(&self.pool)
             .await?;
+        }
+        Ok(Some((
+            r.try_get::<String, _>(0)?,
+            role_of(&r.try_get::<String, _>(1)?)?,
+        )))
+    }
+
+    /// Which of `digests` (session token SHA-256s, hex) are valid sessions at `now_ms`,
+    /// by the rule of [`Store::session_user`], in one query per 500. Marks none seen.
+    pub async fn sessions_valid(
+        &self,
+        digests: &[String],
+        now_ms: UnixMs,
+    ) -> Result<HashSet<String>> {
+        let mut valid = HashSet::new();
+        for chunk in digests.chunks(VALID_CHUNK) {
+            let marks: Vec<String> = (2..chunk.len() + 2).map(|i| format!("${i}")).collect();
+            let sql = format!(
+                "SELECT s.token_sha256 FROM sessions s JOIN users u ON u.name = s.user_name \
+                 WHERE s.token_sha256 IN ({}) AND {}",
+                marks.join(", "),
+                valid_at("$1")
+            );
+            let mut q = sqlx::query(&sql).bind(now_ms);
+            for d in chunk {
+                q = q.bind(d.as_str());
+            }
+            for r in q.fetch_all(&self.pool).await? {
+                valid.insert(r.try_get::<String, _>(0)?);
+            }
+        }
+        Ok(valid)
+    }
+
+    /// The revocation counter: it grows in the same transaction as every change of a user
+    /// and every session revoked (by a user change, an admin, signing out); never falls.
+    pub async fn auth_epoch(&self) -> Result<i64> {
+        let row = sqlx::query("SELECT epoch FROM auth_epoch WHERE id = 1")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get(0)?)
+    }
+
+    /// Sessions valid at `now_ms`, newest first.
+    pub async fn sessions(&self, now_ms: UnixMs) -> Result<Vec<SessionInfo>> {
+        let rows = sqlx::query(&format!(
+            "SELECT s.id, s.user_name, s.created_ms, s.last_seen_ms, s.expires_ms, s.idle_ms \
+             FROM sessions s JOIN users u ON u.name = s.user_name WHERE {} \
+             ORDER BY s.created_ms DESC, s.id",
+            valid_at("$1")
+        ))
+        .bind(now_ms)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let seen: i64 = r.try_get("last_seen_ms")?;
+                Ok(SessionInfo {
+                    id: r.try_get("id")?,
+                    user: r.try_get("user_name")?,
+                    created_ms: r.try_get("created_ms")?,
+                    last_seen_ms: seen,
+                    expires_ms: r.try_get("expires_ms")?,
+                    idle_expires_ms: seen + r.try_get::<i64, _>("idle_ms")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Revokes the session with opaque id `id`: its user, or `None` when there is none.
+    pub async fn revoke_session(&self, id: &str) -> Result<Option<String>> {
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query("DELETE FROM sessions WHERE id = $1 RETURNING user_name")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        bump_epoch(&mut tx).await?;
+        tx.commit().await?;
+        Ok(Some(row.try_get(0)?))
+    }
+
+    /// Ends one session (signing out), bumping the epoch when there was one.
+    pub async fn delete_session(&self, token_sha256: &str) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let r = sqlx::query("DELETE FROM sessions WHERE token_sha256 = $1")
+            .bind(token_sha256)
+            .execute(&mut *tx)
+            .await?;
+        if r.rows_affected() > 0 {
+            bump_epoch(&mut tx).await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 
-    /// Removes expired sessions; returns how many.
+    /// Removes expired and idle sessions; returns how many. Not a revocation: no epoch.
     pub async fn prune_sessions(&self, now_ms: UnixMs) -> Result<u64> {
-        let r = sqlx::query("DELETE FROM sessions WHERE expires_ms <= $1")
-            .bind(now_ms)
-            .execute(&self.pool)
-            .await?;
+        let r = sqlx::query(
+            "DELETE FROM sessions WHERE expires_ms <= $1 OR last_seen_ms + idle_ms <= $1",
+        )
+        .bind(now_ms)
+        .execute(&self.pool)
+        .await?;
         Ok(r.rows_affected())
     }
 
@@ -207,3 +509,11 @@ impl Store {
             .collect()
     }
 }
+
+/// A bound value of [`Store::change_user`]'s update.
+enum Bind<'a> {
+    Text(&'a str),
+    Int(i64),
+}
+
+type Binds<'a> = &'a [Bind<'a>];

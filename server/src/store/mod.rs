@@ -11,7 +11,8 @@
 //! each area's queries are an `impl Store` of their own: `nodes.rs` (inventory, node state
 //! changes, XIDs), `jobs.rs` (jobs and their transitions), `checkpoints.rs`, `rollups.rs`
 //! (per-minute and per-hour telemetry rollups and their retention), `reports.rs`,
-//! `alerts.rs` and `auth.rs`.
+//! `alerts.rs`, `auth.rs` (users, sessions, the revocation epoch, the audit log) and
+//! `tokens.rs` (named ingest tokens).
 
 use std::str::FromStr;
 
@@ -25,11 +26,13 @@ mod jobs;
 mod nodes;
 mod reports;
 mod rollups;
+mod tokens;
 pub use alerts::NewAlert;
-pub use auth::{UserRow, AUDIT_MAX_ROWS};
+pub use auth::{SessionInfo, UserInfo, UserRow, AUDIT_MAX_ROWS, LAST_SEEN_EVERY_MS};
 pub use jobs::JobEvent;
 pub use reports::{ReportDelta, ReportSums};
 pub use rollups::{Rollup, Rollup1h};
+pub use tokens::IngestTokenInfo;
 
 /// Which database a store talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -13,6 +13,9 @@ pub enum ApiError {
     NotReady,
     #[error("not found")]
     NotFound,
+    /// Not found, saying what (a user, a session).
+    #[error("{0}")]
+    NoSuch(String),
     #[error("node is down: its exporter does not answer")]
     NodeDown,
     #[error("{0}")]
@@ -51,9 +54,14 @@ impl From<crate::auth::AuthError> for ApiError {
     fn from(e: crate::auth::AuthError) -> ApiError {
         use crate::auth::AuthError as A;
         match e {
-            A::BadName | A::BadPassword => ApiError::BadRequest(e.to_string()),
+            A::BadName | A::BadPassword | A::BadAccount | A::LastAdmin | A::TokenExists(_) => {
+                ApiError::BadRequest(e.to_string())
+            }
+            A::UnknownUser(_) | A::UnknownSession | A::UnknownToken(_) => {
+                ApiError::NoSuch(e.to_string())
+            }
             A::Hash(_) | A::Random(_) => ApiError::Internal(e.to_string()),
-            A::Store(s) => ApiError::Storage(s),
+            A::Store(s) | A::Audit(s) => ApiError::Storage(s),
         }
     }
 }
@@ -73,7 +81,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = match &self {
             ApiError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::NotFound | ApiError::NoSuch(_) => StatusCode::NOT_FOUND,
             ApiError::NodeDown => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Storage(e) => {

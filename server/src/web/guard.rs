@@ -35,7 +35,10 @@ pub(super) fn routes() -> Routes {
     ]
 }
 
-fn cookie_token(headers: &HeaderMap) -> Option<String> {
+/// The session token of a request's cookie, if it has a well-formed one (for whoever
+/// rechecks a long request's session: `auth::token_digest` of it is what
+/// `Store::sessions_valid` takes).
+pub(super) fn cookie_token(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -139,6 +142,7 @@ pub async fn guard(State(st): State<AppState>, mut req: Request, next: Next) -> 
         Access::Read => caller.role.is_some() || st.auth.anonymous_read,
         Access::Act => caller.role.is_some_and(Role::can_act),
         Access::Report => caller.role.is_some_and(Role::can_report),
+        Access::Admin => caller.role == Some(Role::Admin),
     };
     if !allowed {
         if caller.role.is_none() {
@@ -284,7 +288,9 @@ pub async fn login(
     };
     st.throttle.succeeded(addr, &user.name);
     let ttl_ms = st.auth.session_hours as i64 * 3_600_000;
-    let token = crate::auth::start_session(&st.store, &user.name, wall_now_ms(), ttl_ms).await?;
+    let idle_ms = st.auth.session_idle_minutes as i64 * 60_000;
+    let token =
+        crate::auth::start_session(&st.store, &user.name, wall_now_ms(), ttl_ms, idle_ms).await?;
     tracing::info!(user = %user.name, role = user.role.as_str(), "signed in");
     let cookie = format!(
         "{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",

@@ -1,5 +1,5 @@
-//! What training jobs report with the ingest token: checkpoint saves and NCCL latencies,
-//! for jobs Gantry knows.
+//! What training jobs report with an ingest token: checkpoint saves and NCCL latencies,
+//! for jobs Gantry knows (of the token's account, for a token scoped to one).
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
@@ -12,6 +12,7 @@ use serde::Deserialize;
 use super::error::ApiError;
 use super::extract::bad_body;
 use super::{AppState, Routes};
+use crate::auth::IngestScope;
 use crate::live::wall_now_ms;
 
 pub(super) fn routes() -> Routes {
@@ -21,37 +22,74 @@ pub(super) fn routes() -> Routes {
     ]
 }
 
-/// A job the scheduler lists now, or one in the job history.
-async fn known_job(st: &AppState, id: u64) -> Result<(), ApiError> {
-    let now = st
-        .live
-        .sched()
-        .is_some_and(|s| s.jobs.iter().any(|j| j.job.id == id));
-    if now || st.store.job(id).await.map_err(ApiError::Storage)?.is_some() {
-        Ok(())
-    } else {
-        Err(ApiError::BadRequest(format!(
+/// The account of a job the scheduler lists now, or of one in the job history.
+async fn known_job(st: &AppState, id: u64) -> Result<String, ApiError> {
+    let now = st.live.sched().and_then(|s| {
+        s.jobs
+            .iter()
+            .find(|j| j.job.id == id)
+            .map(|j| j.job.account.clone())
+    });
+    if let Some(account) = now {
+        return Ok(account);
+    }
+    match st.store.job(id).await.map_err(ApiError::Storage)? {
+        Some(j) => Ok(j.account),
+        None => Err(ApiError::BadRequest(format!(
             "unknown job {id}: Gantry has not seen it in the scheduler"
-        )))
+        ))),
     }
 }
 
-/// The ingest token check: a bearer token whose SHA-256 matches.
-fn ingest_allowed(st: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+/// Longest bearer token read.
+const MAX_TOKEN: usize = 512;
+
+/// The ingest token check: a bearer token, either the `ingest_token` setting (any
+/// account) or a named token not revoked (`gantry token add`, maybe for one account).
+async fn ingest_allowed(st: &AppState, headers: &HeaderMap) -> Result<IngestScope, ApiError> {
     use sha2::{Digest, Sha256};
-    let Some(want) = st.ingest_token_sha256 else {
-        return Err(ApiError::Forbidden("ingest is off: set ingest_token"));
-    };
     let got = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or(ApiError::Unauthenticated)?;
-    let digest: [u8; 32] = Sha256::digest(got.as_bytes()).into();
-    if digest == want {
+        .filter(|t| !t.is_empty() && t.len() <= MAX_TOKEN);
+    if let Some(got) = got {
+        let digest: [u8; 32] = Sha256::digest(got.as_bytes()).into();
+        if st.ingest_token_sha256 == Some(digest) {
+            return Ok(IngestScope::AnyAccount);
+        }
+        let named = st
+            .store
+            .use_ingest_token(&hex::encode(digest), wall_now_ms())
+            .await
+            .map_err(ApiError::Storage)?;
+        if let Some(t) = named {
+            return Ok(IngestScope::of(&t));
+        }
+    }
+    if st.ingest_token_sha256.is_none()
+        && !st
+            .store
+            .has_ingest_tokens()
+            .await
+            .map_err(ApiError::Storage)?
+    {
+        return Err(ApiError::Forbidden(
+            "ingest is off: set ingest_token or add one with gantry token add",
+        ));
+    }
+    Err(ApiError::Unauthenticated)
+}
+
+/// A job this token may write for: known, and of its account when it has one.
+async fn job_for(st: &AppState, scope: &IngestScope, id: u64) -> Result<(), ApiError> {
+    let account = known_job(st, id).await?;
+    if scope.allows(&account) {
         Ok(())
     } else {
-        Err(ApiError::Unauthenticated)
+        Err(ApiError::Forbidden(
+            "this ingest token writes only for jobs of its own account",
+        ))
     }
 }
 
@@ -74,7 +112,7 @@ async fn ingest_checkpoint(
     headers: HeaderMap,
     body: Result<Json<CheckpointEvent>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    ingest_allowed(&st, &headers)?;
+    let scope = ingest_allowed(&st, &headers).await?;
     let Json(e) = body.map_err(|e| bad_body("invalid checkpoint event", &e))?;
     let complete = match e.status.as_str() {
         "complete" => true,
@@ -90,7 +128,7 @@ async fn ingest_checkpoint(
             "path: 1 to 4096 bytes; duration_ms: not negative".into(),
         ));
     }
-    known_job(&st, e.job_id).await?;
+    job_for(&st, &scope, e.job_id).await?;
     let c = app::model::Checkpoint {
         job_id: e.job_id,
         step: e.step,
@@ -132,14 +170,14 @@ async fn ingest_nccl(
     headers: HeaderMap,
     body: Result<Json<NcclEvent>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    ingest_allowed(&st, &headers)?;
+    let scope = ingest_allowed(&st, &headers).await?;
     let Json(e) = body.map_err(|e| bad_body("invalid NCCL sample", &e))?;
     if !(e.latency_us.is_finite() && e.latency_us >= 0.0 && e.latency_us < 1e9) {
         return Err(ApiError::BadRequest(
             "latency_us must be a number from 0 to 1e9".into(),
         ));
     }
-    known_job(&st, e.job_id).await?;
+    job_for(&st, &scope, e.job_id).await?;
     st.store
         .put_nccl(
             e.job_id,

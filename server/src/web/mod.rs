@@ -24,6 +24,7 @@ use crate::store::Store;
 
 pub mod accept;
 mod actions;
+mod admin;
 mod alerts;
 mod backend;
 mod cluster;
@@ -50,7 +51,8 @@ pub struct AppState {
     pub simulated: bool,
     pub request_timeout: Duration,
     pub auth: crate::config::AuthConfig,
-    /// SHA-256 of the ingest token; `None`: ingest is off.
+    /// SHA-256 of the `ingest_token` setting (writes for any account); `None`: only named
+    /// tokens (`gantry token add`, in the store) are taken, and with none ingest is off.
     pub ingest_token_sha256: Option<[u8; 32]>,
     pub actions: Arc<crate::actions::Actions>,
     /// Cost rates of reports (`[reports]`).
@@ -108,6 +110,7 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
         reports::routes(),
         alerts::routes(),
         ingest::routes(),
+        admin::routes(),
     ];
     if state.simulated {
         areas.push(sim::routes());

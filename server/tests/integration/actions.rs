@@ -34,16 +34,28 @@ async fn every_route_is_guarded() {
     let r = start(support::sqlite_url(), false).await;
     let viewer = login(r.addr, "viewer1").await;
     let manager = login(r.addr, "manager1").await;
+    let operator = login(r.addr, "operator1").await;
+    let admin = login(r.addr, "admin1").await;
     assert!(
         r.paths.len() >= 20,
         "the router lists its paths: {:?}",
         r.paths
     );
-    for must in ["/api/actions/drain", "/api/audit", "/", "/api/overview"] {
+    for must in [
+        "/api/actions/drain",
+        "/api/audit",
+        "/",
+        "/api/overview",
+        "/api/admin/users",
+        "/api/admin/users/{name}/role",
+        "/api/admin/sessions",
+        "/api/admin/sessions/{id}/revoke",
+    ] {
         assert!(r.paths.iter().any(|p| p == must), "{must} in {:?}", r.paths);
     }
     let mut checked = 0;
     let mut reports = 0;
+    let mut admins = 0;
     for p in &r.paths {
         let path = concrete(p);
         for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
@@ -94,6 +106,28 @@ async fn every_route_is_guarded() {
                 checked += 1;
                 continue;
             }
+            // Users and sessions: admins only, reading too; an operator never.
+            if access == Access::Admin {
+                for (who, cookie) in [
+                    ("viewer", &viewer),
+                    ("manager", &manager),
+                    ("operator", &operator),
+                ] {
+                    let resp =
+                        request(r.addr, method, &path, &[("Cookie", cookie.as_str())], None).await;
+                    assert_eq!(resp.status, 403, "{who} {method} {path}: {}", resp.text());
+                }
+                let a = request(r.addr, method, &path, &[("Cookie", admin.as_str())], None).await;
+                assert!(
+                    a.status != 401 && a.status != 403,
+                    "admin {method} {path}: {} {}",
+                    a.status,
+                    a.text()
+                );
+                admins += 1;
+                checked += 1;
+                continue;
+            }
             let mutating = method != "GET";
             if mutating && !READ_ONLY_POSTS.contains(&path.as_str()) {
                 for (who, cookie) in [("viewer", &viewer), ("manager", &manager)] {
@@ -116,6 +150,10 @@ async fn every_route_is_guarded() {
     assert!(
         reports >= 4 * 5,
         "checked {reports} report route x method pairs"
+    );
+    assert!(
+        admins >= 7 * 5,
+        "checked {admins} admin route x method pairs"
     );
     r.stop().await.expect("stop");
 }
@@ -614,6 +652,13 @@ async fn a_trusted_proxy_names_the_user_and_nobody_else_can() {
     // Known at the proxy, unknown here: nothing allowed.
     let stranger = support::get_with(r.addr, "/api/whoami", &[("X-Remote-User", "mallory")]).await;
     assert_eq!(stranger.status, 401);
+    // Known here but disabled: nothing allowed either.
+    server::auth::set_disabled(&r.store, &server::auth::Actor::cli(), "operator1", true)
+        .await
+        .expect("disable");
+    let disabled =
+        support::get_with(r.addr, "/api/whoami", &[("X-Remote-User", "operator1")]).await;
+    assert_eq!(disabled.status, 401);
     r.stop().await.expect("stop");
     // From a peer that is not the proxy, the header is ignored.
     let r = server::serve::start(start_with("10.9.8.7"))
@@ -630,4 +675,221 @@ async fn a_trusted_proxy_names_the_user_and_nobody_else_can() {
     )];
     let e = server::config::Config::load(None, env).expect_err("no trusted proxies");
     assert!(e.to_string().contains("auth.trusted_proxies"), "{e}");
+}
+
+/// `/api/admin/`: an admin lists users and sessions, revokes one session, changes a role,
+/// disables, enables and deletes; each change ends the user's sessions at once, is audited
+/// first, and no answer carries a session token or its digest.
+async fn admin_story(db: String) {
+    let r = start(db, false).await;
+    let admin = login(r.addr, "admin1").await;
+    let op_a = login(r.addr, "operator1").await;
+    let op_b = login(r.addr, "operator1").await;
+    let op2 = login(r.addr, "operator2").await;
+    let whoami = |cookie: String| async move {
+        support::get_with(r.addr, "/api/whoami", &[("Cookie", cookie.as_str())])
+            .await
+            .status
+    };
+    let get = |path: &'static str| {
+        let admin = admin.clone();
+        async move { support::get_with(r.addr, path, &[("Cookie", admin.as_str())]).await }
+    };
+    let post = |path: String, body: serde_json::Value| {
+        let admin = admin.clone();
+        async move { post_json(r.addr, &path, Some(&admin), &body).await }
+    };
+    // An operator may not even read them.
+    let no = support::get_with(r.addr, "/api/admin/users", &[("Cookie", op_a.as_str())]).await;
+    assert_eq!(no.status, 403);
+
+    let users = get("/api/admin/users").await;
+    assert_eq!(users.status, 200, "{}", users.text());
+    let users = users.json();
+    let op1 = users["users"]
+        .as_array()
+        .expect("users")
+        .iter()
+        .find(|u| u["name"] == "operator1")
+        .expect("operator1")
+        .clone();
+    assert_eq!(
+        (&op1["role"], &op1["disabled"], &op1["sessions"]),
+        (&json!("operator"), &json!(false), &json!(2)),
+        "{op1}"
+    );
+    assert!(op1["created_ms"].is_i64() && op1.get("password_hash").is_none());
+
+    // Sessions: opaque ids; neither a token nor its digest, nor a part of one, anywhere.
+    let listed = get("/api/admin/sessions").await;
+    assert_eq!(listed.status, 200);
+    let text = listed.text();
+    let sessions = listed.json()["sessions"]
+        .as_array()
+        .expect("sessions")
+        .clone();
+    assert_eq!(sessions.len(), 4, "{text}");
+    for cookie in [&admin, &op_a, &op_b, &op2] {
+        let token = cookie.split_once('=').expect("cookie").1;
+        let digest = server::auth::token_digest(token);
+        assert!(!text.contains(token) && !text.contains(&digest), "{text}");
+        for s in &sessions {
+            let id = s["id"].as_str().expect("id");
+            assert!(!digest.contains(id) && !token.contains(id), "{id}");
+        }
+    }
+    let s = &sessions[0];
+    for key in [
+        "user",
+        "created_ms",
+        "last_seen_ms",
+        "expires_ms",
+        "idle_expires_ms",
+    ] {
+        assert!(!s[key].is_null(), "{key} in {s}");
+    }
+
+    // Revoke one of operator1's two sessions: that one ends now, the other goes on.
+    let before = r.store.auth_epoch().await.expect("epoch");
+    let op_ids: Vec<String> = sessions
+        .iter()
+        .filter(|s| s["user"] == "operator1")
+        .map(|s| s["id"].as_str().expect("id").to_string())
+        .collect();
+    assert_eq!(op_ids.len(), 2);
+    let rv = post(
+        format!("/api/admin/sessions/{}/revoke", op_ids[0]),
+        json!({}),
+    )
+    .await;
+    assert_eq!(rv.status, 200, "{}", rv.text());
+    assert_eq!(rv.json()["user"], "operator1");
+    assert!(r.store.auth_epoch().await.expect("epoch") > before);
+    let mut left = [whoami(op_a.clone()).await, whoami(op_b.clone()).await];
+    left.sort();
+    assert_eq!(left, [200, 401], "exactly one of the two ended");
+    let again = post(
+        format!("/api/admin/sessions/{}/revoke", op_ids[0]),
+        json!({}),
+    )
+    .await;
+    assert_eq!(again.status, 404);
+
+    // A role change ends the other one; signing in again gives the new role.
+    let rc = post(
+        "/api/admin/users/operator1/role".into(),
+        json!({"role": "viewer"}),
+    )
+    .await;
+    assert_eq!(rc.status, 200, "{}", rc.text());
+    assert_eq!(rc.json()["sessions_ended"], 1);
+    assert_eq!(whoami(op_a.clone()).await, 401);
+    assert_eq!(whoami(op_b.clone()).await, 401);
+    let again = login(r.addr, "operator1").await;
+    let me = support::get_with(r.addr, "/api/whoami", &[("Cookie", again.as_str())]).await;
+    assert_eq!(me.json()["role"], "viewer");
+    let bad = post(
+        "/api/admin/users/operator1/role".into(),
+        json!({"role": "root"}),
+    )
+    .await;
+    assert_eq!(bad.status, 400);
+
+    // Disable: signed out at once, and the right password no longer signs in.
+    let d = post("/api/admin/users/operator2/disable".into(), json!({})).await;
+    assert_eq!(d.status, 200, "{}", d.text());
+    assert_eq!(whoami(op2.clone()).await, 401);
+    let form = format!(
+        "name=operator2&password={}&next=/",
+        support::PASSWORD.replace(' ', "+")
+    );
+    let refused = request(
+        r.addr,
+        "POST",
+        "/auth/login",
+        &[],
+        Some(("application/x-www-form-urlencoded", form.as_bytes())),
+    )
+    .await;
+    assert_eq!(refused.status, 303);
+    assert!(refused.header("set-cookie").is_none());
+    assert!(refused
+        .header("location")
+        .unwrap_or("")
+        .starts_with("/login?error=1"));
+    let e = post("/api/admin/users/operator2/enable".into(), json!({})).await;
+    assert_eq!(e.status, 200, "{}", e.text());
+    let back = login(r.addr, "operator2").await;
+    assert_eq!(whoami(back.clone()).await, 200);
+
+    // Delete: gone, its sessions too; unknown names are 404; the last admin stays one.
+    let del = post("/api/admin/users/operator2/delete".into(), json!({})).await;
+    assert_eq!(del.status, 200, "{}", del.text());
+    assert_eq!(whoami(back).await, 401);
+    let gone = post("/api/admin/users/operator2/delete".into(), json!({})).await;
+    assert_eq!(gone.status, 404);
+    assert!(gone.text().contains("no user"), "{}", gone.text());
+    let last = post(
+        "/api/admin/users/admin1/role".into(),
+        json!({"role": "operator"}),
+    )
+    .await;
+    assert_eq!(last.status, 400);
+    assert!(
+        last.text().contains("last enabled admin"),
+        "{}",
+        last.text()
+    );
+    assert_eq!(
+        whoami(admin.clone()).await,
+        200,
+        "the admin is still signed in"
+    );
+
+    // The audit log: each change, by admin1, completed.
+    let audit = support::get_with(
+        r.addr,
+        "/api/audit?user=admin1",
+        &[("Cookie", admin.as_str())],
+    )
+    .await
+    .json();
+    let rows: Vec<(String, String, String)> = audit["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .rev()
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap_or("").to_string(),
+                e["target"].as_str().unwrap_or("").to_string(),
+                e["status"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String, String)> = [
+        ("session_revoke", "operator1"),
+        ("user_role", "operator1"),
+        ("user_disable", "operator2"),
+        ("user_enable", "operator2"),
+        ("user_delete", "operator2"),
+    ]
+    .iter()
+    .map(|(a, t)| (a.to_string(), t.to_string(), "ok".to_string()))
+    .collect();
+    assert_eq!(rows, want);
+    r.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn admins_manage_users_and_sessions_on_sqlite() {
+    admin_story(support::sqlite_url()).await;
+}
+
+#[tokio::test]
+async fn admins_manage_users_and_sessions_on_postgres() {
+    let Some(url) = support::postgres_url().await else {
+        return;
+    };
+    admin_story(url).await;
 }

@@ -391,3 +391,136 @@ async fn a_silence_covers_the_next_firing_on_postgres() {
     };
     silence_carries_over(url).await;
 }
+
+/// Named ingest tokens over HTTP: one scoped to an account writes for that account's jobs
+/// only; an unscoped one for any; a revoked one is refused; none is ever listed.
+async fn scoped_ingest_tokens(db: String) {
+    use server::auth::{add_ingest_token, revoke_ingest_token, token_digest, Actor};
+    let cfg = support::test_config(db, 16, 1.0, 200);
+    assert!(cfg.ingest_token.is_none());
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    let jobs = support::get(r.addr, "/api/jobs").await.json();
+    let jobs: Vec<(u64, String)> = jobs["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .map(|j| {
+            (
+                j["job"]["id"].as_u64().expect("id"),
+                j["job"]["account"].as_str().expect("account").to_string(),
+            )
+        })
+        .collect();
+    let (mine, account) = jobs.first().expect("a job").clone();
+    let (theirs, _) = jobs
+        .iter()
+        .find(|(_, a)| *a != account)
+        .expect("a job of another account")
+        .clone();
+    let post = |path: &'static str, token: String, body: Value| {
+        let addr = r.addr;
+        async move {
+            let b = body.to_string();
+            let auth = format!("Bearer {token}");
+            request(
+                addr,
+                "POST",
+                path,
+                &[("Authorization", auth.as_str())],
+                Some(("application/json", b.as_bytes())),
+            )
+            .await
+        }
+    };
+    let ck = |job: u64, step: u64| json!({"job_id": job, "step": step, "bytes": 1, "duration_ms": 10, "path": format!("/ckpt/{job}/{step}"), "status": "complete"});
+    // No ingest_token and no named token: ingest is off.
+    let off = post("/api/ingest/checkpoint", "a".repeat(64), ck(mine, 1)).await;
+    assert_eq!(off.status, 403, "{}", off.text());
+    assert!(off.text().contains("ingest is off"));
+
+    let cli = Actor::cli();
+    let scoped = add_ingest_token(&r.store, &cli, "scoped", Some(&account))
+        .await
+        .expect("add");
+    let any = add_ingest_token(&r.store, &cli, "any", None)
+        .await
+        .expect("add");
+    let ok = post("/api/ingest/checkpoint", scoped.clone(), ck(mine, 1)).await;
+    assert_eq!(ok.status, 201, "{}", ok.text());
+    let nccl = json!({"job_id": mine, "step": 1, "latency_us": 40.0});
+    let ok = post("/api/ingest/nccl", scoped.clone(), nccl).await;
+    assert_eq!(ok.status, 201, "{}", ok.text());
+    // Another account's job: refused, saying why, and nothing recorded.
+    let no = post("/api/ingest/checkpoint", scoped.clone(), ck(theirs, 2)).await;
+    assert_eq!(no.status, 403, "{}", no.text());
+    assert!(
+        no.json()["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("only for jobs of its own account"),
+        "{}",
+        no.text()
+    );
+    let nccl = json!({"job_id": theirs, "step": 1, "latency_us": 40.0});
+    assert_eq!(
+        post("/api/ingest/nccl", scoped.clone(), nccl).await.status,
+        403
+    );
+    assert!(!r
+        .store
+        .checkpoints(theirs)
+        .await
+        .expect("checkpoints")
+        .iter()
+        .any(|c| c.step == 2));
+    // An unknown job is still a 400, and an unscoped token writes for any account.
+    let unknown = post("/api/ingest/checkpoint", scoped.clone(), ck(999_999, 1)).await;
+    assert_eq!(unknown.status, 400);
+    let ok = post("/api/ingest/checkpoint", any.clone(), ck(theirs, 3)).await;
+    assert_eq!(ok.status, 201, "{}", ok.text());
+    assert!(r
+        .store
+        .checkpoints(theirs)
+        .await
+        .expect("checkpoints")
+        .iter()
+        .any(|c| c.step == 3));
+    // Listed with its use, never with the token or its digest.
+    let listed =
+        serde_json::to_string(&r.store.ingest_tokens().await.expect("list")).expect("json");
+    let used: Vec<bool> = r
+        .store
+        .ingest_tokens()
+        .await
+        .expect("list")
+        .iter()
+        .map(|t| t.last_used_ms.is_some())
+        .collect();
+    assert_eq!(used, [true, true], "{listed}");
+    for secret in [&scoped, &any, &token_digest(&scoped), &token_digest(&any)] {
+        assert!(!listed.contains(secret.as_str()), "{listed}");
+    }
+    // Revoked: refused from the next request on; a wrong token too.
+    revoke_ingest_token(&r.store, &cli, "scoped")
+        .await
+        .expect("revoke");
+    let gone = post("/api/ingest/checkpoint", scoped, ck(mine, 4)).await;
+    assert_eq!(gone.status, 401, "{}", gone.text());
+    let wrong = post("/api/ingest/checkpoint", "b".repeat(64), ck(mine, 5)).await;
+    assert_eq!(wrong.status, 401);
+    r.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn scoped_ingest_tokens_on_sqlite() {
+    scoped_ingest_tokens(support::sqlite_url()).await;
+}
+
+#[tokio::test]
+async fn scoped_ingest_tokens_on_postgres() {
+    let Some(url) = support::postgres_url().await else {
+        return;
+    };
+    scoped_ingest_tokens(url).await;
+}

@@ -246,3 +246,297 @@ fn inspect_checkpoints_reports_frameworks_and_what_is_missing() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not a directory"));
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// `gantry ARGS` against the database at `url`, with `GANTRY_PASSWORD` if given, and
+/// `stdin` on standard input.
+fn gantry(url: &str, args: &[&str], password: Option<&str>, stdin: &str) -> std::process::Output {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .env("GANTRY_DATABASE_URL", url)
+        .env_remove("GANTRY_PASSWORD")
+        .env_remove("GANTRY_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(p) = password {
+        c.env("GANTRY_PASSWORD", p);
+    }
+    let mut child = c.spawn().expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write");
+    child.wait_with_output().expect("wait")
+}
+
+fn ok_out(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn err_out(out: &std::process::Output, code: i32) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `gantry user ...`: each change ends the user's sessions and bumps the epoch the server
+/// reads, from another process; unknown users and bad usage are clear.
+async fn user_commands(url: String) {
+    use app::actions::Role;
+    use server::auth::{self, token_digest};
+    let pw = crate::support::PASSWORD;
+    ok_out(&gantry(
+        &url,
+        &["user", "add", "alice", "--role", "operator"],
+        Some(pw),
+        "",
+    ));
+    ok_out(&gantry(
+        &url,
+        &["user", "add", "root1", "--role", "admin"],
+        Some(pw),
+        "",
+    ));
+    let store = server::store::Store::connect(&url).await.expect("connect");
+    let now = server::live::wall_now_ms();
+    let session = |store: server::store::Store| async move {
+        auth::start_session(&store, "alice", now, 3_600_000, 3_600_000)
+            .await
+            .expect("session")
+    };
+    let s1 = session(store.clone()).await;
+    let s2 = session(store.clone()).await;
+    let list = ok_out(&gantry(&url, &["user", "list"], None, ""));
+    let lines: Vec<&str> = list.lines().collect();
+    assert!(
+        lines[0].starts_with("NAME") && lines[0].ends_with("SESSIONS"),
+        "{list}"
+    );
+    let alice: Vec<&str> = lines
+        .iter()
+        .find(|l| l.starts_with("alice "))
+        .expect("alice listed")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        (alice[1], alice[2], alice[alice.len() - 1]),
+        ("operator", "no", "2"),
+        "{list}"
+    );
+    assert!(alice[3].starts_with("20"), "created: {list}");
+
+    // A role change ends both sessions; the epoch moves, written by the CLI's process.
+    let e0 = store.auth_epoch().await.expect("epoch");
+    let out = ok_out(&gantry(
+        &url,
+        &["user", "role", "alice", "viewer"],
+        None,
+        "",
+    ));
+    assert!(out.contains("2 sessions ended"), "{out}");
+    assert!(store.auth_epoch().await.expect("epoch") > e0);
+    assert!(store
+        .sessions_valid(&[token_digest(&s1), token_digest(&s2)], now)
+        .await
+        .expect("valid")
+        .is_empty());
+    assert_eq!(
+        store.user("alice").await.expect("user").map(|u| u.role),
+        Some(Role::Viewer)
+    );
+
+    // passwd reads the password as add does: standard input here.
+    let s3 = session(store.clone()).await;
+    let out = ok_out(&gantry(
+        &url,
+        &["user", "passwd", "alice"],
+        None,
+        "another fine password\n",
+    ));
+    assert!(out.contains("password changed; 1 session ended"), "{out}");
+    assert!(store
+        .session_user(&token_digest(&s3), now)
+        .await
+        .expect("s")
+        .is_none());
+    assert!(
+        auth::authenticate(&store, "alice", "another fine password".into())
+            .await
+            .expect("auth")
+            .is_some()
+    );
+    let short = gantry(&url, &["user", "passwd", "alice"], Some("short"), "");
+    assert!(err_out(&short, 1).contains("password must be"));
+
+    // Disabled: cannot sign in, listed as disabled; enabled: can.
+    let s4 = session(store.clone()).await;
+    ok_out(&gantry(&url, &["user", "disable", "alice"], None, ""));
+    assert!(store
+        .session_user(&token_digest(&s4), now)
+        .await
+        .expect("s")
+        .is_none());
+    assert!(
+        auth::authenticate(&store, "alice", "another fine password".into())
+            .await
+            .expect("auth")
+            .is_none()
+    );
+    let list = ok_out(&gantry(&url, &["user", "list"], None, ""));
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("alice ") && l.split_whitespace().nth(2) == Some("yes")),
+        "{list}"
+    );
+    ok_out(&gantry(&url, &["user", "enable", "alice"], None, ""));
+    assert!(
+        auth::authenticate(&store, "alice", "another fine password".into())
+            .await
+            .expect("auth")
+            .is_some()
+    );
+
+    // The last admin is kept; delete removes; an unknown user is a clear error, exit 1.
+    let last = gantry(&url, &["user", "delete", "root1"], None, "");
+    assert!(err_out(&last, 1).contains("last enabled admin"));
+    let out = ok_out(&gantry(&url, &["user", "delete", "alice"], None, ""));
+    assert!(out.contains("user alice: deleted"), "{out}");
+    assert!(store.user("alice").await.expect("user").is_none());
+    for args in [
+        &["user", "delete", "alice"][..],
+        &["user", "role", "alice", "admin"],
+        &["user", "disable", "alice"],
+    ] {
+        let e = err_out(&gantry(&url, args, None, ""), 1);
+        assert!(e.contains("no user \"alice\""), "{args:?}: {e}");
+    }
+    let e = err_out(&gantry(&url, &["user", "passwd", "alice"], Some(pw), ""), 1);
+    assert!(e.contains("no user \"alice\""), "{e}");
+    // Usage errors: exit 2 with the usage.
+    for args in [
+        &["user", "role", "root1"][..],
+        &["user", "role", "root1", "superuser"],
+        &["user", "frobnicate"],
+        &["user", "delete"],
+        &["user", "list", "extra"],
+        &["token", "add"],
+        &["token", "add", "x", "--account"],
+    ] {
+        let e = err_out(&gantry(&url, args, None, ""), 2);
+        assert!(e.contains("usage: gantry"), "{args:?}: {e}");
+    }
+    // Every change is in the audit log, as the CLI's.
+    let audit = store.audit(&Default::default()).await.expect("audit");
+    let actions: Vec<&str> = audit.iter().rev().map(|e| e.action.as_str()).collect();
+    assert_eq!(
+        actions,
+        [
+            "user_role",
+            "user_password",
+            "user_disable",
+            "user_enable",
+            "user_delete"
+        ]
+    );
+    assert!(audit
+        .iter()
+        .all(|e| e.user == "gantry-cli" && e.status == "ok"));
+}
+
+#[tokio::test]
+async fn user_commands_on_sqlite() {
+    user_commands(crate::support::sqlite_url()).await;
+}
+
+#[tokio::test]
+async fn user_commands_on_postgres() {
+    if let Some(url) = crate::support::postgres_url().await {
+        user_commands(url).await;
+    }
+}
+
+/// `gantry token ...`: the token printed once, listed without it, refused once revoked.
+async fn token_commands(url: String) {
+    use server::auth::token_digest;
+    let out = gantry(
+        &url,
+        &["token", "add", "train-llm", "--account", "llm"],
+        None,
+        "",
+    );
+    let token = ok_out(&out).trim().to_string();
+    assert!(
+        token.len() == 64 && token.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{token}"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("shown this once"));
+    let other = ok_out(&gantry(&url, &["token", "add", "any-job"], None, ""));
+    let dup = gantry(&url, &["token", "add", "train-llm"], None, "");
+    assert!(err_out(&dup, 1).contains("exists"));
+    let bad = gantry(
+        &url,
+        &["token", "add", "x", "--account", "no spaces"],
+        None,
+        "",
+    );
+    assert!(err_out(&bad, 1).contains("account"));
+    let list = ok_out(&gantry(&url, &["token", "list"], None, ""));
+    assert!(list.starts_with("NAME"), "{list}");
+    let row = |name: &str| -> Vec<String> {
+        list.lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} in {list}"))
+            .split_whitespace()
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(row("train-llm")[1], "llm");
+    assert_eq!(row("any-job")[1], "(any)");
+    assert_eq!(row("train-llm").last().map(String::as_str), Some("never"));
+    for secret in [
+        token.clone(),
+        other.trim().to_string(),
+        token_digest(&token),
+        token_digest(other.trim()),
+    ] {
+        assert!(!list.contains(&secret), "{list}");
+    }
+    let store = server::store::Store::connect(&url).await.expect("connect");
+    assert!(store
+        .use_ingest_token(&token_digest(&token), 1)
+        .await
+        .expect("use")
+        .is_some());
+    ok_out(&gantry(&url, &["token", "revoke", "train-llm"], None, ""));
+    assert!(store
+        .use_ingest_token(&token_digest(&token), 1)
+        .await
+        .expect("use")
+        .is_none());
+    let again = gantry(&url, &["token", "revoke", "train-llm"], None, "");
+    assert!(err_out(&again, 1).contains("no ingest token \"train-llm\""));
+}
+
+#[tokio::test]
+async fn token_commands_on_sqlite() {
+    token_commands(crate::support::sqlite_url()).await;
+}
+
+#[tokio::test]
+async fn token_commands_on_postgres() {
+    if let Some(url) = crate::support::postgres_url().await {
+        token_commands(url).await;
+    }
+}

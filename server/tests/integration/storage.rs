@@ -505,3 +505,408 @@ async fn alert_facts_on_postgres() {
     };
     alert_facts(&url).await;
 }
+
+/// Users, sessions and the revocation epoch: idle and absolute expiry, last-seen written
+/// at most once a minute, every change of a user ending its sessions and bumping the
+/// epoch, disabled users refused, and many sessions rechecked at once.
+async fn user_lifecycle(url: &str) {
+    use app::actions::Role;
+    use server::auth::{self, token_digest, Actor};
+    let store = Store::connect(url).await.expect("connect");
+    let now = server::live::wall_now_ms();
+    let (hour, minute) = (3_600_000, 60_000);
+    for (name, role) in [
+        ("alice", Role::Operator),
+        ("bob", Role::Admin),
+        ("carol", Role::Viewer),
+    ] {
+        auth::add_user(&store, name, support::PASSWORD, role)
+            .await
+            .expect("add");
+    }
+    let e0 = store.auth_epoch().await.expect("epoch");
+    // A session of 12 h absolute, 10 min idle.
+    let start = |user: &'static str| {
+        let store = store.clone();
+        async move {
+            auth::start_session(&store, user, now, 12 * hour, 10 * minute)
+                .await
+                .expect("session")
+        }
+    };
+    let a1 = start("alice").await;
+    let a2 = start("alice").await;
+    let b1 = start("bob").await;
+    let c1 = start("carol").await;
+    let user_of = |token: &str, at: i64| {
+        let store = store.clone();
+        let d = token_digest(token);
+        async move { store.session_user(&d, at).await.expect("session user") }
+    };
+    assert_eq!(
+        user_of(&a1, now + 1000).await,
+        Some(("alice".into(), Role::Operator))
+    );
+    // Idle: 9 min later still valid (and seen, since over a minute passed); 10 min after
+    // that last sight, gone.
+    assert!(user_of(&b1, now + 9 * minute).await.is_some());
+    let seen = |id_user: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .sessions(now)
+                .await
+                .expect("sessions")
+                .into_iter()
+                .filter(|s| s.user == id_user)
+                .map(|s| s.last_seen_ms)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        seen("bob").await,
+        vec![now + 9 * minute],
+        "seen after 9 min"
+    );
+    // Within a minute of the last write, nothing is written.
+    assert!(user_of(&b1, now + 9 * minute + 59_000).await.is_some());
+    assert_eq!(seen("bob").await, vec![now + 9 * minute], "not rewritten");
+    assert!(
+        user_of(&b1, now + 18 * minute).await.is_some(),
+        "idle window moved"
+    );
+    assert!(user_of(&b1, now + 27 * minute + 59_000).await.is_some());
+    assert!(
+        user_of(&b1, now + 38 * minute).await.is_none(),
+        "idle for over 10 min since 27:59"
+    );
+    // carol, never used: idle after 10 min; alice's a1 was seen at +1 s only.
+    assert!(user_of(&c1, now + 10 * minute).await.is_none());
+    // Absolute: a session of one hour used every 5 min still ends at its hour.
+    let d1 = auth::start_session(&store, "carol", now, hour, 10 * minute)
+        .await
+        .expect("session");
+    for k in 1..12 {
+        assert!(user_of(&d1, now + k * 5 * minute).await.is_some(), "{k}");
+    }
+    assert!(
+        user_of(&d1, now + hour).await.is_none(),
+        "absolute lifetime"
+    );
+
+    // Many sessions rechecked in one call, across chunks: only the valid ones come back.
+    let mut digests: Vec<String> = (0..1200).map(|i| token_digest(&format!("x{i}"))).collect();
+    digests.insert(700, token_digest(&a1));
+    digests.push(token_digest(&a2));
+    digests.push(token_digest(&c1));
+    let valid = store
+        .sessions_valid(&digests, now + 1000)
+        .await
+        .expect("valid");
+    let want: std::collections::HashSet<String> =
+        [token_digest(&a1), token_digest(&a2), token_digest(&c1)].into();
+    assert_eq!(valid, want);
+    assert!(store
+        .sessions_valid(&[], now)
+        .await
+        .expect("empty")
+        .is_empty());
+    // An epoch does not move on reads.
+    assert_eq!(store.auth_epoch().await.expect("epoch"), e0);
+
+    // A role change ends alice's sessions, both, and bumps the epoch.
+    let cli = Actor::cli();
+    let users = store.users(now + 1000).await.expect("users");
+    let alice = users.iter().find(|u| u.name == "alice").expect("alice");
+    assert_eq!(
+        (alice.role, alice.disabled, alice.sessions),
+        (Role::Operator, false, 2)
+    );
+    assert_eq!(
+        auth::change_role(&store, &cli, "alice", Role::Viewer)
+            .await
+            .expect("role"),
+        2
+    );
+    let e1 = store.auth_epoch().await.expect("epoch");
+    assert!(e1 > e0, "{e1} > {e0}");
+    assert!(store
+        .sessions_valid(&[token_digest(&a1), token_digest(&a2)], now + 1000)
+        .await
+        .expect("valid")
+        .is_empty());
+    assert_eq!(
+        store.user("alice").await.expect("user").map(|u| u.role),
+        Some(Role::Viewer)
+    );
+
+    // A password change ends sessions; the old password stops working.
+    let a3 = start("alice").await;
+    auth::change_password(&store, &cli, "alice", "a brand new password")
+        .await
+        .expect("passwd");
+    assert!(user_of(&a3, now + 1000).await.is_none());
+    let e2 = store.auth_epoch().await.expect("epoch");
+    assert!(e2 > e1);
+    assert!(
+        auth::authenticate(&store, "alice", support::PASSWORD.into())
+            .await
+            .expect("auth")
+            .is_none()
+    );
+    assert!(
+        auth::authenticate(&store, "alice", "a brand new password".into())
+            .await
+            .expect("auth")
+            .is_some()
+    );
+    // `user add` over an existing user is a password change too.
+    let a4 = start("alice").await;
+    auth::add_user(&store, "alice", support::PASSWORD, Role::Operator)
+        .await
+        .expect("re-add");
+    assert!(user_of(&a4, now + 1000).await.is_none());
+    let e3 = store.auth_epoch().await.expect("epoch");
+    assert!(e3 > e2);
+
+    // Disabled: sessions end, the right password is refused, and a session row cannot
+    // stand for them; enabled again, they sign in.
+    let a5 = start("alice").await;
+    assert_eq!(
+        auth::set_disabled(&store, &cli, "alice", true)
+            .await
+            .expect("disable"),
+        1
+    );
+    assert!(user_of(&a5, now + 1000).await.is_none());
+    assert!(
+        auth::authenticate(&store, "alice", support::PASSWORD.into())
+            .await
+            .expect("auth")
+            .is_none()
+    );
+    let a6 = start("alice").await;
+    assert!(user_of(&a6, now + 1000).await.is_none(), "disabled user");
+    assert!(store
+        .sessions_valid(&[token_digest(&a6)], now + 1000)
+        .await
+        .expect("valid")
+        .is_empty());
+    assert!(
+        auth::named_caller(&store, "alice")
+            .await
+            .expect("proxy")
+            .role
+            .is_none(),
+        "a proxy naming a disabled user gets no role"
+    );
+    let listed = store.users(now).await.expect("users");
+    let alice = listed.iter().find(|u| u.name == "alice").expect("alice");
+    assert!(alice.disabled && alice.disabled_ms.is_some());
+    let e4 = store.auth_epoch().await.expect("epoch");
+    assert!(e4 > e3);
+    auth::set_disabled(&store, &cli, "alice", false)
+        .await
+        .expect("enable");
+    assert!(
+        auth::authenticate(&store, "alice", support::PASSWORD.into())
+            .await
+            .expect("auth")
+            .is_some()
+    );
+    assert!(
+        user_of(&a6, now + 1000).await.is_none(),
+        "a session from while disabled does not come back"
+    );
+
+    // An admin revokes one session by its opaque id: the other stays.
+    let a6 = start("alice").await;
+    let a7 = start("alice").await;
+    let listed = store.sessions(now + 1000).await.expect("sessions");
+    let mine: Vec<_> = listed.iter().filter(|s| s.user == "alice").collect();
+    assert_eq!(mine.len(), 2, "{listed:?}");
+    for s in &listed {
+        assert_eq!(s.id.len(), 16);
+        assert!(!token_digest(&a6).contains(&s.id) && !token_digest(&a7).contains(&s.id));
+    }
+    let e5 = store.auth_epoch().await.expect("epoch");
+    let by = auth::revoke_session(&store, &cli, &mine[0].id)
+        .await
+        .expect("revoke");
+    assert_eq!(by, "alice");
+    assert!(store.auth_epoch().await.expect("epoch") > e5);
+    let left = store
+        .sessions_valid(&[token_digest(&a6), token_digest(&a7)], now + 1000)
+        .await
+        .expect("valid");
+    assert_eq!(left.len(), 1);
+    assert!(matches!(
+        auth::revoke_session(&store, &cli, &mine[0].id).await,
+        Err(auth::AuthError::UnknownSession)
+    ));
+
+    // Signing out is a revocation too.
+    let e6 = store.auth_epoch().await.expect("epoch");
+    auth::end_session(&store, &a7).await.expect("sign out");
+    auth::end_session(&store, &a6).await.expect("sign out");
+    assert!(store.auth_epoch().await.expect("epoch") > e6);
+
+    // Delete: gone with its sessions; unknown users are errors; the last admin stays.
+    let c2 = start("carol").await;
+    assert_eq!(
+        auth::delete_user(&store, &cli, "carol")
+            .await
+            .expect("delete"),
+        3,
+        "c1, d1 and c2"
+    );
+    assert!(user_of(&c2, now + 1000).await.is_none());
+    assert!(store.user("carol").await.expect("user").is_none());
+    for r in [
+        auth::delete_user(&store, &cli, "carol").await,
+        auth::change_role(&store, &cli, "nobody", Role::Admin).await,
+        auth::set_disabled(&store, &cli, "nobody", true).await,
+    ] {
+        assert!(matches!(r, Err(auth::AuthError::UnknownUser(_))), "{r:?}");
+    }
+    for r in [
+        auth::delete_user(&store, &cli, "bob").await,
+        auth::change_role(&store, &cli, "bob", Role::Operator).await,
+        auth::set_disabled(&store, &cli, "bob", true).await,
+    ] {
+        assert!(matches!(r, Err(auth::AuthError::LastAdmin)), "{r:?}");
+    }
+    // Each change, and only changes, in the audit log, by who made it.
+    let audit = store.audit(&Default::default()).await.expect("audit");
+    let done: Vec<(&str, &str, &str)> = audit
+        .iter()
+        .rev()
+        .map(|e| (e.action.as_str(), e.target.as_str(), e.status.as_str()))
+        .collect();
+    assert_eq!(
+        done,
+        [
+            ("user_role", "alice", "ok"),
+            ("user_password", "alice", "ok"),
+            ("user_disable", "alice", "ok"),
+            ("user_enable", "alice", "ok"),
+            ("session_revoke", "alice", "ok"),
+            ("user_delete", "carol", "ok"),
+        ]
+    );
+    assert!(audit.iter().all(|e| e.user == "gantry-cli"));
+
+    // Housekeeping drops expired and idle sessions without bumping the epoch.
+    let e7 = store.auth_epoch().await.expect("epoch");
+    let _idle = start("alice").await;
+    assert!(
+        store
+            .prune_sessions(now + 11 * minute)
+            .await
+            .expect("prune")
+            >= 1
+    );
+    assert_eq!(store.auth_epoch().await.expect("epoch"), e7);
+    assert!(!store
+        .sessions(now)
+        .await
+        .expect("sessions")
+        .iter()
+        .any(|s| s.user == "alice"));
+}
+
+#[tokio::test]
+async fn user_lifecycle_on_sqlite() {
+    user_lifecycle(&support::sqlite_url()).await;
+}
+
+#[tokio::test]
+async fn user_lifecycle_on_postgres() {
+    let Some(url) = support::postgres_url().await else {
+        return;
+    };
+    user_lifecycle(&url).await;
+}
+
+/// Named ingest tokens: kept as SHA-256 only, unique names, last use written at most once
+/// a minute, revocation final.
+async fn ingest_tokens(url: &str) {
+    use server::auth::{self, token_digest, Actor, IngestScope};
+    let store = Store::connect(url).await.expect("connect");
+    let cli = Actor::cli();
+    assert!(!store.has_ingest_tokens().await.expect("any"));
+    let llm = auth::add_ingest_token(&store, &cli, "ci-llm", Some("llm"))
+        .await
+        .expect("add");
+    let any = auth::add_ingest_token(&store, &cli, "ci-any", None)
+        .await
+        .expect("add");
+    assert_eq!(llm.len(), 64);
+    assert_ne!(llm, any);
+    assert!(matches!(
+        auth::add_ingest_token(&store, &cli, "ci-llm", None).await,
+        Err(auth::AuthError::TokenExists(_))
+    ));
+    assert!(matches!(
+        auth::add_ingest_token(&store, &cli, "x", Some("bad account!")).await,
+        Err(auth::AuthError::BadAccount)
+    ));
+    assert!(store.has_ingest_tokens().await.expect("any"));
+    let t = store
+        .use_ingest_token(&token_digest(&llm), T0)
+        .await
+        .expect("use")
+        .expect("known");
+    assert_eq!(IngestScope::of(&t), IngestScope::Account("llm".into()));
+    assert!(IngestScope::of(&t).allows("llm") && !IngestScope::of(&t).allows("research"));
+    let listed = store.ingest_tokens().await.expect("list");
+    assert_eq!(
+        listed
+            .iter()
+            .map(|t| (t.name.as_str(), t.account.as_deref(), t.last_used_ms))
+            .collect::<Vec<_>>(),
+        [("ci-any", None, None), ("ci-llm", Some("llm"), Some(T0))]
+    );
+    let text = serde_json::to_string(&listed).expect("json");
+    for secret in [&llm, &any, &token_digest(&llm), &token_digest(&any)] {
+        assert!(!text.contains(secret.as_str()), "{text}");
+    }
+    // Used again within the minute: not rewritten; after it, rewritten.
+    store
+        .use_ingest_token(&token_digest(&llm), T0 + 59_000)
+        .await
+        .expect("use");
+    let last =
+        |store: Store| async move { store.ingest_tokens().await.expect("list")[1].last_used_ms };
+    assert_eq!(last(store.clone()).await, Some(T0));
+    store
+        .use_ingest_token(&token_digest(&llm), T0 + 61_000)
+        .await
+        .expect("use");
+    assert_eq!(last(store.clone()).await, Some(T0 + 61_000));
+    auth::revoke_ingest_token(&store, &cli, "ci-llm")
+        .await
+        .expect("revoke");
+    assert!(store
+        .use_ingest_token(&token_digest(&llm), T0)
+        .await
+        .expect("use")
+        .is_none());
+    assert!(matches!(
+        auth::revoke_ingest_token(&store, &cli, "ci-llm").await,
+        Err(auth::AuthError::UnknownToken(_))
+    ));
+}
+
+#[tokio::test]
+async fn ingest_tokens_on_sqlite() {
+    ingest_tokens(&support::sqlite_url()).await;
+}
+
+#[tokio::test]
+async fn ingest_tokens_on_postgres() {
+    let Some(url) = support::postgres_url().await else {
+        return;
+    };
+    ingest_tokens(&url).await;
+}
