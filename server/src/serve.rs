@@ -170,6 +170,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             cfg.limits.live_streams_per_user as usize,
         ),
     };
+    let streams = std::sync::Arc::clone(&state.streams);
     let (app, paths) = router_with_paths(state);
     let limits = crate::web::accept::ConnLimits {
         max_connections: cfg.limits.max_connections as usize,
@@ -396,6 +397,12 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             actions: Arc::clone(&actions_for_alerts),
             tls,
         },
+        shutdown_rx.clone(),
+    )));
+    tasks.push(tokio::spawn(crate::web::live::watch_sessions(
+        streams,
+        store.clone(),
+        Duration::from_millis(cfg.live_interval_ms),
         shutdown_rx.clone(),
     )));
     tasks.push(writer);

@@ -15,6 +15,7 @@ use axum::{Form, Json};
 use serde::Deserialize;
 
 use super::error::ApiError;
+use super::live::Credential;
 use super::{AppState, Routes};
 use crate::auth::{access_for, Access, Caller};
 use crate::live::wall_now_ms;
@@ -97,20 +98,28 @@ async fn proxy_user(
     Ok(Some(caller))
 }
 
+/// The caller, and how they are signed in (for what must end when that ends).
 async fn resolve(
     st: &AppState,
     headers: &HeaderMap,
     peer: Option<std::net::IpAddr>,
-) -> Result<Caller, ApiError> {
+) -> Result<(Caller, Credential), ApiError> {
     if let Some(c) = proxy_user(st, headers, peer).await? {
-        return Ok(c);
+        let cred = c.user.clone().map_or(Credential::None, Credential::Proxy);
+        return Ok((c, cred));
     }
     let Some(token) = cookie_token(headers) else {
-        return Ok(Caller::default());
+        return Ok((Caller::default(), Credential::None));
     };
-    crate::auth::session_caller(&st.store, &token, wall_now_ms())
+    let caller = crate::auth::session_caller(&st.store, &token, wall_now_ms())
         .await
-        .map_err(ApiError::Storage)
+        .map_err(ApiError::Storage)?;
+    let cred = if caller.user.is_some() {
+        Credential::Session(crate::auth::token_digest(&token))
+    } else {
+        Credential::None
+    };
+    Ok((caller, cred))
 }
 
 fn wants_html(headers: &HeaderMap) -> bool {
@@ -129,7 +138,7 @@ pub async fn guard(State(st): State<AppState>, mut req: Request, next: Next) -> 
         .extensions()
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
         .map(|c| c.0.ip());
-    let caller = match resolve(&st, req.headers(), peer).await {
+    let (caller, credential) = match resolve(&st, req.headers(), peer).await {
         Ok(c) => c,
         Err(e) => return e.into_response(),
     };
@@ -156,6 +165,7 @@ pub async fn guard(State(st): State<AppState>, mut req: Request, next: Next) -> 
     }
     // Server functions read `Me` (the app's type); handlers read `Caller`.
     req.extensions_mut().insert(Peer(peer));
+    req.extensions_mut().insert(credential);
     req.extensions_mut().insert(caller.me());
     req.extensions_mut().insert(caller);
     next.run(req).await

@@ -20,11 +20,32 @@ use super::{AppState, Routes};
 use crate::auth::Caller;
 use crate::live::{wall_now_ms, Live, Tick};
 
-/// Open live streams, in all and per user: each stream holds a slot while it runs.
+/// How a stream's caller is signed in, so that the stream ends when that does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Credential {
+    /// Anonymous reading: nothing to end.
+    None,
+    /// A session cookie: its token's SHA-256.
+    Session(String),
+    /// A trusted proxy's user.
+    Proxy(String),
+}
+
+#[derive(Default)]
+struct Open {
+    total: usize,
+    per_key: std::collections::HashMap<String, usize>,
+    /// Signed-in streams: their credential and what ends them.
+    watched: std::collections::HashMap<u64, (Credential, Arc<watch::Sender<bool>>)>,
+    next_id: u64,
+}
+
+/// Open live streams, in all and per user: each stream holds a slot while it runs, and a
+/// signed-in one is ended by [`StreamSlots::end_revoked`] when its session or user is.
 pub struct StreamSlots {
     total: usize,
     per_user: usize,
-    open: std::sync::Mutex<(usize, std::collections::HashMap<String, usize>)>,
+    open: std::sync::Mutex<Open>,
 }
 
 /// Why a stream was not opened.
@@ -38,6 +59,11 @@ pub enum SlotRefused {
 pub struct StreamSlot {
     slots: Arc<StreamSlots>,
     key: String,
+    id: u64,
+    /// Turns true when the stream's session or user has ended.
+    pub ended: watch::Receiver<bool>,
+    /// Its sender lives as long as the slot (an anonymous stream's is in no registry).
+    _end: Arc<watch::Sender<bool>>,
 }
 
 impl StreamSlots {
@@ -45,45 +71,163 @@ impl StreamSlots {
         Arc::new(StreamSlots {
             total,
             per_user,
-            open: std::sync::Mutex::new((0, std::collections::HashMap::new())),
+            open: std::sync::Mutex::new(Open::default()),
         })
     }
 
     /// A slot for a stream of `key` (a user, or an anonymous client's address).
-    pub fn try_open(self: &Arc<Self>, key: String) -> Result<StreamSlot, SlotRefused> {
+    pub fn try_open(
+        self: &Arc<Self>,
+        key: String,
+        credential: Credential,
+    ) -> Result<StreamSlot, SlotRefused> {
         let Ok(mut open) = self.open.lock() else {
             return Err(SlotRefused::Total);
         };
-        if open.0 >= self.total {
+        if open.total >= self.total {
             return Err(SlotRefused::Total);
         }
-        let mine = open.1.entry(key.clone()).or_insert(0);
+        let mine = open.per_key.entry(key.clone()).or_insert(0);
         if *mine >= self.per_user {
             return Err(SlotRefused::PerUser);
         }
         *mine += 1;
-        open.0 += 1;
+        open.total += 1;
+        open.next_id += 1;
+        let id = open.next_id;
+        let (tx, ended) = watch::channel(false);
+        let tx = Arc::new(tx);
+        if credential != Credential::None {
+            open.watched.insert(id, (credential, Arc::clone(&tx)));
+        }
         Ok(StreamSlot {
             slots: Arc::clone(self),
             key,
+            id,
+            ended,
+            _end: tx,
         })
     }
 
     /// Streams open now.
     pub fn open(&self) -> usize {
-        self.open.lock().map(|o| o.0).unwrap_or(0)
+        self.open.lock().map(|o| o.total).unwrap_or(0)
+    }
+
+    /// Ends every stream whose session is no longer valid (signed out, revoked, expired,
+    /// idle, its user changed or disabled) or whose proxy-named user no longer has a
+    /// role: one query for all sessions, one per proxy user. How many it ended.
+    pub async fn end_revoked(
+        &self,
+        store: &crate::store::Store,
+        now_ms: app::model::UnixMs,
+    ) -> usize {
+        let watched: Vec<(u64, Credential)> = match self.open.lock() {
+            Ok(o) => o
+                .watched
+                .iter()
+                .map(|(id, (c, _))| (*id, c.clone()))
+                .collect(),
+            Err(_) => return 0,
+        };
+        if watched.is_empty() {
+            return 0;
+        }
+        let mut digests: Vec<String> = watched
+            .iter()
+            .filter_map(|(_, c)| match c {
+                Credential::Session(d) => Some(d.clone()),
+                _ => None,
+            })
+            .collect();
+        digests.sort_unstable();
+        digests.dedup();
+        let valid = match store.sessions_valid(&digests, now_ms).await {
+            Ok(v) => v,
+            Err(e) => {
+                // Not knowing is not revocation: the streams go on until the next check.
+                tracing::warn!(error = %e, "cannot recheck live streams' sessions");
+                return 0;
+            }
+        };
+        let mut users: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
+        let mut ended = Vec::new();
+        for (id, c) in watched {
+            let alive = match &c {
+                Credential::None => true,
+                Credential::Session(d) => valid.contains(d),
+                Credential::Proxy(u) => match users.get(u) {
+                    Some(ok) => *ok,
+                    None => {
+                        let ok = crate::auth::named_caller(store, u)
+                            .await
+                            .map(|c| c.role.is_some())
+                            .unwrap_or(true);
+                        users.insert(u.clone(), ok);
+                        ok
+                    }
+                },
+            };
+            if !alive {
+                ended.push(id);
+            }
+        }
+        if let Ok(o) = self.open.lock() {
+            for id in &ended {
+                if let Some((_, tx)) = o.watched.get(id) {
+                    let _ = tx.send(true);
+                }
+            }
+        }
+        ended.len()
     }
 }
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
         if let Ok(mut open) = self.slots.open.lock() {
-            open.0 = open.0.saturating_sub(1);
-            if let Some(n) = open.1.get_mut(&self.key) {
+            open.total = open.total.saturating_sub(1);
+            open.watched.remove(&self.id);
+            if let Some(n) = open.per_key.get_mut(&self.key) {
                 *n = n.saturating_sub(1);
                 if *n == 0 {
-                    open.1.remove(&self.key);
+                    open.per_key.remove(&self.key);
                 }
+            }
+        }
+    }
+}
+
+/// Ends live streams whose session or user has ended, within one `interval` of a change
+/// made anywhere (another replica, the CLI): it reads the store's `auth_epoch` each
+/// interval and rechecks every signed-in stream when it moved, and once a minute anyway
+/// (sessions also end by time).
+pub async fn watch_sessions(
+    slots: Arc<StreamSlots>,
+    store: crate::store::Store,
+    interval: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut ticker = tokio::time::interval(interval);
+    let mut last_epoch = None;
+    let mut last_full = tokio::time::Instant::now();
+    while crate::live::next_tick(&mut ticker, &mut shutdown).await {
+        let epoch = match store.auth_epoch().await {
+            Ok(e) => Some(e),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot read auth_epoch");
+                None
+            }
+        };
+        let moved = epoch.is_some() && epoch != last_epoch;
+        if moved || last_full.elapsed() >= Duration::from_secs(60) {
+            let n = slots.end_revoked(&store, wall_now_ms()).await;
+            if n > 0 {
+                tracing::info!(streams = n, "live streams of ended sessions closed");
+            }
+            last_full = tokio::time::Instant::now();
+            if epoch.is_some() {
+                last_epoch = epoch;
             }
         }
     }
@@ -139,7 +283,7 @@ struct StreamState {
     live: Arc<Live>,
     shutdown: watch::Receiver<bool>,
     _guard: crate::metrics::SseClientGuard,
-    _slot: StreamSlot,
+    slot: StreamSlot,
 }
 
 /// `/api/live`: a snapshot first, then one delta per tick. A client that falls behind
@@ -147,6 +291,7 @@ struct StreamState {
 async fn live_sse(
     State(st): State<AppState>,
     caller: Caller,
+    axum::Extension(credential): axum::Extension<Credential>,
     axum::Extension(Peer(peer)): axum::Extension<Peer>,
     headers: axum::http::HeaderMap,
     Query(q): Query<LiveQuery>,
@@ -158,7 +303,7 @@ async fn live_sse(
         (None, Some(a)) => format!("addr:{a}"),
         (None, None) => "addr:unknown".to_string(),
     };
-    let slot = st.streams.try_open(key).map_err(|why| {
+    let slot = st.streams.try_open(key, credential).map_err(|why| {
         st.live
             .metrics
             .sse_refused_total
@@ -190,7 +335,7 @@ async fn live_sse(
         live: Arc::clone(&st.live),
         shutdown: st.shutdown.clone(),
         _guard: st.live.metrics.sse_client(),
-        _slot: slot,
+        slot,
     };
     let s = stream::unfold(state, |mut s| async move {
         if let Some(ev) = s.pending.take() {
@@ -200,8 +345,13 @@ async fn live_sse(
             if *s.shutdown.borrow() {
                 return None;
             }
+            if *s.slot.ended.borrow() {
+                return None;
+            }
             tokio::select! {
                 _ = s.shutdown.changed() => return None,
+                // The session or the user ended: so does the stream.
+                _ = s.slot.ended.changed() => return None,
                 msg = s.rx.recv() => match msg {
                     Ok(tick) if tick.overview.seq <= s.last_seq => continue,
                     Ok(tick) if tick.from_seq == s.last_seq && !tick.reshaped => {

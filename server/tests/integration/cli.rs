@@ -371,12 +371,15 @@ async fn user_commands(url: String) {
         .await
         .expect("s")
         .is_none());
-    assert!(
-        auth::authenticate(&store, "alice", "another fine password".into())
-            .await
-            .expect("auth")
-            .is_some()
-    );
+    assert!(auth::authenticate(
+        &store,
+        &server::auth::HashPool::new(1, 4),
+        "alice",
+        "another fine password".into()
+    )
+    .await
+    .expect("auth")
+    .is_some());
     let short = gantry(&url, &["user", "passwd", "alice"], Some("short"), "");
     assert!(err_out(&short, 1).contains("password must be"));
 
@@ -388,12 +391,15 @@ async fn user_commands(url: String) {
         .await
         .expect("s")
         .is_none());
-    assert!(
-        auth::authenticate(&store, "alice", "another fine password".into())
-            .await
-            .expect("auth")
-            .is_none()
-    );
+    assert!(auth::authenticate(
+        &store,
+        &server::auth::HashPool::new(1, 4),
+        "alice",
+        "another fine password".into()
+    )
+    .await
+    .expect("auth")
+    .is_none());
     let list = ok_out(&gantry(&url, &["user", "list"], None, ""));
     assert!(
         list.lines()
@@ -401,12 +407,15 @@ async fn user_commands(url: String) {
         "{list}"
     );
     ok_out(&gantry(&url, &["user", "enable", "alice"], None, ""));
-    assert!(
-        auth::authenticate(&store, "alice", "another fine password".into())
-            .await
-            .expect("auth")
-            .is_some()
-    );
+    assert!(auth::authenticate(
+        &store,
+        &server::auth::HashPool::new(1, 4),
+        "alice",
+        "another fine password".into()
+    )
+    .await
+    .expect("auth")
+    .is_some());
 
     // The last admin is kept; delete removes; an unknown user is a clear error, exit 1.
     let last = gantry(&url, &["user", "delete", "root1"], None, "");

@@ -376,3 +376,72 @@ async fn a_live_client_that_stops_reading_is_dropped_and_resyncs_from_a_snapshot
     assert_eq!(first.event, "snapshot");
     r.stop().await.expect("stop");
 }
+
+/// Reads `s` until it ends; whether it did within `within`.
+async fn ends_within(s: &mut support::SseStream, within: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        match tokio::time::timeout(left, s.next(Duration::from_secs(60))).await {
+            Err(_) => return false,
+            Ok(None) => return true,
+            Ok(Some(_)) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn live_streams_end_when_their_session_or_user_does() {
+    let r = start_limited(|_| {}).await;
+    // Signing out ends that session's stream within about one live interval (200 ms).
+    let cookie = support::login(r.addr, "viewer1").await;
+    let mut s = support::SseStream::open_with(r.addr, "/api/live", &[("Cookie", &cookie)]).await;
+    assert_eq!(s.status, 200);
+    assert!(
+        s.next(Duration::from_secs(5)).await.is_some(),
+        "first event"
+    );
+    let anon = support::SseStream::open(r.addr, "/api/live").await;
+    let other = support::login(r.addr, "viewer1").await;
+    let mut keep = support::SseStream::open_with(r.addr, "/api/live", &[("Cookie", &other)]).await;
+    let out = request(r.addr, "POST", "/auth/logout", &[("Cookie", &cookie)], None).await;
+    assert_eq!(out.status, 303);
+    assert!(
+        ends_within(&mut s, Duration::from_millis(1500)).await,
+        "the signed-out stream ended"
+    );
+    // The same user's other session, and an anonymous reader, go on.
+    assert!(
+        !ends_within(&mut keep, Duration::from_millis(600)).await,
+        "another session's stream goes on"
+    );
+    // A role change ends all of a user's sessions, and so their streams.
+    server::auth::change_role(
+        &r.store,
+        &server::auth::Actor::cli(),
+        "viewer1",
+        app::actions::Role::Operator,
+    )
+    .await
+    .expect("role");
+    assert!(
+        ends_within(&mut keep, Duration::from_millis(1500)).await,
+        "the role change ended it"
+    );
+    // Disabling a user from another process (the CLI writes the store) ends theirs too.
+    let cookie = support::login(r.addr, "operator1").await;
+    let mut op = support::SseStream::open_with(r.addr, "/api/live", &[("Cookie", &cookie)]).await;
+    assert!(op.next(Duration::from_secs(5)).await.is_some());
+    server::auth::set_disabled(&r.store, &server::auth::Actor::cli(), "operator1", true)
+        .await
+        .expect("disable");
+    assert!(
+        ends_within(&mut op, Duration::from_millis(1500)).await,
+        "the disabled user's stream ended"
+    );
+    assert_eq!(anon.status, 200);
+    r.stop().await.expect("stop");
+}

@@ -648,18 +648,24 @@ async fn user_lifecycle(url: &str) {
     assert!(user_of(&a3, now + 1000).await.is_none());
     let e2 = store.auth_epoch().await.expect("epoch");
     assert!(e2 > e1);
-    assert!(
-        auth::authenticate(&store, "alice", support::PASSWORD.into())
-            .await
-            .expect("auth")
-            .is_none()
-    );
-    assert!(
-        auth::authenticate(&store, "alice", "a brand new password".into())
-            .await
-            .expect("auth")
-            .is_some()
-    );
+    assert!(auth::authenticate(
+        &store,
+        &server::auth::HashPool::new(1, 4),
+        "alice",
+        support::PASSWORD.into()
+    )
+    .await
+    .expect("auth")
+    .is_none());
+    assert!(auth::authenticate(
+        &store,
+        &server::auth::HashPool::new(1, 4),
+        "alice",
+        "a brand new password".into()
+    )
+    .await
+    .expect("auth")
+    .is_some());
     // `user add` over an existing user is a password change too.
     let a4 = start("alice").await;
     auth::add_user(&store, "alice", support::PASSWORD, Role::Operator)
@@ -679,12 +685,15 @@ async fn user_lifecycle(url: &str) {
         1
     );
     assert!(user_of(&a5, now + 1000).await.is_none());
-    assert!(
-        auth::authenticate(&store, "alice", support::PASSWORD.into())
-            .await
-            .expect("auth")
-            .is_none()
-    );
+    assert!(auth::authenticate(
+        &store,
+        &server::auth::HashPool::new(1, 4),
+        "alice",
+        support::PASSWORD.into()
+    )
+    .await
+    .expect("auth")
+    .is_none());
     let a6 = start("alice").await;
     assert!(user_of(&a6, now + 1000).await.is_none(), "disabled user");
     assert!(store
@@ -708,12 +717,15 @@ async fn user_lifecycle(url: &str) {
     auth::set_disabled(&store, &cli, "alice", false)
         .await
         .expect("enable");
-    assert!(
-        auth::authenticate(&store, "alice", support::PASSWORD.into())
-            .await
-            .expect("auth")
-            .is_some()
-    );
+    assert!(auth::authenticate(
+        &store,
+        &server::auth::HashPool::new(1, 4),
+        "alice",
+        support::PASSWORD.into()
+    )
+    .await
+    .expect("auth")
+    .is_some());
     assert!(
         user_of(&a6, now + 1000).await.is_none(),
         "a session from while disabled does not come back"

@@ -333,7 +333,10 @@ async fn webhooks_reach_an_https_receiver_and_a_wrong_certificate_is_logged() {
     let mut log = Vec::new();
     for _ in 0..100 {
         log = r.store.deliveries(id).await.expect("deliveries");
-        if log.iter().any(|(e, _, s, _)| e == "firing" && s == "delivered") {
+        if log
+            .iter()
+            .any(|(e, _, s, _)| e == "firing" && s == "delivered")
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
