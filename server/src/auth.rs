@@ -477,7 +477,7 @@ mod tests {
         assert_ne!(h, hash_password("correct horse battery").expect("hash"));
         // Verifying in reused memory agrees with argon2's own verifier, whatever the cost
         // of the hash (the memory grows for a costlier one) and whatever the password.
-        use argon2::password_hash::PasswordHasher as _;
+        use argon2::password_hash::{PasswordHasher as _, PasswordVerifier as _};
         let costly = argon2::Argon2::new(
             argon2::Algorithm::Argon2id,
             argon2::Version::V0x13,

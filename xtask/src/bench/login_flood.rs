@@ -195,7 +195,7 @@ pub(crate) fn bench_login_flood() -> Result {
             while !stop.load(Relaxed) {
                 let n = (i % u64::from(ATTACKERS)) as u32 + 2;
                 let from = IpAddr::V4(Ipv4Addr::new(127, 0, (n >> 8) as u8, n as u8));
-                let name = if i % 2 == 0 {
+                let name = if i.is_multiple_of(2) {
                     "operator1".to_string()
                 } else {
                     format!("guess{}", i % 5000)
