@@ -195,3 +195,37 @@ pub struct AuditFilter {
     #[serde(default)]
     pub limit: Option<u32>,
 }
+
+/// A user as listed (`gantry user list`, `/admin`, `GET /api/admin/users`): never the hash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserInfo {
+    pub name: String,
+    pub role: Role,
+    pub disabled: bool,
+    pub disabled_ms: Option<UnixMs>,
+    pub created_ms: UnixMs,
+    /// Sessions valid now.
+    pub sessions: u64,
+}
+
+/// A session as listed (`/admin`, `GET /api/admin/sessions`): its opaque id, never the
+/// token or its digest.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    pub id: String,
+    pub user: String,
+    pub created_ms: UnixMs,
+    pub last_seen_ms: UnixMs,
+    /// When it ends whatever happens (`auth.session_hours` after sign-in).
+    pub expires_ms: UnixMs,
+    /// When it ends unless it is used before (`auth.session_idle_minutes` after it was
+    /// last seen, which is kept to the minute).
+    pub idle_expires_ms: UnixMs,
+}
+
+/// What `/admin` shows: every user and every valid session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdminView {
+    pub users: Vec<UserInfo>,
+    pub sessions: Vec<SessionInfo>,
+}

@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::actions::{
-    ActionKind, ActionResult, ActionTargets, AuditEntry, AuditFilter, Me, Preview,
+    ActionKind, ActionResult, ActionTargets, AdminView, AuditEntry, AuditFilter, Me, Preview,
 };
 use crate::live::Overview;
 use crate::views::{AlertItem, JobDetail, JobFilter, NodeDetail, NodesView};
@@ -62,6 +62,8 @@ pub trait Backend: Send + Sync + 'static {
     ) -> BackendFuture<'a, crate::reports::Report>;
     /// Audit entries matching `f`, newest first.
     fn audit<'a>(&'a self, f: &'a AuditFilter) -> BackendFuture<'a, Vec<AuditEntry>>;
+    /// Every user and valid session (admins only; the guard checks the route).
+    fn admin_view(&self) -> BackendFuture<'_, AdminView>;
 }
 
 /// The handle provided as Leptos context.

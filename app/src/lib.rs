@@ -103,24 +103,26 @@ pub fn App() -> impl IntoView {
                     <Route path=StaticSegment("alerts") view=pages::alerts::AlertsPage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("timeline") view=pages::timeline::TimelinePage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("reports") view=pages::reports::ReportsPage ssr=SsrMode::Async/>
+                    <Route path=StaticSegment("admin") view=pages::admin::AdminPage ssr=SsrMode::Async/>
                 </Routes>
             </main>
         </Router>
     }
 }
 
-/// `Reports` in the top bar, for the roles that may read them (managers and admins).
+/// `Reports` in the top bar, for the roles that may read them (managers and admins), and
+/// `Users` for admins.
 #[component]
 fn ReportsLink() -> impl IntoView {
     let me = Resource::new(|| (), |_| get_me());
     view! {
         <Suspense fallback=|| ()>
             {move || Suspend::new(async move {
-                me.await
-                    .ok()
-                    .and_then(|m| m.role)
-                    .filter(|r| r.can_report())
-                    .map(|_| view! { <A href="/reports">"Reports"</A> })
+                let role = me.await.ok().and_then(|m| m.role);
+                view! {
+                    {role.filter(|r| r.can_report()).map(|_| view! { <A href="/reports">"Reports"</A> })}
+                    {role.filter(|r| *r == actions::Role::Admin).map(|_| view! { <A href="/admin">"Users"</A> })}
+                }
             })}
         </Suspense>
     }

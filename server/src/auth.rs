@@ -391,7 +391,11 @@ pub fn access_for(method: &Method, path: &str) -> Access {
     if public {
         return Access::Public;
     }
-    if path.starts_with("/api/admin/") || path == "/api/admin" {
+    if path.starts_with("/api/admin/")
+        || path == "/api/admin"
+        || path == "/api/admin_users"
+        || path == "/admin"
+    {
         return Access::Admin;
     }
     if path == "/reports"
@@ -549,6 +553,8 @@ mod tests {
             Access::Admin
         );
         assert_eq!(access_for(&Method::GET, "/api/adminx"), Access::Read);
+        assert_eq!(access_for(&Method::GET, "/admin"), Access::Admin);
+        assert_eq!(access_for(&Method::POST, "/api/admin_users"), Access::Admin);
     }
 
     #[test]

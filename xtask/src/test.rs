@@ -149,6 +149,9 @@ fn end2end(slurm_conf: &std::path::Path) -> Result {
         ("operator1", "operator"),
         ("viewer1", "viewer"),
         ("manager1", "manager"),
+        ("admin1", "admin"),
+        // For the admin page's test to change, disable and delete.
+        ("spare1", "viewer"),
     ] {
         run_cmd(
             Command::new(&exe)

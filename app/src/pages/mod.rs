@@ -1,6 +1,7 @@
 //! One module per page. Each page renders on the server with its data in the HTML
 //! (readable with JavaScript off) and goes live after hydration.
 
+pub mod admin;
 pub mod alerts;
 pub mod audit;
 pub mod history;

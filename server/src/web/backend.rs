@@ -228,4 +228,18 @@ impl Backend for LiveBackend {
             })
         })
     }
+
+    fn admin_view(&self) -> app::backend::BackendFuture<'_, app::actions::AdminView> {
+        Box::pin(async move {
+            let now = wall_now_ms();
+            let fail = |e: crate::store::StoreError| {
+                tracing::error!(error = %e, "admin view read failed");
+                "storage unavailable".to_string()
+            };
+            Ok(app::actions::AdminView {
+                users: self.store.users(now).await.map_err(fail)?,
+                sessions: self.store.sessions(now).await.map_err(fail)?,
+            })
+        })
+    }
 }

@@ -893,3 +893,124 @@ async fn admins_manage_users_and_sessions_on_postgres() {
     };
     admin_story(url).await;
 }
+
+/// `/admin` and its forms: an admin sees every user and session and changes them by plain
+/// form posts (answered with a redirect back saying what was done); no one else sees it.
+#[tokio::test]
+async fn the_admin_page_manages_users_with_plain_forms() {
+    let r = start(support::sqlite_url(), false).await;
+    let admin = login(r.addr, "admin1").await;
+    let viewer = login(r.addr, "viewer1").await;
+    let html = [("Accept", "text/html")];
+    // Only admins get the page and its data.
+    for (who, cookie) in [
+        ("viewer", &viewer),
+        ("operator", &login(r.addr, "operator1").await),
+    ] {
+        let page = support::get_with(
+            r.addr,
+            "/admin",
+            &[("Accept", "text/html"), ("Cookie", cookie)],
+        )
+        .await;
+        assert_eq!(page.status, 403, "{who}");
+        let data = request(
+            r.addr,
+            "POST",
+            "/api/admin_users",
+            &[("Cookie", cookie)],
+            Some(("application/json", b"{}")),
+        )
+        .await;
+        assert_eq!(data.status, 403, "{who}");
+    }
+    let page = support::get_with(r.addr, "/admin", &[html[0], ("Cookie", &admin)]).await;
+    assert_eq!(page.status, 200);
+    let text = page.text();
+    for name in ["viewer1", "operator1", "manager1", "admin1"] {
+        assert!(
+            text.contains(&format!("data-user=\"{name}\"")),
+            "{name} listed"
+        );
+    }
+    assert!(
+        text.contains("Revoke viewer1&#x27;s session") || text.contains("Revoke viewer1's session"),
+        "{text}"
+    );
+    // A form changes a role and comes back saying so; the viewer's session is over.
+    let form = |body: &'static str| Some(("application/x-www-form-urlencoded", body.as_bytes()));
+    let set = request(
+        r.addr,
+        "POST",
+        "/api/admin/users/viewer1/role",
+        &[("Cookie", &admin)],
+        form("role=operator"),
+    )
+    .await;
+    assert_eq!(set.status, 303, "{}", set.text());
+    let to = set.header("location").unwrap_or("").to_string();
+    assert!(
+        to.starts_with("/admin?done=viewer1%20is%20now%20operator"),
+        "{to}"
+    );
+    assert_eq!(
+        support::get_with(r.addr, "/api/whoami", &[("Cookie", &viewer)])
+            .await
+            .json()["user"],
+        serde_json::Value::Null
+    );
+    // Deleting asks for the box to be ticked; a refusal comes back as an error.
+    let del = request(
+        r.addr,
+        "POST",
+        "/api/admin/users/viewer1/delete",
+        &[("Cookie", &admin)],
+        form(""),
+    )
+    .await;
+    assert_eq!(del.status, 303);
+    assert!(
+        del.header("location")
+            .unwrap_or("")
+            .starts_with("/admin?error="),
+        "{:?}",
+        del.header("location")
+    );
+    assert!(
+        r.store.user("viewer1").await.expect("user").is_some(),
+        "not deleted unconfirmed"
+    );
+    let del = request(
+        r.addr,
+        "POST",
+        "/api/admin/users/viewer1/delete",
+        &[("Cookie", &admin)],
+        form("confirm=yes"),
+    )
+    .await;
+    assert_eq!(del.status, 303);
+    assert!(r.store.user("viewer1").await.expect("user").is_none());
+    // The last admin cannot be disabled, even by a form: the page says why.
+    let last = request(
+        r.addr,
+        "POST",
+        "/api/admin/users/admin1/disable",
+        &[("Cookie", &admin)],
+        form(""),
+    )
+    .await;
+    let loc = last.header("location").unwrap_or("");
+    assert!(loc.starts_with("/admin?error="), "{loc}");
+    // JSON callers still get JSON.
+    let j = request(
+        r.addr,
+        "POST",
+        "/api/admin/users/operator1/disable",
+        &[("Cookie", &admin)],
+        None,
+    )
+    .await;
+    assert_eq!(j.status, 200, "{}", j.text());
+    assert_eq!(j.json()["disabled"], true);
+    r.stop().await.expect("stop");
+}
