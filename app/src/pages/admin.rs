@@ -2,26 +2,100 @@
 //! Each change is a plain form posted to the admin API, which answers a browser's form
 //! with a redirect back here naming what was done, so the page works the same with and
 //! without JavaScript. A role change, disable or delete ends that user's sessions.
+//!
+//! The page needs no browser logic, so its tables are HTML the server writes (`tables`,
+//! server builds only) and the browser takes as they are: the bundle carries none of it.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
-use crate::actions::{AdminView, Role};
-use crate::units;
-
+/// The users' and sessions' tables, as HTML.
 #[server(endpoint = "admin_users")]
-pub async fn admin_users() -> Result<AdminView, ServerFnError> {
+pub async fn admin_users() -> Result<String, ServerFnError> {
     let backend = crate::backend::backend()?;
-    backend.admin_view().await.map_err(ServerFnError::new)
+    let v = backend.admin_view().await.map_err(ServerFnError::new)?;
+    Ok(tables(&v))
 }
 
-const ROLES: [Role; 4] = [Role::Viewer, Role::Operator, Role::Manager, Role::Admin];
+#[cfg(feature = "ssr")]
+fn tables(v: &crate::actions::AdminView) -> String {
+    use crate::actions::Role;
+    use crate::units::{utc, xml_escape as esc};
+    use std::fmt::Write;
+    const ROLES: [Role; 4] = [Role::Viewer, Role::Operator, Role::Manager, Role::Admin];
+    let mut h = String::with_capacity(4096);
+    h.push_str(
+        "<section aria-labelledby=\"users-h\"><h2 id=\"users-h\">Users</h2>\
+         <table class=\"grid\" data-test=\"admin-users\"><thead><tr>\
+         <th scope=\"col\">User</th><th scope=\"col\">Role</th><th scope=\"col\">State</th>\
+         <th scope=\"col\">Created</th><th scope=\"col\" class=\"num\">Sessions</th>\
+         <th scope=\"col\">Change</th></tr></thead><tbody>",
+    );
+    for u in &v.users {
+        // User names are letters, digits, `.`, `_` and `-`; escaped all the same.
+        let n = esc(&u.name);
+        let base = format!("/api/admin/users/{n}");
+        let (toggle, verb) = if u.disabled {
+            ("enable", "Enable")
+        } else {
+            ("disable", "Disable")
+        };
+        let _ = write!(
+            h,
+            "<tr data-test=\"admin-user\" data-user=\"{n}\"><th scope=\"row\">{n}</th>\
+             <td>{role}</td><td>{state}</td><td>{created}</td><td class=\"num\">{sessions}</td>\
+             <td class=\"actions\"><form method=\"post\" action=\"{base}/role\" class=\"inline\">\
+             <label for=\"role-{n}\" class=\"sr-only\">Role of {n}</label><select id=\"role-{n}\" name=\"role\">",
+            role = u.role.as_str(),
+            state = if u.disabled { "disabled" } else { "enabled" },
+            created = esc(&utc(u.created_ms)),
+            sessions = u.sessions,
+        );
+        for r in ROLES {
+            let sel = if r == u.role { " selected" } else { "" };
+            let _ = write!(h, "<option value=\"{0}\"{sel}>{0}</option>", r.as_str());
+        }
+        let _ = write!(
+            h,
+            "</select><button type=\"submit\">Set role of {n}</button></form>\
+             <form method=\"post\" action=\"{base}/{toggle}\" class=\"inline\">\
+             <button type=\"submit\">{verb} {n}</button></form>\
+             <form method=\"post\" action=\"{base}/delete\" class=\"inline\">\
+             <input type=\"checkbox\" name=\"confirm\" value=\"yes\" required id=\"del-{n}\">\
+             <label for=\"del-{n}\">I mean to delete {n}</label>\
+             <button type=\"submit\" class=\"danger\">Delete {n}</button></form></td></tr>"
+        );
+    }
+    h.push_str(
+        "</tbody></table></section><section aria-labelledby=\"sessions-h\">\
+         <h2 id=\"sessions-h\">Sessions</h2><p class=\"muted\">Valid now. A session ends when \
+         idle, at its lifetime, or when revoked here.</p>\
+         <table class=\"grid\" data-test=\"admin-sessions\"><thead><tr>\
+         <th scope=\"col\">User</th><th scope=\"col\">Signed in</th><th scope=\"col\">Last seen</th>\
+         <th scope=\"col\">Ends</th><th scope=\"col\">Revoke</th></tr></thead><tbody>",
+    );
+    for s in &v.sessions {
+        let n = esc(&s.user);
+        let _ = write!(
+            h,
+            "<tr data-test=\"admin-session\"><th scope=\"row\">{n}</th><td>{}</td><td>{}</td>\
+             <td>{}</td><td><form method=\"post\" action=\"/api/admin/sessions/{}/revoke\" \
+             class=\"inline\"><button type=\"submit\">Revoke {n}'s session</button></form></td></tr>",
+            esc(&utc(s.created_ms)),
+            esc(&utc(s.last_seen_ms)),
+            esc(&utc(s.expires_ms.min(s.idle_expires_ms))),
+            esc(&s.id),
+        );
+    }
+    h.push_str("</tbody></table></section>");
+    h
+}
 
 #[component]
 pub fn AdminPage() -> impl IntoView {
     let q = use_query_map();
-    let view_data = Resource::new(|| (), |_| admin_users());
+    let html = Resource::new(|| (), |_| admin_users());
     let done = move || q.with(|q| q.get("done"));
     let failed = move || q.with(|q| q.get("error"));
     view! {
@@ -31,95 +105,50 @@ pub fn AdminPage() -> impl IntoView {
         {move || failed().map(|e| view! { <p class="error" role="alert" data-test="admin-error">{e}</p> })}
         <Suspense fallback=|| view! { <p class="loading">"Loading users…"</p> }>
             {move || Suspend::new(async move {
-                match view_data.await {
+                match html.await {
+                    Ok(h) => view! { <div inner_html=h></div> }.into_any(),
                     Err(_) => view! { <p class="error" role="alert">"Users cannot be read now."</p> }.into_any(),
-                    Ok(v) => view! {
-                        <section aria-labelledby="users-h">
-                            <h2 id="users-h">"Users"</h2>
-                            <table class="grid" data-test="admin-users">
-                                <thead><tr>
-                                    <th scope="col">"User"</th>
-                                    <th scope="col">"Role"</th>
-                                    <th scope="col">"State"</th>
-                                    <th scope="col">"Created"</th>
-                                    <th scope="col" class="num">"Sessions"</th>
-                                    <th scope="col">"Change"</th>
-                                </tr></thead>
-                                <tbody>
-                                    {v.users.into_iter().map(|u| {
-                                        let base = format!("/api/admin/users/{}", u.name);
-                                        let role_id = format!("role-{}", u.name);
-                                        let (toggle, toggle_label) = if u.disabled {
-                                            ("enable", format!("Enable {}", u.name))
-                                        } else {
-                                            ("disable", format!("Disable {}", u.name))
-                                        };
-                                        view! {
-                                            <tr data-test="admin-user" data-user=u.name.clone()>
-                                                <th scope="row">{u.name.clone()}</th>
-                                                <td>{u.role.as_str()}</td>
-                                                <td>{if u.disabled { "disabled" } else { "enabled" }}</td>
-                                                <td>{units::utc(u.created_ms)}</td>
-                                                <td class="num">{u.sessions}</td>
-                                                <td class="actions">
-                                                    <form method="post" action=format!("{base}/role") class="inline">
-                                                        <label for=role_id.clone() class="sr-only">{format!("Role of {}", u.name)}</label>
-                                                        <select id=role_id name="role">
-                                                            {ROLES.into_iter().map(|r| view! {
-                                                                <option value=r.as_str() selected=r == u.role>{r.as_str()}</option>
-                                                            }).collect_view()}
-                                                        </select>
-                                                        <button type="submit">{format!("Set role of {}", u.name)}</button>
-                                                    </form>
-                                                    <form method="post" action=format!("{base}/{toggle}") class="inline">
-                                                        <button type="submit">{toggle_label}</button>
-                                                    </form>
-                                                    <form method="post" action=format!("{base}/delete") class="inline">
-                                                        <input type="checkbox" name="confirm" value="yes" required id=format!("del-{}", u.name)/>
-                                                        <label for=format!("del-{}", u.name)>{format!("I mean to delete {}", u.name)}</label>
-                                                        <button type="submit" class="danger">{format!("Delete {}", u.name)}</button>
-                                                    </form>
-                                                </td>
-                                            </tr>
-                                        }
-                                    }).collect_view()}
-                                </tbody>
-                            </table>
-                        </section>
-                        <section aria-labelledby="sessions-h">
-                            <h2 id="sessions-h">"Sessions"</h2>
-                            <p class="muted">"Valid now. A session ends when idle, at its lifetime, or when revoked here."</p>
-                            <table class="grid" data-test="admin-sessions">
-                                <thead><tr>
-                                    <th scope="col">"User"</th>
-                                    <th scope="col">"Signed in"</th>
-                                    <th scope="col">"Last seen"</th>
-                                    <th scope="col">"Ends"</th>
-                                    <th scope="col">"Revoke"</th>
-                                </tr></thead>
-                                <tbody>
-                                    {v.sessions.into_iter().map(|s| {
-                                        let ends = s.expires_ms.min(s.idle_expires_ms);
-                                        view! {
-                                            <tr data-test="admin-session">
-                                                <th scope="row">{s.user.clone()}</th>
-                                                <td>{units::utc(s.created_ms)}</td>
-                                                <td>{units::utc(s.last_seen_ms)}</td>
-                                                <td>{units::utc(ends)}</td>
-                                                <td>
-                                                    <form method="post" action=format!("/api/admin/sessions/{}/revoke", s.id) class="inline">
-                                                        <button type="submit">{format!("Revoke {}'s session", s.user)}</button>
-                                                    </form>
-                                                </td>
-                                            </tr>
-                                        }
-                                    }).collect_view()}
-                                </tbody>
-                            </table>
-                        </section>
-                    }.into_any(),
                 }
             })}
         </Suspense>
+    }
+}
+
+#[cfg(all(test, feature = "ssr"))]
+mod tests {
+    use super::*;
+    use crate::actions::{AdminView, Role, SessionInfo, UserInfo};
+
+    #[test]
+    fn the_tables_name_every_user_and_session_and_escape_what_they_print() {
+        let v = AdminView {
+            users: vec![UserInfo {
+                name: "a<b".into(),
+                role: Role::Operator,
+                disabled: true,
+                disabled_ms: None,
+                created_ms: 0,
+                sessions: 2,
+            }],
+            sessions: vec![SessionInfo {
+                id: "0123abcd".into(),
+                user: "a<b".into(),
+                created_ms: 0,
+                last_seen_ms: 60_000,
+                expires_ms: 3_600_000,
+                idle_expires_ms: 120_000,
+            }],
+        };
+        let h = tables(&v);
+        assert!(!h.contains("a<b"), "{h}");
+        assert!(h.contains("data-user=\"a&lt;b\""), "{h}");
+        assert!(h.contains("<option value=\"operator\" selected>"), "{h}");
+        assert!(
+            h.contains("Enable a&lt;b"),
+            "a disabled user is offered enabling: {h}"
+        );
+        assert!(h.contains("/api/admin/sessions/0123abcd/revoke"), "{h}");
+        // The session ends at the earlier of its idle end and its lifetime.
+        assert!(h.contains(&crate::units::utc(120_000)), "{h}");
     }
 }

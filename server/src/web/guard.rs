@@ -305,7 +305,7 @@ pub async fn login(
     let cookie = format!(
         "{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
         ttl_ms / 1000,
-        if st.auth.secure_cookies {
+        if st.auth.secure_cookies || st.tls {
             "; Secure"
         } else {
             ""
