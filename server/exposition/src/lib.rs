@@ -314,7 +314,17 @@ fn read_sample<'a>(
     seen: Option<&mut Vec<SeenLabels<'a>>>,
 ) -> Result<(), LineErrorKind> {
     let b = line.as_bytes();
+    // Blanks (spaces or tabs, any number) may separate the name from its labels; a name
+    // that is followed by anything else but blanks ends the name token.
     let mut i = name.len();
+    let mut j = i;
+    while j < b.len() && (b[j] == b' ' || b[j] == b'\t') {
+        j += 1;
+    }
+    if b.get(j) == Some(&b'{') {
+        i = j;
+    }
+    let labels_at = i;
     out.name = name;
     out.labels.clear();
     let labels = &mut out.labels;
@@ -351,14 +361,14 @@ fn read_sample<'a>(
                 i += 1;
             }
             let key = &line[start..i];
-            while i < b.len() && b[i] == b' ' {
+            while i < b.len() && (b[i] == b' ' || b[i] == b'\t') {
                 i += 1;
             }
             if b.get(i) != Some(&b'=') {
                 return Err(LineErrorKind::BadLabel("expected '='"));
             }
             i += 1;
-            while i < b.len() && b[i] == b' ' {
+            while i < b.len() && (b[i] == b' ' || b[i] == b'\t') {
                 i += 1;
             }
             if b.get(i) != Some(&b'"') {
@@ -399,18 +409,20 @@ fn read_sample<'a>(
         }
     }
     if let (None, Some(seen)) = (hit, seen) {
-        if i > name.len() {
+        if i > labels_at {
             if seen.len() == SEEN_PER_POSITION {
                 seen.remove(0);
             }
             seen.push(SeenLabels {
-                text: &line[name.len()..i],
+                text: &line[labels_at..i],
                 labels: labels.clone(),
             });
         }
     }
     let rest = &line[i..];
-    if !rest.is_empty() && !rest.starts_with([' ', '\t']) {
+    // After a label set the value may follow at once (`}1`); after a bare name a blank
+    // must separate them, or the name has a character no name may hold.
+    if i == name.len() && !rest.is_empty() && !rest.starts_with([' ', '\t']) {
         return Err(LineErrorKind::BadName);
     }
     let mut fields = rest.split_ascii_whitespace();
@@ -495,6 +507,47 @@ mod tests {
         assert_eq!(s[3].value, 1_500_000.0);
         assert_eq!(s[3].label("y"), Some("2"));
         assert_eq!(s[4].value, 0.0);
+    }
+
+    /// The format (text 0.0.4) separates tokens by any number of blanks or tabs, and after
+    /// a label set's `}` the value may follow at once; both reference parsers (Go's
+    /// `expfmt` and `prometheus_client`) accept these lines.
+    #[test]
+    fn blanks_between_tokens_as_the_format_allows() {
+        let text = "m {a=\"1\"} 2\n\
+                    m\t{a=\"1\"}\t3\n\
+                    m{a=\"1\"}4\n\
+                    m{a\t=\t\"1\"\t,\tb = \"x\"} 5 1795968000000\n\
+                    m  {  a=\"1\"  }   6\n\
+                    m \t 7\n";
+        let (s, r) = all(text);
+        assert_eq!(r.error_count, 0, "{:?}", r.errors);
+        let values: Vec<f64> = s.iter().map(|x| x.value).collect();
+        assert_eq!(values, vec![2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
+        assert!(s[..5].iter().all(|x| x.name == "m" && x.label("a") == Some("1")));
+        assert_eq!(s[3].label("b"), Some("x"));
+        assert_eq!(s[3].timestamp_ms, Some(1_795_968_000_000));
+        assert!(s[5].labels.is_empty());
+    }
+
+    /// Where a line is wrong, the error names the token that is.
+    #[test]
+    fn the_error_names_the_wrong_token() {
+        for (line, want) in [
+            ("m {a=\"1\"} x", LineErrorKind::BadValue("x".into())),
+            ("m{a=\"1\"}x", LineErrorKind::BadValue("x".into())),
+            ("m {a=\"1\" 2", LineErrorKind::BadLabel("expected ',' or '}'")),
+            ("m{a=\"1\"} 2 later", LineErrorKind::BadTimestamp("later".into())),
+            ("m{a=\"1\"} 2 3 4", LineErrorKind::Trailing),
+            ("m-x 1", LineErrorKind::BadName),
+            ("m {", LineErrorKind::UnterminatedLabels),
+            ("m {a 1", LineErrorKind::BadLabel("expected '='")),
+            ("m", LineErrorKind::MissingValue),
+            ("m {a=\"1\"}", LineErrorKind::MissingValue),
+        ] {
+            let (_, r) = all(&format!("{line}\n"));
+            assert_eq!(r.errors.first().map(|e| e.kind.clone()), Some(want), "{line:?}");
+        }
     }
 
     #[test]
@@ -638,9 +691,10 @@ mod tests {
         assert_eq!(got[7].label("m"), Some("x\"y"));
         assert_eq!(
             r.errors,
+            // After `}` the value may follow at once, so `x` is the value, and invalid.
             vec![LineError {
                 line: 7,
-                kind: LineErrorKind::BadName
+                kind: LineErrorKind::BadValue("x".into())
             }]
         );
     }
