@@ -1,5 +1,8 @@
 //! Slurm `topology.conf`: topology/tree (`SwitchName`, `Switches`, `Nodes`, `LinkSpeed`)
-//! and topology/block (`BlockName`, `Nodes`, `BlockSizes`). Pure; hostlists expanded.
+//! and topology/block (`BlockName`, `Nodes`, and the aggregation sizes: `BlockSizes`, in
+//! nodes, from Slurm 24.05; `BlockLevels` in 23.11, levels of 2^L base blocks as a range
+//! list such as `0-1,2`, default 0-4, which is read into the same sizes). Pure; hostlists
+//! expanded.
 
 use serde::Serialize;
 
@@ -65,6 +68,8 @@ fn line_err(line: usize, message: impl Into<String>) -> TopologyError {
 /// case-insensitive as in Slurm; an unknown key is an error naming its line.
 pub fn parse(text: &str) -> Result<Topology, TopologyError> {
     let mut t = Topology::default();
+    // 23.11's `BlockLevels`, turned into sizes once the base block is known.
+    let mut levels: Option<(usize, Vec<u32>)> = None;
     for (i, raw) in text.lines().enumerate() {
         let line_no = i + 1;
         let line = raw.split('#').next().unwrap_or("").trim();
@@ -93,6 +98,7 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
                 "linkspeed",
                 "blockname",
                 "blocksizes",
+                "blocklevels",
             ]
             .contains(&k.as_str())
             {
@@ -120,12 +126,21 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
                         .map_err(|_| line_err(line_no, format!("bad BlockSizes {sizes:?}")))
                 })
                 .collect::<Result<_, _>>()?;
+        } else if let Some(v) = get("blocklevels") {
+            levels = Some((line_no, block_levels(v).map_err(|m| line_err(line_no, m))?));
         } else {
             return Err(line_err(
                 line_no,
-                "expected SwitchName=, BlockName= or BlockSizes=",
+                "expected SwitchName=, BlockName=, BlockSizes= or BlockLevels=",
             ));
         }
+    }
+    if !t.blocks.is_empty() && t.block_sizes.is_empty() {
+        // As slurmctld 23.11 does: levels 0-4 unless BlockLevels says otherwise; level L
+        // joins 2^L base blocks (the size of a block, in nodes, is the first block's).
+        let (_, lv) = levels.unwrap_or((0, (0..=4).collect()));
+        let base = t.blocks[0].nodes.len() as u32;
+        t.block_sizes = lv.iter().map(|l| base << l).collect();
     }
     for s in &t.switches {
         for child in &s.switches {
@@ -140,9 +155,60 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
     Ok(t)
 }
 
+/// A `BlockLevels` value as Slurm's `bit_unfmt` reads it: levels or ranges of levels
+/// (`0-1,2`), each 0 to 15; sorted, without repeats.
+fn block_levels(v: &str) -> Result<Vec<u32>, String> {
+    let bad = || format!("bad BlockLevels {v:?}: levels 0 to 15, as in 0-1,2");
+    let mut out = Vec::new();
+    for part in v.split(',') {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a, b),
+            None => (part, part),
+        };
+        let (a, b): (u32, u32) = (
+            a.trim().parse().map_err(|_| bad())?,
+            b.trim().parse().map_err(|_| bad())?,
+        );
+        if a > b || b > 15 {
+            return Err(bad());
+        }
+        out.extend(a..=b);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Slurm 23.11's block topology, its man page's example: four blocks of four nodes,
+    /// `BlockLevels=0-1,2`, so sizes of 4, 8 and 16 nodes; without the key, levels 0-4.
+    #[test]
+    fn slurm_23_11_block_levels_become_sizes() {
+        let text = "BlockName=block1 Nodes=node[01,05,09,13]\n\
+                    BlockName=block2 Nodes=node[02,06,10,14]\n\
+                    BlockName=block3 Nodes=node[03,07,11,15]\n\
+                    BlockName=block4 Nodes=node[04,08,12,16]\n\
+                    \n\
+                    BlockLevels=0-1,2\n";
+        let t = parse(text).expect("23.11 topology.conf");
+        assert_eq!(t.blocks.len(), 4);
+        assert_eq!(t.block_sizes, vec![4, 8, 16]);
+        let without = parse("BlockName=b1 Nodes=n[1-2]\nBlockName=b2 Nodes=n[3-4]\n").expect("parse");
+        assert_eq!(without.block_sizes, vec![2, 4, 8, 16, 32]);
+        // 24.05 and later: the sizes are given.
+        let sizes = parse("BlockName=b1 Nodes=n[1-2]\nBlockSizes=2,4\n").expect("parse");
+        assert_eq!(sizes.block_sizes, vec![2, 4]);
+        for bad in ["BlockLevels=16", "BlockLevels=2-1", "BlockLevels=x", "BlockLevels=0-"] {
+            let e = parse(&format!("BlockName=b1 Nodes=n[1-2]\n{bad}\n"));
+            assert!(
+                matches!(&e, Err(TopologyError::Line { line: 2, message }) if message.contains("BlockLevels")),
+                "{bad}: {e:?}"
+            );
+        }
+    }
 
     #[test]
     fn tree_topology_with_spines_and_leaves() {
