@@ -96,10 +96,7 @@ fn main() -> ExitCode {
                 Some(p) => config = Some(p.into()),
                 None => return usage_error("--config needs a file"),
             },
-            "-h" | "--help" => {
-                print!("{USAGE}");
-                return ExitCode::SUCCESS;
-            }
+            "-h" | "--help" => return write_out(USAGE),
             other => return usage_error(&format!("unknown argument {other:?}")),
         }
     }
@@ -187,10 +184,7 @@ where
         f(store).await
     });
     match done {
-        Ok(out) => {
-            print!("{out}");
-            ExitCode::SUCCESS
-        }
+        Ok(out) => write_out(&out),
         Err(e) => fail(what, &e),
     }
 }
@@ -434,12 +428,31 @@ fn inspect(args: &[String]) -> ExitCode {
                 Err(e) => fail(src, &e),
             },
         },
+        // Slurm's `errors` beside an empty list are a failed call that slurmrestd answered
+        // with data fields anyway (an authentication failure); beside data, a partial
+        // answer, printed with the errors said on stderr.
         "slurm-nodes" => match server::slurm::json::parse_nodes(&body) {
-            Ok(n) => print_json(&serde_json::json!({ "nodes": n })),
+            Ok(n) => match server::slurm::json::any_errors(&body) {
+                Some(e) if n.is_empty() => fail(src, &format!("Slurm reported errors: {e}")),
+                errs => {
+                    if let Some(e) = errs {
+                        eprintln!("gantry: {src}: Slurm reported errors beside the data: {e}");
+                    }
+                    print_json(&serde_json::json!({ "nodes": n }))
+                }
+            },
             Err(e) => fail(src, &e),
         },
         "slurm-jobs" => match server::slurm::json::parse_jobs(&body) {
-            Ok(j) => print_json(&serde_json::json!({ "jobs": j })),
+            Ok(j) => match server::slurm::json::any_errors(&body) {
+                Some(e) if j.is_empty() => fail(src, &format!("Slurm reported errors: {e}")),
+                errs => {
+                    if let Some(e) = errs {
+                        eprintln!("gantry: {src}: Slurm reported errors beside the data: {e}");
+                    }
+                    print_json(&serde_json::json!({ "jobs": j }))
+                }
+            },
             Err(e) => fail(src, &e),
         },
         _ => usage_error("inspect takes: metrics FILE|URL|-, topology FILE, slurm-nodes FILE|-, slurm-jobs FILE|-"),
@@ -449,11 +462,23 @@ fn inspect(args: &[String]) -> ExitCode {
 /// Prints `v` as pretty JSON; a failure to print is an error exit.
 fn print_json(v: &impl serde::Serialize) -> ExitCode {
     match serde_json::to_string_pretty(v) {
-        Ok(s) => {
-            println!("{s}");
-            ExitCode::SUCCESS
+        Ok(mut s) => {
+            s.push('\n');
+            write_out(&s)
         }
         Err(e) => fail("output", &e),
+    }
+}
+
+/// Writes `text` to standard output. A reader that has gone (`gantry … | head`) ends the
+/// command quietly, as a closed pipe ends any Unix filter; another write error is one.
+fn write_out(text: &str) -> ExitCode {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => fail("standard output", &e),
     }
 }
 
@@ -507,7 +532,7 @@ fn usage_error(msg: &str) -> ExitCode {
 async fn serve(cfg: Config) -> Result<(), server::serve::ServeError> {
     tracing::info!(config = ?cfg, "starting");
     let running = server::serve::start(cfg).await?;
-    println!("Gantry is serving http://{}/", running.addr);
+    let _ = write_out(&format!("Gantry is serving http://{}/\n", running.addr));
     shutdown_signal().await;
     tracing::info!("shutting down");
     running.stop().await

@@ -524,7 +524,9 @@ mod tests {
         assert_eq!(r.error_count, 0, "{:?}", r.errors);
         let values: Vec<f64> = s.iter().map(|x| x.value).collect();
         assert_eq!(values, vec![2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
-        assert!(s[..5].iter().all(|x| x.name == "m" && x.label("a") == Some("1")));
+        assert!(s[..5]
+            .iter()
+            .all(|x| x.name == "m" && x.label("a") == Some("1")));
         assert_eq!(s[3].label("b"), Some("x"));
         assert_eq!(s[3].timestamp_ms, Some(1_795_968_000_000));
         assert!(s[5].labels.is_empty());
@@ -536,8 +538,14 @@ mod tests {
         for (line, want) in [
             ("m {a=\"1\"} x", LineErrorKind::BadValue("x".into())),
             ("m{a=\"1\"}x", LineErrorKind::BadValue("x".into())),
-            ("m {a=\"1\" 2", LineErrorKind::BadLabel("expected ',' or '}'")),
-            ("m{a=\"1\"} 2 later", LineErrorKind::BadTimestamp("later".into())),
+            (
+                "m {a=\"1\" 2",
+                LineErrorKind::BadLabel("expected ',' or '}'"),
+            ),
+            (
+                "m{a=\"1\"} 2 later",
+                LineErrorKind::BadTimestamp("later".into()),
+            ),
             ("m{a=\"1\"} 2 3 4", LineErrorKind::Trailing),
             ("m-x 1", LineErrorKind::BadName),
             ("m {", LineErrorKind::UnterminatedLabels),
@@ -546,7 +554,11 @@ mod tests {
             ("m {a=\"1\"}", LineErrorKind::MissingValue),
         ] {
             let (_, r) = all(&format!("{line}\n"));
-            assert_eq!(r.errors.first().map(|e| e.kind.clone()), Some(want), "{line:?}");
+            assert_eq!(
+                r.errors.first().map(|e| e.kind.clone()),
+                Some(want),
+                "{line:?}"
+            );
         }
     }
 

@@ -196,12 +196,18 @@ mod tests {
         let t = parse(text).expect("23.11 topology.conf");
         assert_eq!(t.blocks.len(), 4);
         assert_eq!(t.block_sizes, vec![4, 8, 16]);
-        let without = parse("BlockName=b1 Nodes=n[1-2]\nBlockName=b2 Nodes=n[3-4]\n").expect("parse");
+        let without =
+            parse("BlockName=b1 Nodes=n[1-2]\nBlockName=b2 Nodes=n[3-4]\n").expect("parse");
         assert_eq!(without.block_sizes, vec![2, 4, 8, 16, 32]);
         // 24.05 and later: the sizes are given.
         let sizes = parse("BlockName=b1 Nodes=n[1-2]\nBlockSizes=2,4\n").expect("parse");
         assert_eq!(sizes.block_sizes, vec![2, 4]);
-        for bad in ["BlockLevels=16", "BlockLevels=2-1", "BlockLevels=x", "BlockLevels=0-"] {
+        for bad in [
+            "BlockLevels=16",
+            "BlockLevels=2-1",
+            "BlockLevels=x",
+            "BlockLevels=0-",
+        ] {
             let e = parse(&format!("BlockName=b1 Nodes=n[1-2]\n{bad}\n"));
             assert!(
                 matches!(&e, Err(TopologyError::Line { line: 2, message }) if message.contains("BlockLevels")),

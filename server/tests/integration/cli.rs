@@ -549,3 +549,64 @@ async fn token_commands_on_postgres() {
         token_commands(url).await;
     }
 }
+
+/// Piped into a reader that has gone (`gantry inspect … | head -1`), a command ends quietly
+/// and successfully, without a panic, whatever it printed (checked on a command that prints
+/// much more than a pipe holds).
+#[test]
+fn a_closed_pipe_ends_a_command_quietly() {
+    // A scrape of many GPUs: its JSON is far larger than a pipe's 64 KiB.
+    let mut big = String::new();
+    for g in 0..512 {
+        big.push_str(
+            &SCRAPE
+                .replace("gpu=\"0\"", &format!("gpu=\"{g}\""))
+                .replace("gpu=\"1\"", &format!("gpu=\"{}\"", g + 1000)),
+        );
+    }
+    let f = temp_file("many.prom", big.as_bytes());
+    let mut child = Command::new(BIN)
+        .args(["inspect", "metrics"])
+        .arg(&f)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Read a little, as `head` would, then close the pipe.
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(&mut stdout, &mut first).expect("some output");
+    drop(stdout);
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?} {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.is_empty(), "quietly: {stderr}");
+}
+
+/// slurmrestd answers a failed authentication with its errors beside empty data arrays: a
+/// saved answer like that is a failure, not an empty cluster.
+#[test]
+fn inspect_slurm_jobs_fails_on_slurm_s_errors() {
+    let body = br#"{"meta":{"plugin":{"type":"openapi/slurmctld"}},"errors":[{"description":"Authentication failure","error_number":1007,"error":"Protocol authentication error","source":"slurm_persist_conn"}],"warnings":[],"jobs":[]}"#;
+    for (kind, key) in [("slurm-jobs", "jobs"), ("slurm-nodes", "nodes")] {
+        let text = String::from_utf8_lossy(body).replace("\"jobs\"", &format!("\"{key}\""));
+        let f = temp_file(&format!("auth-failed-{key}.json"), text.as_bytes());
+        let out = Command::new(BIN)
+            .args(["inspect", kind])
+            .arg(&f)
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{kind}: {stderr}");
+        assert!(
+            stderr.contains("Authentication failure") || stderr.contains("authentication error"),
+            "{kind}: {stderr}"
+        );
+        assert!(
+            stderr.contains(&f.display().to_string()),
+            "names the file: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    }
+}
