@@ -81,8 +81,7 @@ pub fn App() -> impl IntoView {
                     <A href="/jobs">"Jobs"</A>
                     <A href="/timeline">"Timeline"</A>
                     <A href="/alerts">"Alerts"</A>
-                    <A href="/audit">"Audit"</A>
-                    <ReportsLink/>
+                    <RoleLinks/>
                 </nav>
                 <span class="spacer"></span>
                 <pages::alerts::AlertBadge/>
@@ -99,27 +98,28 @@ pub fn App() -> impl IntoView {
                     <Route path=(StaticSegment("nodes"), ParamSegment("name")) view=pages::node::NodePage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("jobs") view=pages::nodes::JobsPage ssr=SsrMode::Async/>
                     <Route path=(StaticSegment("jobs"), ParamSegment("id")) view=pages::job::JobPage ssr=SsrMode::Async/>
-                    <Route path=StaticSegment("audit") view=pages::audit::AuditPage ssr=SsrMode::Async/>
+                    <Route path=StaticSegment("audit") view=|| view! { <RequireRole need=Need::Act><pages::audit::AuditPage/></RequireRole> } ssr=SsrMode::Async/>
                     <Route path=StaticSegment("alerts") view=pages::alerts::AlertsPage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("timeline") view=pages::timeline::TimelinePage ssr=SsrMode::Async/>
-                    <Route path=StaticSegment("reports") view=pages::reports::ReportsPage ssr=SsrMode::Async/>
-                    <Route path=StaticSegment("admin") view=pages::admin::AdminPage ssr=SsrMode::Async/>
+                    <Route path=StaticSegment("reports") view=|| view! { <RequireRole need=Need::Report><pages::reports::ReportsPage/></RequireRole> } ssr=SsrMode::Async/>
+                    <Route path=StaticSegment("admin") view=|| view! { <RequireRole need=Need::Admin><pages::admin::AdminPage/></RequireRole> } ssr=SsrMode::Async/>
                 </Routes>
             </main>
         </Router>
     }
 }
 
-/// `Reports` in the top bar, for the roles that may read them (managers and admins), and
-/// `Users` for admins.
+/// The top bar's pages that need a role, for the roles that may open them: `Audit`
+/// (operators, admins), `Reports` (managers, admins), `Users` (admins).
 #[component]
-fn ReportsLink() -> impl IntoView {
+fn RoleLinks() -> impl IntoView {
     let me = Resource::new(|| (), |_| get_me());
     view! {
         <Suspense fallback=|| ()>
             {move || Suspend::new(async move {
                 let role = me.await.ok().and_then(|m| m.role);
                 view! {
+                    {role.filter(|r| r.can_act()).map(|_| view! { <A href="/audit">"Audit"</A> })}
                     {role.filter(|r| r.can_report()).map(|_| view! { <A href="/reports">"Reports"</A> })}
                     {role.filter(|r| *r == actions::Role::Admin).map(|_| view! { <A href="/admin">"Users"</A> })}
                 }
@@ -147,6 +147,71 @@ fn WhoAmI() -> impl IntoView {
                     _ => view! { <a href="/login" data-test="sign-in">"Sign in"</a> }.into_any(),
                 }
             })}
+        </Suspense>
+    }
+}
+
+/// What a page needs of the signed-in user's role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Need {
+    Act,
+    Report,
+    Admin,
+}
+
+impl Need {
+    fn allows(self, r: actions::Role) -> bool {
+        match self {
+            Need::Act => r.can_act(),
+            Need::Report => r.can_report(),
+            Need::Admin => r == actions::Role::Admin,
+        }
+    }
+
+    fn who(self) -> &'static str {
+        match self {
+            Need::Act => "operators and admins",
+            Need::Report => "managers and admins",
+            Need::Admin => "admins",
+        }
+    }
+}
+
+/// A page for some roles only: its content for them; for anyone else signed in, a page
+/// in Gantry's frame saying whom it is for and whom to ask, with status 403. (The guard
+/// sends a browser that is not signed in to sign in first, and refuses the page's data to
+/// anyone without the role.)
+#[component]
+fn RequireRole(need: Need, children: ChildrenFn) -> impl IntoView {
+    let me = Resource::new(|| (), |_| get_me());
+    view! {
+        <Suspense fallback=|| ()>
+            {move || {
+                let children = children.clone();
+                Suspend::new(async move {
+                    let me = me.await.ok();
+                    match me.as_ref().and_then(|m| m.role) {
+                        Some(r) if need.allows(r) => children().into_any(),
+                        role => {
+                            #[cfg(feature = "ssr")]
+                            if let Some(resp) = use_context::<leptos_axum::ResponseOptions>() {
+                                resp.set_status(http::StatusCode::FORBIDDEN);
+                            }
+                            let user = me.and_then(|m| m.user).unwrap_or_default();
+                            let role = role.map(|r| r.as_str()).unwrap_or("no role");
+                            view! {
+                                <Title text="Not for your role"/>
+                                <h1>"Not for your role"</h1>
+                                <p role="alert" data-test="denied">
+                                    {format!("This page is for {}. You are signed in as {user} ({role}): ask a Gantry admin for a role that includes it.", need.who())}
+                                </p>
+                                <p><A href="/">"Back to the overview"</A></p>
+                            }
+                            .into_any()
+                        }
+                    }
+                })
+            }}
         </Suspense>
     }
 }

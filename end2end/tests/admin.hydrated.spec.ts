@@ -59,4 +59,14 @@ test("a viewer has no Users link and is refused /admin", async ({ page }) => {
   await expect(page.getByRole("link", { name: "Users" })).toHaveCount(0);
   const r = await page.request.get("/admin", { headers: { Accept: "text/html" } });
   expect(r.status()).toBe(403);
+  // Pages of other roles are not offered, and opened anyway they say whom they are for,
+  // in Gantry's frame, hydrated like any page.
+  await expect(page.getByRole("link", { name: "Audit" })).toHaveCount(0);
+  await expect(page.getByRole("link", { name: "Reports" })).toHaveCount(0);
+  const audit = await page.goto("/audit");
+  expect(audit?.status()).toBe(403);
+  await expect(page.locator('[data-test="denied"]')).toContainText("This page is for operators and admins");
+  await expect(page.locator('[data-test="denied"]')).toContainText("viewer1 (viewer)");
+  await expect(page.getByRole("navigation", { name: "Pages" }).getByRole("link", { name: "Overview" })).toBeVisible();
+  await page.waitForLoadState("networkidle");
 });

@@ -13,6 +13,11 @@ use leptos_router::hooks::use_query_map;
 /// The users' and sessions' tables, as HTML.
 #[server(endpoint = "admin_users")]
 pub async fn admin_users() -> Result<String, ServerFnError> {
+    // A page rendered on the server calls this in-process, past the route guard: the rule
+    // is checked here too.
+    if crate::backend::me().role != Some(crate::actions::Role::Admin) {
+        return Err(ServerFnError::new("users and sessions need an admin role"));
+    }
     let backend = crate::backend::backend()?;
     let v = backend.admin_view().await.map_err(ServerFnError::new)?;
     Ok(tables(&v))

@@ -11,6 +11,16 @@ use crate::units;
 
 #[server(endpoint = "audit_entries", input = server_fn::codec::Json)]
 pub async fn audit_entries(filter: AuditFilter) -> Result<Vec<AuditEntry>, ServerFnError> {
+    // A page rendered on the server calls this in-process, past the route guard: the rule
+    // is checked here too.
+    if !crate::backend::me()
+        .role
+        .is_some_and(crate::actions::Role::can_act)
+    {
+        return Err(ServerFnError::new(
+            "the audit log needs an operator or admin role",
+        ));
+    }
     let backend = crate::backend::backend()?;
     backend.audit(&filter).await.map_err(ServerFnError::new)
 }

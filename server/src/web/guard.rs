@@ -161,7 +161,16 @@ pub async fn guard(State(st): State<AppState>, mut req: Request, next: Next) -> 
             }
             return ApiError::Unauthenticated.into_response();
         }
-        return ApiError::Forbidden("your role does not allow this").into_response();
+        // A signed-in browser asking for a page its role may not open gets the page's
+        // own answer: a page in Gantry's frame saying whom it is for (403). The page's data
+        // is refused all the same: its server functions check the role themselves.
+        let page = !mutating
+            && wants_html(req.headers())
+            && !path.starts_with("/api/")
+            && !path.starts_with("/pkg/");
+        if !page {
+            return ApiError::Forbidden("your role does not allow this").into_response();
+        }
     }
     // Server functions read `Me` (the app's type); handlers read `Caller`.
     req.extensions_mut().insert(Peer(peer));

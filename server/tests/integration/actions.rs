@@ -1014,3 +1014,98 @@ async fn the_admin_page_manages_users_with_plain_forms() {
     assert_eq!(j.json()["disabled"], true);
     r.stop().await.expect("stop");
 }
+
+/// A browser refused a page for its role gets a page in Gantry's frame saying whom the
+/// page is for (403), without the page's data; a JSON client keeps the error envelope; a
+/// missing page is a page too (404). The top bar offers only what the role may open.
+#[tokio::test]
+async fn pages_refused_for_a_role_say_so_in_html() {
+    let r = start(support::sqlite_url(), false).await;
+    let viewer = login(r.addr, "viewer1").await;
+    let manager = login(r.addr, "manager1").await;
+    let operator = login(r.addr, "operator1").await;
+    // Something in the audit log, which must not reach those refused.
+    let b = json!({"nodes": ["gpu003"], "reason": "secret maintenance note"});
+    let done = post_json(r.addr, "/api/actions/drain", Some(&operator), &b).await;
+    assert_eq!(done.status, 200, "{}", done.text());
+    for (who, cookie, path, words) in [
+        (
+            "viewer",
+            &viewer,
+            "/audit",
+            "This page is for operators and admins",
+        ),
+        (
+            "manager",
+            &manager,
+            "/audit",
+            "This page is for operators and admins",
+        ),
+        (
+            "viewer",
+            &viewer,
+            "/reports",
+            "This page is for managers and admins",
+        ),
+        ("operator", &operator, "/admin", "This page is for admins"),
+    ] {
+        let page =
+            support::get_with(r.addr, path, &[("Accept", "text/html"), ("Cookie", cookie)]).await;
+        assert_eq!(page.status, 403, "{who} {path}");
+        let html = page.text();
+        assert!(html.contains(words), "{who} {path}: {html}");
+        assert!(
+            html.contains("class=\"topbar\""),
+            "in Gantry's frame: {who} {path}"
+        );
+        assert!(
+            !html.contains("secret maintenance note"),
+            "{who} {path} got the data"
+        );
+        assert!(!html.contains("data-test=\"audit-table\""), "{who} {path}");
+        // Without asking for HTML: the JSON envelope, as before.
+        let api = support::get_with(r.addr, path, &[("Cookie", cookie)]).await;
+        assert_eq!(api.status, 403, "{who} {path}");
+        assert_eq!(api.json()["error"]["status"], 403);
+    }
+    // The top bar: Audit for operators only (of these), Reports for managers.
+    let top = |html: &str, link: &str| html.contains(&format!("href=\"{link}\""));
+    let v = support::get_with(r.addr, "/", &[("Accept", "text/html"), ("Cookie", &viewer)])
+        .await
+        .text();
+    let m = support::get_with(
+        r.addr,
+        "/",
+        &[("Accept", "text/html"), ("Cookie", &manager)],
+    )
+    .await
+    .text();
+    let o = support::get_with(
+        r.addr,
+        "/audit",
+        &[("Accept", "text/html"), ("Cookie", &operator)],
+    )
+    .await;
+    assert!(
+        !top(&v, "/audit") && !top(&v, "/reports") && !top(&v, "/admin"),
+        "viewer's bar"
+    );
+    assert!(!top(&m, "/audit") && top(&m, "/reports"), "manager's bar");
+    assert_eq!(o.status, 200);
+    let o = o.text();
+    assert!(top(&o, "/audit") && !top(&o, "/reports"), "operator's bar");
+    assert!(
+        o.contains("secret maintenance note"),
+        "the operator sees the log"
+    );
+    // A missing page is a page in the frame, 404.
+    let missing = support::get_with(
+        r.addr,
+        "/no/such/page",
+        &[("Accept", "text/html"), ("Cookie", &viewer)],
+    )
+    .await;
+    assert_eq!(missing.status, 404);
+    assert!(missing.text().contains("class=\"topbar\""));
+    r.stop().await.expect("stop");
+}
