@@ -63,6 +63,13 @@ pub enum LineErrorKind {
     BadValue(String),
     #[error("invalid timestamp {0:?}")]
     BadTimestamp(String),
+    /// A timestamp with a fraction or exponent: OpenMetrics writes seconds so, but text
+    /// format 0.0.4 takes integer milliseconds, so it is refused rather than misread.
+    #[error("timestamp {0:?} is not integer milliseconds (an OpenMetrics timestamp in seconds?)")]
+    FloatTimestamp(String),
+    /// An OpenMetrics exemplar (`… # {trace_id="…"} 0.67`), which text format 0.0.4 has not.
+    #[error("an OpenMetrics exemplar, which text format 0.0.4 does not have")]
+    Exemplar,
     #[error("unexpected text after the timestamp")]
     Trailing,
 }
@@ -102,19 +109,26 @@ fn is_name_char(b: u8) -> bool {
 /// Parses a float as exporters print it, including `NaN`, `+Inf`, `-Inf`.
 #[inline]
 pub fn parse_value(s: &str) -> Option<f64> {
-    match s {
-        "NaN" | "nan" => Some(f64::NAN),
-        "+Inf" | "Inf" | "+inf" | "inf" => Some(f64::INFINITY),
-        "-Inf" | "-inf" => Some(f64::NEG_INFINITY),
-        _ => {
-            let b = s.as_bytes();
-            // Reject what Rust accepts but the format does not ("infinity", "1_0").
-            if b.is_empty() || !b.iter().all(|c| c.is_ascii_digit() || b"+-.eE".contains(c)) {
-                return None;
-            }
-            s.parse().ok()
-        }
+    // The reference parser reads values with Go's `strconv.ParseFloat`, refusing only
+    // `p`, `P` and `_` (hex floats, digit separators): so `NaN`, `Inf` and `Infinity` in
+    // any case, the infinities with an optional sign.
+    let special = |w: &str| w.eq_ignore_ascii_case("inf") || w.eq_ignore_ascii_case("infinity");
+    if s.eq_ignore_ascii_case("nan") {
+        return Some(f64::NAN);
     }
+    match s.as_bytes().first() {
+        Some(b'+') if special(&s[1..]) => return Some(f64::INFINITY),
+        Some(b'-') if special(&s[1..]) => return Some(f64::NEG_INFINITY),
+        _ if special(s) => return Some(f64::INFINITY),
+        _ => {}
+    }
+    let b = s.as_bytes();
+    // Digits, a sign, a point and an exponent only: what Rust also takes and Go does not
+    // (`1_0`) is refused.
+    if b.is_empty() || !b.iter().all(|c| c.is_ascii_digit() || b"+-.eE".contains(c)) {
+        return None;
+    }
+    s.parse().ok()
 }
 
 /// Parses `text`, calling `on_sample` for each sample in order.
@@ -429,14 +443,27 @@ fn read_sample<'a>(
     let v = fields.next().ok_or(LineErrorKind::MissingValue)?;
     let value =
         parse_value(v).ok_or_else(|| LineErrorKind::BadValue(v.chars().take(32).collect()))?;
-    let timestamp_ms = match fields.next() {
+    let exemplar = |f: Option<&str>| f.is_some_and(|f| f.starts_with('#'));
+    let mut next = fields.next();
+    if exemplar(next) {
+        return Err(LineErrorKind::Exemplar);
+    }
+    let timestamp_ms = match next {
         None => None,
-        Some(t) => Some(
-            t.parse::<i64>()
-                .map_err(|_| LineErrorKind::BadTimestamp(t.chars().take(32).collect()))?,
-        ),
+        Some(t) => Some(t.parse::<i64>().map_err(|_| {
+            let shown: String = t.chars().take(32).collect();
+            if parse_value(t).is_some_and(f64::is_finite) {
+                LineErrorKind::FloatTimestamp(shown)
+            } else {
+                LineErrorKind::BadTimestamp(shown)
+            }
+        })?),
     };
-    if fields.next().is_some() {
+    next = fields.next();
+    if exemplar(next) {
+        return Err(LineErrorKind::Exemplar);
+    }
+    if next.is_some() {
         return Err(LineErrorKind::Trailing);
     }
     out.value = value;
@@ -560,6 +587,48 @@ mod tests {
                 "{line:?}"
             );
         }
+    }
+
+    /// Values as the reference parser reads them (Go's `ParseFloat` without hex floats or
+    /// digit separators); OpenMetrics-only syntax refused with its name, never misread;
+    /// OpenMetrics comments (`# EOF`, `# UNIT`) are comments here.
+    #[test]
+    fn value_spellings_and_openmetrics_syntax() {
+        for (v, want) in [
+            ("NaN", f64::NAN),
+            ("nan", f64::NAN),
+            ("Inf", f64::INFINITY),
+            ("+Inf", f64::INFINITY),
+            ("-Inf", f64::NEG_INFINITY),
+            ("+infinity", f64::INFINITY),
+            ("-Infinity", f64::NEG_INFINITY),
+            ("1e3", 1000.0),
+            ("-0.5E-2", -0.005),
+            ("+7", 7.0),
+            (".5", 0.5),
+        ] {
+            let got = parse_value(v).unwrap_or_else(|| panic!("{v} refused"));
+            assert!(got == want || (got.is_nan() && want.is_nan()), "{v}: {got}");
+        }
+        for v in ["0x1p-2", "1_000", "infinit", "++1", "-nan", "", "1,5"] {
+            assert_eq!(parse_value(v), None, "{v:?}");
+        }
+        let text =
+            "# TYPE a counter\n# UNIT a seconds\na_total 17 # {trace_id=\"KOO5S4vxi0o\"} 0.67\n\
+                    a_total 17 1520879607789 # {trace_id=\"x\"} 0.67 1520879607.789\n\
+                    b 1 1520879607.789\nc 2\n# EOF\n";
+        let (s, r) = all(text);
+        let kinds: Vec<LineErrorKind> = r.errors.iter().map(|e| e.kind.clone()).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                LineErrorKind::Exemplar,
+                LineErrorKind::Exemplar,
+                LineErrorKind::FloatTimestamp("1520879607.789".into())
+            ]
+        );
+        assert_eq!(s.len(), 1);
+        assert_eq!((s[0].name, s[0].value), ("c", 2.0));
     }
 
     #[test]
@@ -713,7 +782,8 @@ mod tests {
 
     #[test]
     fn values_the_format_does_not_allow_are_refused() {
-        for v in ["infinity", "1_000", "0x10", ""] {
+        // (`Infinity` is a value: Go's ParseFloat reads it, as the reference parser does.)
+        for v in ["1_000", "0x10", "0x1p4", ""] {
             assert_eq!(parse_value(v), None, "{v}");
         }
         assert_eq!(parse_value("-0.5"), Some(-0.5));
