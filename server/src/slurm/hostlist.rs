@@ -1,7 +1,10 @@
 //! Slurm hostlist expressions: `gpu[001-064,070],dgx-[1-4]`, `rack[1-2]-n[01-02]`.
 //!
-//! Pure. Zero padding follows the range's first bound (`[001-064]` gives `gpu001`), as
-//! Slurm does. Expansion is bounded, so a hostile expression cannot exhaust memory.
+//! Pure. Read as Slurm's `hostlist.c` reads them: names separated by commas or blanks
+//! (outside brackets), zero padding from the range's first bound (`[001-064]` gives
+//! `gpu001`), `[5-]` as `[5]`, and refused: a reversed range, a negative or empty bound,
+//! an empty entry in brackets. Expansion is bounded, so a hostile expression cannot
+//! exhaust memory.
 
 /// Why an expression was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -50,7 +53,8 @@ fn split_top_level(expr: &str) -> Result<Vec<&str>, HostlistError> {
                     return Err(HostlistError::Brackets(expr.chars().take(80).collect()));
                 }
             }
-            ',' if depth == 0 => {
+            // hostlist.c separates hosts by commas and by blanks and newlines.
+            ',' | ' ' | '\t' | '\n' if depth == 0 => {
                 parts.push(&expr[start..i]);
                 start = i + 1;
             }
@@ -79,6 +83,8 @@ fn expand_one(item: &str) -> Result<Vec<String>, HostlistError> {
     for part in item[open + 1..close].split(',') {
         let part = part.trim();
         let (lo, hi) = match part.split_once('-') {
+            // `5-` is `5`, as hostlist.c reads a range with no upper bound.
+            Some((a, "")) => (a, a),
             Some((a, b)) => (a, b),
             None => (part, part),
         };
@@ -195,6 +201,26 @@ mod tests {
         assert_eq!(e("n[09-11]"), vec!["n09", "n10", "n11"]);
         assert_eq!(e(""), Vec::<String>::new());
         assert_eq!(e("a,a,b"), vec!["a", "b"]);
+    }
+
+    /// Cases as Slurm's `src/common/hostlist.c` reads them (`hostlist_create`,
+    /// `_parse_single_range`).
+    #[test]
+    fn as_slurm_s_hostlist_c_reads_them() {
+        // Blanks and newlines separate hosts as commas do; empty entries are skipped.
+        assert_eq!(e("a1 a2\ta3\na4,,a5,"), vec!["a1", "a2", "a3", "a4", "a5"]);
+        // Width from the first bound; a bound past it grows; `[5-]` is `[5]`.
+        assert_eq!(e("n[098-101]"), vec!["n098", "n099", "n100", "n101"]);
+        assert_eq!(e("n[01-100]").len(), 100);
+        assert_eq!(e("n[5-]"), vec!["n5"]);
+        assert_eq!(e("n[0]"), vec!["n0"]);
+        // Several ranges and lists in one bracket, and several brackets.
+        assert_eq!(e("n[1-2,5,7-8]"), vec!["n1", "n2", "n5", "n7", "n8"]);
+        // Refused as hostlist.c refuses them: reversed, negative, empty entry or bound,
+        // and no boxes.
+        for bad in ["n[2-1]", "n[--1]", "n[1,]", "n[,1]", "n[-1]", "n[1x2]", "n[]"] {
+            assert!(expand(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
