@@ -40,6 +40,52 @@ impl Default for PowerMapping {
     }
 }
 
+/// What a BMC/PDU exporter's text says, through `mapping`.
+#[derive(Debug)]
+pub struct BmcReading {
+    pub power_watts: Option<f64>,
+    pub inlet_celsius: Option<f64>,
+    pub report: exposition::Report,
+}
+
+/// Reads node power and inlet temperature from a BMC or PDU exporter's text: the last
+/// finite sample of each mapped metric whose label (if the mapping names one) matches.
+pub fn read_bmc(body: &[u8], m: &PowerMapping) -> BmcReading {
+    let (mut power, mut inlet) = (None, None);
+    let report = exposition::parse(body, |s| {
+        let picks = |want: &Option<(String, String)>| {
+            want.as_ref()
+                .is_none_or(|(k, v)| s.label(k) == Some(v.as_str()))
+        };
+        if s.name == m.power_metric && s.value.is_finite() && picks(&m.power_label) {
+            power = Some(s.value);
+        } else if s.name == m.inlet_metric && s.value.is_finite() && picks(&m.inlet_label) {
+            inlet = Some(s.value);
+        }
+    });
+    BmcReading {
+        power_watts: power,
+        inlet_celsius: inlet,
+        report,
+    }
+}
+
+/// The sum of node_exporter's InfiniBand data counters (received and sent, every port),
+/// if it has any.
+pub fn read_ib_total(body: &[u8]) -> (Option<f64>, exposition::Report) {
+    let mut total: Option<f64> = None;
+    let report = exposition::parse_classified(
+        body,
+        |name| IB_METRICS.contains(&name).then_some(()),
+        |(), s| {
+            if s.value.is_finite() && s.value >= 0.0 {
+                *total.get_or_insert(0.0) += s.value;
+            }
+        },
+    );
+    (total, report)
+}
+
 /// One node's exporters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeTarget {
@@ -360,38 +406,14 @@ impl Ingest {
                 (scrape.samples, scrape.line_errors)
             }
             Kind::Bmc => {
-                let m = &self.mapping;
-                let (mut power, mut inlet) = (None, None);
-                let report = exposition::parse(body, |s| {
-                    let picks = |want: &Option<(String, String)>| {
-                        want.as_ref()
-                            .is_none_or(|(k, v)| s.label(k) == Some(v.as_str()))
-                    };
-                    if s.name == m.power_metric && s.value.is_finite() && picks(&m.power_label) {
-                        power = Some(s.value);
-                    } else if s.name == m.inlet_metric
-                        && s.value.is_finite()
-                        && picks(&m.inlet_label)
-                    {
-                        inlet = Some(s.value);
-                    }
-                });
-                latest.power_watts = power;
-                latest.inlet_celsius = inlet;
+                let b = read_bmc(body, &self.mapping);
+                latest.power_watts = b.power_watts;
+                latest.inlet_celsius = b.inlet_celsius;
                 latest.bmc_at_ms = Some(now_ms);
-                (report.samples, report.error_count)
+                (b.report.samples, b.report.error_count)
             }
             Kind::Node => {
-                let mut total: Option<f64> = None;
-                let report = exposition::parse_classified(
-                    body,
-                    |name| IB_METRICS.contains(&name).then_some(()),
-                    |(), s| {
-                        if s.value.is_finite() && s.value >= 0.0 {
-                            *total.get_or_insert(0.0) += s.value;
-                        }
-                    },
-                );
+                let (total, report) = read_ib_total(body);
                 let now = total.map(|t| (t, now_ms));
                 latest.ib_bytes_per_second = counter_rate(latest.ib_total, now);
                 latest.ib_total = now;

@@ -19,11 +19,13 @@ usage: gantry [serve] [--config FILE]
 serve    Runs Gantry. Configuration: defaults, then FILE (or $GANTRY_CONFIG), then GANTRY_*
          variables.
 inspect metrics
-         Prints, as JSON, what Gantry understands from one dcgm-exporter scrape: saved in
-         FILE, fetched from an http:// or https:// URL (verified with the system's CAs), or
-         read from standard input. Per GPU: readings
-         with units, decoded throttle reasons, fields sent as DCGM no-data sentinels; and
-         the metrics it ignored and the lines it could not read.
+         Prints, as JSON, what Gantry understands from one exporter's scrape (dcgm-exporter,
+         a BMC/PDU exporter, node_exporter): saved in FILE, fetched from an http:// or
+         https:// URL (verified with the system's CAs), or read from standard input. Per
+         GPU: readings with units, decoded throttle reasons, fields sent as DCGM no-data
+         sentinels; node power and inlet temperature through the power mapping in force
+         ($GANTRY_CONFIG, GANTRY_* variables), which it prints; InfiniBand counters; and the
+         metrics no reader takes and the lines it could not read.
 inspect topology
          Prints a Slurm topology.conf (tree or block) as JSON, hostlists expanded.
 inspect slurm-nodes, inspect slurm-jobs
@@ -395,6 +397,28 @@ fn inspect(args: &[String]) -> ExitCode {
                 path => path,
             };
             let scrape = server::telemetry::dcgm::decode_checked(&body, host);
+            // What the BMC/PDU and node_exporter readers take from the same text, through
+            // the power mapping in force ($GANTRY_CONFIG and GANTRY_* variables).
+            let mapping = match Config::load(
+                std::env::var_os("GANTRY_CONFIG").map(PathBuf::from).as_deref(),
+                std::env::vars(),
+            ) {
+                Ok(c) => c.power_mapping,
+                Err(e) => return fail("configuration", &e),
+            };
+            let bmc = server::ingest::read_bmc(&body, &mapping);
+            let (ib_total, _) = server::ingest::read_ib_total(&body);
+            let read_elsewhere = |name: &str| {
+                name == mapping.power_metric
+                    || name == mapping.inlet_metric
+                    || server::ingest::IB_METRICS.contains(&name)
+            };
+            let ignored: Vec<&String> = scrape
+                .ignored_metrics
+                .iter()
+                .filter(|n| !read_elsewhere(n))
+                .collect();
+            let label = |l: &Option<(String, String)>| l.as_ref().map(|(k, v)| format!("{k}={v}"));
             let gpus: Vec<serde_json::Value> = scrape
                 .gpus
                 .iter()
@@ -412,11 +436,23 @@ fn inspect(args: &[String]) -> ExitCode {
                     "power_watts": "W", "power_limit_watts": "W", "gpu_temp_celsius": "°C",
                     "memory_temp_celsius": "°C", "sm_clock_mhz": "MHz", "*_ratio": "0..1",
                     "gpu_util_percent": "%", "*_bytes_per_second": "B/s",
-                    "total_energy_millijoules": "mJ"
+                    "total_energy_millijoules": "mJ", "node_power_watts": "W",
+                    "inlet_celsius": "°C", "infiniband_bytes_total": "B"
                 },
                 "gpus": gpus,
+                "bmc": {
+                    "node_power_watts": bmc.power_watts,
+                    "inlet_celsius": bmc.inlet_celsius,
+                    "mapping": {
+                        "power_metric": mapping.power_metric,
+                        "power_label": label(&mapping.power_label),
+                        "inlet_metric": mapping.inlet_metric,
+                        "inlet_label": label(&mapping.inlet_label),
+                    },
+                },
+                "node_exporter": { "infiniband_bytes_total": ib_total },
                 "samples": scrape.samples,
-                "ignored_metrics": scrape.ignored_metrics,
+                "ignored_metrics": ignored,
                 "line_errors": scrape.line_errors,
                 "errors": scrape.errors,
             }))

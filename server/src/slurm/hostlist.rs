@@ -218,7 +218,9 @@ mod tests {
         assert_eq!(e("n[1-2,5,7-8]"), vec!["n1", "n2", "n5", "n7", "n8"]);
         // Refused as hostlist.c refuses them: reversed, negative, empty entry or bound,
         // and no boxes.
-        for bad in ["n[2-1]", "n[--1]", "n[1,]", "n[,1]", "n[-1]", "n[1x2]", "n[]"] {
+        for bad in [
+            "n[2-1]", "n[--1]", "n[1,]", "n[,1]", "n[-1]", "n[1x2]", "n[]",
+        ] {
             assert!(expand(bad).is_err(), "{bad}");
         }
     }

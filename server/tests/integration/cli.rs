@@ -610,3 +610,51 @@ fn inspect_slurm_jobs_fails_on_slurm_s_errors() {
         assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
     }
 }
+
+/// The BMC's and node_exporter's lines that Gantry reads in production are shown as read,
+/// through the mapping in force, not as ignored.
+#[test]
+fn inspect_metrics_shows_what_every_reader_takes() {
+    let text = "# TYPE ipmi_dcmi_power_consumption_watts gauge\n\
+                ipmi_dcmi_power_consumption_watts 5412\n\
+                ipmi_temperature_celsius{id=\"1\",name=\"Exhaust Temp\"} 48\n\
+                ipmi_temperature_celsius{id=\"2\",name=\"Inlet Temp\"} 24\n\
+                node_infiniband_port_data_received_bytes_total{device=\"mlx5_0\",port=\"1\"} 1e+12\n\
+                node_infiniband_port_data_transmitted_bytes_total{device=\"mlx5_0\",port=\"1\"} 2e+12\n\
+                node_load1 0.5\n";
+    let f = temp_file("bmc-node.prom", text.as_bytes());
+    let out = Command::new(BIN)
+        .args(["inspect", "metrics"])
+        .arg(&f)
+        .output()
+        .expect("run");
+    let v = json_of(&out);
+    assert_eq!(v["bmc"]["node_power_watts"], 5412.0);
+    assert_eq!(v["bmc"]["inlet_celsius"], 24.0);
+    assert_eq!(v["bmc"]["mapping"]["inlet_label"], "name=Inlet Temp");
+    assert_eq!(v["node_exporter"]["infiniband_bytes_total"], 3e12);
+    assert_eq!(
+        v["ignored_metrics"],
+        serde_json::json!(["node_load1"]),
+        "{v}"
+    );
+    // Another mapping in force (a PDU through node_exporter's hwmon) reads other lines.
+    let hwmon = "node_hwmon_power_average_watt{chip=\"pdu\",sensor=\"power1\"} 6100\n\
+                 node_hwmon_temp_celsius{chip=\"bmc\",sensor=\"temp1\"} 23\n\
+                 node_hwmon_temp_celsius{chip=\"bmc\",sensor=\"temp2\"} 51\n";
+    let f = temp_file("hwmon.prom", hwmon.as_bytes());
+    let cfg = temp_file(
+        "hwmon.toml",
+        b"[power_mapping]\npower_metric = \"node_hwmon_power_average_watt\"\ninlet_metric = \"node_hwmon_temp_celsius\"\ninlet_label = \"sensor=temp1\"\n",
+    );
+    let out = Command::new(BIN)
+        .args(["inspect", "metrics"])
+        .arg(&f)
+        .env("GANTRY_CONFIG", &cfg)
+        .output()
+        .expect("run");
+    let v = json_of(&out);
+    assert_eq!(v["bmc"]["node_power_watts"], 6100.0, "{v}");
+    assert_eq!(v["bmc"]["inlet_celsius"], 23.0, "{v}");
+    assert_eq!(v["ignored_metrics"], serde_json::json!([]), "{v}");
+}
