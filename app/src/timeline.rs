@@ -106,7 +106,7 @@ pub fn svg(d: &TimelineData) -> String {
     let mut out = String::with_capacity(64 * 1024 + d.runs.len() * 200);
     let _ = write!(
         out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{w}" height="{height:.0}" viewBox="0 0 {w} {height:.0}" role="img" aria-label="Jobs over nodes from {} to {}"><title>Jobs over nodes, {} to {}</title>"#,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{w}" height="{height:.0}" viewBox="0 0 {w} {height:.0}" role="group" aria-label="Jobs over nodes from {} to {}"><title>Jobs over nodes, {} to {}</title>"#,
         crate::units::utc(from_ms),
         crate::units::utc(to_ms),
         crate::units::utc(from_ms),

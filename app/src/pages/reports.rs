@@ -213,7 +213,8 @@ fn ReportBody(r: Report) -> impl IntoView {
                 <h2 id="report-table">{format!("By {}", group.label().to_ascii_lowercase())}</h2>
                 <a class="chip no-print" href=format!("/api/reports?{qs}&format=csv") download="">"Download CSV"</a>
             </div>
-            <div class="table-wrap">
+            // It scrolls sideways on a narrow screen: keyboard users reach it too.
+            <div class="table-wrap" tabindex="0" role="region" aria-labelledby="report-table">
             <table class="grid report" data-test="report-table">
                 <caption class="sr-only">{format!("GPU-hours, energy and cost by {}, {when}", group.label().to_ascii_lowercase())}</caption>
                 <thead><tr>

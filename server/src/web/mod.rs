@@ -126,26 +126,27 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
     paths.extend(routes.iter().map(|r| r.path().to_string()));
     paths.extend(leptos::server_fn::axum::server_fn_paths().map(|(p, _)| p.to_string()));
     let guard = axum::middleware::from_fn_with_state(state.clone(), guard::guard);
+    // What every page render gets: the backend, and this response's CSP nonce for its
+    // inline scripts (leptos_axum made one of its own first; the header names ours).
+    let page_context = move || {
+        provide_context(backend.clone());
+        if let Some(n) = use_context::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<headers::CspNonce>().cloned())
+        {
+            provide_context(leptos::nonce::Nonce::from_value(n.0));
+        }
+    };
     let router = t
         .router
-        .leptos_routes_with_context(
-            &state,
-            routes,
-            move || {
-                provide_context(backend.clone());
-                // The page's inline scripts carry this response's CSP nonce (leptos_axum
-                // made one of its own first; the header names ours).
-                if let Some(n) = use_context::<http::request::Parts>()
-                    .and_then(|p| p.extensions.get::<headers::CspNonce>().cloned())
-                {
-                    provide_context(leptos::nonce::Nonce::from_value(n.0));
-                }
-            },
-            move || app::shell(leptos.clone()),
-        )
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(
-            app::shell,
-        ))
+        .leptos_routes_with_context(&state, routes, page_context.clone(), move || {
+            app::shell(leptos.clone())
+        })
+        // Missing pages render the app too (its "not found" page): with the same context,
+        // or their scripts would carry a nonce the header does not name.
+        .fallback(leptos_axum::file_and_error_handler_with_context::<
+            AppState,
+            _,
+        >(page_context, app::shell))
         .layer(guard)
         .layer(CompressionLayer::new())
         .layer(TimeoutLayer::with_status_code(

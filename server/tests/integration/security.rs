@@ -445,3 +445,19 @@ async fn live_streams_end_when_their_session_or_user_does() {
     assert_eq!(anon.status, 200);
     r.stop().await.expect("stop");
 }
+
+#[tokio::test]
+async fn a_missing_page_s_scripts_carry_the_header_s_nonce_too() {
+    let r = start_with(|_| {}).await;
+    let page = support::get_with(r.addr, "/no/such/page", &[("Accept", "text/html")]).await;
+    assert_eq!(page.status, 404);
+    let nonce = nonce_of(page.header("content-security-policy").unwrap_or("")).expect("nonce");
+    let html = page.text();
+    assert!(html.matches(" nonce=\"").count() >= 1, "{html}");
+    assert_eq!(
+        html.matches(&format!("nonce=\"{nonce}\"")).count(),
+        html.matches(" nonce=\"").count(),
+        "every nonce in the 404 page is the header's: {html}"
+    );
+    r.stop().await.expect("stop");
+}
