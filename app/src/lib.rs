@@ -205,7 +205,6 @@ fn RequireRole(need: Need, children: ChildrenFn) -> impl IntoView {
                                 <p role="alert" data-test="denied">
                                     {format!("This page is for {}. You are signed in as {user} ({role}): ask a Gantry admin for a role that includes it.", need.who())}
                                 </p>
-                                <p><A href="/">"Back to the overview"</A></p>
                             }
                             .into_any()
                         }
