@@ -74,10 +74,14 @@ fn main() -> ExitCode {
         if !std::path::Path::new(dir).is_dir() {
             return fail(dir, &"not a directory");
         }
-        let (found, issues) = server::checkpoints::Scanner::default().scan(
-            &[PathBuf::from(dir)],
-            server::checkpoints::Limits::default(),
-        );
+        // `.` or `..` would name no directory: the absolute path keeps the checkpoint's
+        // name (its step) and the job id its parents carry.
+        let root = match std::fs::canonicalize(dir) {
+            Ok(p) => p,
+            Err(e) => return fail(dir, &e),
+        };
+        let (found, issues) = server::checkpoints::Scanner::default()
+            .scan(&[root], server::checkpoints::Limits::default());
         return print_json(&serde_json::json!({ "checkpoints": found, "problems": issues }));
     }
     if all.first().map(String::as_str) == Some("inspect") {

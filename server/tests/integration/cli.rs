@@ -658,3 +658,36 @@ fn inspect_metrics_shows_what_every_reader_takes() {
     assert_eq!(v["bmc"]["inlet_celsius"], 23.0, "{v}");
     assert_eq!(v["ignored_metrics"], serde_json::json!([]), "{v}");
 }
+
+/// Run inside a checkpoint directory (`gantry inspect checkpoints .`), the scan still knows
+/// the checkpoint's name, so its step and the job id of its parents.
+#[test]
+fn inspect_checkpoints_inside_a_checkpoint_keeps_its_name() {
+    let root = std::env::temp_dir().join(format!("gantry-cli-ckpt-dot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let step = root.join("job-4242/global_step300");
+    std::fs::create_dir_all(&step).expect("mkdir");
+    for f in [
+        "mp_rank_00_model_states.pt",
+        "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+    ] {
+        std::fs::write(step.join(f), b"data").expect("write");
+    }
+    let out = Command::new(BIN)
+        .args(["inspect", "checkpoints", "."])
+        .current_dir(&step)
+        .output()
+        .expect("run");
+    let v = json_of(&out);
+    let c = &v["checkpoints"][0];
+    assert_eq!(
+        (
+            c["framework"].as_str(),
+            c["step"].as_u64(),
+            c["job_id"].as_u64()
+        ),
+        (Some("deepspeed"), Some(300), Some(4242)),
+        "{v}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
