@@ -82,6 +82,74 @@ fn nemo_step(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// The data-parallel ranks of DeepSpeed's per-rank files ending in `suffix`
+/// (`[bf16_]zero_pp_rank_{dp}_mp_rank_{mp:02}{suffix}`), sorted and without repeats.
+fn zero_ranks(entries: &[Entry], suffix: &str) -> Vec<u64> {
+    let mut ranks: Vec<u64> = entries
+        .iter()
+        .filter_map(|e| {
+            let n = e.name.strip_prefix("bf16_").unwrap_or(&e.name);
+            let rest = n.strip_prefix("zero_pp_rank_")?.strip_suffix(suffix)?;
+            let (dp, mp) = rest.split_once("_mp_rank_")?;
+            mp.parse::<u64>().ok()?;
+            dp.parse().ok()
+        })
+        .collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    ranks
+}
+
+/// A DeepSpeed `global_stepN` directory, as DeepSpeed's engine names what it saves: the
+/// model states once per model-parallel rank (`mp_rank_MM_model_states.pt`), or, with
+/// ZeRO-3's partitioned weights, once per data-parallel rank too
+/// (`zero_pp_rank_N_mp_rank_MM_model_states.pt`); with ZeRO, optimizer states per
+/// data-parallel rank (`[bf16_]zero_pp_rank_N_mp_rank_MM_optim_states.pt`). Each rank
+/// writes its own files without a barrier, so a save that died on a rank lacks that
+/// rank's file: the ranks must run 0..N without a gap, and ZeRO-3's model and optimizer
+/// files must name the same ranks. (A missing highest rank is not seen from names alone.)
+fn deepspeed_complete(entries: &[Entry]) -> (bool, Option<String>) {
+    let dense = entries
+        .iter()
+        .any(|e| e.name.starts_with("mp_rank_") && e.name.ends_with("_model_states.pt"));
+    let zero3_model = zero_ranks(entries, "_model_states.pt");
+    let optim = zero_ranks(entries, "_optim_states.pt");
+    if !dense && zero3_model.is_empty() {
+        return (
+            false,
+            Some("no model states (mp_rank_*_model_states.pt or zero_pp_rank_*_mp_rank_*_model_states.pt)".into()),
+        );
+    }
+    let gap = |ranks: &[u64], what: &str| -> Option<String> {
+        let missing: Vec<String> = (0..ranks.last().map_or(0, |m| m + 1))
+            .filter(|r| !ranks.contains(r))
+            .map(|r| r.to_string())
+            .collect();
+        (!missing.is_empty()).then(|| {
+            format!(
+                "{what} of data-parallel rank {} missing (a rank's save did not finish)",
+                missing.join(", ")
+            )
+        })
+    };
+    if let Some(why) = gap(&zero3_model, "model states").or_else(|| gap(&optim, "optimizer states"))
+    {
+        return (false, Some(why));
+    }
+    if !zero3_model.is_empty() && !optim.is_empty() && zero3_model != optim {
+        let last = |r: &[u64]| r.last().copied().unwrap_or(0);
+        return (
+            false,
+            Some(format!(
+                "model states for ranks 0-{} but optimizer states for ranks 0-{}: a rank's save did not finish",
+                last(&zero3_model),
+                last(&optim)
+            )),
+        );
+    }
+    (true, None)
+}
+
 fn has(entries: &[Entry], name: &str) -> bool {
     entries.iter().any(|e| e.name == name)
 }
@@ -177,11 +245,8 @@ pub fn classify(
         ));
     }
     if let Some(step) = num_after(name, "global_step") {
-        let model = entries
-            .iter()
-            .any(|e| e.name.starts_with("mp_rank_") && e.name.ends_with("_model_states.pt"));
-        let why = (!model).then(|| "no mp_rank_*_model_states.pt".to_string());
-        return Some(("deepspeed", Some(step), model, why));
+        let (complete, why) = deepspeed_complete(entries);
+        return Some(("deepspeed", Some(step), complete, why));
     }
     if let Some(step) = num_after(name, "checkpoint-") {
         if !has(entries, "trainer_state.json") {
@@ -742,6 +807,45 @@ mod tests {
             text: None,
             children,
         }
+    }
+
+    /// DeepSpeed's file names as its engine writes them: ZeRO-3 saves model states per
+    /// data-parallel rank; a rank whose save died leaves a gap (`latest` may already point
+    /// at the step: DeepSpeed writes it without waiting for every rank).
+    #[test]
+    fn deepspeed_zero_3_saves_and_a_rank_that_died() {
+        let why = |c: Option<(&str, Option<u64>, bool, Option<String>)>| {
+            c.and_then(|c| c.3).unwrap_or_default()
+        };
+        let zero3 = |ranks: &[u32], optim: &[u32]| {
+            let mut v: Vec<Entry> = ranks
+                .iter()
+                .map(|r| f(&format!("zero_pp_rank_{r}_mp_rank_00_model_states.pt")))
+                .collect();
+            v.extend(
+                optim
+                    .iter()
+                    .map(|r| f(&format!("bf16_zero_pp_rank_{r}_mp_rank_00_optim_states.pt"))),
+            );
+            v
+        };
+        assert_eq!(
+            classify("global_step40", &zero3(&[0, 1, 2, 3], &[0, 1, 2, 3])),
+            Some(("deepspeed", Some(40), true, None))
+        );
+        let died = classify("global_step40", &zero3(&[0, 1, 3], &[0, 1, 2, 3]));
+        assert!(why(died).contains("model states of data-parallel rank 2 missing"));
+        let died = classify("global_step40", &zero3(&[0, 1, 2, 3], &[0, 1, 2]));
+        assert!(why(died).contains("optimizer states for ranks 0-2"));
+        // ZeRO-1/2: one model states file per model-parallel rank, optimizer states per rank.
+        let mut z2 = vec![f("mp_rank_00_model_states.pt")];
+        z2.extend(
+            [0, 2]
+                .iter()
+                .map(|r| f(&format!("zero_pp_rank_{r}_mp_rank_00_optim_states.pt"))),
+        );
+        assert!(why(classify("global_step5", &z2))
+            .contains("optimizer states of data-parallel rank 1 missing"));
     }
 
     #[test]
