@@ -1,6 +1,6 @@
 //! Checkpoints on disk: recognize the layouts of torch.distributed.checkpoint (DCP),
-//! torchtitan, Megatron-LM (legacy and distributed), DeepSpeed, Hugging Face Trainer and
-//! NeMo 2; size, file count, save duration from file times, completeness (with the reason
+//! torchtitan, Megatron-LM (legacy and distributed), DeepSpeed (ZeRO 1-3), Hugging Face
+//! Trainer, Accelerate's `save_state` and NeMo 2; size, file count, save duration from file times, completeness (with the reason
 //! when not), and the Slurm job a checkpoint belongs to.
 //!
 //! [`classify`] is pure (a directory's listing in, a verdict out); [`Scanner`] walks roots
@@ -80,6 +80,65 @@ fn nemo_step(name: &str) -> Option<u64> {
         .take_while(char::is_ascii_digit)
         .collect();
     digits.parse().ok()
+}
+
+/// The process indexes of Accelerate's `random_states_{i}.pkl`, sorted.
+fn accelerate_ranks(entries: &[Entry]) -> Vec<u64> {
+    let mut r: Vec<u64> = entries
+        .iter()
+        .filter_map(|e| {
+            e.name
+                .strip_prefix("random_states_")?
+                .strip_suffix(".pkl")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    r.sort_unstable();
+    r.dedup();
+    r
+}
+
+/// An Accelerate `save_state` directory, by what `save_accelerator_state` writes: the main
+/// process writes each model (`model[_i].safetensors`, or `pytorch_model[_i].bin`), then
+/// optimizers, schedulers and samplers, and every process its `random_states_{i}.pkl`
+/// last. A model, and RNG states from process 0 up without a gap, make it complete.
+fn accelerate_complete(entries: &[Entry]) -> (bool, Option<String>) {
+    let model = entries.iter().any(|e| {
+        let n = e.name.as_str();
+        let numbered = |stem: &str, ext: &str| {
+            n.strip_prefix(stem)
+                .and_then(|r| r.strip_suffix(ext))
+                .is_some_and(|mid| {
+                    mid.is_empty()
+                        || mid
+                            .strip_prefix('_')
+                            .is_some_and(|d| d.parse::<u32>().is_ok())
+                })
+        };
+        numbered("model", ".safetensors") || numbered("pytorch_model", ".bin")
+    });
+    if !model {
+        return (
+            false,
+            Some("no model weights (model.safetensors or pytorch_model.bin)".into()),
+        );
+    }
+    let ranks = accelerate_ranks(entries);
+    let missing: Vec<String> = (0..ranks.last().map_or(0, |m| m + 1))
+        .filter(|r| !ranks.contains(r))
+        .map(|r| r.to_string())
+        .collect();
+    if !missing.is_empty() {
+        return (
+            false,
+            Some(format!(
+                "random_states of process {} missing (that process's save did not finish)",
+                missing.join(", ")
+            )),
+        );
+    }
+    (true, None)
 }
 
 /// The data-parallel ranks of DeepSpeed's per-rank files ending in `suffix`
@@ -247,6 +306,14 @@ pub fn classify(
     if let Some(step) = num_after(name, "global_step") {
         let (complete, why) = deepspeed_complete(entries);
         return Some(("deepspeed", Some(step), complete, why));
+    }
+    // Accelerate's `save_state`: `checkpoint_N` by its automatic naming (N counts saves),
+    // any name otherwise; told from a Trainer checkpoint by its per-process RNG files.
+    if let Some(step) = num_after(name, "checkpoint_").or_else(|| num_after(name, "checkpoint-")) {
+        if !has(entries, "trainer_state.json") && !accelerate_ranks(entries).is_empty() {
+            let (complete, why) = accelerate_complete(entries);
+            return Some(("accelerate", Some(step), complete, why));
+        }
     }
     if let Some(step) = num_after(name, "checkpoint-") {
         if !has(entries, "trainer_state.json") {
@@ -807,6 +874,44 @@ mod tests {
             text: None,
             children,
         }
+    }
+
+    /// Accelerate's `save_state` output as its `save_accelerator_state` names it, under its
+    /// automatic name `checkpoint_N` and as `checkpoint-N`: not a broken Trainer checkpoint.
+    #[test]
+    fn accelerate_save_state_directories() {
+        let why = |c: Option<(&str, Option<u64>, bool, Option<String>)>| {
+            c.and_then(|c| c.3).unwrap_or_default()
+        };
+        let state = [
+            f("model.safetensors"),
+            f("optimizer.bin"),
+            f("scheduler.bin"),
+            f("random_states_0.pkl"),
+            f("random_states_1.pkl"),
+        ];
+        assert_eq!(
+            classify("checkpoint_3", &state),
+            Some(("accelerate", Some(3), true, None))
+        );
+        assert_eq!(
+            classify("checkpoint-30", &state),
+            Some(("accelerate", Some(30), true, None))
+        );
+        let died = [
+            f("model.safetensors"),
+            f("optimizer.bin"),
+            f("random_states_1.pkl"),
+        ];
+        assert!(why(classify("checkpoint_3", &died)).contains("process 0 missing"));
+        let no_model = [f("optimizer.bin"), f("random_states_0.pkl")];
+        assert!(why(classify("checkpoint_3", &no_model)).contains("no model weights"));
+        // A Trainer checkpoint is still one.
+        let trainer = classify(
+            "checkpoint-30",
+            &[f("trainer_state.json"), f("model.safetensors")],
+        );
+        assert_eq!(trainer.map(|c| c.0), Some("huggingface"));
     }
 
     /// DeepSpeed's file names as its engine writes them: ZeRO-3 saves model states per

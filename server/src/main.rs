@@ -33,7 +33,7 @@ inspect slurm-nodes, inspect slurm-jobs
          v0.0.37 to v0.0.44) as Gantry normalizes it: states, hostlists expanded, GPUs.
 inspect checkpoints
          Prints, as JSON, the checkpoints found under DIR (torch.distributed.checkpoint,
-         torchtitan, Megatron-LM, DeepSpeed, Hugging Face Trainer, NeMo): framework, step,
+         torchtitan, Megatron-LM, DeepSpeed, Hugging Face Trainer, Accelerate, NeMo): framework, step,
          size, files, save times, complete or why not, the job id in the path; and what
          could not be read. Symlinks are not followed.
 user add Creates a user in the configured database, or sets a new password and role for an
