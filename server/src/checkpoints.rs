@@ -279,6 +279,17 @@ pub fn classify(
     }
     if let Some(iter) = num_after(name, "iter_") {
         if is_dcp || has(entries, "common.pt") || has(entries, "metadata.json") {
+            // Megatron-Core's distributed checkpointing writes `metadata.json` last (rank
+            // 0, after the shards and `common.pt`), and its loader takes a directory for a
+            // checkpoint only when that file is there.
+            if !has(entries, "metadata.json") {
+                return Some((
+                    "megatron",
+                    Some(iter),
+                    false,
+                    Some("no metadata.json: Megatron-Core writes it last and will not load without it".into()),
+                ));
+            }
             let (ok, why) = dcp_verdict(entries);
             return Some(("megatron", Some(iter), ok, why));
         }
@@ -874,6 +885,26 @@ mod tests {
             text: None,
             children,
         }
+    }
+
+    /// A Megatron-Core distributed checkpoint is complete only with its `metadata.json`.
+    #[test]
+    fn megatron_core_needs_its_metadata_json() {
+        let shards = [
+            f(".metadata"),
+            f("__0_0.distcp"),
+            f("__1_0.distcp"),
+            f("common.pt"),
+        ];
+        let mut done = shards.to_vec();
+        done.push(f("metadata.json"));
+        assert_eq!(
+            classify("iter_0000300", &done),
+            Some(("megatron", Some(300), true, None))
+        );
+        let c = classify("iter_0000300", &shards).expect("megatron");
+        assert_eq!((c.0, c.2), ("megatron", false));
+        assert!(c.3.unwrap_or_default().contains("no metadata.json"));
     }
 
     /// Accelerate's `save_state` output as its `save_accelerator_state` names it, under its
