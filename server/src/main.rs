@@ -468,34 +468,30 @@ fn inspect(args: &[String]) -> ExitCode {
                 Err(e) => fail(src, &e),
             },
         },
-        // Slurm's `errors` beside an empty list are a failed call that slurmrestd answered
-        // with data fields anyway (an authentication failure); beside data, a partial
-        // answer, printed with the errors said on stderr.
         "slurm-nodes" => match server::slurm::json::parse_nodes(&body) {
-            Ok(n) => match server::slurm::json::any_errors(&body) {
-                Some(e) if n.is_empty() => fail(src, &format!("Slurm reported errors: {e}")),
-                errs => {
-                    if let Some(e) = errs {
-                        eprintln!("gantry: {src}: Slurm reported errors beside the data: {e}");
-                    }
-                    print_json(&serde_json::json!({ "nodes": n }))
-                }
-            },
+            Ok(n) => print_slurm(src, &body, "nodes", &n),
             Err(e) => fail(src, &e),
         },
         "slurm-jobs" => match server::slurm::json::parse_jobs(&body) {
-            Ok(j) => match server::slurm::json::any_errors(&body) {
-                Some(e) if j.is_empty() => fail(src, &format!("Slurm reported errors: {e}")),
-                errs => {
-                    if let Some(e) = errs {
-                        eprintln!("gantry: {src}: Slurm reported errors beside the data: {e}");
-                    }
-                    print_json(&serde_json::json!({ "jobs": j }))
-                }
-            },
+            Ok(j) => print_slurm(src, &body, "jobs", &j),
             Err(e) => fail(src, &e),
         },
         _ => usage_error("inspect takes: metrics FILE|URL|-, topology FILE, slurm-nodes FILE|-, slurm-jobs FILE|-"),
+    }
+}
+
+/// Prints Slurm's normalized `items` as `{key: items}`. Slurm's `errors` beside an empty
+/// list are a failed call that slurmrestd answered with data fields anyway (a failed
+/// authentication); beside data, a partial answer, printed with the errors on stderr.
+fn print_slurm<T: serde::Serialize>(src: &str, body: &[u8], key: &str, items: &[T]) -> ExitCode {
+    match server::slurm::json::any_errors(body) {
+        Some(e) if items.is_empty() => fail(src, &format!("Slurm reported errors: {e}")),
+        errs => {
+            if let Some(e) = errs {
+                eprintln!("gantry: {src}: Slurm reported errors beside the data: {e}");
+            }
+            print_json(&serde_json::json!({ key: items }))
+        }
     }
 }
 

@@ -165,7 +165,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             cfg.auth.hash_threads as usize,
             cfg.auth.hash_queue as usize,
         ),
-        streams: crate::web::live_streams(
+        streams: crate::web::live::StreamSlots::new(
             cfg.limits.live_streams as usize,
             cfg.limits.live_streams_per_user as usize,
         ),

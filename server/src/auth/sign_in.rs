@@ -152,14 +152,11 @@ impl Throttle {
         }
     }
 
-    /// Keys held (for tests and `/metrics`).
-    pub fn len(&self) -> usize {
+    /// Keys held, in both maps.
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.by_addr.lock().map(|m| m.entries.len()).unwrap_or(0)
             + self.by_name.lock().map(|m| m.entries.len()).unwrap_or(0)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

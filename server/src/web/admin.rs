@@ -16,6 +16,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::error::ApiError;
+use super::guard::urlencode;
 use super::{AppState, Routes};
 use crate::auth::{Actor, Caller};
 use crate::live::wall_now_ms;
@@ -76,7 +77,7 @@ fn answer(form: bool, done: String, r: Result<Value, ApiError>) -> Response {
     match (form, r) {
         (false, Ok(v)) => Json(v).into_response(),
         (false, Err(e)) => e.into_response(),
-        (true, Ok(_)) => Redirect::to(&format!("/admin?done={}", enc(&done))).into_response(),
+        (true, Ok(_)) => Redirect::to(&format!("/admin?done={}", urlencode(&done))).into_response(),
         (true, Err(e)) => {
             // Internals are logged by the envelope and not shown; the page gets the words
             // meant for people.
@@ -86,21 +87,9 @@ fn answer(form: bool, done: String, r: Result<Value, ApiError>) -> Response {
             };
             // The envelope logs internals once, as for any other answer.
             let _ = e.into_response();
-            Redirect::to(&format!("/admin?error={}", enc(&shown))).into_response()
+            Redirect::to(&format!("/admin?error={}", urlencode(&shown))).into_response()
         }
     }
-}
-
-fn enc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// The admin the guard let through, as the audit log names them.

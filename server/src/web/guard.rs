@@ -180,7 +180,8 @@ pub async fn guard(State(st): State<AppState>, mut req: Request, next: Next) -> 
     next.run(req).await
 }
 
-fn urlencode(s: &str) -> String {
+/// `s` percent-encoded for a query value or path (`/` kept).
+pub(super) fn urlencode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {

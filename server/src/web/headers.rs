@@ -42,19 +42,40 @@ pub fn policy(nonce: Option<&str>) -> String {
     )
 }
 
-/// Adds the security headers to every response; a nonce goes to the page renderer.
+/// The policy of a response that renders no page (no nonce), made once.
+fn policy_without_nonce() -> HeaderValue {
+    static P: std::sync::OnceLock<HeaderValue> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        HeaderValue::from_str(&policy(None))
+            .unwrap_or(HeaderValue::from_static("default-src 'none'"))
+    })
+    .clone()
+}
+
+/// Adds the security headers to every response. A request that asks for HTML (a page)
+/// gets a fresh nonce, which goes to the page renderer; any other (exporter scrapes, API
+/// calls, assets) the same nonce-free policy, made once, so they pay no randomness.
 pub async fn security_headers(State(tls): State<Tls>, mut req: Request, next: Next) -> Response {
-    let nonce = new_nonce();
+    let page = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/html"));
+    let nonce = if page { new_nonce() } else { None };
     if let Some(n) = &nonce {
         req.extensions_mut().insert(CspNonce(n.clone()));
     }
     let mut resp = next.run(req).await;
     let h = resp.headers_mut();
-    // Without randomness there is no nonce, so no inline script runs: the page still
-    // reads (it is rendered on the server) but does not go live. Never a weaker policy.
-    if let Ok(v) = HeaderValue::from_str(&policy(nonce.as_deref())) {
-        h.insert(header::CONTENT_SECURITY_POLICY, v);
-    }
+    // Without a nonce no inline script runs: a page still reads (it is rendered on the
+    // server) but does not go live. Never a weaker policy.
+    let csp = match nonce.as_deref() {
+        Some(n) => {
+            HeaderValue::from_str(&policy(Some(n))).unwrap_or_else(|_| policy_without_nonce())
+        }
+        None => policy_without_nonce(),
+    };
+    h.insert(header::CONTENT_SECURITY_POLICY, csp);
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,

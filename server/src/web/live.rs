@@ -109,11 +109,6 @@ impl StreamSlots {
         })
     }
 
-    /// Streams open now.
-    pub fn open(&self) -> usize {
-        self.open.lock().map(|o| o.total).unwrap_or(0)
-    }
-
     /// Ends every stream whose session is no longer valid (signed out, revoked, expired,
     /// idle, its user changed or disabled) or whose proxy-named user no longer has a
     /// role: one query for all sessions, one per proxy user. How many it ended.

@@ -72,11 +72,6 @@ impl FromRef<AppState> for LeptosOptions {
     }
 }
 
-/// The live streams' slots, for `AppState`.
-pub fn live_streams(total: usize, per_user: usize) -> Arc<live::StreamSlots> {
-    live::StreamSlots::new(total, per_user)
-}
-
 /// An area's routes: each path with its handlers.
 type Routes = Vec<(&'static str, MethodRouter<AppState>)>;
 

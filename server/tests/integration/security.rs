@@ -27,24 +27,11 @@ async fn sign_in(addr: std::net::SocketAddr, name: &str, password: &str, next: &
     .await
 }
 
+/// A form body, encoded as a browser encodes it.
 fn url_form(pairs: &[(&str, &str)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| {
-            let enc: String = v
-                .bytes()
-                .map(|b| {
-                    if b.is_ascii_alphanumeric() {
-                        (b as char).to_string()
-                    } else {
-                        format!("%{b:02X}")
-                    }
-                })
-                .collect();
-            format!("{k}={enc}")
-        })
-        .collect::<Vec<_>>()
-        .join("&")
+    url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs)
+        .finish()
 }
 
 #[tokio::test]
@@ -218,6 +205,13 @@ async fn every_response_has_the_security_headers_and_pages_a_fresh_nonce() {
             "an inline script without the nonce: <script{open}>"
         );
     }
+    // What asks for no page (a scrape, an API call) gets the same nonce-free policy.
+    let api = support::get(r.addr, "/metrics").await;
+    let csp = api.header("content-security-policy").unwrap_or("");
+    assert!(
+        csp.contains("frame-ancestors 'none'") && !csp.contains("nonce-"),
+        "{csp}"
+    );
     let again = support::get_with(r.addr, "/", &[("Accept", "text/html")]).await;
     let other = nonce_of(again.header("content-security-policy").unwrap_or("")).expect("nonce");
     assert_ne!(nonce, other);
