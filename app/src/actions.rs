@@ -80,6 +80,18 @@ impl ActionKind {
         }
     }
 
+    pub const ALL: [ActionKind; 4] = [
+        ActionKind::Drain,
+        ActionKind::Resume,
+        ActionKind::Requeue,
+        ActionKind::RequeueHold,
+    ];
+
+    /// The kind [`ActionKind::as_str`] names.
+    pub fn parse(s: &str) -> Option<ActionKind> {
+        ActionKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             ActionKind::Drain => "Drain",
@@ -140,29 +152,62 @@ pub struct Preview {
     pub summary: String,
 }
 
-/// The end of one action on one target.
+/// One target of an action, as far as it has run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TargetOutcome {
     pub target: String,
-    /// `ok`, `already` (nothing to do), `failed`, or `unverified` (the call succeeded but
-    /// reading the scheduler back did not show the end state in time).
+    /// `pending` (recorded, not yet called), `calling` (the call may have been sent), then
+    /// one end: `ok`, `already` (nothing to do), `failed`, `unverified` (the call succeeded
+    /// but reading the scheduler back did not show the end state in time) or `interrupted`
+    /// (the server stopped; the message says what the scheduler showed after the restart).
     pub status: String,
     pub message: String,
     pub audit_id: i64,
 }
 
-/// The answer to an action.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ActionResult {
-    pub action: ActionKind,
-    pub outcomes: Vec<TargetOutcome>,
+impl TargetOutcome {
+    /// Whether this target has reached its end.
+    pub fn finished(&self) -> bool {
+        !matches!(self.status.as_str(), "pending" | "calling")
+    }
 }
 
-impl ActionResult {
+/// An action as recorded and as far as it has run: what `POST /api/actions/*` answers
+/// (202 while it runs, with `url` to follow) and `GET /api/actions/{id}` shows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionStatus {
+    pub id: i64,
+    pub action: ActionKind,
+    pub user: String,
+    pub at_ms: UnixMs,
+    /// `queued` (waiting for the action before it), `running`, `done`, or `stopped` (the
+    /// audit log could not be written mid-action: `note` names what was already done).
+    pub state: String,
+    pub note: String,
+    pub finished_ms: Option<UnixMs>,
+    pub outcomes: Vec<TargetOutcome>,
+    /// Where to follow it: `/api/actions/{id}`.
+    pub url: String,
+}
+
+impl ActionStatus {
+    /// Whether nothing more will happen to it.
+    pub fn finished(&self) -> bool {
+        matches!(self.state.as_str(), "done" | "stopped")
+    }
+
+    /// Finished, and every target ended `ok` or `already`.
     pub fn all_ok(&self) -> bool {
-        self.outcomes
-            .iter()
-            .all(|o| o.status == "ok" || o.status == "already")
+        self.state == "done"
+            && self
+                .outcomes
+                .iter()
+                .all(|o| o.status == "ok" || o.status == "already")
+    }
+
+    /// The URL of action `id`.
+    pub fn url_of(id: i64) -> String {
+        format!("/api/actions/{id}")
     }
 }
 
@@ -176,8 +221,8 @@ pub struct AuditEntry {
     pub action: String,
     pub target: String,
     pub detail: String,
-    /// `started` until the end state was read back; then `ok`, `already`, `failed` or
-    /// `unverified`. A row left `started` means the server stopped mid-action.
+    /// `pending`, `calling`, then an end as in [`TargetOutcome::status`]. Rows written
+    /// before actions were durable were `started` until their end.
     pub status: String,
     pub result: String,
     pub finished_ms: Option<UnixMs>,

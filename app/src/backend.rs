@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::actions::{
-    ActionKind, ActionResult, ActionTargets, AdminView, AuditEntry, AuditFilter, Me, Preview,
+    ActionKind, ActionStatus, ActionTargets, AdminView, AuditEntry, AuditFilter, Me, Preview,
 };
 use crate::live::Overview;
 use crate::views::{AlertItem, JobDetail, JobFilter, NodeDetail, NodesView};
@@ -24,14 +24,23 @@ pub trait Backend: Send + Sync + 'static {
     fn nodes_view(&self) -> Option<NodesView>;
     /// What an action would do. Errors are plain words meant for the operator.
     fn preview<'a>(&'a self, kind: ActionKind, t: &'a ActionTargets) -> BackendFuture<'a, Preview>;
-    /// Runs an action as `me` (audited, verified).
+    /// Records an action as `me` and starts it (it runs detached from the request:
+    /// audited, called, verified); answers at once with its status.
     fn act<'a>(
         &'a self,
         me: &'a Me,
         kind: ActionKind,
         t: &'a ActionTargets,
         reason: Option<&'a str>,
-    ) -> BackendFuture<'a, ActionResult>;
+    ) -> BackendFuture<'a, ActionStatus>;
+    /// Action `id` as far as it has run, waiting up to `wait_ms` for it to move on from
+    /// `seen` (the caller's last view: how many targets had ended); `None` if unknown.
+    fn action_status(
+        &self,
+        id: i64,
+        seen: usize,
+        wait_ms: u64,
+    ) -> BackendFuture<'_, Option<ActionStatus>>;
     /// One node's page, or `None` if no source knows the node.
     fn node_detail<'a>(&'a self, name: &'a str) -> BackendFuture<'a, Option<NodeDetail>>;
     /// One job's page, or `None` if neither the scheduler nor the history knows it.

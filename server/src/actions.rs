@@ -1,30 +1,50 @@
-//! Drain, resume and requeue: preview, audit, call, verify.
+//! Drain, resume and requeue as durable work: preview, record, call, verify, reconcile.
 //!
-//! Every action runs the same steps, one action at a time for the whole server (so two
-//! operators on one node serialize, and the second sees what the first did):
+//! An action is recorded before anything is called, then runs in a task of its own,
+//! detached from the request that asked for it (a timeout or a closed browser changes
+//! nothing), one action at a time for the whole server (so two operators on one node
+//! serialize, and the second sees what the first did):
 //! 1. targets resolved against a fresh read of the scheduler (a rack expands to its nodes);
-//! 2. per target, an audit row written *before* anything is called; if the audit cannot be
-//!    written, nothing is called;
-//! 3. targets already in the requested state are not called again (retries are idempotent);
-//! 4. the call; 5. the end state read back from the scheduler until it shows, or a deadline;
-//! 6. the audit row completed with what was verified.
+//! 2. the action and every target's audit row (`pending`) written in one transaction; if
+//!    that fails, nothing is called, and the request says so;
+//! 3. per target, in order: the scheduler read again; a target already in the requested
+//!    state is not called (`already`); else its row becomes `calling` (with what the
+//!    read-back compares against) *before* the call; the call; the end state read back
+//!    until it shows or a deadline; the row completed with what was verified;
+//! 4. if a row cannot be written mid-action, the action stops there and says exactly which
+//!    targets were done (held in memory and logged, since the log itself failed).
+//!
+//! At start-up, [`Actions::recover`] reconciles every unfinished action target by target:
+//! a `calling` row is settled by reading the scheduler back (after the longest a cut-off
+//! call could still land), never by calling again; `pending` rows are run if the action is
+//! recent ([`RESUME_WITHIN_MS`]), else marked `interrupted`. No target is called twice.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use app::actions::{ActionKind, ActionResult, ActionTargets, AffectedJob, Preview, TargetOutcome};
+use app::actions::{ActionKind, ActionStatus, ActionTargets, AffectedJob, Preview};
 use app::model::{JobState, NodeState, UnixMs};
+use tokio::sync::watch;
 
 use crate::auth::{Caller, RateLimiter};
 use crate::live::{wall_now_ms, Live};
 use crate::scheduler::{validate_node_name, validate_reason, MAX_REASON_BYTES};
 use crate::scheduler::{SchedError, SharedScheduler};
 use crate::scheduler::{SchedJob, SchedNode};
-use crate::store::Store;
+use crate::store::{Store, StoredAction, StoredTarget};
 
 /// Most targets in one request (a large rack or domain).
 const MAX_TARGETS: usize = 512;
+
+/// An action found unfinished at start-up runs its remaining targets only if it was
+/// recorded this recently; older ones are marked `interrupted` (an operator who asked
+/// for a drain an hour ago may not want it now).
+pub const RESUME_WITHIN_MS: i64 = 10 * 60 * 1000;
+
+/// Statuses of actions kept in memory for followers (finished ones are dropped oldest
+/// first beyond this; the store has them all).
+const KEPT_IN_MEMORY: usize = 256;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ActionError {
@@ -36,6 +56,8 @@ pub enum ActionError {
     Scheduler(#[from] SchedError),
     #[error("the audit log cannot be written, so nothing was done")]
     Audit(#[source] crate::store::StoreError),
+    #[error("the server is stopping: no new actions")]
+    Stopping,
 }
 
 /// The action service.
@@ -47,6 +69,40 @@ pub struct Actions {
     per_minute: u32,
     one_at_a_time: tokio::sync::Mutex<()>,
     verify_within: Duration,
+    /// The longest a scheduler call may take (its transport's timeout): a call cut off by
+    /// a crash may still land until then.
+    call_within: Duration,
+    /// Actions this process runs or ran, for followers.
+    followed: Mutex<Followed>,
+    /// Set by [`Actions::close`]: no new actions.
+    closing: std::sync::atomic::AtomicBool,
+    /// When this process made the service: rows older than it are a previous server's.
+    started_ms: UnixMs,
+}
+
+#[derive(Default)]
+struct Followed {
+    by_id: HashMap<i64, Arc<watch::Sender<ActionStatus>>>,
+    order: VecDeque<i64>,
+}
+
+/// Why a target could not be carried through: its row could not be written.
+struct RowFailed {
+    /// Whether the scheduler was called for it before the write failed.
+    called: bool,
+    error: crate::store::StoreError,
+}
+
+/// One action on its way: what the runner needs.
+struct Plan {
+    id: i64,
+    kind: ActionKind,
+    at_ms: UnixMs,
+    /// The drain reason as stored in Slurm, else empty.
+    reason: String,
+    targets: Vec<StoredTarget>,
+    /// Found unfinished at start-up (its `calling` rows are settled by reading back).
+    recovered: bool,
 }
 
 fn has_drain(n: &SchedNode) -> bool {
@@ -61,7 +117,14 @@ fn is_resumed(n: &SchedNode) -> bool {
 }
 
 impl Actions {
-    pub fn new(sched: SharedScheduler, store: Store, live: Arc<Live>, per_minute: u32) -> Actions {
+    /// `call_within`: the scheduler transport's timeout per call.
+    pub fn new(
+        sched: SharedScheduler,
+        store: Store,
+        live: Arc<Live>,
+        per_minute: u32,
+        call_within: Duration,
+    ) -> Actions {
         Actions {
             sched,
             store,
@@ -70,6 +133,10 @@ impl Actions {
             per_minute,
             one_at_a_time: tokio::sync::Mutex::new(()),
             verify_within: Duration::from_secs(5),
+            call_within,
+            followed: Mutex::new(Followed::default()),
+            closing: std::sync::atomic::AtomicBool::new(false),
+            started_ms: wall_now_ms(),
         }
     }
 
@@ -270,14 +337,20 @@ impl Actions {
         })
     }
 
-    /// Runs `kind` on `t` as `caller`: audited, called, verified.
-    pub async fn run(
-        &self,
+    /// Records `kind` on `t` as `caller` and starts it in a task of its own; answers at
+    /// once with its status (`queued`). Bad input, the rate limit, a scheduler that cannot
+    /// be read and an audit log that cannot be written refuse it before anything is
+    /// recorded or called.
+    pub async fn submit(
+        self: &Arc<Self>,
         caller: &Caller,
         kind: ActionKind,
         t: &ActionTargets,
         reason: Option<&str>,
-    ) -> Result<ActionResult, ActionError> {
+    ) -> Result<ActionStatus, ActionError> {
+        if self.closing.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(ActionError::Stopping);
+        }
         let (Some(user), Some(role)) = (caller.user.as_deref(), caller.role) else {
             return Err(ActionError::Invalid("actions need a signed-in user".into()));
         };
@@ -290,80 +363,524 @@ impl Actions {
                 if full.len() > MAX_REASON_BYTES {
                     return Err(ActionError::Invalid("reason is too long".into()));
                 }
-                Some(full)
+                full
             }
-            _ => None,
+            _ => String::new(),
         };
         if !self.limiter.allow(user) {
             return Err(ActionError::RateLimited(self.per_minute));
         }
-        let _turn = self.one_at_a_time.lock().await;
         let plan = self.preview(kind, t).await?;
-        let detail = slurm_reason.clone().unwrap_or_default();
-        let mut outcomes = Vec::with_capacity(plan.targets.len());
-        for target in &plan.targets {
-            let audit_id = self
-                .store
-                .audit_begin(wall_now_ms(), user, role, kind.as_str(), target, &detail)
-                .await
-                .map_err(ActionError::Audit)?;
-            let (status, message) = if plan.already.contains(target) {
-                (
-                    "already",
-                    match kind {
-                        ActionKind::Drain => "already drained; nothing called".to_string(),
-                        ActionKind::Resume => "not drained or down; nothing called".to_string(),
-                        _ => "pending, not running; nothing to requeue".to_string(),
-                    },
-                )
-            } else {
-                self.act_and_verify(kind, target, slurm_reason.as_deref())
-                    .await
-            };
-            if let Err(e) = self
-                .store
-                .audit_finish(audit_id, status, &message, wall_now_ms())
-                .await
-            {
-                // The action happened; its row stays 'started', which the audit page shows.
-                tracing::error!(error = %e, audit_id, "audit row could not be completed");
-            }
-            tracing::info!(user, action = kind.as_str(), target = %target, status, "action");
-            outcomes.push(TargetOutcome {
-                target: target.clone(),
-                status: status.into(),
-                message,
+        let at_ms = wall_now_ms();
+        let (id, audit_ids) = self
+            .store
+            .action_record(at_ms, user, role, kind, &slurm_reason, &plan.targets)
+            .await
+            .map_err(ActionError::Audit)?;
+        let targets: Vec<StoredTarget> = audit_ids
+            .into_iter()
+            .zip(plan.targets)
+            .map(|(audit_id, target)| StoredTarget {
                 audit_id,
-            });
+                target,
+                status: "pending".into(),
+                result: String::new(),
+                called_ms: None,
+                before: String::new(),
+            })
+            .collect();
+        let status = StoredAction {
+            id,
+            at_ms,
+            user: user.into(),
+            role,
+            kind,
+            detail: slurm_reason.clone(),
+            state: "queued".into(),
+            note: String::new(),
+            finished_ms: None,
+            targets: targets.clone(),
         }
-        self.live.poke();
-        Ok(ActionResult {
-            action: kind,
-            outcomes,
-        })
+        .status();
+        tracing::info!(
+            user,
+            action = kind.as_str(),
+            id,
+            targets = targets.len(),
+            "action recorded"
+        );
+        let tx = self.follow(status.clone());
+        let this = Arc::clone(self);
+        let plan = Plan {
+            id,
+            kind,
+            at_ms,
+            reason: slurm_reason,
+            targets,
+            recovered: false,
+        };
+        tokio::spawn(async move {
+            if let Err(e) = this.execute(plan, tx).await {
+                // Only a recovered action waits for the scheduler; a new one has no
+                // `calling` rows to settle.
+                tracing::error!(id, error = %e, "action could not be run");
+            }
+        });
+        Ok(status)
     }
 
+    /// Action `id` as far as it has run. While it is unfinished and no more than `seen` of
+    /// its targets have ended, waits up to `wait` for it to move on.
+    pub async fn status(
+        &self,
+        id: i64,
+        seen: usize,
+        wait: Duration,
+    ) -> Result<Option<ActionStatus>, crate::store::StoreError> {
+        let followed = self
+            .followed
+            .lock()
+            .ok()
+            .and_then(|f| f.by_id.get(&id).cloned());
+        if let Some(tx) = followed {
+            let mut rx = tx.subscribe();
+            let _ =
+                tokio::time::timeout(wait, rx.wait_for(|s| s.finished() || ended(s) > seen)).await;
+            let now = rx.borrow().clone();
+            return Ok(Some(now));
+        }
+        Ok(self.store.action(id).await?.map(|a| a.status()))
+    }
+
+    /// No new actions from now on; waits up to `within` for those running to end (what
+    /// does not end is reconciled at the next start).
+    pub async fn close(&self, within: Duration) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::Release);
+        let deadline = tokio::time::Instant::now() + within;
+        while tokio::time::Instant::now() < deadline {
+            let busy = self
+                .followed
+                .lock()
+                .is_ok_and(|f| f.by_id.values().any(|tx| !tx.borrow().finished()));
+            if !busy {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tracing::warn!("actions still running at shutdown: reconciled at the next start");
+    }
+
+    /// Reconciles every action a stopped server left unfinished (see the module docs),
+    /// retrying until the store and the scheduler can be read. Runs once, at start-up.
+    pub async fn recover(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let mut wait = Duration::from_secs(1);
+        loop {
+            match self.recover_once().await {
+                Ok(0) => return,
+                Ok(n) => {
+                    tracing::info!(actions = n, "unfinished actions reconciled");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot reconcile unfinished actions yet; retrying")
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.changed() => return,
+            }
+            wait = (wait * 2).min(Duration::from_secs(30));
+        }
+    }
+
+    async fn recover_once(self: &Arc<Self>) -> Result<usize, RecoverError> {
+        // Rows of a server from before actions were durable: whether their call was made
+        // is unknown, so they are closed with what the scheduler shows, never called.
+        for (audit_id, action, target) in self.store.legacy_started_audit(self.started_ms).await? {
+            let message = match ActionKind::parse(&action) {
+                Some(kind) => match self.current(kind, &target).await? {
+                    Some(c) => format!(
+                        "the server stopped mid-action; the scheduler shows {}; not called again",
+                        c.state
+                    ),
+                    None => {
+                        "the server stopped mid-action; the scheduler no longer lists it".into()
+                    }
+                },
+                // A user's change (one transaction): done or not as the user list shows.
+                None => "the server stopped before the end was recorded; not retried".into(),
+            };
+            self.store
+                .audit_finish(audit_id, "interrupted", &message, wall_now_ms())
+                .await?;
+        }
+        let unfinished = self.store.unfinished_actions().await?;
+        let n = unfinished.len();
+        for a in unfinished {
+            let tx = self.follow(a.status());
+            let plan = Plan {
+                id: a.id,
+                kind: a.kind,
+                at_ms: a.at_ms,
+                reason: a.detail,
+                targets: a.targets,
+                recovered: true,
+            };
+            Arc::clone(self).execute(plan, tx).await?;
+        }
+        Ok(n)
+    }
+
+    /// Keeps `status` for followers; drops the oldest finished ones past the bound.
+    fn follow(&self, status: ActionStatus) -> Arc<watch::Sender<ActionStatus>> {
+        let id = status.id;
+        let tx = Arc::new(watch::Sender::new(status));
+        if let Ok(mut f) = self.followed.lock() {
+            if f.by_id.insert(id, Arc::clone(&tx)).is_none() {
+                f.order.push_back(id);
+            }
+            while f.order.len() > KEPT_IN_MEMORY {
+                let Some(pos) = f
+                    .order
+                    .iter()
+                    .position(|i| f.by_id.get(i).is_none_or(|t| t.borrow().finished()))
+                else {
+                    break;
+                };
+                if let Some(old) = f.order.remove(pos) {
+                    f.by_id.remove(&old);
+                }
+            }
+        }
+        tx
+    }
+
+    /// Runs a plan's targets in order; `Err` only when a recovered action's `calling` row
+    /// cannot be settled yet (the scheduler cannot be read): it is tried again later.
+    async fn execute(
+        self: Arc<Self>,
+        plan: Plan,
+        tx: Arc<watch::Sender<ActionStatus>>,
+    ) -> Result<(), RecoverError> {
+        let _turn = self.one_at_a_time.lock().await;
+        if let Err(error) = self
+            .store
+            .action_set_state(plan.id, "running", "", None)
+            .await
+        {
+            self.stop(
+                &plan,
+                &tx,
+                None,
+                RowFailed {
+                    called: false,
+                    error,
+                },
+            )
+            .await;
+            return Ok(());
+        }
+        tx.send_modify(|s| s.state = "running".into());
+        for (i, t) in plan.targets.iter().enumerate() {
+            let end = match t.status.as_str() {
+                "pending" if plan.recovered && wall_now_ms() - plan.at_ms > RESUME_WITHIN_MS => {
+                    self.finish_row(
+                        t,
+                        "interrupted",
+                        "not run: the server stopped before this target, and the action was \
+                         over 10 minutes old when it started again",
+                        false,
+                    )
+                    .await
+                }
+                "pending" => self.run_target(&plan, t, &tx, i).await,
+                "calling" => {
+                    let (status, message) = self.settle(&plan, t).await?;
+                    self.finish_row(t, status, &message, true).await
+                }
+                _ => continue,
+            };
+            match end {
+                Ok((status, message)) => {
+                    tracing::info!(id = plan.id, action = plan.kind.as_str(), target = %t.target, status, "action target");
+                    tx.send_modify(|s| {
+                        if let Some(o) = s.outcomes.get_mut(i) {
+                            o.status = status.into();
+                            o.message = message;
+                        }
+                    });
+                }
+                Err(failed) => {
+                    self.stop(&plan, &tx, Some(i), failed).await;
+                    return Ok(());
+                }
+            }
+        }
+        let now = wall_now_ms();
+        if let Err(e) = self
+            .store
+            .action_set_state(plan.id, "done", "", Some(now))
+            .await
+        {
+            // Every target's row is at its end; only the action's own row is not (a restart
+            // finds nothing left to do in it and closes it).
+            tracing::error!(id = plan.id, error = %e, "action's end could not be recorded");
+        }
+        tx.send_modify(|s| {
+            s.state = "done".into();
+            s.finished_ms = Some(now);
+        });
+        self.live.poke();
+        Ok(())
+    }
+
+    /// One pending target: read, mark `calling`, call, verify, complete its row.
+    async fn run_target(
+        &self,
+        plan: &Plan,
+        t: &StoredTarget,
+        tx: &watch::Sender<ActionStatus>,
+        i: usize,
+    ) -> Result<(&'static str, String), RowFailed> {
+        let current = match self.current(plan.kind, &t.target).await {
+            Ok(Some(c)) => c,
+            Ok(None) => {
+                return self
+                    .finish_row(
+                        t,
+                        "failed",
+                        "the scheduler no longer lists it; nothing called",
+                        false,
+                    )
+                    .await
+            }
+            Err(e) => {
+                let msg =
+                    format!("reading the scheduler before the call failed: {e}; nothing called");
+                return self.finish_row(t, "failed", &msg, false).await;
+            }
+        };
+        if current.done {
+            let msg = match plan.kind {
+                ActionKind::Drain => "already drained; nothing called",
+                ActionKind::Resume => "not drained or down; nothing called",
+                _ => "pending, not running; nothing to requeue",
+            };
+            return self.finish_row(t, "already", msg, false).await;
+        }
+        let before = current.restarts.to_string();
+        match self
+            .store
+            .audit_calling(t.audit_id, wall_now_ms(), &before)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(RowFailed {
+                    called: false,
+                    error: crate::store::StoreError::Corrupt(format!(
+                        "audit row {} was no longer pending",
+                        t.audit_id
+                    )),
+                })
+            }
+            Err(error) => {
+                return Err(RowFailed {
+                    called: false,
+                    error,
+                })
+            }
+        }
+        tx.send_modify(|s| {
+            if let Some(o) = s.outcomes.get_mut(i) {
+                o.status = "calling".into();
+            }
+        });
+        let (status, message) = self
+            .act_and_verify(plan.kind, &t.target, &plan.reason, current.restarts)
+            .await;
+        self.finish_row(t, status, &message, true).await
+    }
+
+    /// A recovered `calling` row: the call may or may not have landed. Read the scheduler
+    /// back (until the longest such a call could still take has passed) and record what
+    /// it shows; never call again.
+    async fn settle(
+        &self,
+        plan: &Plan,
+        t: &StoredTarget,
+    ) -> Result<(&'static str, String), RecoverError> {
+        let before: u32 = t.before.parse().unwrap_or(0);
+        let called = t.called_ms.unwrap_or(plan.at_ms);
+        let until = called
+            + i64::try_from((self.call_within + self.verify_within).as_millis())
+                .unwrap_or(i64::MAX);
+        loop {
+            let seen = self.read_back(plan.kind, &t.target, before).await;
+            let late = wall_now_ms() >= until;
+            match seen {
+                Ok(Some((true, state))) => {
+                    return Ok(("ok", format!("verified after a restart: {state}")))
+                }
+                Ok(None) => {
+                    return Ok((
+                        "interrupted",
+                        "the server stopped during the call, and the scheduler no longer lists \
+                         it; not called again"
+                            .into(),
+                    ))
+                }
+                Ok(Some((false, state))) if late => {
+                    return Ok((
+                        "interrupted",
+                        format!(
+                            "the server stopped during the call; the scheduler shows {state}, \
+                             so it did not take effect; not called again"
+                        ),
+                    ))
+                }
+                Err(e) if late => return Err(RecoverError::Scheduler(e)),
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
+
+    /// Completes a target's audit row.
+    async fn finish_row(
+        &self,
+        t: &StoredTarget,
+        status: &'static str,
+        message: &str,
+        called: bool,
+    ) -> Result<(&'static str, String), RowFailed> {
+        self.store
+            .audit_finish(t.audit_id, status, message, wall_now_ms())
+            .await
+            .map_err(|error| RowFailed { called, error })?;
+        Ok((status, message.to_string()))
+    }
+
+    /// Stops an action whose audit log cannot be written, saying exactly what was done.
+    async fn stop(
+        &self,
+        plan: &Plan,
+        tx: &watch::Sender<ActionStatus>,
+        at: Option<usize>,
+        failed: RowFailed,
+    ) {
+        let outcomes = tx.borrow().outcomes.clone();
+        let list = |v: Vec<String>| {
+            if v.is_empty() {
+                "none".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
+        let done = list(
+            outcomes
+                .iter()
+                .filter(|o| o.finished())
+                .map(|o| format!("{} ({})", o.target, o.status))
+                .collect(),
+        );
+        let note = match at {
+            None => "stopped: the audit log cannot be written, so nothing was done".to_string(),
+            Some(i) => {
+                let here = outcomes.get(i).map(|o| o.target.as_str()).unwrap_or("?");
+                let not_done = list(
+                    outcomes
+                        .iter()
+                        .skip(i + 1)
+                        .filter(|o| !o.finished())
+                        .map(|o| o.target.clone())
+                        .collect(),
+                );
+                format!(
+                    "stopped: the audit log could not be written at {here} ({}); done before it: \
+                     {done}; not done: {not_done}",
+                    if failed.called {
+                        "its call was made; reconciled at the next start"
+                    } else {
+                        "not called"
+                    }
+                )
+            }
+        };
+        tracing::error!(id = plan.id, error = %failed.error, note = %note, "action stopped");
+        let now = wall_now_ms();
+        if let Err(e) = self
+            .store
+            .action_set_state(plan.id, "stopped", &note, Some(now))
+            .await
+        {
+            tracing::error!(id = plan.id, error = %e, "the stop could not be recorded either");
+        }
+        tx.send_modify(|s| {
+            s.state = "stopped".into();
+            s.note = note;
+            s.finished_ms = Some(now);
+        });
+        self.live.poke();
+    }
+
+    /// A target as the scheduler shows it now, or `None` when it does not list it.
+    async fn current(&self, kind: ActionKind, target: &str) -> Result<Option<Current>, SchedError> {
+        if kind.on_nodes() {
+            let nodes = self.sched.nodes().await?;
+            Ok(nodes.iter().find(|n| n.name == target).map(|n| Current {
+                done: match kind {
+                    ActionKind::Drain => has_drain(n),
+                    _ => is_resumed(n),
+                },
+                restarts: 0,
+                state: n.raw_state.join("+"),
+            }))
+        } else {
+            let id = target.parse::<u64>().unwrap_or(0);
+            let jobs = self.sched.jobs().await?;
+            Ok(jobs.iter().find(|j| j.job.id == id).map(|j| Current {
+                done: j.job.state == JobState::Pending,
+                restarts: j.restart_count,
+                state: format!("{} (restarts {})", j.raw_state.join("+"), j.restart_count),
+            }))
+        }
+    }
+
+    /// Whether the scheduler shows `kind` done on `target` (a job's restart count past
+    /// `restarts_before`), with the state it shows.
+    async fn read_back(
+        &self,
+        kind: ActionKind,
+        target: &str,
+        restarts_before: u32,
+    ) -> Result<Option<(bool, String)>, SchedError> {
+        if kind.on_nodes() {
+            Ok(self.current(kind, target).await?.map(|c| (c.done, c.state)))
+        } else {
+            let id = target.parse::<u64>().unwrap_or(0);
+            let jobs = self.sched.jobs().await?;
+            Ok(jobs.iter().find(|j| j.job.id == id).map(|j| {
+                (
+                    j.restart_count > restarts_before,
+                    format!("{} (restarts {})", j.raw_state.join("+"), j.restart_count),
+                )
+            }))
+        }
+    }
+
+    /// Calls the scheduler for `kind` on `target`, then reads it back until the end state
+    /// shows or the deadline passes.
     async fn act_and_verify(
         &self,
         kind: ActionKind,
         target: &str,
-        reason: Option<&str>,
+        reason: &str,
+        restarts_before: u32,
     ) -> (&'static str, String) {
         let job_id = target.parse::<u64>().unwrap_or(0);
-        let restarts_before = if kind.on_nodes() {
-            0
-        } else {
-            match self.sched.jobs().await {
-                Ok(js) => js
-                    .iter()
-                    .find(|j| j.job.id == job_id)
-                    .map(|j| j.restart_count)
-                    .unwrap_or(0),
-                Err(e) => return ("failed", e.to_string()),
-            }
-        };
         let called = match kind {
-            ActionKind::Drain => self.sched.drain(target, reason.unwrap_or("")).await,
+            ActionKind::Drain => self.sched.drain(target, reason).await,
             ActionKind::Resume => self.sched.resume(target).await,
             ActionKind::Requeue => self.sched.requeue(job_id, false).await,
             ActionKind::RequeueHold => self.sched.requeue(job_id, true).await,
@@ -373,26 +890,11 @@ impl Actions {
         }
         let deadline = tokio::time::Instant::now() + self.verify_within;
         loop {
-            let seen = if kind.on_nodes() {
-                self.sched.nodes().await.map(|ns| {
-                    ns.iter().find(|n| n.name == target).map(|n| match kind {
-                        ActionKind::Drain => (has_drain(n), n.raw_state.join("+")),
-                        _ => (is_resumed(n), n.raw_state.join("+")),
-                    })
-                })
-            } else {
-                self.sched.jobs().await.map(|js| {
-                    js.iter().find(|j| j.job.id == job_id).map(|j| {
-                        (
-                            j.restart_count > restarts_before,
-                            format!("{} (restarts {})", j.raw_state.join("+"), j.restart_count),
-                        )
-                    })
-                })
-            };
+            let seen = self.read_back(kind, target, restarts_before).await;
+            let late = tokio::time::Instant::now() >= deadline;
             match seen {
                 Ok(Some((true, state))) => return ("ok", format!("verified: {state}")),
-                Ok(Some((false, state))) if tokio::time::Instant::now() >= deadline => {
+                Ok(Some((false, state))) if late => {
                     return (
                         "unverified",
                         format!("called, but the scheduler still shows {state}"),
@@ -404,7 +906,7 @@ impl Actions {
                         "called, but the scheduler no longer lists it".into(),
                     )
                 }
-                Err(e) if tokio::time::Instant::now() >= deadline => {
+                Err(e) if late => {
                     return (
                         "unverified",
                         format!("called, but reading back failed: {e}"),
@@ -414,4 +916,27 @@ impl Actions {
             }
         }
     }
+}
+
+/// A target as the scheduler shows it.
+struct Current {
+    /// Already in the requested state (nothing to call).
+    done: bool,
+    /// A job's restart count (what a requeue's read-back compares against).
+    restarts: u32,
+    state: String,
+}
+
+/// How many of an action's targets have ended.
+fn ended(s: &ActionStatus) -> usize {
+    s.outcomes.iter().filter(|o| o.finished()).count()
+}
+
+/// Why unfinished actions cannot be reconciled yet (tried again later).
+#[derive(Debug, thiserror::Error)]
+enum RecoverError {
+    #[error("the store: {0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error("the scheduler: {0}")]
+    Scheduler(#[from] SchedError),
 }

@@ -46,14 +46,17 @@ pub struct Running {
     pub store: Store,
     /// Every path the router serves (for the test that proves each one is guarded).
     pub paths: Vec<String>,
+    actions: Arc<crate::actions::Actions>,
     shutdown: watch::Sender<bool>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Running {
-    /// Stops everything: live streams end, the source stops, queued history is written.
+    /// Stops everything: running actions get up to 30 s to end (no new ones start), live
+    /// streams end, the source stops, queued history is written.
     pub async fn stop(self) -> Result<(), ServeError> {
+        self.actions.close(Duration::from_secs(30)).await;
         let _ = self.shutdown.send(true);
         let served = self.server.await;
         for t in self.tasks {
@@ -136,11 +139,17 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             }
         }
     };
+    // The longest one scheduler call may take (the simulator's answer at once).
+    let call_within = match cfg.source {
+        SourceKind::Simulator => Duration::from_secs(1),
+        SourceKind::Slurm => Duration::from_millis(cfg.slurm.timeout_ms),
+    };
     let actions = Arc::new(crate::actions::Actions::new(
         Arc::clone(&sched),
         store.clone(),
         Arc::clone(&live),
         cfg.auth.actions_per_minute,
+        call_within,
     ));
     let actions_for_alerts = Arc::clone(&actions);
     crate::auth::prune_sessions_now(&store, live::wall_now_ms()).await;
@@ -405,12 +414,17 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         Duration::from_millis(cfg.live_interval_ms),
         shutdown_rx.clone(),
     )));
+    // What a stopped server left unfinished, settled by reading the scheduler back.
+    tasks.push(tokio::spawn(
+        Arc::clone(&actions_for_alerts).recover(shutdown_rx.clone()),
+    ));
     tasks.push(writer);
     Ok(Running {
         addr,
         live,
         store,
         paths,
+        actions: actions_for_alerts,
         shutdown: shutdown_tx,
         server,
         tasks,

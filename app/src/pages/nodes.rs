@@ -6,7 +6,7 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 
-use crate::actions::{ActionKind, ActionResult, ActionTargets, Me, Preview};
+use crate::actions::{ActionKind, ActionStatus, ActionTargets, Me, Preview};
 use crate::model::NodeState;
 use crate::units;
 use crate::views::{JobRow, NodeRow, NodesView};
@@ -35,17 +35,32 @@ pub async fn preview_action(
         .map_err(ServerFnError::new)
 }
 
-/// Runs an action: audited, called, verified.
+/// Records an action and starts it on the server (audited, called, verified there,
+/// whatever becomes of this page); answers with its status at once.
 #[server(endpoint = "run_action", input = server_fn::codec::Json)]
 pub async fn run_action(
     kind: ActionKind,
     targets: ActionTargets,
     reason: Option<String>,
-) -> Result<ActionResult, ServerFnError> {
+) -> Result<ActionStatus, ServerFnError> {
     let backend = crate::backend::backend()?;
     let me = crate::backend::me();
     backend
         .act(&me, kind, &targets, reason.as_deref())
+        .await
+        .map_err(ServerFnError::new)
+}
+
+/// Action `id` as far as it has run; waits up to 10 s on the server for it to move on
+/// from `seen` ended targets. Operators only (the route guard refuses others).
+#[server(endpoint = "action_status", input = server_fn::codec::Json)]
+pub async fn get_action_status(
+    id: i64,
+    seen: usize,
+) -> Result<Option<ActionStatus>, ServerFnError> {
+    let backend = crate::backend::backend()?;
+    backend
+        .action_status(id, seen, 10_000)
         .await
         .map_err(ServerFnError::new)
 }
@@ -345,6 +360,19 @@ pub(crate) fn ActionPanel(
     let run = Action::new_local(move |r: &Option<String>| run_action(kind, t3.clone(), r.clone()));
     let result = run.value();
     let busy = run.pending();
+    // The action as it runs on the server, followed until its end.
+    let progress = RwSignal::new(None::<ActionStatus>);
+    let lost = RwSignal::new(None::<String>);
+    Effect::new(move |_| {
+        if let Some(Ok(s)) = result.get() {
+            progress.set(Some(s));
+            #[cfg(feature = "hydrate")]
+            client::follow(progress, lost, after, 0);
+        }
+    });
+    #[cfg(not(feature = "hydrate"))]
+    let _ = after;
+    let started = move || busy.get() || result.with(|r| r.is_some());
     let close = move || pending.set(None);
     let needs_reason = kind == ActionKind::Drain;
     let confirm_text = format!("{} {label}", kind.label());
@@ -385,34 +413,60 @@ pub(crate) fn ActionPanel(
                 })}
                 <div class="buttons">
                     <button type="submit" class="danger" data-test="action-confirm"
-                        disabled=move || busy.get() || result.with(|r| r.is_some())>
+                        disabled=started>
                         {confirm_text}
                     </button>
                     <button type="button" data-test="action-cancel" on:click=move |_| close()>
-                        {move || if result.with(|r| r.is_some()) { "Close" } else { "Cancel" }}
+                        {move || if started() { "Close" } else { "Cancel" }}
                     </button>
                 </div>
             </form>
             <div role="status" aria-live="polite" data-test="action-result">
-                {move || busy.get().then(|| view! { <p>"Working: calling the scheduler, then reading it back…"</p> })}
-                {move || result.get().map(|r| match r {
-                    Ok(res) => {
-                        after.run(());
-                        view! {
-                            <ul class="outcomes">
-                                {res.outcomes.into_iter().map(|o| view! {
-                                    <li class=format!("outcome outcome-{}", o.status) data-test="action-outcome" data-status=o.status.clone()>
-                                        <strong>{o.target.clone()}</strong>": "{o.status.clone()}" — "{o.message.clone()}" "
-                                        <a href=format!("/audit?target={}", units::url_component(&o.target))>{format!("audit #{}", o.audit_id)}</a>
-                                    </li>
-                                }).collect_view()}
-                            </ul>
-                        }.into_any()
-                    }
-                    Err(e) => view! { <p class="error" role="alert">{format!("Not done: {e}")}</p> }.into_any(),
-                })}
+                {move || busy.get().then(|| view! { <p>"Recording the action…"</p> })}
+                {move || match result.get() {
+                    Some(Err(e)) => Some(view! { <p class="error" role="alert">{format!("Not done: {e}")}</p> }),
+                    _ => None,
+                }}
+                {move || progress.get().map(|s| view! { <ActionProgress s/> })}
+                {move || lost.get().map(|m| view! { <p class="error" role="alert">{m}</p> })}
             </div>
         </section>
+    }
+}
+
+/// Each target of an action as far as it has run, and the action's state in words.
+#[component]
+fn ActionProgress(s: ActionStatus) -> impl IntoView {
+    let ended = s.outcomes.iter().filter(|o| o.finished()).count();
+    let state = match s.state.as_str() {
+        "queued" => "Recorded; waiting for the action before it to end.".to_string(),
+        "running" => format!(
+            "Running on the server: {ended} of {} done. Closing this page does not stop it.",
+            s.outcomes.len()
+        ),
+        "stopped" => format!("Stopped: {}", s.note),
+        _ => format!(
+            "Done: {ended} of {} verified against the scheduler.",
+            s.outcomes.len()
+        ),
+    };
+    view! {
+        <p data-test="action-state" data-state=s.state.clone()>{state}</p>
+        <ul class="outcomes">
+            {s.outcomes.into_iter().map(|o| {
+                let words = match o.status.as_str() {
+                    "pending" => "waiting".to_string(),
+                    "calling" => "calling the scheduler, then reading it back…".to_string(),
+                    _ => format!("{} — {}", o.status, o.message),
+                };
+                view! {
+                    <li class=format!("outcome outcome-{}", o.status) data-test="action-outcome" data-status=o.status.clone()>
+                        <strong>{o.target.clone()}</strong>": "{words}" "
+                        <a href=format!("/audit?target={}", units::url_component(&o.target))>{format!("audit #{}", o.audit_id)}</a>
+                    </li>
+                }
+            }).collect_view()}
+        </ul>
     }
 }
 
@@ -494,6 +548,50 @@ mod client {
             }
             if let Some(p) = poll {
                 p.clear();
+            }
+        });
+    }
+
+    /// Follows an action until its end (each read waits on the server for a change), then
+    /// runs `after`; gives up after five failed reads in a row, saying so.
+    pub fn follow(
+        progress: RwSignal<Option<ActionStatus>>,
+        lost: RwSignal<Option<String>>,
+        after: Callback<()>,
+        failures: u32,
+    ) {
+        leptos::task::spawn_local(async move {
+            // The panel may have closed meanwhile: then its signals are gone.
+            let Some(Some(cur)) = progress.try_get_untracked() else {
+                return;
+            };
+            if cur.finished() {
+                after.run(());
+                return;
+            }
+            let seen = cur.outcomes.iter().filter(|o| o.finished()).count();
+            match get_action_status(cur.id, seen).await {
+                Ok(Some(s)) => {
+                    if progress.try_set(Some(s)).is_none() {
+                        follow(progress, lost, after, 0);
+                    }
+                }
+                Ok(None) => {
+                    lost.try_set(Some(
+                        "The server no longer knows this action: see the audit log.".into(),
+                    ));
+                }
+                Err(e) if failures >= 4 => {
+                    lost.try_set(Some(format!(
+                        "Lost track of it ({e}); it goes on running on the server: see the audit log."
+                    )));
+                }
+                Err(_) => {
+                    set_timeout(
+                        move || follow(progress, lost, after, failures + 1),
+                        Duration::from_secs(2),
+                    );
+                }
             }
         });
     }

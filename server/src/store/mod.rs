@@ -11,7 +11,8 @@
 //! each area's queries are an `impl Store` of their own: `nodes.rs` (inventory, node state
 //! changes, XIDs), `jobs.rs` (jobs and their transitions), `checkpoints.rs`, `rollups.rs`
 //! (per-minute and per-hour telemetry rollups and their retention), `reports.rs`,
-//! `alerts.rs`, `auth.rs` (users, sessions, the revocation epoch, the audit log) and
+//! `alerts.rs`, `auth.rs` (users, sessions, the revocation epoch, the audit log), `actions.rs`
+//! (actions as durable work: each action and its targets' audit rows) and
 //! `tokens.rs` (named ingest tokens).
 
 use std::str::FromStr;
@@ -19,6 +20,7 @@ use std::str::FromStr;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Row};
 
+mod actions;
 mod alerts;
 mod auth;
 mod checkpoints;
@@ -27,6 +29,7 @@ mod nodes;
 mod reports;
 mod rollups;
 mod tokens;
+pub use actions::{StoredAction, StoredTarget};
 pub use alerts::NewAlert;
 pub use auth::{SessionInfo, UserInfo, UserRow, AUDIT_MAX_ROWS, LAST_SEEN_EVERY_MS};
 pub use jobs::JobEvent;

@@ -1,7 +1,15 @@
 //! Operator actions (preview, drain, resume, requeue) through `Actions`, and the audit log
 //! they write.
+//!
+//! An action is recorded and answered at once: `202 Accepted` with `Location:
+//! /api/actions/{id}` and its status (every target `pending`). `GET /api/actions/{id}`
+//! follows it (`?wait=S` waits up to S seconds, at most 20, for it to move on from
+//! `seen=K` ended targets). `?wait=S` (at most 20) on the action itself answers once it has ended (200,
+//! or 207 when a target did not end `ok` or `already`) or after S seconds with 202.
 
-use axum::extract::{Query, State};
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -19,6 +27,7 @@ pub(super) fn routes() -> Routes {
         ("/api/actions/drain", post(action_drain)),
         ("/api/actions/resume", post(action_resume)),
         ("/api/actions/requeue", post(action_requeue)),
+        ("/api/actions/{id}", get(action_status)),
         ("/api/audit", get(audit)),
     ]
 }
@@ -45,44 +54,109 @@ async fn action_preview(
     Ok(Json(st.actions.preview(kind, &b.targets).await?).into_response())
 }
 
+/// The longest a request waits on an action (inside the default 30 s request timeout).
+const MAX_WAIT: Duration = Duration::from_secs(20);
+
+#[derive(Deserialize)]
+struct WaitQuery {
+    /// Seconds to wait for the action to move on.
+    wait: Option<f64>,
+    /// How many targets had ended when the caller last looked.
+    seen: Option<usize>,
+}
+
+impl WaitQuery {
+    fn wait(&self) -> Duration {
+        self.wait
+            .filter(|w| w.is_finite() && *w > 0.0)
+            .map_or(Duration::ZERO, |w| {
+                Duration::from_secs_f64(w.min(MAX_WAIT.as_secs_f64()))
+            })
+    }
+}
+
+/// 202 with the URL to follow while it runs; once ended, 200, or 207 when some target did
+/// not end `ok` or `already` (the body says which).
+fn status_response(s: app::actions::ActionStatus) -> Response {
+    if !s.finished() {
+        let url = s.url.clone();
+        return (StatusCode::ACCEPTED, [(header::LOCATION, url)], Json(s)).into_response();
+    }
+    let code = if s.all_ok() {
+        StatusCode::OK
+    } else {
+        StatusCode::MULTI_STATUS
+    };
+    (code, Json(s)).into_response()
+}
+
 async fn run_action(
     st: &AppState,
     caller: &Caller,
     kind: app::actions::ActionKind,
     b: &ActionBody,
+    q: &WaitQuery,
 ) -> Result<Response, ApiError> {
-    let result = st
+    let started = st
         .actions
-        .run(caller, kind, &b.targets, b.reason.as_deref())
+        .submit(caller, kind, &b.targets, b.reason.as_deref())
         .await?;
-    let status = if result.all_ok() {
-        StatusCode::OK
-    } else {
-        // Some target failed or could not be verified: the body says which.
-        StatusCode::MULTI_STATUS
-    };
-    Ok((status, Json(result)).into_response())
+    let wait = q.wait();
+    if wait.is_zero() {
+        return Ok(status_response(started));
+    }
+    let now = st
+        .actions
+        .status(started.id, usize::MAX, wait)
+        .await
+        .map_err(ApiError::Storage)?
+        .unwrap_or(started);
+    Ok(status_response(now))
+}
+
+/// `GET /api/actions/{id}?wait=&seen=`: an action as far as it has run.
+async fn action_status(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<WaitQuery>,
+) -> Result<Response, ApiError> {
+    let id: i64 = id.parse().map_err(|_| {
+        ApiError::NoSuch(format!(
+            "no action {:?}",
+            id.chars().take(20).collect::<String>()
+        ))
+    })?;
+    let s = st
+        .actions
+        .status(id, q.seen.unwrap_or(0), q.wait())
+        .await
+        .map_err(ApiError::Storage)?
+        .ok_or_else(|| ApiError::NoSuch(format!("no action {id}")))?;
+    Ok(Json(s).into_response())
 }
 
 async fn action_drain(
     State(st): State<AppState>,
     c: Caller,
+    Query(q): Query<WaitQuery>,
     JsonBody(b): JsonBody<ActionBody>,
 ) -> Result<Response, ApiError> {
-    run_action(&st, &c, app::actions::ActionKind::Drain, &b).await
+    run_action(&st, &c, app::actions::ActionKind::Drain, &b, &q).await
 }
 
 async fn action_resume(
     State(st): State<AppState>,
     c: Caller,
+    Query(q): Query<WaitQuery>,
     JsonBody(b): JsonBody<ActionBody>,
 ) -> Result<Response, ApiError> {
-    run_action(&st, &c, app::actions::ActionKind::Resume, &b).await
+    run_action(&st, &c, app::actions::ActionKind::Resume, &b, &q).await
 }
 
 async fn action_requeue(
     State(st): State<AppState>,
     c: Caller,
+    Query(q): Query<WaitQuery>,
     JsonBody(b): JsonBody<ActionBody>,
 ) -> Result<Response, ApiError> {
     let kind = if b.hold {
@@ -90,7 +164,7 @@ async fn action_requeue(
     } else {
         app::actions::ActionKind::Requeue
     };
-    run_action(&st, &c, kind, &b).await
+    run_action(&st, &c, kind, &b, &q).await
 }
 
 #[derive(Deserialize)]

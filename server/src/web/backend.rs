@@ -63,16 +63,32 @@ impl Backend for LiveBackend {
         kind: app::actions::ActionKind,
         t: &'a app::actions::ActionTargets,
         reason: Option<&'a str>,
-    ) -> app::backend::BackendFuture<'a, app::actions::ActionResult> {
+    ) -> app::backend::BackendFuture<'a, app::actions::ActionStatus> {
         Box::pin(async move {
             let caller = crate::auth::Caller {
                 user: me.user.clone(),
                 role: me.role,
             };
             self.actions
-                .run(&caller, kind, t, reason)
+                .submit(&caller, kind, t, reason)
                 .await
                 .map_err(action_message)
+        })
+    }
+
+    fn action_status(
+        &self,
+        id: i64,
+        seen: usize,
+        wait_ms: u64,
+    ) -> app::backend::BackendFuture<'_, Option<app::actions::ActionStatus>> {
+        Box::pin(async move {
+            // A follower's poll, bounded well inside the request timeout.
+            let wait = std::time::Duration::from_millis(wait_ms.min(20_000));
+            self.actions.status(id, seen, wait).await.map_err(|e| {
+                tracing::error!(error = %e, "action status read failed");
+                "storage unavailable".to_string()
+            })
         })
     }
 

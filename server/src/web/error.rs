@@ -46,6 +46,7 @@ impl From<crate::actions::ActionError> for ApiError {
             A::RateLimited(_) => ApiError::TooMany(e.to_string()),
             A::Scheduler(s) => ApiError::Scheduler(s.to_string()),
             A::Audit(s) => ApiError::Storage(s),
+            A::Stopping => ApiError::Busy(e.to_string()),
         }
     }
 }

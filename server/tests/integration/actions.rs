@@ -43,6 +43,7 @@ async fn every_route_is_guarded() {
     );
     for must in [
         "/api/actions/drain",
+        "/api/actions/{id}",
         "/api/audit",
         "/",
         "/api/overview",
@@ -221,7 +222,7 @@ async fn sign_in_sessions_and_cross_site_requests() {
     let cross = request(
         r.addr,
         "POST",
-        "/api/actions/drain",
+        "/api/actions/drain?wait=20",
         &[
             ("Cookie", &cookie),
             ("Origin", "http://evil.example"),
@@ -347,7 +348,7 @@ async fn action_story(db: String) {
     // A viewer's drain is refused and changes nothing.
     let v = post_json(
         r.addr,
-        "/api/actions/drain",
+        "/api/actions/drain?wait=20",
         Some(&viewer),
         &json!({"nodes": [node], "reason": "x"}),
     )
@@ -358,7 +359,7 @@ async fn action_story(db: String) {
     // Bad input: a reason is required; hostile names are refused before anything runs.
     let e = post_json(
         r.addr,
-        "/api/actions/drain",
+        "/api/actions/drain?wait=20",
         Some(&op),
         &json!({"nodes": [node]}),
     )
@@ -370,7 +371,7 @@ async fn action_story(db: String) {
         .contains("reason"));
     let e = post_json(
         r.addr,
-        "/api/actions/drain",
+        "/api/actions/drain?wait=20",
         Some(&op),
         &json!({"nodes": ["gpu001; reboot"], "reason": "x"}),
     )
@@ -378,7 +379,7 @@ async fn action_story(db: String) {
     assert_eq!(e.status, 400);
     let e = post_json(
         r.addr,
-        "/api/actions/drain",
+        "/api/actions/drain?wait=20",
         Some(&op),
         &json!({"nodes": ["gpu999"], "reason": "x"}),
     )
@@ -387,7 +388,7 @@ async fn action_story(db: String) {
     let e = request(
         r.addr,
         "POST",
-        "/api/actions/drain",
+        "/api/actions/drain?wait=20",
         &[("Cookie", &op)],
         Some(("application/json", b"{not json")),
     )
@@ -399,8 +400,8 @@ async fn action_story(db: String) {
     let reason = "XID 48 $(reboot) `id` \"dbe\" 'x' ; | =cmd";
     let body = json!({"nodes": [node], "reason": reason});
     let (a, b) = tokio::join!(
-        post_json(r.addr, "/api/actions/drain", Some(&op), &body),
-        post_json(r.addr, "/api/actions/drain", Some(&op2), &body)
+        post_json(r.addr, "/api/actions/drain?wait=20", Some(&op), &body),
+        post_json(r.addr, "/api/actions/drain?wait=20", Some(&op2), &body)
     );
     assert_eq!(
         (a.status, b.status),
@@ -432,7 +433,7 @@ async fn action_story(db: String) {
     // Resume, then requeue the job: each verified by reading the scheduler back.
     let res = post_json(
         r.addr,
-        "/api/actions/resume",
+        "/api/actions/resume?wait=20",
         Some(&op),
         &json!({"nodes": [node]}),
     )
@@ -441,7 +442,7 @@ async fn action_story(db: String) {
     assert_eq!(res.json()["outcomes"][0]["status"], "ok");
     let rq = post_json(
         r.addr,
-        "/api/actions/requeue",
+        "/api/actions/requeue?wait=20",
         Some(&op),
         &json!({"jobs": [job]}),
     )
@@ -463,7 +464,7 @@ async fn action_story(db: String) {
     // A retry of the requeue does nothing and says so.
     let again = post_json(
         r.addr,
-        "/api/actions/requeue",
+        "/api/actions/requeue?wait=20",
         Some(&op),
         &json!({"jobs": [job]}),
     )
@@ -560,19 +561,19 @@ async fn actions_are_rate_limited_per_user() {
     let body = json!({"nodes": ["gpu001"], "reason": "rate"});
     for _ in 0..2 {
         assert_eq!(
-            post_json(r.addr, "/api/actions/drain", Some(&op), &body)
+            post_json(r.addr, "/api/actions/drain?wait=20", Some(&op), &body)
                 .await
                 .status,
             200
         );
     }
-    let third = post_json(r.addr, "/api/actions/drain", Some(&op), &body).await;
+    let third = post_json(r.addr, "/api/actions/drain?wait=20", Some(&op), &body).await;
     assert_eq!(third.status, 429, "{}", third.text());
     // Another user is not limited by the first.
     assert_eq!(
         post_json(
             r.addr,
-            "/api/actions/resume",
+            "/api/actions/resume?wait=20",
             Some(&admin),
             &json!({"nodes": ["gpu001"]})
         )
@@ -605,7 +606,7 @@ async fn a_scheduler_that_does_not_answer_leaves_nothing_half_done() {
     // An action fails with a clear message, before anything is written or called.
     let e = post_json(
         r.addr,
-        "/api/actions/drain",
+        "/api/actions/drain?wait=20",
         Some(&op),
         &json!({"nodes": ["gpu001"], "reason": "x"}),
     )
@@ -1026,7 +1027,7 @@ async fn pages_refused_for_a_role_say_so_in_html() {
     let operator = login(r.addr, "operator1").await;
     // Something in the audit log, which must not reach those refused.
     let b = json!({"nodes": ["gpu003"], "reason": "secret maintenance note"});
-    let done = post_json(r.addr, "/api/actions/drain", Some(&operator), &b).await;
+    let done = post_json(r.addr, "/api/actions/drain?wait=20", Some(&operator), &b).await;
     assert_eq!(done.status, 200, "{}", done.text());
     for (who, cookie, path, words) in [
         (
@@ -1107,5 +1108,357 @@ async fn pages_refused_for_a_role_say_so_in_html() {
     .await;
     assert_eq!(missing.status, 404);
     assert!(missing.text().contains("class=\"topbar\""));
+    r.stop().await.expect("stop");
+}
+
+/// Follows an action to its end through `GET /api/actions/{id}`.
+async fn follow(addr: std::net::SocketAddr, cookie: &str, id: i64) -> serde_json::Value {
+    let mut seen = 0;
+    for _ in 0..40 {
+        let r = support::get_with(
+            addr,
+            &format!("/api/actions/{id}?wait=5&seen={seen}"),
+            &[("Cookie", cookie)],
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let s = r.json();
+        if s["state"] == "done" || s["state"] == "stopped" {
+            return s;
+        }
+        seen = s["outcomes"].as_array().map_or(0, |o| {
+            o.iter()
+                .filter(|t| t["status"] != "pending" && t["status"] != "calling")
+                .count()
+        });
+    }
+    panic!("action {id} did not end");
+}
+
+/// An action is answered at once (202, a URL to follow, every target pending) and runs on
+/// its own: a request that gives up waiting changes nothing, and its end is verified.
+async fn detached_story(db: String) {
+    let r = start(db, false).await;
+    let op = login(r.addr, "operator1").await;
+    let viewer = login(r.addr, "viewer1").await;
+    let nodes = ["gpu001", "gpu002", "gpu003", "gpu004"];
+    let a = post_json(
+        r.addr,
+        "/api/actions/drain",
+        Some(&op),
+        &json!({"nodes": nodes, "reason": "detached"}),
+    )
+    .await;
+    assert_eq!(a.status, 202, "{}", a.text());
+    let s = a.json();
+    let id = s["id"].as_i64().expect("id");
+    assert_eq!(
+        a.header("location"),
+        Some(format!("/api/actions/{id}").as_str())
+    );
+    assert_eq!(s["url"], format!("/api/actions/{id}"));
+    assert_eq!(s["user"], "operator1");
+    let outcomes = s["outcomes"].as_array().expect("outcomes");
+    assert_eq!(outcomes.len(), 4);
+    assert!(outcomes.iter().all(|o| o["status"] == "pending"), "{s}");
+    // The record of intent is in the audit log before anything is called.
+    let audit = r.store.audit(&Default::default()).await.expect("audit");
+    assert_eq!(
+        audit
+            .iter()
+            .filter(|e| e.detail == "operator1: detached")
+            .count(),
+        4
+    );
+    let end = follow(r.addr, &op, id).await;
+    assert_eq!(end["state"], "done", "{end}");
+    for o in end["outcomes"].as_array().expect("outcomes") {
+        assert_eq!(o["status"], "ok", "{end}");
+        assert!(
+            o["message"].as_str().unwrap_or("").starts_with("verified"),
+            "{o}"
+        );
+    }
+    for n in nodes {
+        assert!(
+            matches!(
+                node_json(r.addr, &op, n).await["state"].as_str(),
+                Some("draining" | "drained")
+            ),
+            "{n}"
+        );
+    }
+    // Only those who may act follow actions; an unknown one is 404.
+    let v = support::get_with(
+        r.addr,
+        &format!("/api/actions/{id}"),
+        &[("Cookie", &viewer)],
+    )
+    .await;
+    assert_eq!(v.status, 403);
+    let none = support::get_with(r.addr, "/api/actions/99999999", &[("Cookie", &op)]).await;
+    assert_eq!(none.status, 404);
+
+    // A request that waits for the end but whose client goes away at once: the resume
+    // still runs to its verified end.
+    let body = json!({"nodes": nodes}).to_string();
+    let req = format!(
+        "POST /api/actions/resume?wait=20 HTTP/1.1\r\nHost: {}\r\nCookie: {op}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        r.addr,
+        body.len()
+    );
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut s = tokio::net::TcpStream::connect(r.addr)
+            .await
+            .expect("connect");
+        s.write_all(req.as_bytes()).await.expect("write");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let mut resumed = false;
+    for _ in 0..100 {
+        let rows = r.store.audit(&Default::default()).await.expect("audit");
+        let mine: Vec<_> = rows.iter().filter(|e| e.action == "resume").collect();
+        if mine.len() == 4 && mine.iter().all(|e| e.status == "ok") {
+            resumed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(resumed, "{:?}", r.store.audit(&Default::default()).await);
+    for n in nodes {
+        assert_ne!(node_json(r.addr, &op, n).await["state"], "draining", "{n}");
+    }
+    r.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn actions_run_detached_from_their_request_on_sqlite() {
+    detached_story(support::sqlite_url()).await;
+}
+
+#[tokio::test]
+async fn actions_run_detached_from_their_request_on_postgres() {
+    let Some(url) = support::postgres_url().await else {
+        return;
+    };
+    detached_story(url).await;
+}
+
+/// What a server killed mid-action leaves behind, settled by the next one: a call that
+/// may have been sent is judged by reading the scheduler back and never made again; a
+/// target not yet reached runs if the action is recent, else is marked interrupted; rows
+/// of a server from before durable actions are closed with what the scheduler shows.
+async fn recovery_story(db: String) {
+    use app::actions::{ActionKind, Role};
+    let store = server::store::Store::connect(&db).await.expect("store");
+    let now = server::live::wall_now_ms();
+    let list = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // A drain cut off mid-rack: gpu001 done, gpu002 in its call (which never reached the
+    // scheduler), gpu003 not reached.
+    let (recent, ids) = store
+        .action_record(
+            now - 30_000,
+            "operator1",
+            Role::Operator,
+            ActionKind::Drain,
+            "operator1: cut",
+            &list(&["gpu001", "gpu002", "gpu003"]),
+        )
+        .await
+        .expect("record");
+    store
+        .action_set_state(recent, "running", "", None)
+        .await
+        .expect("state");
+    store
+        .audit_calling(ids[0], now - 29_000, "0")
+        .await
+        .expect("calling");
+    store
+        .audit_finish(ids[0], "ok", "verified: DRAIN", now - 28_000)
+        .await
+        .expect("finish");
+    assert!(store
+        .audit_calling(ids[1], now - 27_000, "0")
+        .await
+        .expect("calling"));
+    // A resume whose call landed (the simulator's nodes are not drained): verified by
+    // reading back.
+    let (landed, lids) = store
+        .action_record(
+            now - 20_000,
+            "operator1",
+            Role::Operator,
+            ActionKind::Resume,
+            "",
+            &list(&["gpu005"]),
+        )
+        .await
+        .expect("record");
+    store
+        .audit_calling(lids[0], now - 19_000, "0")
+        .await
+        .expect("calling");
+    // A drain recorded 20 minutes ago and never started: not run now.
+    let (old, oids) = store
+        .action_record(
+            now - 20 * 60_000,
+            "operator1",
+            Role::Operator,
+            ActionKind::Drain,
+            "operator1: old",
+            &list(&["gpu004"]),
+        )
+        .await
+        .expect("record");
+    // A row of a server from before durable actions.
+    let legacy = store
+        .audit_begin(
+            now - 60_000,
+            "operator1",
+            Role::Operator,
+            "drain",
+            "gpu006",
+            "operator1: legacy",
+        )
+        .await
+        .expect("legacy");
+    drop(store);
+
+    let r = start(db, false).await;
+    let op = login(r.addr, "operator1").await;
+    let cut = follow(r.addr, &op, recent).await;
+    assert_eq!(cut["state"], "done", "{cut}");
+    let st = |s: &serde_json::Value, i: usize| {
+        s["outcomes"][i]["status"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert_eq!(st(&cut, 0), "ok");
+    assert_eq!(st(&cut, 1), "interrupted", "{cut}");
+    assert!(
+        cut["outcomes"][1]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("did not take effect; not called again"),
+        "{cut}"
+    );
+    assert_eq!(st(&cut, 2), "ok", "{cut}");
+    // Never called again: gpu002 is as the simulator had it; gpu003 was drained now.
+    assert!(!matches!(
+        node_json(r.addr, &op, "gpu002").await["state"].as_str(),
+        Some("draining" | "drained")
+    ));
+    assert!(matches!(
+        node_json(r.addr, &op, "gpu003").await["state"].as_str(),
+        Some("draining" | "drained")
+    ));
+    let l = follow(r.addr, &op, landed).await;
+    assert_eq!(st(&l, 0), "ok", "{l}");
+    assert!(
+        l["outcomes"][0]["message"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("verified after a restart"),
+        "{l}"
+    );
+    let o = follow(r.addr, &op, old).await;
+    assert_eq!(st(&o, 0), "interrupted", "{o}");
+    assert!(
+        o["outcomes"][0]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("over 10 minutes old"),
+        "{o}"
+    );
+    assert!(!matches!(
+        node_json(r.addr, &op, "gpu004").await["state"].as_str(),
+        Some("draining" | "drained")
+    ));
+    let rows = r.store.audit(&Default::default()).await.expect("audit");
+    let leg = rows.iter().find(|e| e.id == legacy).expect("legacy row");
+    assert_eq!(leg.status, "interrupted", "{leg:?}");
+    assert!(leg.result.contains("the scheduler shows"), "{leg:?}");
+    assert!(
+        rows.iter()
+            .all(|e| !matches!(e.status.as_str(), "pending" | "calling" | "started")),
+        "{rows:?}"
+    );
+    let _ = oids;
+    r.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn unfinished_actions_are_reconciled_at_start_on_sqlite() {
+    recovery_story(support::sqlite_url()).await;
+}
+
+#[tokio::test]
+async fn unfinished_actions_are_reconciled_at_start_on_postgres() {
+    let Some(url) = support::postgres_url().await else {
+        return;
+    };
+    recovery_story(url).await;
+}
+
+/// An audit log that fails mid-action stops it there and says exactly what was done
+/// (SQLite, with a trigger that refuses the third target's row as a full disk would).
+#[tokio::test]
+async fn an_audit_log_that_fails_mid_action_stops_it_and_says_what_was_done() {
+    let db = support::sqlite_url();
+    let r = start(db.clone(), false).await;
+    let op = login(r.addr, "operator1").await;
+    {
+        use sqlx::Connection;
+        let mut c = sqlx::SqliteConnection::connect(&db).await.expect("connect");
+        sqlx::query(
+            "CREATE TRIGGER fail_gpu003 BEFORE UPDATE OF status ON audit \
+             WHEN NEW.target = 'gpu003' AND NEW.status = 'calling' \
+             BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END",
+        )
+        .execute(&mut c)
+        .await
+        .expect("trigger");
+    }
+    let a = post_json(
+        r.addr,
+        "/api/actions/drain?wait=20",
+        Some(&op),
+        &json!({"nodes": ["gpu001", "gpu002", "gpu003", "gpu004"], "reason": "disk"}),
+    )
+    .await;
+    assert_eq!(a.status, 207, "{}", a.text());
+    let s = a.json();
+    assert_eq!(s["state"], "stopped", "{s}");
+    let note = s["note"].as_str().unwrap_or("");
+    assert!(
+        note.contains("at gpu003 (not called)")
+            && note.contains("done before it: gpu001 (ok), gpu002 (ok)")
+            && note.contains("not done: gpu004"),
+        "{note}"
+    );
+    for (n, drained) in [
+        ("gpu001", true),
+        ("gpu002", true),
+        ("gpu003", false),
+        ("gpu004", false),
+    ] {
+        let st = node_json(r.addr, &op, n).await;
+        assert_eq!(
+            matches!(st["state"].as_str(), Some("draining" | "drained")),
+            drained,
+            "{n}: {st}"
+        );
+    }
+    // The store has it too (its own row could still be written).
+    let stored = r
+        .store
+        .action(s["id"].as_i64().expect("id"))
+        .await
+        .expect("read")
+        .expect("action");
+    assert_eq!(stored.state, "stopped");
     r.stop().await.expect("stop");
 }

@@ -245,7 +245,7 @@ async fn operators_act_on_a_real_slurm_through_gantry() {
     );
     let d = post_json(
         r.addr,
-        "/api/actions/drain",
+        "/api/actions/drain?wait=20",
         Some(&op),
         &json!({"rack": "R2", "reason": "gantry-test: PDU swap"}),
     )
@@ -256,7 +256,7 @@ async fn operators_act_on_a_real_slurm_through_gantry() {
     }
     let res = post_json(
         r.addr,
-        "/api/actions/resume",
+        "/api/actions/resume?wait=20",
         Some(&op),
         &json!({"rack": "R2"}),
     )
@@ -321,7 +321,7 @@ async fn operators_act_on_a_real_slurm_through_gantry() {
     // A viewer's drain is refused and Slurm is untouched.
     let v = post_json(
         r.addr,
-        "/api/actions/drain",
+        "/api/actions/drain?wait=20",
         Some(&viewer),
         &json!({"nodes": ["gpu007"], "reason": "no"}),
     )
@@ -345,7 +345,7 @@ async fn operators_act_on_a_real_slurm_through_gantry() {
     // Drain: Slurm shows DRAIN and the reason with the operator's name.
     let d = post_json(
         r.addr,
-        "/api/actions/drain",
+        "/api/actions/drain?wait=20",
         Some(&op),
         &json!({"nodes": ["gpu007"], "reason": "gantry-test: fan swap"}),
     )
@@ -362,7 +362,7 @@ async fn operators_act_on_a_real_slurm_through_gantry() {
     // Resume: the DRAIN is gone.
     let res = post_json(
         r.addr,
-        "/api/actions/resume",
+        "/api/actions/resume?wait=20",
         Some(&op),
         &json!({"nodes": ["gpu007"]}),
     )
@@ -373,7 +373,7 @@ async fn operators_act_on_a_real_slurm_through_gantry() {
     // Requeue: Slurm counts a restart; Gantry's job history records the requeue.
     let rq = post_json(
         r.addr,
-        "/api/actions/requeue",
+        "/api/actions/requeue?wait=20",
         Some(&op),
         &json!({"jobs": [job]}),
     )
