@@ -10,6 +10,7 @@
 //! - `reports`: reports against a scenario with known hours and costs, on both databases.
 //! - `rest`: the slurmrestd client against a newer API version this test plays.
 //! - `slurm`: the Slurm CLI transport against a real 16-node Slurm.
+//! - `crash`: the `gantry` binary killed with SIGKILL mid-action, 50 times, on that Slurm.
 //! - `security`: sign-in under a flood, redirects, security headers and the CSP nonce,
 //!   connection and stream limits.
 //! - `tls`: HTTPS to an exporter, slurmrestd and a webhook receiver with certificates from
@@ -20,6 +21,7 @@ mod support;
 mod actions;
 mod alerts;
 mod cli;
+mod crash;
 mod http;
 mod promql;
 mod reports;
