@@ -19,6 +19,8 @@ pub struct Metrics {
     pub store_writes_total: AtomicU64,
     pub store_errors_total: AtomicU64,
     pub store_queue_dropped_total: AtomicU64,
+    pub store_write_retries_total: AtomicU64,
+    pub store_writes_failed_total: AtomicU64,
     pub scrapes_total: AtomicU64,
     pub scrape_failures_total: AtomicU64,
     pub scrape_samples_total: AtomicU64,
@@ -147,14 +149,26 @@ impl Metrics {
         one(
             "gantry_store_errors_total",
             "counter",
-            "Store writes that failed.",
+            "Store write attempts that failed (a write retried after an error counts each try).",
             self.store_errors_total.load(Relaxed).to_string(),
         );
         one(
             "gantry_store_queue_dropped_total",
             "counter",
-            "Store writes dropped because the writer fell behind.",
+            "Store writes dropped because the queue was full, or abandoned at shutdown with the database still failing.",
             self.store_queue_dropped_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_store_write_retries_total",
+            "counter",
+            "Store writes tried again after an error that may pass (busy, locked, connection lost).",
+            self.store_write_retries_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_store_writes_failed_total",
+            "counter",
+            "Store writes dropped for an error retrying cannot fix (a constraint, bad SQL).",
+            self.store_writes_failed_total.load(Relaxed).to_string(),
         );
         one(
             "gantry_slurm_polls_total",

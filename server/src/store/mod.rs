@@ -58,6 +58,65 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+impl StoreError {
+    /// Whether the same write may succeed if tried again: the database or the way to it
+    /// failed (connection lost, locked or busy, disk full, the pool timed out), not the
+    /// write. A broken constraint, SQL the database rejects, a value that does not encode or
+    /// a row that does not decode fail the same way every time. When unsure, it may pass.
+    pub fn may_pass(&self) -> bool {
+        use sqlx::Error as E;
+        match self {
+            StoreError::Db(E::Database(e)) => database_error_may_pass(e.as_ref()),
+            StoreError::Db(
+                E::Configuration(_)
+                | E::InvalidArgument(_)
+                | E::RowNotFound
+                | E::TypeNotFound { .. }
+                | E::ColumnIndexOutOfBounds { .. }
+                | E::ColumnNotFound(_)
+                | E::ColumnDecode { .. }
+                | E::Encode(_)
+                | E::Decode(_)
+                | E::AnyDriverError(_)
+                | E::PoolClosed
+                | E::Migrate(_)
+                | E::InvalidSavePointStatement
+                | E::BeginFailed,
+            ) => false,
+            // Io, Tls, Protocol, PoolTimedOut, WorkerCrashed and whatever sqlx adds later.
+            StoreError::Db(_) => true,
+            StoreError::UnsupportedUrl | StoreError::Migrate(_) | StoreError::Corrupt(_) => false,
+        }
+    }
+}
+
+/// An error the database itself returned is the statement's fault when it is a constraint
+/// violation, or on SQLite a primary result code of SQLITE_ERROR (bad SQL, no such table),
+/// TOOBIG, CONSTRAINT, MISMATCH, MISUSE or RANGE, or on PostgreSQL an SQLSTATE of class
+/// 0A (not supported), 22 (data exception), 23 (integrity) or 42 (syntax, access rule).
+/// Everything else (BUSY, LOCKED, FULL, IOERR; connection, resource, shutdown, deadlock
+/// classes) may pass.
+fn database_error_may_pass(e: &dyn sqlx::error::DatabaseError) -> bool {
+    if e.kind() != sqlx::error::ErrorKind::Other {
+        return false;
+    }
+    let code = e.code().unwrap_or_default();
+    if e.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+        // The code is SQLite's extended result code; its low byte is the primary code.
+        !matches!(
+            code.parse::<i32>().map(|c| c & 0xff),
+            Ok(1 | 18 | 19 | 20 | 21 | 25)
+        )
+    } else if e
+        .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+        .is_some()
+    {
+        !["0A", "22", "23", "42"].iter().any(|c| code.starts_with(c))
+    } else {
+        true
+    }
+}
+
 pub type Result<T> = std::result::Result<T, StoreError>;
 
 /// A handle to the database; cheap to clone.
