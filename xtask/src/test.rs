@@ -66,9 +66,9 @@ pub(crate) fn test(args: &[String]) -> Result {
     step("unit and integration tests (SQLite, PostgreSQL, Prometheus, Slurm)");
     run_cmd(cargo().args(["test", "-p", "app", "--features", "ssr", "--lib"]))?;
     run_cmd(cargo().args(["test", "-p", "exposition"]))?;
-    run_cmd(
-        cargo()
-            .args(["test", "-p", "server"])
+    let server_tests = |args: &[&str]| {
+        let mut c = cargo();
+        c.args(args)
             .env("GANTRY_TEST_PG_URL", &pg.url)
             .env("GANTRY_TEST_SLURM_CONF", &slurm.conf)
             .env(
@@ -79,8 +79,20 @@ pub(crate) fn test(args: &[String]) -> Result {
                 "GANTRY_TEST_SLURM_REST_SOCKET",
                 format!("unix:{}", slurm.socket.display()),
             )
-            .env("GANTRY_TEST_SLURM_JWT", &slurm.jwt),
-    )?;
+            .env("GANTRY_TEST_SLURM_JWT", &slurm.jwt);
+        c
+    };
+    run_cmd(&mut server_tests(&["test", "-p", "server"]))?;
+    // Tests that must run alone (they count every client of slurmctld).
+    run_cmd(&mut server_tests(&[
+        "test",
+        "-p",
+        "server",
+        "--test",
+        "integration",
+        "--",
+        "--ignored",
+    ]))?;
     drop(pg);
 
     ensure_apt(&["chromium"], "browser tests run in Debian's Chromium")?;

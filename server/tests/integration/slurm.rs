@@ -968,3 +968,104 @@ async fn a_real_slurm_with_exporters_shows_what_they_read() {
     assert!(checked, "the job on gpu006 shows on /topology");
     r.stop().await.expect("stop");
 }
+
+/// The read RPCs slurmctld has answered (`sdiag`'s counts by message type, `REQUEST_*`,
+/// without sdiag's own `REQUEST_STATS_INFO`).
+fn slurmctld_reads(conf: &str) -> u64 {
+    let out = std::process::Command::new("sdiag")
+        .env("SLURM_CONF", conf)
+        .output()
+        .expect("sdiag");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let by_type = text
+        .split("Remote Procedure Call statistics by message type")
+        .nth(1)
+        .and_then(|t| t.split("Remote Procedure Call statistics by user").next())
+        .expect("sdiag's RPC table");
+    by_type
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("REQUEST_") && !l.starts_with("REQUEST_STATS_INFO"))
+        .filter_map(|l| l.split("count:").nth(1))
+        .filter_map(|c| c.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Opens `n` live streams of the overview and reads them until `window` has passed;
+/// returns how many snapshots they got in all.
+async fn live_clients(addr: std::net::SocketAddr, n: usize, window: Duration) -> usize {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tasks = Vec::new();
+    for _ in 0..n {
+        tasks.push(tokio::spawn(async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            let req = format!(
+                "GET /api/live HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
+            );
+            s.write_all(req.as_bytes()).await.expect("write");
+            let mut events = 0;
+            let mut buf = vec![0u8; 64 * 1024];
+            let end = tokio::time::Instant::now() + window;
+            while let Ok(Ok(got)) = tokio::time::timeout_at(end, s.read(&mut buf)).await {
+                if got == 0 {
+                    break;
+                }
+                events += buf[..got].windows(7).filter(|w| w == b"event: ").count();
+            }
+            events
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.expect("client");
+    }
+    total
+}
+
+/// However many browsers watch, Gantry asks slurmctld the same: one poll per interval,
+/// shared by every live stream. `sdiag`'s read RPCs over equal windows with 1 and with 100
+/// live clients: a ratio of at most 1.05. Run alone by `cargo xtask test` (`--ignored`),
+/// since sdiag counts every client of slurmctld, other tests' too.
+#[tokio::test]
+#[ignore = "run alone by cargo xtask test: sdiag counts every client of slurmctld"]
+async fn the_scheduler_load_is_flat_however_many_browsers_watch() {
+    use crate::support;
+    if cluster().is_none() {
+        return;
+    }
+    let conf = std::env::var("GANTRY_TEST_SLURM_CONF").unwrap_or_default();
+    let mut cfg = support::test_config(support::sqlite_url(), 16, 1.0, 200);
+    cfg.source = server::config::SourceKind::Slurm;
+    cfg.slurm.conf = Some(conf.clone().into());
+    cfg.slurm.poll_interval_ms = 250;
+    cfg.limits.live_streams_per_user = 200;
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    let window = Duration::from_secs(10);
+    let measure = |n: usize| {
+        let conf = conf.clone();
+        let addr = r.addr;
+        async move {
+            let before = slurmctld_reads(&conf);
+            let events = live_clients(addr, n, window).await;
+            (slurmctld_reads(&conf) - before, events)
+        }
+    };
+    let (one, one_events) = measure(1).await;
+    let (many, many_events) = measure(100).await;
+    eprintln!(
+        "slurmctld read RPCs over {} s: {one} with 1 live client ({one_events} snapshots), \
+         {many} with 100 ({many_events} snapshots); ratio {:.3}",
+        window.as_secs(),
+        many as f64 / one.max(1) as f64
+    );
+    // Both windows were live: the streams got their snapshots.
+    assert!(one_events >= 5, "{one_events}");
+    assert!(many_events >= 100 * 5, "{many_events}");
+    assert!(one >= 20, "Gantry polled Slurm: {one}");
+    assert!(
+        many as f64 <= one as f64 * 1.05,
+        "100 browsers cost slurmctld more: {many} against {one}"
+    );
+    r.stop().await.expect("stop");
+}
