@@ -77,3 +77,27 @@ test("Escape closes the preview and nothing is done", async ({ page }) => {
   await expect(panel).toBeHidden();
   await expect(row.locator('[data-test="job-restarts"]')).toHaveText(restarts ?? "");
 });
+
+test("an action runs on the server: leaving its page does not stop it, and the audit log shows its verified end", async ({ page }) => {
+  await signIn(page, "operator1");
+  await expect(page.locator('[data-test="nodes-page"]')).toHaveAttribute("data-hydrated", "true");
+  const row = page.locator('[data-test="node-row"][data-state="allocated"]').nth(1);
+  const node = (await row.getAttribute("data-node")) ?? "";
+  expect(node).toMatch(/^gpu\d+$/);
+  await row.locator('[data-test="node-action"]').click();
+  const panel = page.locator('[data-test="action-panel"]');
+  await panel.locator('[data-test="action-reason"]').fill("e2e: leave at once");
+  await panel.locator('[data-test="action-confirm"]').click();
+  // Recorded: the panel follows it; the operator leaves without waiting for the end.
+  await expect(panel.locator('[data-test="action-state"]')).toBeVisible();
+  await page.goto(`/audit?target=${node}`);
+  await expect(async () => {
+    await page.reload();
+    await expect(page.locator('[data-test="audit-row"]').first()).toHaveAttribute("data-status", "ok", { timeout: 1_000 });
+  }).toPass({ timeout: 15_000 });
+  await expect(page.locator('[data-test="audit-row"]').first()).toContainText("e2e: leave at once");
+  // Leave the node as found, through the API (202 or, waited for, 200).
+  const r = await page.request.post("/api/actions/resume?wait=20", { data: { nodes: [node] } });
+  expect(r.status()).toBe(200);
+  expect((await r.json()).outcomes[0].status).toBe("ok");
+});
