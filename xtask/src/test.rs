@@ -83,7 +83,8 @@ pub(crate) fn test(args: &[String]) -> Result {
         c
     };
     run_cmd(&mut server_tests(&["test", "-p", "server"]))?;
-    // Tests that must run alone (they count every client of slurmctld).
+    // Tests that must run alone, one at a time: they count every client of slurmctld, or
+    // stop the shared PostgreSQL or slurmctld.
     run_cmd(&mut server_tests(&[
         "test",
         "-p",
@@ -92,6 +93,7 @@ pub(crate) fn test(args: &[String]) -> Result {
         "integration",
         "--",
         "--ignored",
+        "--test-threads=1",
     ]))?;
     drop(pg);
 

@@ -10,6 +10,8 @@
 //! - `reports`: reports against a scenario with known hours and costs, on both databases.
 //! - `rest`: the slurmrestd client against a newer API version this test plays.
 //! - `slurm`: the Slurm CLI transport against a real 16-node Slurm.
+//! - `faults`: a full SQLite disk, PostgreSQL restarted under load, slurmctld stopped and
+//!   started again.
 //! - `crash`: the `gantry` binary killed with SIGKILL mid-action, 50 times, on that Slurm.
 //! - `security`: sign-in under a flood, redirects, security headers and the CSP nonce,
 //!   connection and stream limits.
@@ -22,6 +24,7 @@ mod actions;
 mod alerts;
 mod cli;
 mod crash;
+mod faults;
 mod http;
 mod promql;
 mod reports;
