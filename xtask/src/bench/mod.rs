@@ -1,7 +1,9 @@
-//! `cargo xtask bench <size | ingest | browser | scale | reports | timeline | login-flood>`: one module
+//! `cargo xtask bench <size | ingest | browser | scale | reports | timeline | login-flood |
+//! fanout>`: one module
 //! per benchmark, and the measurements they share.
 
 mod browser;
+mod fanout;
 mod ingest;
 mod login_flood;
 mod reports;
@@ -25,8 +27,11 @@ pub(crate) fn bench(args: &[String]) -> Result {
         Some("reports") => reports::bench_reports(),
         Some("timeline") => timeline::bench_timeline(),
         Some("login-flood") => login_flood::bench_login_flood(),
+        Some("fanout") => fanout::bench_fanout(),
+        // The load generator `fanout` runs (a process of its own, release).
+        Some("fanout-load") => fanout::fanout_load(&args[1..]),
         _ => Err(
-            "usage: cargo xtask bench <size | ingest | browser | scale | reports | timeline | login-flood>"
+            "usage: cargo xtask bench <size | ingest | browser | scale | reports | timeline | login-flood | fanout>"
                 .into(),
         ),
     }
