@@ -40,6 +40,19 @@ pub struct Tick {
     /// Nodes or domains were added or removed: no delta can carry that, clients get a
     /// snapshot.
     pub reshaped: bool,
+    /// The overview as JSON, made once, by the first stream that needs a snapshot of this
+    /// tick (a storm of new streams would otherwise serialize it once each).
+    pub overview_json: std::sync::OnceLock<Arc<str>>,
+}
+
+impl Tick {
+    /// [`Tick::overview_json`], made on first use.
+    pub fn overview_json(&self) -> Arc<str> {
+        Arc::clone(
+            self.overview_json
+                .get_or_init(|| serde_json::to_string(&*self.overview).unwrap_or_default().into()),
+        )
+    }
 }
 
 /// The hot window: an hour at 10 s resolution (the usual scrape interval).
@@ -304,6 +317,7 @@ impl Live {
             from_seq,
             from_published_ms: prev.as_ref().map(|p| p.overview.published_ms),
             reshaped,
+            overview_json: std::sync::OnceLock::new(),
         });
         if let Some(t) = truth {
             if let Ok(mut q) = self.truths.lock() {

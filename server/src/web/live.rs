@@ -6,7 +6,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::live::{LiveSnapshot, Overview, EVENT_DELTA, EVENT_SNAPSHOT};
+use app::live::{EVENT_DELTA, EVENT_SNAPSHOT};
 use axum::extract::{Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::get;
@@ -232,15 +232,18 @@ pub(super) fn routes() -> Routes {
     vec![("/api/live", get(live_sse))]
 }
 
-fn snapshot_event(overview: &Overview) -> Event {
-    let snap = LiveSnapshot {
-        server_now_ms: wall_now_ms(),
-        overview: overview.clone(),
-    };
+/// A `LiveSnapshot` as JSON: this moment's server clock around the tick's overview, which
+/// is serialized once per tick, however many streams start.
+fn snapshot_event(tick: &Tick) -> Event {
+    let data = format!(
+        "{{\"server_now_ms\":{},\"overview\":{}}}",
+        wall_now_ms(),
+        tick.overview_json()
+    );
     Event::default()
         .event(EVENT_SNAPSHOT)
-        .id(app::live::resume_id(overview))
-        .data(serde_json::to_string(&snap).unwrap_or_default())
+        .id(app::live::resume_id(&tick.overview))
+        .data(data)
 }
 
 fn delta_event(tick: &Tick) -> Event {
@@ -267,7 +270,7 @@ fn first_event(tick: &Tick, since: Option<(u64, app::model::UnixMs)>) -> Option<
     match since {
         Some(s) if s == now => None,
         Some(s) if Some(s) == before && !tick.reshaped => Some(delta_event(tick)),
-        _ => Some(snapshot_event(&tick.overview)),
+        _ => Some(snapshot_event(tick)),
     }
 }
 
@@ -356,13 +359,13 @@ async fn live_sse(
                     Ok(tick) => {
                         s.live.metrics.sse_resyncs_total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         s.last_seq = tick.overview.seq;
-                        return Some((Ok(snapshot_event(&tick.overview)), s));
+                        return Some((Ok(snapshot_event(&tick)), s));
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => {
                         let Some(tick) = s.live.current() else { continue };
                         s.live.metrics.sse_resyncs_total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         s.last_seq = tick.overview.seq;
-                        return Some((Ok(snapshot_event(&tick.overview)), s));
+                        return Some((Ok(snapshot_event(&tick)), s));
                     }
                     Err(broadcast::error::RecvError::Closed) => return None,
                 },
