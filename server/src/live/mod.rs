@@ -48,10 +48,11 @@ pub struct Tick {
 impl Tick {
     /// [`Tick::overview_json`], made on first use.
     pub fn overview_json(&self) -> Arc<str> {
-        Arc::clone(
-            self.overview_json
-                .get_or_init(|| serde_json::to_string(&*self.overview).unwrap_or_default().into()),
-        )
+        Arc::clone(self.overview_json.get_or_init(|| {
+            serde_json::to_string(&*self.overview)
+                .unwrap_or_default()
+                .into()
+        }))
     }
 }
 
