@@ -196,6 +196,11 @@ impl ActionStatus {
         matches!(self.state.as_str(), "done" | "stopped")
     }
 
+    /// How many targets have reached their end.
+    pub fn ended(&self) -> usize {
+        self.outcomes.iter().filter(|o| o.finished()).count()
+    }
+
     /// Finished, and every target ended `ok` or `already`.
     pub fn all_ok(&self) -> bool {
         self.state == "done"

@@ -445,7 +445,7 @@ impl Actions {
         if let Some(tx) = followed {
             let mut rx = tx.subscribe();
             let _ =
-                tokio::time::timeout(wait, rx.wait_for(|s| s.finished() || ended(s) > seen)).await;
+                tokio::time::timeout(wait, rx.wait_for(|s| s.finished() || s.ended() > seen)).await;
             let now = rx.borrow().clone();
             return Ok(Some(now));
         }
@@ -585,14 +585,12 @@ impl Actions {
         for (i, t) in plan.targets.iter().enumerate() {
             let end = match t.status.as_str() {
                 "pending" if plan.recovered && wall_now_ms() - plan.at_ms > RESUME_WITHIN_MS => {
-                    self.finish_row(
-                        t,
-                        "interrupted",
+                    let msg = format!(
                         "not run: the server stopped before this target, and the action was \
-                         over 10 minutes old when it started again",
-                        false,
-                    )
-                    .await
+                         over {} minutes old when it started again",
+                        RESUME_WITHIN_MS / 60_000
+                    );
+                    self.finish_row(t, "interrupted", &msg, false).await
                 }
                 "pending" => self.run_target(&plan, t, &tx, i).await,
                 "calling" => {
@@ -847,26 +845,22 @@ impl Actions {
         }
     }
 
-    /// Whether the scheduler shows `kind` done on `target` (a job's restart count past
-    /// `restarts_before`), with the state it shows.
+    /// Whether the scheduler shows `kind` done on `target` (for a requeue, a restart
+    /// count past `restarts_before`), with the state it shows.
     async fn read_back(
         &self,
         kind: ActionKind,
         target: &str,
         restarts_before: u32,
     ) -> Result<Option<(bool, String)>, SchedError> {
-        if kind.on_nodes() {
-            Ok(self.current(kind, target).await?.map(|c| (c.done, c.state)))
-        } else {
-            let id = target.parse::<u64>().unwrap_or(0);
-            let jobs = self.sched.jobs().await?;
-            Ok(jobs.iter().find(|j| j.job.id == id).map(|j| {
-                (
-                    j.restart_count > restarts_before,
-                    format!("{} (restarts {})", j.raw_state.join("+"), j.restart_count),
-                )
-            }))
-        }
+        Ok(self.current(kind, target).await?.map(|c| {
+            let done = if kind.on_nodes() {
+                c.done
+            } else {
+                c.restarts > restarts_before
+            };
+            (done, c.state)
+        }))
     }
 
     /// Calls the scheduler for `kind` on `target`, then reads it back until the end state
@@ -925,11 +919,6 @@ struct Current {
     /// A job's restart count (what a requeue's read-back compares against).
     restarts: u32,
     state: String,
-}
-
-/// How many of an action's targets have ended.
-fn ended(s: &ActionStatus) -> usize {
-    s.outcomes.iter().filter(|o| o.finished()).count()
 }
 
 /// Why unfinished actions cannot be reconciled yet (tried again later).

@@ -437,7 +437,7 @@ pub(crate) fn ActionPanel(
 /// Each target of an action as far as it has run, and the action's state in words.
 #[component]
 fn ActionProgress(s: ActionStatus) -> impl IntoView {
-    let ended = s.outcomes.iter().filter(|o| o.finished()).count();
+    let ended = s.ended();
     let state = match s.state.as_str() {
         "queued" => "Recorded; waiting for the action before it to end.".to_string(),
         "running" => format!(
@@ -569,7 +569,7 @@ mod client {
                 after.run(());
                 return;
             }
-            let seen = cur.outcomes.iter().filter(|o| o.finished()).count();
+            let seen = cur.ended();
             match get_action_status(cur.id, seen).await {
                 Ok(Some(s)) => {
                     if progress.try_set(Some(s)).is_none() {

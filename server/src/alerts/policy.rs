@@ -29,19 +29,28 @@ pub(super) async fn auto_drain(
             Some(&reason),
         )
         .await;
-    // The drain runs on its own; the policy waits for its end only to log it.
-    let ended = match submitted {
-        Ok(s) => actions
-            .status(s.id, usize::MAX, std::time::Duration::from_secs(60))
-            .await
-            .map(|now| now.unwrap_or(s))
-            .map_err(crate::actions::ActionError::Audit),
-        Err(e) => Err(e),
-    };
-    match ended {
-        Ok(r) => {
-            tracing::warn!(node, outcome = ?r.outcomes.first().map(|o| o.status.clone()), "auto-drain policy acted")
+    let s = match submitted {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(node, error = %e, "auto-drain policy failed");
+            return;
         }
-        Err(e) => tracing::error!(node, error = %e, "auto-drain policy failed"),
+    };
+    // The drain runs on its own; the policy waits for its end only to log it.
+    match actions
+        .status(s.id, usize::MAX, std::time::Duration::from_secs(60))
+        .await
+    {
+        Ok(Some(r)) => {
+            tracing::warn!(node, state = %r.state, outcome = ?r.outcomes.first().map(|o| o.status.clone()), "auto-drain policy acted")
+        }
+        Ok(None) => tracing::warn!(
+            node,
+            id = s.id,
+            "auto-drain policy acted; its end is in the audit log"
+        ),
+        Err(e) => {
+            tracing::warn!(node, id = s.id, error = %e, "auto-drain started; its end could not be read")
+        }
     }
 }

@@ -624,13 +624,8 @@ async fn a_scheduler_that_does_not_answer_leaves_nothing_half_done() {
         .expect("audit")
         .is_empty());
     // Failing polls are counted, for alerting on Gantry itself.
-    let m = support::get(r.addr, "/metrics").await.text();
-    let errors = m
-        .lines()
-        .find_map(|l| l.strip_prefix("gantry_slurm_poll_errors_total "))
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
-    assert!(errors >= 2, "{m}");
+    let errors = support::metric(r.addr, "gantry_slurm_poll_errors_total").await;
+    assert!(errors >= 2, "{errors} failed polls counted");
     r.stop().await.expect("stop");
 }
 
@@ -1301,7 +1296,7 @@ async fn recovery_story(db: String) {
         .await
         .expect("calling");
     // A drain recorded 20 minutes ago and never started: not run now.
-    let (old, oids) = store
+    let (old, _) = store
         .action_record(
             now - 20 * 60_000,
             "operator1",
@@ -1386,7 +1381,6 @@ async fn recovery_story(db: String) {
             .all(|e| !matches!(e.status.as_str(), "pending" | "calling" | "started")),
         "{rows:?}"
     );
-    let _ = oids;
     r.stop().await.expect("stop");
 }
 

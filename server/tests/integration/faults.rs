@@ -11,15 +11,6 @@ use serde_json::json;
 
 use crate::support::{self, add_users, login, post_json};
 
-/// A counter of `/metrics`.
-async fn counter(addr: std::net::SocketAddr, name: &str) -> u64 {
-    let m = support::get(addr, "/metrics").await.text();
-    m.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map_or(0, |v| v as u64)
-}
-
 /// Polls `f` every 100 ms for up to `secs`.
 async fn within<F, Fut>(secs: u64, what: &str, mut f: F)
 where
@@ -132,9 +123,9 @@ async fn a_full_sqlite_disk_is_survived() {
             .expect("checkpoint");
     }
     let filler = fill(&dir);
-    let retries_at_full = counter(r.addr, "gantry_store_write_retries_total").await;
+    let retries_at_full = support::metric(r.addr, "gantry_store_write_retries_total").await;
     within(20, "history writes are retried on a full disk", || async {
-        counter(r.addr, "gantry_store_write_retries_total").await > retries_at_full
+        support::metric(r.addr, "gantry_store_write_retries_total").await > retries_at_full
     })
     .await;
     // Still serving, and live: the overview moves on.
@@ -163,9 +154,9 @@ async fn a_full_sqlite_disk_is_survived() {
 
     // Room again: writes resume by themselves; what was committed is there.
     std::fs::remove_file(&filler).expect("free the disk");
-    let writes = counter(r.addr, "gantry_store_writes_total").await;
+    let writes = support::metric(r.addr, "gantry_store_writes_total").await;
     within(30, "history writes resume", || async {
-        counter(r.addr, "gantry_store_writes_total").await > writes + 10
+        support::metric(r.addr, "gantry_store_writes_total").await > writes + 10
     })
     .await;
     let rows = r.store.audit(&Default::default()).await.expect("audit");
@@ -216,7 +207,7 @@ async fn a_postgres_restart_under_load_is_survived() {
     .await;
     assert_eq!(d.status, 200, "{}", d.text());
     within(10, "history is being written", || async {
-        counter(r.addr, "gantry_store_writes_total").await > 20
+        support::metric(r.addr, "gantry_store_writes_total").await > 20
     })
     .await;
     let committed = r
@@ -266,12 +257,15 @@ async fn a_postgres_restart_under_load_is_survived() {
     assert!(restarted.success());
     let served = load.await.expect("load");
     assert_eq!(served, 60, "the overview was served throughout the restart");
-    let writes = counter(r.addr, "gantry_store_writes_total").await;
+    let writes = support::metric(r.addr, "gantry_store_writes_total").await;
     within(30, "history writes resume after the restart", || async {
-        counter(r.addr, "gantry_store_writes_total").await > writes + 10
+        support::metric(r.addr, "gantry_store_writes_total").await > writes + 10
     })
     .await;
-    assert_eq!(counter(r.addr, "gantry_store_queue_dropped_total").await, 0);
+    assert_eq!(
+        support::metric(r.addr, "gantry_store_queue_dropped_total").await,
+        0
+    );
     let rows = r.store.audit(&Default::default()).await.expect("audit");
     assert_eq!(rows.len(), committed);
     let after = post_json(
@@ -326,13 +320,13 @@ async fn slurmctld_stopped_and_started_again_is_survived() {
         .status()
         .expect("kill")
         .success());
-    let errors = counter(r.addr, "gantry_slurm_poll_errors_total").await;
+    let errors = support::metric(r.addr, "gantry_slurm_poll_errors_total").await;
     within(20, "slurmctld stopped", || async {
         !std::path::Path::new(&format!("/proc/{pid}")).exists()
     })
     .await;
     within(30, "failed polls are counted", || async {
-        counter(r.addr, "gantry_slurm_poll_errors_total").await >= errors + 2
+        support::metric(r.addr, "gantry_slurm_poll_errors_total").await >= errors + 2
     })
     .await;
     // Still serving; the scheduler's state is said to be old, not shown as current.

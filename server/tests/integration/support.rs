@@ -435,3 +435,12 @@ pub async fn leaf_ib_traffic(
     }
     leaves
 }
+
+/// A counter or gauge of `/metrics` (0 when absent).
+pub async fn metric(addr: std::net::SocketAddr, name: &str) -> u64 {
+    let m = get(addr, "/metrics").await.text();
+    m.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
