@@ -46,6 +46,12 @@ pub const RESUME_WITHIN_MS: i64 = 10 * 60 * 1000;
 /// first beyond this; the store has them all).
 const KEPT_IN_MEMORY: usize = 256;
 
+/// How often the leader looks for actions a dead replica left unfinished.
+const RECOVER_EVERY: Duration = Duration::from_secs(15);
+
+/// How often a follower of an action run elsewhere reads its rows.
+const STORE_POLL: Duration = Duration::from_millis(250);
+
 #[derive(Debug, thiserror::Error)]
 pub enum ActionError {
     #[error("{0}")]
@@ -84,6 +90,8 @@ pub struct Actions {
 struct Followed {
     by_id: HashMap<i64, Arc<watch::Sender<ActionStatus>>>,
     order: VecDeque<i64>,
+    /// Actions a task of this process carries now (queued for the turn or running).
+    carried: std::collections::HashSet<i64>,
 }
 
 /// Why a target could not be carried through: its row could not be written.
@@ -374,9 +382,18 @@ impl Actions {
         let at_ms = wall_now_ms();
         let (id, audit_ids) = self
             .store
-            .action_record(at_ms, user, role, kind, &slurm_reason, &plan.targets)
+            .action_record_limited(
+                at_ms,
+                user,
+                role,
+                kind,
+                &slurm_reason,
+                &plan.targets,
+                Some(self.per_minute),
+            )
             .await
-            .map_err(ActionError::Audit)?;
+            .map_err(ActionError::Audit)?
+            .ok_or(ActionError::RateLimited(self.per_minute))?;
         let targets: Vec<StoredTarget> = audit_ids
             .into_iter()
             .zip(plan.targets)
@@ -410,6 +427,9 @@ impl Actions {
             "action recorded"
         );
         let tx = self.follow(status.clone());
+        if let Ok(mut f) = self.followed.lock() {
+            f.carried.insert(id);
+        }
         let this = Arc::clone(self);
         let plan = Plan {
             id,
@@ -449,7 +469,21 @@ impl Actions {
             let now = rx.borrow().clone();
             return Ok(Some(now));
         }
-        Ok(self.store.action(id).await?.map(|a| a.status()))
+        // Taken on another replica (or long ago): followed through the store.
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let now = self.store.action(id).await?.map(|a| a.status());
+            match &now {
+                Some(s)
+                    if !s.finished()
+                        && s.ended() <= seen
+                        && tokio::time::Instant::now() + STORE_POLL < deadline =>
+                {
+                    tokio::time::sleep(STORE_POLL).await
+                }
+                _ => return Ok(now),
+            }
+        }
     }
 
     /// No new actions from now on; waits up to `within` for those running to end (what
@@ -471,26 +505,30 @@ impl Actions {
         tracing::warn!("actions still running at shutdown: reconciled at the next start");
     }
 
-    /// Reconciles every action a stopped server left unfinished (see the module docs),
-    /// retrying until the store and the scheduler can be read. Runs once, at start-up.
-    pub async fn recover(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
-        let mut wait = Duration::from_secs(1);
+    /// Reconciles every action a stopped server or a dead replica left unfinished (see the
+    /// module docs): at once, then every [`RECOVER_EVERY`], until `stop`. Runs on the
+    /// leader; trying again while the store or the scheduler cannot be read.
+    pub async fn recover(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let mut backoff = Duration::from_secs(1);
         loop {
-            match self.recover_once().await {
-                Ok(0) => return,
+            let wait = match self.recover_once().await {
                 Ok(n) => {
-                    tracing::info!(actions = n, "unfinished actions reconciled");
-                    return;
+                    if n > 0 {
+                        tracing::info!(actions = n, "unfinished actions reconciled");
+                    }
+                    backoff = Duration::from_secs(1);
+                    RECOVER_EVERY
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "cannot reconcile unfinished actions yet; retrying")
+                    tracing::warn!(error = %e, "cannot reconcile unfinished actions yet; retrying");
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                    backoff / 2
                 }
-            }
+            };
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
-                _ = shutdown.changed() => return,
+                _ = stop.changed() => return,
             }
-            wait = (wait * 2).min(Duration::from_secs(30));
         }
     }
 
@@ -516,8 +554,17 @@ impl Actions {
                 .await?;
         }
         let unfinished = self.store.unfinished_actions().await?;
-        let n = unfinished.len();
+        let mut n = 0;
         for a in unfinished {
+            // This process's own, queued or running: its task carries it.
+            let ours = self
+                .followed
+                .lock()
+                .is_ok_and(|f| f.carried.contains(&a.id));
+            if ours {
+                continue;
+            }
+            n += 1;
             let tx = self.follow(a.status());
             let plan = Plan {
                 id: a.id,
@@ -537,9 +584,12 @@ impl Actions {
         let id = status.id;
         let tx = Arc::new(watch::Sender::new(status));
         if let Ok(mut f) = self.followed.lock() {
-            if f.by_id.insert(id, Arc::clone(&tx)).is_none() {
-                f.order.push_back(id);
+            // Followed already: its followers keep the sender they wait on.
+            if let Some(old) = f.by_id.get(&id) {
+                return Arc::clone(old);
             }
+            f.by_id.insert(id, Arc::clone(&tx));
+            f.order.push_back(id);
             while f.order.len() > KEPT_IN_MEMORY {
                 let Some(pos) = f
                     .order
@@ -563,15 +613,88 @@ impl Actions {
         plan: Plan,
         tx: Arc<watch::Sender<ActionStatus>>,
     ) -> Result<(), RecoverError> {
-        let _turn = self.one_at_a_time.lock().await;
+        if let Ok(mut f) = self.followed.lock() {
+            f.carried.insert(plan.id);
+        }
+        let id = plan.id;
+        let ran = self.execute_carried(plan, tx).await;
+        if let Ok(mut f) = self.followed.lock() {
+            f.carried.remove(&id);
+        }
+        ran
+    }
+
+    async fn execute_carried(
+        &self,
+        plan: Plan,
+        tx: Arc<watch::Sender<ActionStatus>>,
+    ) -> Result<(), RecoverError> {
+        let _ours = self.one_at_a_time.lock().await;
+        // The turn across replicas; then what the store shows is the whole truth, since
+        // nobody else runs an action meanwhile.
+        let fresh = async {
+            let turn = self.store.action_turn().await?;
+            let a = self.store.action(plan.id).await?;
+            Ok::<_, crate::store::StoreError>((turn, a))
+        };
+        let (mut turn, fresh) = match fresh.await {
+            Ok((turn, Some(a))) => (turn, a),
+            Ok((turn, None)) => {
+                turn.release().await;
+                return Ok(());
+            }
+            Err(error) if plan.recovered => return Err(error.into()),
+            Err(error) => {
+                self.stop(
+                    &plan,
+                    &tx,
+                    None,
+                    RowFailed {
+                        called: false,
+                        error,
+                    },
+                )
+                .await;
+                return Ok(());
+            }
+        };
+        if fresh.state != "queued" && fresh.state != "running" {
+            // Carried through elsewhere (a leader reconciling it, or another task).
+            tx.send_replace(fresh.status());
+            turn.release().await;
+            return Ok(());
+        }
+        // "running" with the turn free: its runner died mid-way.
+        let plan = Plan {
+            recovered: plan.recovered || fresh.state == "running",
+            targets: fresh.targets.clone(),
+            ..plan
+        };
+        let state = tx.borrow().state.clone();
+        tx.send_replace(ActionStatus {
+            state,
+            ..fresh.status()
+        });
+        let ran = self.run_plan(&plan, &tx, &mut turn).await;
+        turn.release().await;
+        ran
+    }
+
+    /// Runs a plan's targets in order under the turn.
+    async fn run_plan(
+        &self,
+        plan: &Plan,
+        tx: &watch::Sender<ActionStatus>,
+        turn: &mut crate::store::ActionTurn,
+    ) -> Result<(), RecoverError> {
         if let Err(error) = self
             .store
             .action_set_state(plan.id, "running", "", None)
             .await
         {
             self.stop(
-                &plan,
-                &tx,
+                plan,
+                tx,
                 None,
                 RowFailed {
                     called: false,
@@ -583,6 +706,13 @@ impl Actions {
         }
         tx.send_modify(|s| s.state = "running".into());
         for (i, t) in plan.targets.iter().enumerate() {
+            if matches!(t.status.as_str(), "pending" | "calling") && !turn.held().await {
+                // The database lost the connection that holds the turn, and with it the
+                // lock: another replica may take the action up. Stop here as a crash would;
+                // whoever takes it next reconciles from the rows.
+                tracing::warn!(id = plan.id, target = %t.target, "action turn lost: left for reconciliation");
+                return Ok(());
+            }
             let end = match t.status.as_str() {
                 "pending" if plan.recovered && wall_now_ms() - plan.at_ms > RESUME_WITHIN_MS => {
                     let msg = format!(
@@ -592,9 +722,9 @@ impl Actions {
                     );
                     self.finish_row(t, "interrupted", &msg, false).await
                 }
-                "pending" => self.run_target(&plan, t, &tx, i).await,
+                "pending" => self.run_target(plan, t, tx, i).await,
                 "calling" => {
-                    let (status, message) = self.settle(&plan, t).await?;
+                    let (status, message) = self.settle(plan, t).await?;
                     self.finish_row(t, status, &message, true).await
                 }
                 _ => continue,
@@ -610,7 +740,7 @@ impl Actions {
                     });
                 }
                 Err(failed) => {
-                    self.stop(&plan, &tx, Some(i), failed).await;
+                    self.stop(plan, tx, Some(i), failed).await;
                     return Ok(());
                 }
             }
@@ -629,7 +759,7 @@ impl Actions {
             s.state = "done".into();
             s.finished_ms = Some(now);
         });
-        self.live.poke();
+        self.poke().await;
         Ok(())
     }
 
@@ -798,7 +928,7 @@ impl Actions {
                     "stopped: the audit log could not be written at {here} ({}); done before it: \
                      {done}; not done: {not_done}",
                     if failed.called {
-                        "its call was made; reconciled at the next start"
+                        "its call was made; reconciled by the leader"
                     } else {
                         "not called"
                     }
@@ -819,7 +949,15 @@ impl Actions {
             s.note = note;
             s.finished_ms = Some(now);
         });
+        self.poke().await;
+    }
+
+    /// Asks for a poll now, here and (another replica may lead) on the leader.
+    async fn poke(&self) {
         self.live.poke();
+        if let Err(e) = self.store.notify_poke().await {
+            tracing::debug!(error = %e, "leader not poked");
+        }
     }
 
     /// A target as the scheduler shows it now, or `None` when it does not list it.

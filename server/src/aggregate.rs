@@ -53,7 +53,7 @@ pub fn clock_deficit(g: &GpuReading) -> Option<f64> {
 
 /// Everything a source reports at one instant: the input of aggregation, whichever
 /// source (simulator, scrape, PromQL) produced it.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Readings {
     pub at_ms: UnixMs,
     /// Every GPU of the inventory; one whose node is not reporting has no values.

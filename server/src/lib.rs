@@ -14,6 +14,7 @@ pub mod layout;
 pub mod live;
 pub mod metrics;
 pub mod promql;
+pub mod replica;
 pub mod reports;
 pub mod scheduler;
 pub mod scrape;

@@ -21,6 +21,9 @@ pub struct Metrics {
     pub store_queue_dropped_total: AtomicU64,
     pub store_write_retries_total: AtomicU64,
     pub store_writes_failed_total: AtomicU64,
+    pub store_writes_fenced_total: AtomicU64,
+    /// The leader term this replica holds; 0 while it stands by.
+    pub leader_term: AtomicU64,
     pub scrapes_total: AtomicU64,
     pub scrape_failures_total: AtomicU64,
     pub scrape_samples_total: AtomicU64,
@@ -169,6 +172,18 @@ impl Metrics {
             "counter",
             "Store writes dropped for an error retrying cannot fix (a constraint, bad SQL).",
             self.store_writes_failed_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_store_writes_fenced_total",
+            "counter",
+            "History writes of a leader term that had ended, not written (another replica leads).",
+            self.store_writes_fenced_total.load(Relaxed).to_string(),
+        );
+        one(
+            "gantry_leader_term",
+            "gauge",
+            "The leader lease's term this replica holds; 0 while it stands by.",
+            self.leader_term.load(Relaxed).to_string(),
         );
         one(
             "gantry_slurm_polls_total",

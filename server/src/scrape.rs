@@ -242,7 +242,7 @@ fn gunzip(raw: &[u8], max: usize) -> Result<Vec<u8>, ScrapeError> {
 }
 
 /// A target's health, for the targets view and for backoff.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TargetHealth {
     pub url: String,
     pub last_attempt_ms: Option<UnixMs>,

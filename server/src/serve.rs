@@ -1,6 +1,7 @@
 //! Start-up and shutdown: builds every task from the configuration, serves until a
 //! signal, then stops live streams, the source and the store writer in that order.
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,10 +14,11 @@ use crate::ingest::{self, Ingest, Telemetry};
 use crate::live::{self, Live};
 use crate::metrics::Metrics;
 use crate::promql::PromQl;
+use crate::replica::{Lease, Role};
 use crate::scrape::{Client, ScrapeConfig};
 use crate::sim::Sim;
 use crate::sources::sim::SimSource;
-use crate::store::Store;
+use crate::store::{Fence, Store};
 use crate::web::{router_with_paths, AppState};
 
 /// Why the server could not start or stopped badly.
@@ -37,6 +39,8 @@ pub enum ServeError {
     Scheduler(String),
     #[error("TLS: {0}")]
     Tls(#[from] crate::tls::TlsError),
+    #[error("{0}")]
+    InUse(String),
 }
 
 /// A running server, for `main` and for tests.
@@ -50,6 +54,10 @@ pub struct Running {
     shutdown: watch::Sender<bool>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Starts and stops the leader's work; ends once the term's history is written.
+    supervisor: tokio::task::JoinHandle<()>,
+    /// SQLite's one-process lock, freed when this is dropped.
+    _serving_lock: Option<std::fs::File>,
 }
 
 impl Running {
@@ -59,6 +67,8 @@ impl Running {
         self.actions.close(Duration::from_secs(30)).await;
         let _ = self.shutdown.send(true);
         let served = self.server.await;
+        // The term's history written and the lease given up (bounded inside).
+        let _ = tokio::time::timeout(Duration::from_secs(30), self.supervisor).await;
         for t in self.tasks {
             // The source task owns the last queue handle; when it ends the writer drains and ends.
             let _ = tokio::time::timeout(Duration::from_secs(10), t).await;
@@ -74,13 +84,13 @@ impl Running {
 /// listener is bound and serving before the source starts, because with the simulator the
 /// source scrapes the server's own exporter endpoints.
 pub async fn start(cfg: Config) -> Result<Running, ServeError> {
+    let serving_lock = sqlite_serving_lock(cfg.database_url.expose())?;
     let store = Store::connect(cfg.database_url.expose()).await?;
     // What every outbound https:// connection trusts: the system's CAs or tls.ca_bundle.
     let tls = crate::tls::client_config(cfg.tls.ca_bundle.as_deref())?;
     let metrics = Arc::new(Metrics::default());
     let live = Live::new(Arc::clone(&metrics));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let (queue, writer) = live::spawn_store_writer(store.clone(), Arc::clone(&metrics));
 
     // HTTPS when a certificate is configured; a bad one stops start-up here.
     let serving_tls = match cfg.tls.serving() {
@@ -196,229 +206,38 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         shutdown_rx.clone(),
     ));
 
-    let mut tasks = Vec::new();
-    match cfg.source {
-        SourceKind::Simulator => {
-            let start_ms = cfg.sim.start_ms.unwrap_or_else(live::wall_now_ms);
-            let (nodes, seed, name) = (
-                cfg.sim.nodes as usize,
-                cfg.sim.seed,
-                cfg.cluster_name.clone(),
-            );
-            let sim = tokio::task::spawn_blocking(move || Sim::new(nodes, seed, &name, start_ms))
-                .await
-                .map_err(|e| ServeError::Sim(e.to_string()))?;
-            // Configured exporters, or the simulator's own, on this server (scraped by
-            // Gantry, or by a PromQL store that Gantry queries).
-            let own = format!("http://{addr}/sim/exporter");
-            let external = cfg
-                .gpu_exporter_url
-                .clone()
-                .zip(cfg.bmc_exporter_url.clone());
-            let (gpu_t, bmc_t) = external.clone().unwrap_or_else(|| {
-                (
-                    format!("{own}/dcgm/{{node}}/metrics"),
-                    format!("{own}/ipmi/{{node}}/metrics"),
-                )
-            });
-            // node_exporter (InfiniBand counters): configured, or the simulator's own when
-            // its other exporters are the ones read.
-            let node_t = cfg.node_exporter_url.clone().or_else(|| {
-                external
-                    .is_none()
-                    .then(|| format!("{own}/node/{{node}}/metrics"))
-            });
-            let targets = ingest::with_node_exporter(
-                ingest::targets(sim.inventory(), &gpu_t, &bmc_t),
-                node_t.as_deref(),
-            );
-            // The simulator's own exporters are scraped every tick, so a tick shows one
-            // simulated instant; configured ones every 10 s, spread over the interval.
-            let scrape_interval_ms = cfg.scrape_interval_ms.unwrap_or(if external.is_some() {
-                10_000
-            } else {
-                cfg.live_interval_ms
-            });
-            // The simulator's own exporters and PromQL are read within the tick that uses
-            // them; configured exporters by their own task, each within most of the interval.
-            let client = Client::new(
-                ScrapeConfig {
-                    timeout: Duration::from_millis(if external.is_some() {
-                        (scrape_interval_ms * 4 / 5).min(10_000)
-                    } else {
-                        cfg.live_interval_ms * 4 / 5
-                    }),
-                    gzip: external.is_some(),
-                    max_idle_per_host: cfg.scrape_concurrency,
-                    ..ScrapeConfig::default()
-                },
-                Arc::clone(&tls),
-            );
-            // Serving HTTPS, the simulator's own exporters would be scraped over TLS at an
-            // address its certificate does not name: its readings are then taken directly.
-            let telemetry =
-                if serving_https && external.is_none() && cfg.telemetry == TelemetryKind::Scrape {
-                    tracing::info!(
-                        "serving HTTPS: the simulator's readings are taken directly, not scraped"
-                    );
-                    TelemetryKind::Direct
-                } else {
-                    cfg.telemetry
-                };
-            let (ingest, promql) = match telemetry {
-                TelemetryKind::Direct => (None, None),
-                TelemetryKind::Scrape => {
-                    let ing = Ingest::new(
-                        client,
-                        targets,
-                        cfg.power_mapping.clone(),
-                        cfg.scrape_concurrency,
-                    );
-                    if external.is_some() {
-                        // Real exporters: their own task, spread over the interval.
-                        let shared = spawn_scraper(
-                            ing.with_jitter(),
-                            &live,
-                            scrape_interval_ms,
-                            &shutdown_rx,
-                            &mut tasks,
-                        );
-                        (Some(Telemetry::Task(shared)), None)
-                    } else {
-                        (Some(Telemetry::InTick(Box::new(ing))), None)
-                    }
-                }
-                TelemetryKind::PromQl => {
-                    let url = cfg.promql_url.clone().unwrap_or_default();
-                    let prom = PromQl::new(client.clone(), &url);
-                    (
-                        Some(Telemetry::InTick(Box::new(Ingest::new(
-                            client,
-                            Vec::new(),
-                            cfg.power_mapping.clone(),
-                            cfg.scrape_concurrency,
-                        )))),
-                        Some(prom),
-                    )
-                }
-            };
-            let src = SimSource {
-                sim,
-                start_ms,
-                speed: cfg.sim.speed,
-                interval_ms: cfg.live_interval_ms,
-                ingest,
-                promql,
-                scrape_interval_ms,
-                simulate_telemetry: external.is_none(),
-                idle_below_sm: cfg.reports.idle_below_sm,
-            };
-            let ops = sim_ops.unwrap_or_else(|| tokio::sync::mpsc::channel(1).1);
-            tasks.push(tokio::spawn(crate::sources::sim::run_sim_source(
-                src,
-                Arc::clone(&live),
-                queue,
-                ops,
-                shutdown_rx.clone(),
-            )));
-        }
-        SourceKind::Slurm => {
-            let read = |p: &std::path::Path| {
-                std::fs::read_to_string(p)
-                    .map_err(|e| ServeError::Scheduler(format!("{}: {e}", p.display())))
-            };
-            let layout = match &cfg.slurm.layout {
-                None => None,
-                Some(p) => {
-                    let topo = cfg.slurm.topology.as_deref().map(read).transpose()?;
-                    Some(
-                        crate::layout::parse(&cfg.cluster_name, &read(p)?, topo.as_deref())
-                            .map_err(|e| ServeError::Scheduler(e.to_string()))?,
-                    )
-                }
-            };
-            // Telemetry from each node's exporters, if their URL templates are configured.
-            let scrape_interval_ms = cfg.scrape_interval_ms.unwrap_or(10_000);
-            let telemetry = cfg
-                .gpu_exporter_url
-                .clone()
-                .zip(cfg.bmc_exporter_url.clone())
-                .map(|(g, b)| {
-                    let client = Client::new(
-                        ScrapeConfig {
-                            timeout: Duration::from_millis(
-                                (scrape_interval_ms * 4 / 5).min(10_000),
-                            ),
-                            max_idle_per_host: cfg.scrape_concurrency,
-                            ..ScrapeConfig::default()
-                        },
-                        Arc::clone(&tls),
-                    );
-                    let ing = Ingest::new(
-                        client,
-                        Vec::new(),
-                        cfg.power_mapping.clone(),
-                        cfg.scrape_concurrency,
-                    )
-                    .with_jitter();
-                    let shared =
-                        spawn_scraper(ing, &live, scrape_interval_ms, &shutdown_rx, &mut tasks);
-                    (shared, g, b, cfg.node_exporter_url.clone())
-                });
-            let src = crate::sources::slurm::SlurmSource {
-                sched,
-                layout,
-                telemetry,
-                scrape_interval_ms,
-                cluster: cfg.cluster_name.clone(),
-                interval_ms: cfg.slurm.poll_interval_ms,
-                idle_below_sm: cfg.reports.idle_below_sm,
-            };
-            tasks.push(tokio::spawn(crate::sources::slurm::run_slurm_source(
-                src,
-                Arc::clone(&live),
-                queue,
-                shutdown_rx.clone(),
-            )));
-        }
-    }
-    if !cfg.checkpoint_roots.is_empty() {
-        tasks.push(tokio::spawn(crate::checkpoints::run_scanner(
-            cfg.checkpoint_roots.clone(),
-            Duration::from_millis(cfg.checkpoint_scan_interval_ms),
-            store.clone(),
-            Arc::clone(&live),
-            shutdown_rx.clone(),
-        )));
-    }
-    tasks.push(tokio::spawn(retention(
-        store.clone(),
-        Arc::clone(&live),
-        cfg.rollup_1m_days,
-        cfg.rollup_1h_days,
-        shutdown_rx.clone(),
-    )));
-    tasks.push(tokio::spawn(crate::alerts::run(
-        crate::alerts::AlertTask {
-            cfg: cfg.alerts.clone(),
-            live: Arc::clone(&live),
-            store: store.clone(),
-            actions: Arc::clone(&actions_for_alerts),
-            tls,
-        },
-        shutdown_rx.clone(),
-    )));
-    tasks.push(tokio::spawn(crate::web::live::watch_sessions(
+    // Parsed once, at start: a bad layout file stops start-up here, not at a takeover.
+    let layout = match cfg.source {
+        SourceKind::Slurm => slurm_layout(&cfg)?,
+        SourceKind::Simulator => None,
+    };
+    let interval_ms = match cfg.source {
+        SourceKind::Simulator => cfg.live_interval_ms,
+        SourceKind::Slurm => cfg.slurm.poll_interval_ms,
+    };
+    let lease = Lease::new(Lease::ttl_for(interval_ms));
+    let tasks = vec![tokio::spawn(crate::web::live::watch_sessions(
         streams,
         store.clone(),
         Duration::from_millis(cfg.live_interval_ms),
         shutdown_rx.clone(),
-    )));
-    // What a stopped server left unfinished, settled by reading the scheduler back.
-    tasks.push(tokio::spawn(
-        Arc::clone(&actions_for_alerts).recover(shutdown_rx.clone()),
-    ));
-    tasks.push(writer);
+    ))];
+    let work = Arc::new(Work {
+        cfg,
+        store: store.clone(),
+        live: Arc::clone(&live),
+        metrics,
+        tls,
+        addr,
+        serving_https,
+        sched,
+        sim_ops,
+        layout,
+        actions: Arc::clone(&actions_for_alerts),
+        lease,
+        interval_ms,
+    });
+    let supervisor = tokio::spawn(supervise(work, shutdown_rx.clone()));
     Ok(Running {
         addr,
         live,
@@ -428,7 +247,441 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         shutdown: shutdown_tx,
         server,
         tasks,
+        supervisor,
+        _serving_lock: serving_lock,
     })
+}
+
+/// What a leader term is started from.
+struct Work {
+    cfg: Config,
+    store: Store,
+    live: Arc<Live>,
+    metrics: Arc<Metrics>,
+    tls: Arc<rustls::ClientConfig>,
+    addr: std::net::SocketAddr,
+    serving_https: bool,
+    sched: crate::scheduler::SharedScheduler,
+    sim_ops: Option<Arc<crate::sources::sim::SimOps>>,
+    layout: Option<crate::layout::Layout>,
+    actions: Arc<crate::actions::Actions>,
+    lease: Arc<Lease>,
+    interval_ms: u64,
+}
+
+/// Tasks started for one role, and how to stop them.
+struct Started {
+    stop: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Started {
+    /// Signals the tasks and waits for them (history drained), at most `within`.
+    async fn stop(self, within: Duration) {
+        let _ = self.stop.send(true);
+        let deadline = tokio::time::Instant::now() + within;
+        for t in self.tasks {
+            let abort = t.abort_handle();
+            if tokio::time::timeout_at(deadline, t).await.is_err() {
+                abort.abort();
+            }
+        }
+    }
+}
+
+/// Starts the leader's work when this replica leads and stops it when it no longer does
+/// (the standby's follower in between); at shutdown, stops the term, waits for its history
+/// to be written and gives the lease up so a standby takes over at once.
+async fn supervise(work: Arc<Work>, mut shutdown: watch::Receiver<bool>) {
+    // The lease is renewed until the term's history is written, then given up.
+    let (lease_stop, lease_stop_rx) = watch::channel(false);
+    let lease_task = tokio::spawn(crate::replica::run_lease(
+        work.store.clone(),
+        Arc::clone(&work.lease),
+        work.addr.to_string(),
+        lease_stop_rx,
+    ));
+    let mut role = work.lease.role.subscribe();
+    let mut term: Option<(Fence, Started)> = None;
+    let mut standby: Option<Started> = None;
+    loop {
+        let now = role.borrow_and_update().clone();
+        match now {
+            Role::Leader(f) if term.as_ref().map(|t| &t.0) != Some(&f) => {
+                if let Some((_, t)) = term.take() {
+                    t.stop(Duration::from_secs(15)).await;
+                }
+                if let Some(s) = standby.take() {
+                    s.stop(Duration::from_secs(5)).await;
+                }
+                work.metrics
+                    .leader_term
+                    .store(u64::try_from(f.term).unwrap_or(0), Relaxed);
+                let started = start_term(&work, &f).await;
+                term = Some((f, started));
+            }
+            Role::Standby => {
+                if let Some((f, t)) = term.take() {
+                    tracing::warn!(
+                        term = f.term,
+                        "leader's work stopped: another replica leads"
+                    );
+                    t.stop(Duration::from_secs(15)).await;
+                }
+                work.metrics.leader_term.store(0, Relaxed);
+                if standby.is_none() {
+                    standby = Some(start_standby(&work));
+                }
+            }
+            _ => {}
+        }
+        tokio::select! {
+            r = role.changed() => if r.is_err() { break },
+            _ = shutdown.changed() => break,
+        }
+    }
+    if let Some(s) = standby.take() {
+        s.stop(Duration::from_secs(5)).await;
+    }
+    if let Some((f, t)) = term.take() {
+        t.stop(Duration::from_secs(20)).await;
+        let _ = lease_stop.send(true);
+        let _ = lease_task.await;
+        if let Err(e) = work.store.lease_release(&f).await {
+            tracing::warn!(error = %e, "lease not given up: a standby waits for it to expire");
+        }
+    } else {
+        let _ = lease_stop.send(true);
+        let _ = lease_task.await;
+    }
+}
+
+fn start_standby(work: &Work) -> Started {
+    let (stop, stop_rx) = watch::channel(false);
+    let tasks = vec![tokio::spawn(crate::replica::follow(
+        work.store.clone(),
+        Arc::clone(&work.live),
+        work.cfg.database_url.expose().clone(),
+        Duration::from_millis(work.interval_ms),
+        stop_rx,
+    ))];
+    Started { stop, tasks }
+}
+
+/// The leader's work for term `f`: the source and its history writer, the checkpoint
+/// scanner, retention, alerts (webhooks, auto-drain), reconciling orphaned actions, and
+/// publishing ticks for standbys.
+async fn start_term(work: &Work, f: &Fence) -> Started {
+    let (stop, stop_rx) = watch::channel(false);
+    let cfg = &work.cfg;
+    let live = &work.live;
+    let mut tasks = Vec::new();
+    let (queue, writer) = live::spawn_store_writer_fenced(
+        work.store.clone(),
+        Arc::clone(&work.metrics),
+        f.clone(),
+        work.lease.role.subscribe(),
+    );
+    // Reports go on where the last leader's stopped, if that was recent.
+    let max_gap_ms = 60_000 + 3 * work.lease.ttl.as_millis() as i64 + 2 * work.interval_ms as i64;
+    let resume = match work.store.lease().await {
+        Ok(l) => l.accounted_ms.map(|a| (a, max_gap_ms)),
+        Err(e) => {
+            tracing::warn!(error = %e, "where reports stopped is unknown: they start afresh");
+            None
+        }
+    };
+    match cfg.source {
+        SourceKind::Simulator => {
+            if let Some(t) = start_sim_source(work, queue, resume, &stop_rx, &mut tasks).await {
+                tasks.push(t);
+            }
+        }
+        SourceKind::Slurm => {
+            let t = start_slurm_source(work, queue, resume, &stop_rx, &mut tasks);
+            tasks.push(t);
+        }
+    }
+    tasks.push(writer);
+    if !cfg.checkpoint_roots.is_empty() {
+        tasks.push(tokio::spawn(crate::checkpoints::run_scanner(
+            cfg.checkpoint_roots.clone(),
+            Duration::from_millis(cfg.checkpoint_scan_interval_ms),
+            work.store.clone(),
+            Arc::clone(live),
+            stop_rx.clone(),
+        )));
+    }
+    tasks.push(tokio::spawn(retention(
+        work.store.clone(),
+        Arc::clone(live),
+        cfg.rollup_1m_days,
+        cfg.rollup_1h_days,
+        stop_rx.clone(),
+    )));
+    tasks.push(tokio::spawn(crate::alerts::run(
+        crate::alerts::AlertTask {
+            cfg: cfg.alerts.clone(),
+            live: Arc::clone(live),
+            store: work.store.clone(),
+            actions: Arc::clone(&work.actions),
+            tls: Arc::clone(&work.tls),
+        },
+        stop_rx.clone(),
+    )));
+    // What a stopped server or a dead replica left unfinished, settled by reading the
+    // scheduler back.
+    tasks.push(tokio::spawn(
+        Arc::clone(&work.actions).recover(stop_rx.clone()),
+    ));
+    if work.store.dialect() == crate::store::Dialect::Postgres {
+        tasks.push(tokio::spawn(crate::replica::publish(
+            work.store.clone(),
+            Arc::clone(live),
+            Arc::clone(&work.lease),
+            f.clone(),
+            stop_rx.clone(),
+        )));
+        tasks.push(tokio::spawn(crate::replica::take_pokes(
+            Arc::clone(live),
+            cfg.database_url.expose().clone(),
+            stop_rx.clone(),
+        )));
+    }
+    Started { stop, tasks }
+}
+
+async fn start_sim_source(
+    work: &Work,
+    queue: live::StoreQueue,
+    resume: Option<(app::model::UnixMs, i64)>,
+    stop: &watch::Receiver<bool>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let cfg = &work.cfg;
+    let live = &work.live;
+    let addr = work.addr;
+    let start_ms = cfg.sim.start_ms.unwrap_or_else(live::wall_now_ms);
+    let (nodes, seed, name) = (
+        cfg.sim.nodes as usize,
+        cfg.sim.seed,
+        cfg.cluster_name.clone(),
+    );
+    let sim =
+        match tokio::task::spawn_blocking(move || Sim::new(nodes, seed, &name, start_ms)).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "simulator could not start");
+                return None;
+            }
+        };
+    // Configured exporters, or the simulator's own, on this server (scraped by
+    // Gantry, or by a PromQL store that Gantry queries).
+    let own = format!("http://{addr}/sim/exporter");
+    let external = cfg
+        .gpu_exporter_url
+        .clone()
+        .zip(cfg.bmc_exporter_url.clone());
+    let (gpu_t, bmc_t) = external.clone().unwrap_or_else(|| {
+        (
+            format!("{own}/dcgm/{{node}}/metrics"),
+            format!("{own}/ipmi/{{node}}/metrics"),
+        )
+    });
+    // node_exporter (InfiniBand counters): configured, or the simulator's own when
+    // its other exporters are the ones read.
+    let node_t = cfg.node_exporter_url.clone().or_else(|| {
+        external
+            .is_none()
+            .then(|| format!("{own}/node/{{node}}/metrics"))
+    });
+    let targets = ingest::with_node_exporter(
+        ingest::targets(sim.inventory(), &gpu_t, &bmc_t),
+        node_t.as_deref(),
+    );
+    // The simulator's own exporters are scraped every tick, so a tick shows one
+    // simulated instant; configured ones every 10 s, spread over the interval.
+    let scrape_interval_ms = cfg.scrape_interval_ms.unwrap_or(if external.is_some() {
+        10_000
+    } else {
+        cfg.live_interval_ms
+    });
+    // The simulator's own exporters and PromQL are read within the tick that uses
+    // them; configured exporters by their own task, each within most of the interval.
+    let client = Client::new(
+        ScrapeConfig {
+            timeout: Duration::from_millis(if external.is_some() {
+                (scrape_interval_ms * 4 / 5).min(10_000)
+            } else {
+                cfg.live_interval_ms * 4 / 5
+            }),
+            gzip: external.is_some(),
+            max_idle_per_host: cfg.scrape_concurrency,
+            ..ScrapeConfig::default()
+        },
+        Arc::clone(&work.tls),
+    );
+    // Serving HTTPS, the simulator's own exporters would be scraped over TLS at an
+    // address its certificate does not name: its readings are then taken directly.
+    let telemetry = if work.serving_https
+        && external.is_none()
+        && cfg.telemetry == TelemetryKind::Scrape
+    {
+        tracing::info!("serving HTTPS: the simulator's readings are taken directly, not scraped");
+        TelemetryKind::Direct
+    } else {
+        cfg.telemetry
+    };
+    let (ingest, promql) = match telemetry {
+        TelemetryKind::Direct => (None, None),
+        TelemetryKind::Scrape => {
+            let ing = Ingest::new(
+                client,
+                targets,
+                cfg.power_mapping.clone(),
+                cfg.scrape_concurrency,
+            );
+            if external.is_some() {
+                // Real exporters: their own task, spread over the interval.
+                let shared =
+                    spawn_scraper(ing.with_jitter(), live, scrape_interval_ms, stop, tasks);
+                (Some(Telemetry::Task(shared)), None)
+            } else {
+                (Some(Telemetry::InTick(Box::new(ing))), None)
+            }
+        }
+        TelemetryKind::PromQl => {
+            let url = cfg.promql_url.clone().unwrap_or_default();
+            let prom = PromQl::new(client.clone(), &url);
+            (
+                Some(Telemetry::InTick(Box::new(Ingest::new(
+                    client,
+                    Vec::new(),
+                    cfg.power_mapping.clone(),
+                    cfg.scrape_concurrency,
+                )))),
+                Some(prom),
+            )
+        }
+    };
+    let src = SimSource {
+        sim,
+        start_ms,
+        speed: cfg.sim.speed,
+        interval_ms: cfg.live_interval_ms,
+        ingest,
+        promql,
+        scrape_interval_ms,
+        simulate_telemetry: external.is_none(),
+        idle_below_sm: cfg.reports.idle_below_sm,
+        resume,
+    };
+    let ops = work.sim_ops.clone()?;
+    Some(tokio::spawn(crate::sources::sim::run_sim_source(
+        src,
+        Arc::clone(live),
+        queue,
+        ops,
+        stop.clone(),
+    )))
+}
+
+fn start_slurm_source(
+    work: &Work,
+    queue: live::StoreQueue,
+    resume: Option<(app::model::UnixMs, i64)>,
+    stop: &watch::Receiver<bool>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> tokio::task::JoinHandle<()> {
+    let cfg = &work.cfg;
+    // Telemetry from each node's exporters, if their URL templates are configured.
+    let scrape_interval_ms = cfg.scrape_interval_ms.unwrap_or(10_000);
+    let telemetry = cfg
+        .gpu_exporter_url
+        .clone()
+        .zip(cfg.bmc_exporter_url.clone())
+        .map(|(g, b)| {
+            let client = Client::new(
+                ScrapeConfig {
+                    timeout: Duration::from_millis((scrape_interval_ms * 4 / 5).min(10_000)),
+                    max_idle_per_host: cfg.scrape_concurrency,
+                    ..ScrapeConfig::default()
+                },
+                Arc::clone(&work.tls),
+            );
+            let ing = Ingest::new(
+                client,
+                Vec::new(),
+                cfg.power_mapping.clone(),
+                cfg.scrape_concurrency,
+            )
+            .with_jitter();
+            let shared = spawn_scraper(ing, &work.live, scrape_interval_ms, stop, tasks);
+            (shared, g, b, cfg.node_exporter_url.clone())
+        });
+    let src = crate::sources::slurm::SlurmSource {
+        sched: Arc::clone(&work.sched),
+        layout: work.layout.clone(),
+        telemetry,
+        scrape_interval_ms,
+        cluster: cfg.cluster_name.clone(),
+        interval_ms: cfg.slurm.poll_interval_ms,
+        idle_below_sm: cfg.reports.idle_below_sm,
+        resume,
+    };
+    tokio::spawn(crate::sources::slurm::run_slurm_source(
+        src,
+        Arc::clone(&work.live),
+        queue,
+        stop.clone(),
+    ))
+}
+
+/// The layout file (with `topology.conf`) of a real cluster, if configured.
+fn slurm_layout(cfg: &Config) -> Result<Option<crate::layout::Layout>, ServeError> {
+    let read = |p: &std::path::Path| {
+        std::fs::read_to_string(p)
+            .map_err(|e| ServeError::Scheduler(format!("{}: {e}", p.display())))
+    };
+    let Some(p) = &cfg.slurm.layout else {
+        return Ok(None);
+    };
+    let topo = cfg.slurm.topology.as_deref().map(read).transpose()?;
+    crate::layout::parse(&cfg.cluster_name, &read(p)?, topo.as_deref())
+        .map(Some)
+        .map_err(|e| ServeError::Scheduler(e.to_string()))
+}
+
+/// SQLite is for one serving process: a second `gantry serve` on the same file is refused
+/// at start, with why. Held (an OS file lock, freed when the process ends) until stop.
+fn sqlite_serving_lock(url: &str) -> Result<Option<std::fs::File>, ServeError> {
+    let Some(rest) = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+    else {
+        return Ok(None);
+    };
+    let path = rest.split('?').next().unwrap_or_default();
+    if path.is_empty() || path.contains(":memory:") {
+        return Ok(None);
+    }
+    let lock_path = format!("{path}.serving");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| ServeError::InUse(format!("cannot open {lock_path}: {e}")))?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(ServeError::InUse(format!(
+            "another gantry process serves {path}: SQLite is for one process (run several \
+             replicas on PostgreSQL)"
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(ServeError::InUse(format!("cannot lock {lock_path}: {e}")))
+        }
+    }
 }
 
 /// Keeps rollups for their configured days (counted in source time, which the rollups are

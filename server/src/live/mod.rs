@@ -14,7 +14,7 @@ mod store_queue;
 
 pub use pipeline::{Event, Frame, Pipeline, Step};
 pub use rollups::{HourRollups, MinuteRollups, ReasonCounter, ReasonCounts};
-pub use store_queue::{spawn_store_writer, StoreQueue, StoreWrite};
+pub use store_queue::{spawn_store_writer, spawn_store_writer_fenced, StoreQueue, StoreWrite};
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, RwLock};

@@ -74,6 +74,8 @@ pub struct Pipeline {
     minutes: MinuteRollups,
     hours: HourRollups,
     reports: Accumulator,
+    /// Where reports stood when this pipeline took over (see [`Pipeline::resume`]).
+    resume: Option<(UnixMs, i64)>,
 }
 
 impl Pipeline {
@@ -91,6 +93,23 @@ impl Pipeline {
             minutes: MinuteRollups::default(),
             hours: HourRollups::default(),
             reports: Accumulator::new(idle_below_sm),
+            resume: None,
+        }
+    }
+
+    /// Continues from a predecessor (a previous process, or the leader this one took over
+    /// from) whose reports were accounted through `accounted_ms`: if the first frame comes
+    /// within `max_gap_ms` after it, that frame stands for the time since, so a takeover
+    /// leaves no gap and counts nothing twice. A longer gap stays a gap (nobody saw it).
+    pub fn resume(&mut self, accounted_ms: UnixMs, max_gap_ms: i64) {
+        self.resume = Some((accounted_ms, max_gap_ms));
+    }
+
+    /// The last writes at a clean stop: report deltas gathered since the last flush.
+    pub fn finish(&mut self, q: &StoreQueue) {
+        let deltas = self.reports.flush();
+        if let (false, Some(through_ms)) = (deltas.is_empty(), self.prev_at_ms) {
+            q.send(StoreWrite::Report { deltas, through_ms });
         }
     }
 
@@ -112,9 +131,15 @@ impl Pipeline {
             self.interval_ms,
             published_ms,
         );
-        // What each reading stands for: the source time since the previous frame.
-        let dt_ms = self.prev_at_ms.map_or(0, |p| r.at_ms - p);
-        if self.prev_at_ms.is_some() {
+        // What each reading stands for: the source time since the previous frame (or,
+        // first, since where a predecessor's reports stopped, if that was recent).
+        let resumed = match (self.prev_at_ms, self.resume.take()) {
+            (None, Some((a, gap))) if r.at_ms > a && r.at_ms - a <= gap => Some(a),
+            _ => None,
+        };
+        let before = self.prev_at_ms.or(resumed);
+        let dt_ms = before.map_or(0, |p| r.at_ms - p);
+        if before.is_some() {
             self.throttling.add(r, dt_ms);
         }
         self.prev_at_ms = Some(r.at_ms);
@@ -134,8 +159,9 @@ impl Pipeline {
                 .map(StoreWrite::Rollup1h),
         );
         let deltas = self.reports.observe(&frame.inventory, r, dt_ms);
-        if !deltas.is_empty() {
-            writes.push(StoreWrite::Report(deltas));
+        // A flush holds every frame before this one.
+        if let (false, Some(through_ms)) = (deltas.is_empty(), before) {
+            writes.push(StoreWrite::Report { deltas, through_ms });
         }
         Step {
             overview: ov,

@@ -13,11 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use app::model::{Checkpoint, Inventory, Job, UnixMs};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::metrics::Metrics;
-use crate::store::{Rollup, Rollup1h, Store};
+use crate::store::{Fence, Role, Rollup, Rollup1h, Store};
 
 /// Room for a start-up burst at 2,048 nodes: the first tick records every node's state and
 /// the simulator's day of history at once (with 8,192 slots, over 1,000 writes were
@@ -50,8 +50,12 @@ pub enum StoreWrite {
     },
     Rollup(Rollup),
     Rollup1h(Rollup1h),
-    /// Additions to hourly report rollups (one transaction).
-    Report(Vec<crate::store::ReportDelta>),
+    /// Additions to hourly report rollups (one transaction), holding every frame through
+    /// `through_ms` (source time): with a fence, written with the deltas.
+    Report {
+        deltas: Vec<crate::store::ReportDelta>,
+        through_ms: UnixMs,
+    },
     NodeState {
         node: String,
         at_ms: UnixMs,
@@ -91,12 +95,12 @@ impl StoreWrite {
             StoreWrite::Xid { .. } => "xid",
             StoreWrite::Rollup(_) => "rollup",
             StoreWrite::Rollup1h(_) => "hourly rollup",
-            StoreWrite::Report(_) => "report rollup",
+            StoreWrite::Report { .. } => "report rollup",
             StoreWrite::NodeState { .. } => "node state",
         }
     }
 
-    async fn apply(&self, store: &Store) -> crate::store::Result<()> {
+    async fn apply(&self, store: &Store, fence: Option<&Fence>) -> crate::store::Result<()> {
         match self {
             StoreWrite::Inventory(inv) => store.put_inventory(inv).await,
             StoreWrite::Job { job, at_ms, detail } => store.record_job(job, *at_ms, detail).await,
@@ -109,7 +113,10 @@ impl StoreWrite {
             } => store.put_xid(node, *gpu, *xid, *at_ms).await,
             StoreWrite::Rollup(r) => store.put_rollup(r).await,
             StoreWrite::Rollup1h(r) => store.put_rollup_1h(r).await,
-            StoreWrite::Report(d) => store.add_report_deltas(d).await,
+            StoreWrite::Report { deltas, through_ms } => match fence {
+                Some(f) => store.add_report_deltas_fenced(deltas, f, *through_ms).await,
+                None => store.add_report_deltas(deltas).await,
+            },
             StoreWrite::NodeState {
                 node,
                 at_ms,
@@ -126,7 +133,25 @@ pub fn spawn_store_writer(
     store: Store,
     metrics: Arc<Metrics>,
 ) -> (StoreQueue, tokio::task::JoinHandle<()>) {
-    spawn_with(store, metrics, CAPACITY, SHUTDOWN_GRACE)
+    spawn_with(store, metrics, CAPACITY, SHUTDOWN_GRACE, None)
+}
+
+/// As [`spawn_store_writer`], for the leader of one term: while `role` shows another (the
+/// term has ended), writes are dropped and counted, and report deltas are fenced by the
+/// term in their own transaction.
+pub fn spawn_store_writer_fenced(
+    store: Store,
+    metrics: Arc<Metrics>,
+    fence: Fence,
+    role: watch::Receiver<Role>,
+) -> (StoreQueue, tokio::task::JoinHandle<()>) {
+    spawn_with(
+        store,
+        metrics,
+        CAPACITY,
+        SHUTDOWN_GRACE,
+        Some((fence, role)),
+    )
 }
 
 fn spawn_with(
@@ -134,6 +159,7 @@ fn spawn_with(
     metrics: Arc<Metrics>,
     capacity: usize,
     grace: Duration,
+    term: Option<(Fence, watch::Receiver<Role>)>,
 ) -> (StoreQueue, tokio::task::JoinHandle<()>) {
     let (tx, rx) = mpsc::channel::<StoreWrite>(capacity);
     let writer = Writer {
@@ -142,6 +168,7 @@ fn spawn_with(
         rx,
         grace,
         closed_since: None,
+        term,
     };
     (StoreQueue { tx, metrics }, tokio::spawn(writer.run()))
 }
@@ -153,6 +180,8 @@ struct Writer {
     grace: Duration,
     /// When the writer first saw every queue handle gone.
     closed_since: Option<Instant>,
+    /// The leader term this writer writes for, and the replica's role.
+    term: Option<(Fence, watch::Receiver<Role>)>,
 }
 
 /// A write given up on at shutdown, the database still failing.
@@ -189,7 +218,20 @@ impl Writer {
         // When the first try failed, and the tries since.
         let mut outage: Option<(Instant, u64)> = None;
         loop {
-            let e = match w.apply(&self.store).await {
+            if let Some((f, role)) = &self.term {
+                if role.borrow().fence() != Some(f) {
+                    let n = m.store_writes_fenced_total.fetch_add(1, Relaxed);
+                    if n == 0 {
+                        tracing::warn!(
+                            term = f.term,
+                            "leader term over: its queued history is not written"
+                        );
+                    }
+                    return Ok(());
+                }
+            }
+            let fence = self.term.as_ref().map(|(f, _)| f);
+            let e = match w.apply(&self.store, fence).await {
                 Ok(()) => {
                     m.store_writes_total.fetch_add(1, Relaxed);
                     if let Some((since, retries)) = outage {
@@ -302,7 +344,7 @@ mod tests {
         let (url, store) = sqlite("locked").await;
         let mut held = lock(&url).await;
         let m = Arc::new(Metrics::default());
-        let (q, writer) = spawn_with(store, Arc::clone(&m), 64, SHUTDOWN_GRACE);
+        let (q, writer) = spawn_with(store, Arc::clone(&m), 64, SHUTDOWN_GRACE, None);
         for i in 0..10 {
             q.send(event(i));
         }
@@ -323,7 +365,7 @@ mod tests {
         let (url, store) = sqlite("bound").await;
         let mut held = lock(&url).await;
         let m = Arc::new(Metrics::default());
-        let (q, writer) = spawn_with(store, Arc::clone(&m), 2, SHUTDOWN_GRACE);
+        let (q, writer) = spawn_with(store, Arc::clone(&m), 2, SHUTDOWN_GRACE, None);
         q.send(event(0));
         // The writer takes write 0 and meets the lock; 1 and 2 fill the queue.
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -344,7 +386,7 @@ mod tests {
     async fn a_write_retrying_cannot_fix_is_dropped_once() {
         let (url, store) = sqlite("constraint").await;
         let m = Arc::new(Metrics::default());
-        let (q, writer) = spawn_with(store, Arc::clone(&m), 64, SHUTDOWN_GRACE);
+        let (q, writer) = spawn_with(store, Arc::clone(&m), 64, SHUTDOWN_GRACE, None);
         // Two nodes of one name break the nodes' primary key.
         let mut inv = crate::sim::layout(2, "t");
         inv.nodes.push(inv.nodes[0].clone());
@@ -365,7 +407,7 @@ mod tests {
         let (url, store) = sqlite("shutdown").await;
         let mut held = lock(&url).await;
         let m = Arc::new(Metrics::default());
-        let (q, writer) = spawn_with(store, Arc::clone(&m), 64, Duration::from_secs(1));
+        let (q, writer) = spawn_with(store, Arc::clone(&m), 64, Duration::from_secs(1), None);
         for i in 0..3 {
             q.send(event(i));
         }

@@ -151,7 +151,7 @@ async fn both_sources_feed_one_pipeline_alike() {
                 crate::live::StoreWrite::Rollup(_) | crate::live::StoreWrite::Rollup1h(_) => {
                     rollups += 1
                 }
-                crate::live::StoreWrite::Report(_) => reports += 1,
+                crate::live::StoreWrite::Report { .. } => reports += 1,
                 _ => {}
             }
         }

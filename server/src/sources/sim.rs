@@ -36,6 +36,8 @@ pub struct SimSource {
     pub simulate_telemetry: bool,
     /// Allocated GPUs under this SM activity count as idle in reports.
     pub idle_below_sm: f64,
+    /// Where a predecessor's reports stopped ([`Pipeline::resume`]), and the gap allowed.
+    pub resume: Option<(UnixMs, i64)>,
 }
 
 /// The simulator's events as the pipeline takes them, each at the time it happened.
@@ -95,9 +97,14 @@ pub async fn run_sim_source(
     src: SimSource,
     live: Arc<Live>,
     q: StoreQueue,
-    mut ops: mpsc::Receiver<SimOp>,
+    ops: Arc<SimOps>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    // The simulator's calls are answered here while this task runs (a standby has none).
+    let mut ops_rx = ops.rx.lock().await;
+    let ops_rx = &mut *ops_rx;
+    ops.serving
+        .store(true, std::sync::atomic::Ordering::Release);
     let SimSource {
         mut sim,
         start_ms,
@@ -108,8 +115,12 @@ pub async fn run_sim_source(
         scrape_interval_ms,
         simulate_telemetry,
         idle_below_sm,
+        resume,
     } = src;
     let mut pipeline = Pipeline::new(interval_ms as i64, idle_below_sm);
+    if let Some((at, gap)) = resume {
+        pipeline.resume(at, gap);
+    }
     let inventory = Arc::new(sim.inventory().clone());
     pipeline.start(&inventory, &live, &q);
     pipeline.record(events(sim.drain_events()), &live, &q);
@@ -124,7 +135,7 @@ pub async fn run_sim_source(
             _ = shutdown.changed() => break,
             // After an action: publish its effect now rather than at the next interval.
             _ = live.poked() => {}
-            Some(op) = ops.recv() => {
+            Some(op) = ops_rx.recv() => {
                 // Scheduler calls act on the simulator as of now, between ticks.
                 sim.advance_to(sim_now());
                 serve_sim_op(&mut sim, op);
@@ -212,6 +223,9 @@ pub async fn run_sim_source(
             std::sync::atomic::Ordering::Relaxed,
         );
     }
+    ops.serving
+        .store(false, std::sync::atomic::Ordering::Release);
+    pipeline.finish(&q);
     tracing::info!("simulator source stopped");
 }
 
@@ -239,16 +253,39 @@ pub enum SimOp {
 #[derive(Clone)]
 pub struct SimScheduler {
     tx: mpsc::Sender<SimOp>,
+    ops: Arc<SimOps>,
+}
+
+/// The receiving end of the simulator's calls, taken by each run of its source task.
+pub struct SimOps {
+    rx: tokio::sync::Mutex<mpsc::Receiver<SimOp>>,
+    /// Whether a source task answers now (a standby replica runs none).
+    serving: std::sync::atomic::AtomicBool,
 }
 
 impl SimScheduler {
-    pub fn new() -> (SimScheduler, mpsc::Receiver<SimOp>) {
+    pub fn new() -> (SimScheduler, Arc<SimOps>) {
         let (tx, rx) = mpsc::channel(64);
-        (SimScheduler { tx }, rx)
+        let ops = Arc::new(SimOps {
+            rx: tokio::sync::Mutex::new(rx),
+            serving: std::sync::atomic::AtomicBool::new(false),
+        });
+        (
+            SimScheduler {
+                tx,
+                ops: Arc::clone(&ops),
+            },
+            ops,
+        )
     }
 
     async fn ask<T>(&self, op: SimOp, rx: oneshot::Receiver<T>) -> Result<T, SchedError> {
         let gone = || SchedError::Unavailable("the simulator has stopped".into());
+        if !self.ops.serving.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(SchedError::Unavailable(
+                "the simulated cluster runs in the leading replica, not this one".into(),
+            ));
+        }
         self.tx.send(op).await.map_err(|_| gone())?;
         rx.await.map_err(|_| gone())
     }

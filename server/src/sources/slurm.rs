@@ -127,6 +127,8 @@ pub struct SlurmSource {
     pub scrape_interval_ms: u64,
     /// Allocated GPUs under this SM activity count as idle in reports.
     pub idle_below_sm: f64,
+    /// Where a predecessor's reports stopped ([`Pipeline::resume`]), and the gap allowed.
+    pub resume: Option<(UnixMs, i64)>,
 }
 
 /// Turns polls of Slurm into frames: the inventory for the node list (the same one while
@@ -271,8 +273,12 @@ pub async fn run_slurm_source(
         telemetry,
         scrape_interval_ms,
         idle_below_sm,
+        resume,
     } = src;
     let mut pipeline = Pipeline::new(interval_ms as i64, idle_below_sm);
+    if let Some((at, gap)) = resume {
+        pipeline.resume(at, gap);
+    }
     let mut frames = SlurmFrames::new(layout, &cluster, interval_ms);
     let fresh_ms = 2 * scrape_interval_ms.max(interval_ms) as i64;
     let mut ticker = tokio::time::interval(Duration::from_millis(interval_ms));
@@ -340,6 +346,7 @@ pub async fn run_slurm_source(
             .slurm_polls_total
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
+    pipeline.finish(&q);
     tracing::info!("Slurm source stopped");
 }
 

@@ -62,6 +62,9 @@ impl StoredAction {
     }
 }
 
+/// PostgreSQL's advisory lock key that serializes the per-user action count ("GANTRY", 2).
+const RATE_LIMIT_KEY: i64 = 0x4741_4e54_5259_0002;
+
 impl Store {
     /// Records an action and every target's audit row (`pending`) in one transaction;
     /// returns the action's id and the audit ids in target order.
@@ -74,7 +77,35 @@ impl Store {
         detail: &str,
         targets: &[String],
     ) -> Result<(i64, Vec<i64>)> {
+        self.action_record_limited(at_ms, user, role, kind, detail, targets, None)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("an unlimited action was refused".into()))
+    }
+
+    /// As [`Store::action_record`], refused (`None`) when `user` has recorded
+    /// `per_minute` actions in the minute before `at_ms` already: a limit every replica of
+    /// the database shares (counted under an advisory lock on PostgreSQL, so two replicas
+    /// cannot both let the last one through).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn action_record_limited(
+        &self,
+        at_ms: UnixMs,
+        user: &str,
+        role: Role,
+        kind: ActionKind,
+        detail: &str,
+        targets: &[String],
+        per_minute: Option<u32>,
+    ) -> Result<Option<(i64, Vec<i64>)>> {
         let mut tx = self.pool.begin().await?;
+        if per_minute.is_some() && self.dialect == super::Dialect::Postgres {
+            sqlx::query("SELECT COUNT(*) FROM (SELECT pg_advisory_xact_lock($1)) AS l")
+                .bind(RATE_LIMIT_KEY)
+                .fetch_one(&mut *tx)
+                .await?;
+        }
+        // The write first: on SQLite it takes the write lock (waiting for another writer),
+        // where a read first would fail to upgrade while another transaction writes.
         let id: i64 = sqlx::query(
             "INSERT INTO actions (at_ms, user_name, role, action, detail, state) \
              VALUES ($1, $2, $3, $4, $5, 'queued') RETURNING id",
@@ -87,6 +118,20 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?
         .try_get(0)?;
+        if let Some(limit) = per_minute {
+            // This one included.
+            let n: i64 =
+                sqlx::query("SELECT COUNT(*) FROM actions WHERE user_name = $1 AND at_ms > $2")
+                    .bind(user)
+                    .bind(at_ms - 60_000)
+                    .fetch_one(&mut *tx)
+                    .await?
+                    .try_get(0)?;
+            if n > i64::from(limit) {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+        }
         let mut audit_ids = Vec::with_capacity(targets.len());
         for t in targets {
             let a: i64 = sqlx::query(
@@ -106,7 +151,7 @@ impl Store {
             audit_ids.push(a);
         }
         tx.commit().await?;
-        Ok((id, audit_ids))
+        Ok(Some((id, audit_ids)))
     }
 
     /// Moves action `id` to `state` (with `note`; `finished_ms` for an end).

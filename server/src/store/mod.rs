@@ -25,6 +25,7 @@ mod alerts;
 mod auth;
 mod checkpoints;
 mod jobs;
+mod lease;
 mod nodes;
 mod reports;
 mod rollups;
@@ -33,6 +34,7 @@ pub use actions::{StoredAction, StoredTarget};
 pub use alerts::NewAlert;
 pub use auth::{SessionInfo, UserInfo, UserRow, AUDIT_MAX_ROWS, LAST_SEEN_EVERY_MS};
 pub use jobs::JobEvent;
+pub use lease::{ActionTurn, Fence, LeaseView, Role};
 pub use reports::{ReportDelta, ReportSums};
 pub use rollups::{Rollup, Rollup1h};
 pub use tokens::IngestTokenInfo;
@@ -56,6 +58,9 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("stored row is invalid: {0}")]
     Corrupt(String),
+    /// A leader-only write of a term that is no longer the lease's.
+    #[error("leader term {0} has ended: write refused")]
+    Fenced(i64),
 }
 
 impl StoreError {
@@ -85,7 +90,10 @@ impl StoreError {
             ) => false,
             // Io, Tls, Protocol, PoolTimedOut, WorkerCrashed and whatever sqlx adds later.
             StoreError::Db(_) => true,
-            StoreError::UnsupportedUrl | StoreError::Migrate(_) | StoreError::Corrupt(_) => false,
+            StoreError::UnsupportedUrl
+            | StoreError::Migrate(_)
+            | StoreError::Corrupt(_)
+            | StoreError::Fenced(_) => false,
         }
     }
 }

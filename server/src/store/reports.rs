@@ -4,7 +4,7 @@
 use app::model::UnixMs;
 use sqlx::Row;
 
-use super::{Dialect, Result, Store};
+use super::{Dialect, Result, Store, StoreError};
 
 /// Seconds and energy of one group over some time; every field adds up.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -118,6 +118,28 @@ fn upsert_sql(table: &str, n: usize, dialect: Dialect) -> String {
 impl Store {
     /// Adds `deltas` to their hours and days, in one transaction: all or nothing.
     pub async fn add_report_deltas(&self, deltas: &[ReportDelta]) -> Result<()> {
+        self.add_report_deltas_as(deltas, None).await
+    }
+
+    /// As [`Store::add_report_deltas`], as the leader of `fence`'s term, noting that
+    /// reports are now accounted through `through_ms` (source time) in the same
+    /// transaction; refused ([`StoreError::Fenced`]) once another replica holds a newer
+    /// term, so a deposed leader can never add a delta twice.
+    pub async fn add_report_deltas_fenced(
+        &self,
+        deltas: &[ReportDelta],
+        fence: &super::Fence,
+        through_ms: UnixMs,
+    ) -> Result<()> {
+        self.add_report_deltas_as(deltas, Some((fence, through_ms)))
+            .await
+    }
+
+    async fn add_report_deltas_as(
+        &self,
+        deltas: &[ReportDelta],
+        fence: Option<(&super::Fence, UnixMs)>,
+    ) -> Result<()> {
         // One row per key and table: PostgreSQL refuses an upsert that touches a row twice.
         type Merged<'a> = std::collections::BTreeMap<(&'a str, &'a str, UnixMs), ReportSums>;
         let (mut hours, mut days) = (Merged::new(), Merged::new());
@@ -130,6 +152,21 @@ impl Store {
             }
         }
         let mut tx = self.pool.begin().await?;
+        if let Some((f, through_ms)) = fence {
+            // First, so the lease row stays locked (PostgreSQL) until the deltas commit: a
+            // takeover waits for them, and this leader's later writes see its new term.
+            let done = sqlx::query(
+                "UPDATE leader_lease SET accounted_ms = $1 WHERE id = 1 AND holder = $2 AND term = $3",
+            )
+            .bind(through_ms)
+            .bind(&f.holder)
+            .bind(f.term)
+            .execute(&mut *tx)
+            .await?;
+            if done.rows_affected() != 1 {
+                return Err(StoreError::Fenced(f.term));
+            }
+        }
         for (table, rows) in [("report_1h", hours), ("report_1d", days)] {
             let rows: Vec<_> = rows.into_iter().collect();
             for chunk in rows.chunks(BATCH) {

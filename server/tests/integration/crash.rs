@@ -20,7 +20,7 @@ use crate::support::{self, add_users, login, post_json};
 const NODES: [&str; 3] = ["gpu013", "gpu015", "gpu016"];
 const ACTIONS: usize = 50;
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -75,12 +75,12 @@ fn drained_in_slurm(conf: &str, node: &str) -> bool {
         })
 }
 
-struct Gantry {
-    child: Child,
-    addr: std::net::SocketAddr,
+pub(crate) struct Gantry {
+    pub(crate) child: Child,
+    pub(crate) addr: std::net::SocketAddr,
 }
 
-fn spawn(config: &Path, db: &str, log: &Path) -> Gantry {
+pub(crate) fn spawn(config: &Path, db: &str, log: &Path) -> Gantry {
     let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port())
         .parse()
         .expect("address");
@@ -95,7 +95,7 @@ fn spawn(config: &Path, db: &str, log: &Path) -> Gantry {
         .arg(config)
         .env("GANTRY_LISTEN", addr.to_string())
         .env("GANTRY_DATABASE_URL", db)
-        .env("RUST_LOG", "warn,server::actions=info")
+        .env("RUST_LOG", "warn,server::actions=info,server::replica=info")
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
@@ -104,7 +104,7 @@ fn spawn(config: &Path, db: &str, log: &Path) -> Gantry {
     Gantry { child, addr }
 }
 
-async fn healthy(g: &mut Gantry, log: &Path) {
+pub(crate) async fn healthy(g: &mut Gantry, log: &Path) {
     for _ in 0..300 {
         if let Ok(Some(status)) = g.child.try_wait() {
             panic!(

@@ -27,6 +27,7 @@ mod crash;
 mod faults;
 mod http;
 mod promql;
+mod replicas;
 mod reports;
 mod rest;
 mod scrape;

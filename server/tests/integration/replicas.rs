@@ -1,0 +1,282 @@
+//! Several replicas on one PostgreSQL, on the real Slurm of the tests: `gantry` (the
+//! binary) twice on one database. Checked: one leader (the standby polls nothing and shows
+//! the leader's state); an action taken on either replica shows on the other within 2 s;
+//! the per-user action limit counts both; the leader killed with SIGKILL, and later one
+//! stopped cleanly, is replaced within two poll intervals; and across both leader changes
+//! the cluster's report rollups hold every second exactly once. Node gpu014 is this test's.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::crash::{healthy, spawn, Gantry};
+use crate::support::{self, add_users, login, metric, post_json};
+
+const NODE: &str = "gpu014";
+const POLL_MS: u64 = 1000;
+/// The end of 2099, a whole UTC day: report sums up to it come from the daily rows.
+const FAR_MS: i64 = 4_102_444_800_000;
+
+async fn term(g: &Gantry) -> u64 {
+    metric(g.addr, "gantry_leader_term").await
+}
+
+/// Waits until `f` holds, at most `within`; how long it took.
+async fn until<F, Fut>(within: Duration, what: &str, mut f: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let t0 = Instant::now();
+    while t0.elapsed() < within {
+        if f().await {
+            return t0.elapsed();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what}: not within {within:?}");
+}
+
+/// `gpu014` as a replica's `/api/nodes` shows it: whether it is drained, and the poll time.
+async fn shows_drained(g: &Gantry) -> Option<(bool, i64)> {
+    let r = support::get(g.addr, "/api/nodes").await;
+    if r.status != 200 {
+        return None;
+    }
+    let v = r.json();
+    let polled = v["polled_ms"].as_i64()?;
+    let n = v["nodes"]
+        .as_array()?
+        .iter()
+        .find(|n| n["name"] == NODE)?
+        .clone();
+    let raw: Vec<String> = n["raw_state"]
+        .as_array()?
+        .iter()
+        .filter_map(|s| s.as_str().map(str::to_uppercase))
+        .collect();
+    Some((raw.iter().any(|s| s.starts_with("DRAIN")), polled))
+}
+
+async fn cluster_capacity_gs(store: &server::store::Store) -> f64 {
+    store
+        .report_groups("cluster", 0, FAR_MS)
+        .await
+        .expect("report sums")
+        .into_iter()
+        .map(|(_, s)| s.capacity_gs)
+        .sum()
+}
+
+async fn act(g: &Gantry, cookie: &str, drain: bool) -> u16 {
+    let (path, body) = if drain {
+        (
+            "/api/actions/drain?wait=20",
+            json!({"nodes": [NODE], "reason": "replica test"}),
+        )
+    } else {
+        ("/api/actions/resume?wait=20", json!({"nodes": [NODE]}))
+    };
+    post_json(g.addr, path, Some(cookie), &body).await.status
+}
+
+fn terminate(g: &mut Gantry) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &g.child.id().to_string()])
+        .status();
+    let _ = g.child.wait();
+}
+
+fn wall_ms() -> i64 {
+    server::live::wall_now_ms()
+}
+
+#[tokio::test]
+async fn replicas_share_one_cluster_and_take_over_without_gap_or_double_count() {
+    let Ok(conf) = std::env::var("GANTRY_TEST_SLURM_CONF") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "GANTRY_TEST_SLURM_CONF must be set in CI"
+        );
+        eprintln!("GANTRY_TEST_SLURM_CONF not set: replica test skipped (run `cargo xtask test`)");
+        return;
+    };
+    let Some(db) = support::postgres_url().await else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("gantry-replicas-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let config = dir.join("gantry.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "source = \"slurm\"\n[slurm]\nconf = \"{conf}\"\npoll_interval_ms = {POLL_MS}\ntimeout_ms = 3000\n\
+             [auth]\nanonymous_read = true\nactions_per_minute = 6\n"
+        ),
+    )
+    .expect("config");
+    let store = server::store::Store::connect(&db).await.expect("store");
+    add_users(&store).await;
+    let _ = Command::new("scontrol")
+        .args(["update", &format!("NodeName={NODE}"), "State=RESUME"])
+        .env("SLURM_CONF", &conf)
+        .output();
+    let (log_a, log_b) = (dir.join("a.log"), dir.join("b.log"));
+    let logs = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+
+    let mut a = spawn(&config, &db, &log_a);
+    healthy(&mut a, &log_a).await;
+    until(Duration::from_secs(10), "A leads", || async {
+        term(&a).await > 0
+    })
+    .await;
+    let mut b = spawn(&config, &db, &log_b);
+    healthy(&mut b, &log_b).await;
+
+    // B stands by: it polls nothing, yet shows the leader's polls within an interval.
+    until(
+        Duration::from_secs(10),
+        "B shows the leader's state",
+        || async { shows_drained(&b).await.is_some() },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(3 * POLL_MS)).await;
+    assert_eq!(term(&b).await, 0, "B leads too: {}", logs(&log_b));
+    assert_eq!(
+        metric(b.addr, "gantry_slurm_polls_total").await,
+        0,
+        "B polled Slurm"
+    );
+    let (_, polled_a) = shows_drained(&a).await.expect("A's nodes");
+    let (_, polled_b) = shows_drained(&b).await.expect("B's nodes");
+    assert!(
+        (polled_a - polled_b).abs() <= POLL_MS as i64,
+        "B shows a poll {} ms from A's",
+        polled_a - polled_b
+    );
+
+    // An action on the standby shows on the leader within 2 s, and back.
+    let op_a = login(a.addr, "operator1").await;
+    let op_b = login(b.addr, "operator1").await;
+    assert_eq!(act(&b, &op_b, true).await, 200, "drain on B");
+    let seen_a = until(Duration::from_secs(2), "B's drain on A's pages", || async {
+        shows_drained(&a).await.is_some_and(|(d, _)| d)
+    })
+    .await;
+    assert_eq!(act(&a, &op_a, false).await, 200, "resume on A");
+    let seen_b = until(
+        Duration::from_secs(2),
+        "A's resume on B's pages",
+        || async { shows_drained(&b).await.is_some_and(|(d, _)| !d) },
+    )
+    .await;
+
+    // The per-user limit (6 a minute) counts the actions of both replicas.
+    for (k, (g, c)) in [(&b, &op_b), (&a, &op_a), (&b, &op_b), (&a, &op_a)]
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(act(g, c, k % 2 == 0).await, 200, "action {} of 6", k + 3);
+    }
+    assert_eq!(
+        act(&b, &op_b, true).await,
+        429,
+        "the 7th action in a minute"
+    );
+
+    // Reports flush once a minute: wait for the leader's first, then kill it.
+    until(Duration::from_secs(75), "reports accounted", || async {
+        store.lease().await.is_ok_and(|l| l.accounted_ms.is_some())
+    })
+    .await;
+    a.child.kill().expect("kill -9");
+    let _ = a.child.wait();
+    let killed = Instant::now();
+    let killed_ms = wall_ms();
+    let a1 = store
+        .lease()
+        .await
+        .expect("lease")
+        .accounted_ms
+        .expect("accounted");
+    let s1 = cluster_capacity_gs(&store).await;
+    until(Duration::from_secs(5), "B leads", || async {
+        term(&b).await > 0
+    })
+    .await;
+    until(Duration::from_secs(5), "B polls", || async {
+        shows_drained(&b).await.is_some_and(|(_, p)| p > killed_ms)
+    })
+    .await;
+    let after_kill = killed.elapsed();
+
+    // A again, standing by; B stopped cleanly gives the lease up at once.
+    let mut a = spawn(&config, &db, &log_a);
+    healthy(&mut a, &log_a).await;
+    tokio::time::sleep(Duration::from_millis(2 * POLL_MS)).await;
+    assert_eq!(term(&a).await, 0, "A leads beside B: {}", logs(&log_a));
+    let stopping = Instant::now();
+    let stopping_ms = wall_ms();
+    terminate(&mut b);
+    until(Duration::from_secs(5), "A leads again", || async {
+        term(&a).await > 0
+    })
+    .await;
+    until(Duration::from_secs(5), "A polls", || async {
+        shows_drained(&a)
+            .await
+            .is_some_and(|(_, p)| p > stopping_ms)
+    })
+    .await;
+    let after_stop = stopping.elapsed();
+    tokio::time::sleep(Duration::from_millis(3 * POLL_MS)).await;
+    terminate(&mut a);
+    let a2 = store
+        .lease()
+        .await
+        .expect("lease")
+        .accounted_ms
+        .expect("accounted");
+    let s2 = cluster_capacity_gs(&store).await;
+    let nodes = server::slurm::cli::Cli::new(
+        None,
+        vec![("SLURM_CONF".into(), conf.clone())],
+        Duration::from_secs(5),
+    );
+    let gpus: u32 = server::scheduler::Scheduler::nodes(&nodes)
+        .await
+        .expect("nodes")
+        .iter()
+        .filter_map(|n| n.gpus_total)
+        .sum();
+    let expected = f64::from(gpus) * (a2 - a1) as f64 / 1000.0;
+    eprintln!(
+        "replicas: an action on one seen on the other in {seen_a:?} and {seen_b:?}; after kill -9 \
+         the standby polled in {after_kill:?}, after a clean stop in {after_stop:?}; reports across \
+         both: {:.1} GPU-seconds added over {} ms, expected {expected:.1}",
+        s2 - s1,
+        a2 - a1
+    );
+    assert!(
+        after_kill <= Duration::from_millis(2 * POLL_MS),
+        "takeover after kill -9 took {after_kill:?}"
+    );
+    assert!(
+        after_stop <= Duration::from_millis(2 * POLL_MS),
+        "takeover after a clean stop took {after_stop:?}"
+    );
+    assert!(
+        (s2 - s1 - expected).abs() < 1e-6 * expected.max(1.0),
+        "reports across the leader changes: {} GPU-seconds, expected {expected} ({gpus} GPUs over \
+         {} ms): a gap or a double count",
+        s2 - s1,
+        a2 - a1
+    );
+    let _ = Command::new("scontrol")
+        .args(["update", &format!("NodeName={NODE}"), "State=RESUME"])
+        .env("SLURM_CONF", &conf)
+        .output();
+    let _ = std::fs::remove_dir_all(&dir);
+}
