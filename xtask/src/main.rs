@@ -14,6 +14,9 @@
 //! - `cargo xtask bench login-flood`: a signed-in browser's latency and Gantry's RSS while
 //!   1,000 wrong passwords a second arrive from 200 loopback addresses.
 //!
+//! - `cargo xtask soak [--minutes N]`: 1,000 live clients and 200 requests a second at
+//!   2,048 nodes for N minutes (30 unless told): RSS growth and slope, errors, p99 per route.
+//!
 //! Tools are pinned and installed once into `~/.cargo/bin`; every install says what it
 //! installs and why before it starts. One small dependency (socket2, to bind the login-flood attackers to many loopback
 //! addresses, which std cannot), so it builds in seconds.
@@ -24,6 +27,7 @@ mod fence;
 mod postgres;
 mod run;
 mod slurm;
+mod soak;
 mod test;
 mod util;
 
@@ -31,7 +35,7 @@ use std::env;
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench <size | ingest | browser | scale | reports | timeline | login-flood> | fence | bootstrap>";
+    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench <size | ingest | browser | scale | reports | timeline | login-flood | fanout> | soak [--minutes N] | fence | bootstrap>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -40,6 +44,9 @@ fn main() -> ExitCode {
         Some("run") => run::run(rest),
         Some("test") => test::test(rest),
         Some("bench") => bench::bench(rest),
+        Some("soak") => soak::soak(rest),
+        // The load generator `soak` runs (a process of its own, release).
+        Some("soak-load") => soak::soak_load(rest),
         Some("fence") => fence::fence(),
         Some("slurm") => slurm::slurm_cmd(rest),
         Some("bootstrap") => bootstrap::bootstrap(true, true),

@@ -96,6 +96,8 @@ pub(crate) fn test(args: &[String]) -> Result {
         "--test-threads=1",
     ]))?;
     drop(pg);
+    // The soak for one minute: a busy release server answers everything (errors fail it).
+    crate::soak::soak(&["--minutes".into(), "1".into()])?;
 
     ensure_apt(&["chromium"], "browser tests run in Debian's Chromium")?;
     leptos_build(false, false)?;

@@ -280,3 +280,119 @@ async fn replicas_share_one_cluster_and_take_over_without_gap_or_double_count() 
         .output();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A term's report writes are refused once another replica holds a newer term, and the
+/// lease cannot be taken while its holder's term runs.
+async fn fence_story(db: String) {
+    use server::store::{Fence, ReportDelta, ReportSums};
+    let store = server::store::Store::connect(&db).await.expect("store");
+    let delta = |gs: f64| {
+        vec![ReportDelta {
+            kind: "cluster",
+            key: "all".into(),
+            at_ms: 1_796_169_600_000,
+            sums: ReportSums {
+                capacity_gs: gs,
+                ..ReportSums::default()
+            },
+        }]
+    };
+    let ttl = 300;
+    let t1 = store
+        .lease_claim("one", None, ttl, wall_ms())
+        .await
+        .expect("claim")
+        .expect("a free lease is taken");
+    assert_eq!(
+        store
+            .lease_claim("two", None, ttl, wall_ms())
+            .await
+            .expect("claim"),
+        None,
+        "taken while its holder's term runs"
+    );
+    let one = Fence {
+        holder: "one".into(),
+        term: t1,
+    };
+    store
+        .add_report_deltas_fenced(&delta(10.0), &one, 1000)
+        .await
+        .expect("the leader writes");
+    tokio::time::sleep(Duration::from_millis(2 * ttl as u64)).await;
+    let t2 = store
+        .lease_claim("two", None, ttl, wall_ms())
+        .await
+        .expect("claim")
+        .expect("an expired lease is taken");
+    assert!(t2 > t1, "a new term: {t2} after {t1}");
+    let refused = store
+        .add_report_deltas_fenced(&delta(5.0), &one, 2000)
+        .await;
+    assert!(
+        matches!(refused, Err(server::store::StoreError::Fenced(t)) if t == t1),
+        "the deposed leader's write: {refused:?}"
+    );
+    let two = Fence {
+        holder: "two".into(),
+        term: t2,
+    };
+    store
+        .add_report_deltas_fenced(&delta(7.0), &two, 3000)
+        .await
+        .expect("the new leader writes");
+    assert_eq!(
+        cluster_capacity_gs(&store).await,
+        17.0,
+        "only the leaders' deltas"
+    );
+    let l = store.lease().await.expect("lease");
+    assert_eq!(
+        (l.holder.as_str(), l.term, l.accounted_ms),
+        ("two", t2, Some(3000))
+    );
+    // The deposed one cannot renew its old term either.
+    assert_eq!(
+        store
+            .lease_claim("one", Some(t1), ttl, wall_ms())
+            .await
+            .expect("claim"),
+        None
+    );
+}
+
+#[tokio::test]
+async fn a_deposed_leaders_report_writes_are_refused_on_sqlite() {
+    fence_story(support::sqlite_url()).await;
+}
+
+#[tokio::test]
+async fn a_deposed_leaders_report_writes_are_refused_on_postgres() {
+    let Some(url) = support::postgres_url().await else {
+        return;
+    };
+    fence_story(url).await;
+}
+
+#[tokio::test]
+async fn sqlite_refuses_a_second_serving_process() {
+    let db = support::sqlite_url();
+    let first = server::serve::start(support::test_config(db.clone(), 4, 1.0, 200))
+        .await
+        .expect("first");
+    let second = server::serve::start(support::test_config(db.clone(), 4, 1.0, 200)).await;
+    let Err(e) = second else {
+        panic!("a second server on one SQLite file started");
+    };
+    let msg = e.to_string();
+    assert!(
+        msg.contains("another gantry process serves") && msg.contains("PostgreSQL"),
+        "{msg}"
+    );
+    first.stop().await.expect("stop");
+    // Once the first has stopped, the file is free.
+    let again = server::serve::start(support::test_config(db, 4, 1.0, 200))
+        .await
+        .expect("after the first stopped");
+    again.stop().await.expect("stop");
+}

@@ -262,7 +262,7 @@ pub(crate) fn fanout_load(args: &[String]) -> Result {
 /// One client: the stream read as a browser's `EventSource` reads it (reconnecting a
 /// second after a stream that failed or was refused), or, if `slow`, never read; the delay
 /// of every tick it gets while measuring recorded.
-fn client(
+pub(crate) fn client(
     addr: SocketAddr,
     slow: bool,
     measuring: &AtomicBool,

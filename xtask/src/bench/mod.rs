@@ -3,7 +3,7 @@
 //! per benchmark, and the measurements they share.
 
 mod browser;
-mod fanout;
+pub(crate) mod fanout;
 mod ingest;
 mod login_flood;
 mod reports;
