@@ -4,10 +4,12 @@
 //! renews it every quarter of its life while it holds it. The holder of a term is the
 //! leader: only it polls the scheduler, scrapes, evaluates alerts, sends webhooks, runs the
 //! auto-drain policy, reconciles orphaned actions and writes history (`serve.rs` starts
-//! those tasks per term and stops them when the term ends). A leader that cannot renew
-//! steps down before its lease can have expired in the database's eyes (it counts from
-//! before its last successful renewal was sent), so two leaders never act at once; report
-//! deltas, the one write that adds up, are fenced by the term in their own transaction.
+//! those tasks per term and stops them when the term ends, as soon as the database shows
+//! another holder). A leader that cannot reach the database goes on: whatever its term
+//! does that counts passes through the database first (history, alerts before their
+//! webhooks, actions under the turn), so nothing of it lands while another term runs;
+//! report deltas, the one write that adds up, are fenced by the term in their own
+//! transaction, and the writer drops what is queued once the role has changed.
 //!
 //! A standby shows the leader's state: the leader publishes each tick (overview, the
 //! scheduler's state, readings, targets) to `replica_ticks` while a standby has said it is
@@ -116,41 +118,40 @@ pub async fn run_lease(
     }
     let ttl = lease.ttl;
     let renew = ttl / 4;
-    // The term held and when the claim that last renewed it was sent.
-    let mut held: Option<(i64, Instant)> = None;
+    // The term held.
+    let mut held: Option<i64> = None;
     let mut failing = false;
     loop {
         let sent = Instant::now();
         let claim = tokio::time::timeout(
             renew,
-            store.lease_claim(
-                &lease.holder,
-                held.map(|h| h.0),
-                ttl.as_millis() as i64,
-                wall_now_ms(),
-            ),
+            store.lease_claim(&lease.holder, held, ttl.as_millis() as i64, wall_now_ms()),
         )
         .await;
         match claim {
             Ok(Ok(Some(term))) => {
-                if held.map(|h| h.0) != Some(term) {
+                if held != Some(term) {
                     tracing::info!(term, holder = %lease.holder, "this replica leads");
                     lease.set(Role::Leader(Fence {
                         holder: lease.holder.clone(),
                         term,
                     }));
                 }
-                held = Some((term, sent));
+                held = Some(term);
                 failing = false;
             }
             Ok(Ok(None)) => {
-                if let Some((term, _)) = held.take() {
+                if let Some(term) = held.take() {
                     tracing::warn!(term, "lease taken by another replica: standing by");
                 }
                 lease.set(Role::Standby);
                 failing = false;
             }
             Ok(Err(_)) | Err(_) => {
+                // The database cannot be reached: nobody can take the lease through it,
+                // and everything this term does that counts (history, alerts, actions)
+                // goes through it first, so the term's work goes on; it stops once the
+                // database shows another holder.
                 if !failing {
                     match &claim {
                         Ok(Err(e)) => tracing::warn!(error = %e, "lease cannot be renewed"),
@@ -158,32 +159,28 @@ pub async fn run_lease(
                     }
                     failing = true;
                 }
-                // Step down before the database could see the lease expire: it counts from
-                // when it ran the last renewal, which was after it was sent.
-                if let Some((term, at)) = held {
-                    if at.elapsed() + renew >= ttl {
-                        tracing::warn!(term, "lease not renewed in time: standing by");
-                        held = None;
-                        lease.set(Role::Standby);
-                    }
-                } else if *lease.role.borrow() == Role::Starting {
+                if held.is_none() && *lease.role.borrow() == Role::Starting {
                     lease.set(Role::Standby);
                 }
             }
         }
         let standby = held.is_none();
-        match store
-            .replica_seen(
+        // Bounded like the claim, so a slow database cannot stretch the renewal cadence.
+        let seen = tokio::time::timeout(
+            renew,
+            store.replica_seen(
                 &lease.holder,
                 &addr,
                 standby,
                 3 * ttl.as_millis() as i64,
                 wall_now_ms(),
-            )
-            .await
-        {
-            Ok(n) => lease.standbys.store(n, Relaxed),
-            Err(e) => tracing::debug!(error = %e, "replica presence not noted"),
+            ),
+        )
+        .await;
+        match seen {
+            Ok(Ok(n)) => lease.standbys.store(n, Relaxed),
+            Ok(Err(e)) => tracing::debug!(error = %e, "replica presence not noted"),
+            Err(_) => tracing::debug!("replica presence not noted in time"),
         }
         let next = tokio::time::Instant::from_std(sent + renew);
         tokio::select! {

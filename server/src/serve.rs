@@ -426,6 +426,13 @@ async fn start_term(work: &Work, f: &Fence) -> Started {
             store: work.store.clone(),
             actions: Arc::clone(&work.actions),
             tls: Arc::clone(&work.tls),
+            // A few scrape rounds, so that a target's failures are counted again.
+            settle: Duration::from_millis(
+                cfg.scrape_interval_ms
+                    .unwrap_or(10_000)
+                    .max(work.interval_ms)
+                    .saturating_mul(u64::from(cfg.alerts.target_failures) + 2),
+            ),
         },
         stop_rx.clone(),
     )));

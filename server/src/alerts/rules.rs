@@ -123,6 +123,15 @@ impl RuleState {
         now - since >= ms
     }
 
+    /// Notes `rule` on `subject` as holding since long ago: an alert another process fired
+    /// (before a restart or a change of leader) is still firing if its condition holds at
+    /// the first look, without waiting out its duration again.
+    pub fn seed(&mut self, rule: &'static str, subject: &str) {
+        self.since
+            .entry((rule, subject.to_string()))
+            .or_insert(UnixMs::MIN / 2);
+    }
+
     fn retain(&mut self, seen: &HashSet<(&'static str, String)>) {
         self.since.retain(|k, _| seen.contains(k));
     }

@@ -21,6 +21,11 @@ pub struct AlertTask {
     pub actions: Arc<crate::actions::Actions>,
     /// Verifies `https://` webhook receivers ([`crate::tls::client_config`]).
     pub tls: Arc<rustls::ClientConfig>,
+    /// How long alerts found open at start (fired by a previous process or leader) stay
+    /// open though their condition is not seen: until then it may be unknown rather than
+    /// false (no scrape yet, a target's failures counted afresh), and resolving it would
+    /// send a false resolution and, soon after, a second firing.
+    pub settle: Duration,
 }
 
 /// Evaluates the rules on every published tick until shutdown.
@@ -31,6 +36,7 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
         store,
         actions,
         tls,
+        settle,
     } = task;
     let (tx, rx) = tokio::sync::mpsc::channel::<Delivery>(1024);
     let delivery = tokio::spawn(deliver(cfg.clone(), tls, store.clone(), rx));
@@ -54,6 +60,11 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
             HashMap::new()
         }
     };
+    for (rule, subject) in open.keys() {
+        state.seed(static_rule(rule), subject);
+    }
+    let inherited: std::collections::HashSet<(String, String)> = open.keys().cloned().collect();
+    let started = std::time::Instant::now();
     loop {
         let tick = tokio::select! {
             _ = shutdown.changed() => break,
@@ -129,7 +140,12 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
                 Err(e) => tracing::error!(error = %e, "alert could not be recorded"),
             }
         }
+        let settling = started.elapsed() < settle;
         for ((rule, subject), id) in open.drain() {
+            if settling && inherited.contains(&(rule.clone(), subject.clone())) {
+                still.insert((rule, subject), id);
+                continue;
+            }
             if let Err(e) = store.resolve_alert(id, wall).await {
                 tracing::error!(error = %e, "alert could not be resolved");
                 continue;

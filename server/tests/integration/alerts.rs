@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use crate::support::{self, add_users, login, post_json, request};
 
 /// A webhook receiver on a real socket: every body it was sent.
-async fn receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
+pub(crate) async fn receiver() -> (String, Arc<Mutex<Vec<Value>>>) {
     let got: Arc<Mutex<Vec<Value>>> = Arc::default();
     let g = Arc::clone(&got);
     let app = Router::new().route(

@@ -2,8 +2,10 @@
 //! binary) twice on one database. Checked: one leader (the standby polls nothing and shows
 //! the leader's state); an action taken on either replica shows on the other within 2 s;
 //! the per-user action limit counts both; the leader killed with SIGKILL, and later one
-//! stopped cleanly, is replaced within two poll intervals; and across both leader changes
-//! the cluster's report rollups hold every second exactly once. Node gpu014 is this test's.
+//! stopped cleanly, is replaced within two poll intervals; across both leader changes the
+//! cluster's report rollups hold every second exactly once, and each alert (every node's
+//! exporters point at a closed port, so each target is down) is sent to the webhook
+//! receiver once, never resolved and fired again. Node gpu014 is this test's.
 
 use std::path::Path;
 use std::process::Command;
@@ -109,14 +111,28 @@ async fn replicas_share_one_cluster_and_take_over_without_gap_or_double_count() 
     let dir = std::env::temp_dir().join(format!("gantry-replicas-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let config = dir.join("gantry.toml");
+    let (hook, got) = crate::alerts::receiver().await;
+    // Port 9 (discard) is closed here: every target fails at once.
     std::fs::write(
         &config,
         format!(
-            "source = \"slurm\"\n[slurm]\nconf = \"{conf}\"\npoll_interval_ms = {POLL_MS}\ntimeout_ms = 3000\n\
-             [auth]\nanonymous_read = true\nactions_per_minute = 6\n"
+            "source = \"slurm\"\ngpu_exporter_url = \"http://127.0.0.1:9/{{node}}/dcgm\"\n\
+             bmc_exporter_url = \"http://127.0.0.1:9/{{node}}/bmc\"\nscrape_interval_ms = 1000\n\
+             [slurm]\nconf = \"{conf}\"\npoll_interval_ms = {POLL_MS}\ntimeout_ms = 3000\n\
+             [auth]\nanonymous_read = true\nactions_per_minute = 6\n[alerts]\nwebhook_url = \"{hook}\"\n"
         ),
     )
     .expect("config");
+    let deliveries = |event: &str| -> std::collections::BTreeMap<String, usize> {
+        let mut m = std::collections::BTreeMap::new();
+        for v in got.lock().expect("lock").iter() {
+            if v["event"] == event && v["rule"] == "target_down" {
+                *m.entry(v["subject"].as_str().unwrap_or("").to_string())
+                    .or_default() += 1;
+            }
+        }
+        m
+    };
     let store = server::store::Store::connect(&db).await.expect("store");
     add_users(&store).await;
     let _ = Command::new("scontrol")
@@ -131,6 +147,13 @@ async fn replicas_share_one_cluster_and_take_over_without_gap_or_double_count() 
     until(Duration::from_secs(10), "A leads", || async {
         term(&a).await > 0
     })
+    .await;
+    // Each node's two exporters down: 32 alerts, each sent once.
+    until(
+        Duration::from_secs(20),
+        "32 target_down alerts sent",
+        || async { deliveries("firing").len() >= 32 },
+    )
     .await;
     let mut b = spawn(&config, &db, &log_b);
     healthy(&mut b, &log_b).await;
@@ -273,6 +296,18 @@ async fn replicas_share_one_cluster_and_take_over_without_gap_or_double_count() 
          {} ms): a gap or a double count",
         s2 - s1,
         a2 - a1
+    );
+    // Through both leader changes, every alert was sent once and never resolved.
+    let fired = deliveries("firing");
+    assert_eq!(fired.len(), 32, "{fired:?}");
+    assert!(
+        fired.values().all(|n| *n == 1),
+        "alerts sent more than once across leader changes: {fired:?}"
+    );
+    assert_eq!(
+        deliveries("resolved"),
+        Default::default(),
+        "alerts resolved by a new leader that had not looked yet"
     );
     let _ = Command::new("scontrol")
         .args(["update", &format!("NodeName={NODE}"), "State=RESUME"])
