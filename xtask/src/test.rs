@@ -95,14 +95,14 @@ pub(crate) fn test(args: &[String]) -> Result {
         "--ignored",
         "--test-threads=1",
     ]))?;
-    drop(pg);
     // The soak for one minute: a busy release server answers everything (errors fail it).
     crate::soak::soak(&["--minutes".into(), "1".into()])?;
 
     ensure_apt(&["chromium"], "browser tests run in Debian's Chromium")?;
     leptos_build(false, false)?;
-    // The Slurm stays up for the browser test of the real source.
-    end2end(&slurm.conf)?;
+    // Slurm and PostgreSQL stay up for the browser tests of the real source and replicas.
+    end2end(&slurm.conf, &pg.url)?;
+    drop(pg);
     drop(slurm);
     if with_fuzz {
         fuzz(Duration::from_secs(60))?;
@@ -149,7 +149,7 @@ fn fuzz(each: Duration) -> Result {
 }
 
 /// Serves a fresh Gantry and runs Playwright against it (hydrated and JavaScript-off projects).
-fn end2end(slurm_conf: &std::path::Path) -> Result {
+fn end2end(slurm_conf: &std::path::Path, pg_url: &str) -> Result {
     let port = free_port()?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let tmp = env::temp_dir().join(format!("gantry-e2e-{}-{port}", std::process::id()));
@@ -198,10 +198,12 @@ fn end2end(slurm_conf: &std::path::Path) -> Result {
             .current_dir(root().join("end2end"))
             .env("GANTRY_URL", format!("http://{addr}"))
             .env("GANTRY_E2E_PASSWORD", &password)
-            // For tests that need a Gantry of their own (xid.hydrated.spec.ts, and
-            // real-source.hydrated.spec.ts on the real Slurm).
+            // For tests that need a Gantry of their own (xid.hydrated.spec.ts,
+            // real-source.hydrated.spec.ts on the real Slurm, replicas.hydrated.spec.ts on
+            // it and PostgreSQL).
             .env("GANTRY_BIN", &exe)
             .env("GANTRY_TEST_SLURM_CONF", slurm_conf)
+            .env("GANTRY_TEST_PG_URL", pg_url)
             .env("GANTRY_SITE_ROOT", root().join("target").join("site"))
             .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1"),
     );

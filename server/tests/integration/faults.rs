@@ -1,5 +1,6 @@
 //! Faults Gantry must live through: the SQLite file's filesystem full (a small tmpfs),
-//! PostgreSQL restarted under load, slurmctld stopped mid-poll and started again. Each
+//! PostgreSQL down for 3 s under load, slurmctld stopped mid-poll and started again,
+//! slurmrestd answering 500. Each
 //! time Gantry keeps serving, says what is stale, recovers by itself and loses nothing it
 //! had committed. The last two stop shared services, so they run alone (`--ignored`, one
 //! thread, by `cargo xtask test`).
@@ -407,4 +408,103 @@ impl Drop for Restart {
             start_slurmctld(&self.0);
         }
     }
+}
+
+/// slurmrestd answering 500 (as it does when slurmctld cannot be reached behind it):
+/// Gantry keeps serving the last state it had, counts the failed polls, lets the state age
+/// past two intervals, and takes up fresh polls by itself once slurmrestd answers again.
+/// The slurmrestd here is played from documents in v0.0.41's format.
+#[tokio::test]
+async fn slurmrestd_answering_500_is_survived() {
+    use axum::http::StatusCode;
+    use axum::routing::get;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let failing = Arc::new(AtomicBool::new(false));
+    let meta = json!({"plugin": {"type": "openapi/slurmctld", "data_parser": "data_parser/v0.0.41"},
+        "slurm": {"version": {"major": "24", "micro": "5", "minor": "05"}, "release": "24.05.5", "cluster": "test"}});
+    // What slurmrestd writes when slurmctld does not answer it.
+    let refused = json!({"meta": meta, "errors": [{"description": "Unable to contact slurm controller (connect failure)",
+        "error_number": 1007, "error": "Unable to contact slurm controller (connect failure)", "source": "slurm_load_node"}],
+        "warnings": []});
+    let answer = |doc: serde_json::Value| {
+        let (failing, refused) = (Arc::clone(&failing), refused.clone());
+        move || {
+            let (doc, refused) = (doc.clone(), refused.clone());
+            let failing = failing.load(Ordering::Acquire);
+            async move {
+                if failing {
+                    (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(refused))
+                } else {
+                    (StatusCode::OK, axum::Json(doc))
+                }
+            }
+        }
+    };
+    let nodes = json!({"meta": meta, "errors": [], "warnings": [], "nodes": [
+        {"name": "gpu-018", "state": ["IDLE"], "reason": "", "partitions": ["gpu"], "gres": "gpu:h100:8", "gres_used": "gpu:h100:0(IDX:N/A)"}
+    ]});
+    let jobs = json!({"meta": meta, "errors": [], "warnings": [], "jobs": []});
+    let app = axum::Router::new()
+        .route(
+            "/openapi/v3",
+            get(|| async {
+                axum::Json(json!({"openapi": "3.0.2", "paths": {
+                    "/slurm/v0.0.41/nodes/": {}, "/slurm/v0.0.41/jobs/": {}, "/slurm/v0.0.41/node/{node_name}": {}
+                }}))
+            }),
+        )
+        .route("/slurm/v0.0.41/nodes/", get(answer(nodes)))
+        .route("/slurm/v0.0.41/jobs/", get(answer(jobs)));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let rest_addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+
+    let mut cfg = support::test_config(support::sqlite_url(), 16, 1.0, 200);
+    cfg.auth.anonymous_read = true;
+    cfg.source = server::config::SourceKind::Slurm;
+    cfg.slurm.poll_interval_ms = 500;
+    cfg.slurm.timeout_ms = 2000;
+    cfg.slurm.rest = Some(server::config::SlurmRest {
+        url: format!("http://{rest_addr}"),
+        user: Some("root".into()),
+        token: Some(server::config::Secret::new("jwt-for-test".into())),
+        version: None,
+    });
+    let interval = 500;
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    let age = || async {
+        let j = support::get(r.addr, "/api/nodes").await.json();
+        assert_eq!(
+            j["nodes"][0]["name"], "gpu-018",
+            "the last state is served: {j}"
+        );
+        server::live::wall_now_ms() - j["polled_ms"].as_i64().unwrap_or(0)
+    };
+    within(5, "fresh at first", || async { age().await < 2 * interval }).await;
+    let errors = support::metric(r.addr, "gantry_slurm_poll_errors_total").await;
+
+    failing.store(true, Ordering::Release);
+    within(5, "failed polls counted", || async {
+        support::metric(r.addr, "gantry_slurm_poll_errors_total").await >= errors + 3
+    })
+    .await;
+    within(5, "the state ages past two intervals", || async {
+        age().await > 2 * interval
+    })
+    .await;
+    let page = support::get_with(r.addr, "/nodes", &[("Accept", "text/html")]).await;
+    assert_eq!(page.status, 200, "the nodes page is served meanwhile");
+
+    failing.store(false, Ordering::Release);
+    within(5, "fresh polls again", || async {
+        age().await < 2 * interval
+    })
+    .await;
+    r.stop().await.expect("stop");
 }
