@@ -43,7 +43,8 @@ pub struct NodesView {
     /// Wall-clock time of the poll, and the server's clock when this was sent.
     pub polled_ms: UnixMs,
     pub server_now_ms: UnixMs,
-    /// How often the scheduler is polled; older than three of these is stale.
+    /// How often the scheduler is polled; older than two of these is stale
+    /// (`pages::nodes::stale_after`).
     pub interval_ms: i64,
     pub racks: Vec<String>,
     pub nodes: Vec<NodeRow>,

@@ -15,6 +15,7 @@ usage: gantry [serve] [--config FILE]
        gantry user add NAME --role viewer|operator|manager|admin [--config FILE]
        gantry user list|passwd NAME|role NAME ROLE|disable NAME|enable NAME|delete NAME
        gantry token add NAME [--account ACCOUNT]|list|revoke NAME [--config FILE]
+       gantry check-config FILE
 
 serve    Runs Gantry. Configuration: defaults, then FILE (or $GANTRY_CONFIG), then GANTRY_*
          variables.
@@ -46,6 +47,11 @@ user passwd, user role, user disable, user delete
          in) or deleted: each ends the user's sessions, and is in the audit log as
          gantry-cli. user enable lets a disabled user sign in again. The last enabled
          admin cannot be demoted, disabled or deleted.
+check-config
+         Reads FILE as serve would (over the defaults, then GANTRY_* variables) and checks
+         what start-up reads (the layout and topology files, TLS certificate, key and CA
+         bundle, the slurmrestd address, checkpoint roots) without starting anything or
+         contacting the database; exit 0 and what was checked, or 2 and why not.
 token add, token list, token revoke
          Named ingest tokens for POST /api/ingest/*: add prints the new token once (only
          its SHA-256 is kept); --account limits it to jobs of that Slurm account. list
@@ -92,6 +98,12 @@ fn main() -> ExitCode {
     }
     if all.first().map(String::as_str) == Some("token") {
         return token(&all[1..]);
+    }
+    if all.first().map(String::as_str) == Some("check-config") {
+        let Some(file) = all.get(1).filter(|_| all.len() == 2) else {
+            return usage_error("check-config takes one FILE");
+        };
+        return check_config(std::path::Path::new(file));
     }
     let mut args = all.into_iter();
     let mut config: Option<PathBuf> = std::env::var_os("GANTRY_CONFIG").map(PathBuf::from);
@@ -558,6 +570,26 @@ fn read_bounded(src: &str) -> std::io::Result<Vec<u8>> {
         )));
     }
     Ok(body)
+}
+
+/// `gantry check-config FILE`: the file read as `serve` would read it (over the defaults,
+/// then the `GANTRY_*` variables), and every file and address start-up would read checked;
+/// nothing is started, no database or scheduler is contacted.
+fn check_config(file: &std::path::Path) -> ExitCode {
+    let checked = Config::load(Some(file), std::env::vars())
+        .map_err(|e| e.to_string())
+        .and_then(|cfg| server::serve::check(&cfg).map_err(|e| e.to_string()));
+    match checked {
+        Ok(lines) => write_out(&format!(
+            "{}: configuration OK\n{}",
+            file.display(),
+            lines.iter().map(|l| format!("  {l}\n")).collect::<String>()
+        )),
+        Err(e) => {
+            eprintln!("gantry: {}: configuration refused: {e}", file.display());
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn usage_error(msg: &str) -> ExitCode {

@@ -644,6 +644,67 @@ fn start_slurm_source(
     ))
 }
 
+/// What `gantry check-config` checks beyond the file's keys and values (which
+/// `Config::load` has checked): everything start-up reads before it serves, without
+/// opening the database or any connection: the database URL's kind, the layout file and
+/// `topology.conf`, the TLS certificate and key, the CA bundle, the slurmrestd address.
+/// Answers what was checked, in words.
+pub fn check(cfg: &Config) -> Result<Vec<String>, ServeError> {
+    let mut checked = Vec::new();
+    let url = cfg.database_url.expose();
+    let db = if url.starts_with("sqlite:") {
+        "SQLite (one serving process)"
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        "PostgreSQL (replicas allowed)"
+    } else {
+        return Err(ServeError::Store(crate::store::StoreError::UnsupportedUrl));
+    };
+    checked.push(format!("database: {db}"));
+    crate::tls::client_config(cfg.tls.ca_bundle.as_deref())?;
+    checked.push(match &cfg.tls.ca_bundle {
+        Some(p) => format!("outbound TLS trusts {}", p.display()),
+        None => "outbound TLS trusts the system's CAs".into(),
+    });
+    if let Some((cert, key)) = cfg.tls.serving() {
+        crate::tls::server_config(cert, key)?;
+        checked.push(format!("serving HTTPS with {}", cert.display()));
+    }
+    match cfg.source {
+        SourceKind::Simulator => {
+            checked.push(format!("source: the simulator, {} nodes", cfg.sim.nodes))
+        }
+        SourceKind::Slurm => {
+            if let Some(l) = slurm_layout(cfg)? {
+                checked.push(format!(
+                    "layout: {} racks, {} nodes, {} switch domains",
+                    l.inventory.racks.len(),
+                    l.inventory.nodes.len(),
+                    l.inventory.domains.len()
+                ));
+            }
+            if let Some(r) = &cfg.slurm.rest {
+                crate::slurm::rest::Address::parse(&r.url)
+                    .map_err(|e| ServeError::Scheduler(e.to_string()))?;
+                checked.push(format!(
+                    "source: Slurm, read through slurmrestd at {}",
+                    r.url
+                ));
+            } else {
+                checked.push("source: Slurm, through its commands".into());
+            }
+        }
+    }
+    for root in &cfg.checkpoint_roots {
+        if !root.is_dir() {
+            return Err(ServeError::Scheduler(format!(
+                "checkpoint root {} is not a directory",
+                root.display()
+            )));
+        }
+    }
+    Ok(checked)
+}
+
 /// The layout file (with `topology.conf`) of a real cluster, if configured.
 fn slurm_layout(cfg: &Config) -> Result<Option<crate::layout::Layout>, ServeError> {
     let read = |p: &std::path::Path| {

@@ -94,8 +94,15 @@ pub(crate) fn state_class(s: NodeState) -> &'static str {
     }
 }
 
-/// Shared by both pages: loads the view, refreshes it each poll interval after hydration,
-/// and marks it stale when the last poll is older than three intervals.
+/// Shared by both pages: loads the view, refreshes it every half poll interval after
+/// hydration, and marks it stale when the last poll is older than [`stale_after`].
+/// How old the last poll may be before the page says it is stale: two poll intervals, and
+/// at short intervals no less than one plus 2 s, for a refresh (every half interval) and
+/// the fetch to land without the page flickering stale on a healthy cluster.
+pub fn stale_after(interval_ms: i64) -> i64 {
+    (2 * interval_ms).max(interval_ms + 2000)
+}
+
 #[component]
 fn WithView(children: fn(RwSignal<NodesView>, Memo<bool>) -> AnyView) -> impl IntoView {
     let data = Resource::new(|| (), |_| get_nodes_view());
@@ -111,7 +118,8 @@ fn WithView(children: fn(RwSignal<NodesView>, Memo<bool>) -> AnyView) -> impl In
                         #[cfg(feature = "hydrate")]
                         let age = v.server_now_ms - v.polled_ms;
                         let state = RwSignal::new(v);
-                        let stale = Memo::new(move |_| now.get() - polled_at.get() > 3 * interval);
+                        let stale =
+                            Memo::new(move |_| now.get() - polled_at.get() > stale_after(interval));
                         #[cfg(feature = "hydrate")]
                         client::refresh(state, now, polled_at, age, interval);
                         children(state, stale)
@@ -539,7 +547,7 @@ mod client {
                     }
                 });
             },
-            Duration::from_millis(interval_ms.clamp(1000, 10_000) as u64),
+            Duration::from_millis((interval_ms / 2).clamp(500, 5_000) as u64),
         )
         .ok();
         on_cleanup(move || {
@@ -603,5 +611,28 @@ mod client {
                 state.set(v);
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod staleness {
+    use super::stale_after;
+
+    #[test]
+    fn stale_after_two_intervals_and_never_within_a_refresh() {
+        // Slurm's default poll (5 s): two intervals.
+        assert_eq!(stale_after(5_000), 10_000);
+        assert_eq!(stale_after(60_000), 120_000);
+        // Short intervals: a refresh every half interval (at least 500 ms) and its fetch
+        // must fit before the mark.
+        assert_eq!(stale_after(1_000), 3_000);
+        assert_eq!(stale_after(500), 2_500);
+        for interval in [500, 1_000, 2_000, 5_000, 30_000] {
+            let refresh = (interval / 2).clamp(500, 5_000);
+            assert!(
+                interval + refresh + 500 < stale_after(interval),
+                "{interval}"
+            );
+        }
     }
 }

@@ -691,3 +691,82 @@ fn inspect_checkpoints_inside_a_checkpoint_keeps_its_name() {
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// `gantry check-config FILE`, with the environment of a service unit (no `GANTRY_*`).
+fn check_config(file: &std::path::Path) -> std::process::Output {
+    let mut c = Command::new(BIN);
+    c.arg("check-config").arg(file);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("GANTRY_") {
+            c.env_remove(k);
+        }
+    }
+    c.output().expect("run gantry")
+}
+
+#[test]
+fn check_config_validates_a_file_and_what_it_names_without_starting() {
+    let layout = temp_file(
+        "layout.toml",
+        b"[[rack]]\nname = \"R1\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"gpu[001-008]\"\n",
+    );
+    let good = temp_file(
+        "good.toml",
+        format!(
+            "source = \"slurm\"\ndatabase_url = \"postgres://gantry@db.invalid/gantry\"\n\
+             [slurm]\nlayout = \"{}\"\n",
+            layout.display()
+        )
+        .as_bytes(),
+    );
+    // Valid, though the database's host does not exist: nothing is contacted.
+    let out = check_config(&good);
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("configuration OK"), "{text}");
+    assert!(text.contains("PostgreSQL (replicas allowed)"), "{text}");
+    assert!(text.contains("layout: 1 racks, 8 nodes"), "{text}");
+
+    // Refused, exit 2, naming what is wrong: an unknown key, a value out of range, a
+    // missing layout file, a certificate that is not one.
+    let cert = temp_file("cert.pem", b"not a certificate\n");
+    let key = temp_file("key.pem", b"not a key\n");
+    for (name, body, says) in [
+        ("unknown.toml", "listne = \"0.0.0.0:3000\"\n".to_string(), "listne"),
+        (
+            "range.toml",
+            "live_interval_ms = 5\n".to_string(),
+            "live_interval_ms",
+        ),
+        (
+            "nolayout.toml",
+            "source = \"slurm\"\n[slurm]\nlayout = \"/nonexistent/layout.toml\"\n".to_string(),
+            "/nonexistent/layout.toml",
+        ),
+        (
+            "tls.toml",
+            format!(
+                "[tls]\ncert = \"{}\"\nkey = \"{}\"\n",
+                cert.display(),
+                key.display()
+            ),
+            "cert.pem",
+        ),
+    ] {
+        let f = temp_file(name, body.as_bytes());
+        let out = check_config(&f);
+        assert_eq!(out.status.code(), Some(2), "{name}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("configuration refused") && err.contains(says),
+            "{name}: {err}"
+        );
+    }
+    // A file that is not there.
+    let out = check_config(std::path::Path::new("/nonexistent/gantry.toml"));
+    assert_eq!(out.status.code(), Some(2));
+}
