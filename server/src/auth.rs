@@ -379,6 +379,8 @@ pub fn access_for(method: &Method, path: &str) -> Access {
         path,
         "/healthz"
             | "/metrics"
+            // Gantry's derived figures, for the site's Prometheus (which holds no session).
+            | "/metrics/cluster"
             | "/login"
             | "/auth/login"
             | "/auth/logout"

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod charts;
 pub mod checkpoints;
 pub mod config;
+pub mod figures;
 pub mod ingest;
 #[cfg(test)]
 mod layers;

@@ -1,5 +1,6 @@
-//! `/healthz` (the store answers and a tick has been published) and `/metrics` (Gantry's
-//! own metrics, Prometheus text).
+//! `/healthz` (the store answers and a tick has been published), `/metrics` (Gantry's
+//! own metrics, Prometheus text) and `/metrics/cluster` (the figures Gantry derives,
+//! `crate::figures`).
 
 use axum::extract::State;
 use axum::http::header;
@@ -12,7 +13,30 @@ use super::{AppState, Routes};
 use crate::live::wall_now_ms;
 
 pub(super) fn routes() -> Routes {
-    vec![("/healthz", get(healthz)), ("/metrics", get(metrics))]
+    vec![
+        ("/healthz", get(healthz)),
+        ("/metrics", get(metrics)),
+        ("/metrics/cluster", get(cluster_figures)),
+    ]
+}
+
+/// The newest tick's figures, with the throttling per reason of the readings behind it.
+async fn cluster_figures(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let tick = st.live.current().ok_or(ApiError::NotReady)?;
+    let by_reason = st
+        .live
+        .latest()
+        .map(|l| crate::live::ReasonCounter::default().count(&tick.overview, l.readings()))
+        .unwrap_or_default();
+    let body = crate::figures::render(&tick.overview, &by_reason, wall_now_ms());
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response())
 }
 
 async fn healthz(State(st): State<AppState>) -> Result<Response, ApiError> {

@@ -736,7 +736,11 @@ fn check_config_validates_a_file_and_what_it_names_without_starting() {
     let cert = temp_file("cert.pem", b"not a certificate\n");
     let key = temp_file("key.pem", b"not a key\n");
     for (name, body, says) in [
-        ("unknown.toml", "listne = \"0.0.0.0:3000\"\n".to_string(), "listne"),
+        (
+            "unknown.toml",
+            "listne = \"0.0.0.0:3000\"\n".to_string(),
+            "listne",
+        ),
         (
             "range.toml",
             "live_interval_ms = 5\n".to_string(),

@@ -201,3 +201,168 @@ async fn the_overview_reads_through_a_real_prometheus() {
     r.stop().await.expect("stop");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Gantry's derived figures (`/metrics/cluster`) scraped by a real Prometheus and read
+/// back with PromQL: equal to the overview the pages show (a frozen simulation, so every
+/// scrape sees the same tick's numbers).
+#[tokio::test]
+async fn derived_figures_read_back_through_a_real_prometheus() {
+    let Some(bin) = prometheus() else { return };
+    let prom_port = free_port();
+    let prom_url = format!("http://127.0.0.1:{prom_port}");
+    let cfg = support::test_config(support::sqlite_url(), 64, 1e-6, 500);
+    let r = server::serve::start(cfg).await.expect("gantry");
+    support::wait_ready(&r).await;
+    // Readings in: the scrape path has read the simulator's exporters.
+    for _ in 0..100 {
+        if r.live
+            .current()
+            .is_some_and(|t| t.overview.racks.iter().all(|k| k.power_watts.is_some()))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let dir =
+        std::env::temp_dir().join(format!("gantry-figures-{}-{prom_port}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(
+        dir.join("prometheus.yml"),
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n\
+             \x20 - job_name: gantry\n    metrics_path: /metrics/cluster\n    static_configs:\n      - targets: [\"{}\"]\n",
+            r.addr
+        ),
+    )
+    .expect("config");
+    let _child = tokio::process::Command::new(bin)
+        .arg(format!(
+            "--config.file={}",
+            dir.join("prometheus.yml").display()
+        ))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+        .arg("--log.level=warn")
+        .kill_on_drop(true)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start prometheus");
+    let prom = PromQl::new(
+        Client::new(
+            ScrapeConfig::default(),
+            server::tls::client_config(None).expect("tls"),
+        ),
+        &prom_url,
+    );
+    let one = |expr: String| {
+        let prom = &prom;
+        async move {
+            prom.query(&expr, None)
+                .await
+                .ok()
+                .and_then(|s| s.first().and_then(|s| s.points.last()).map(|p| p.1))
+        }
+    };
+    let ov = r.live.current().expect("a tick").overview.clone();
+    let racks = ov.racks.len() as f64;
+    let mut scraped = None;
+    for _ in 0..150 {
+        scraped = one("count(gantry_rack_power_limit_watts)".into()).await;
+        if scraped == Some(racks) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        scraped,
+        Some(racks),
+        "Prometheus did not scrape the figures in 30 s"
+    );
+    // Prometheus's `up` says the text parsed.
+    assert_eq!(one("up{job=\"gantry\"}".into()).await, Some(1.0));
+
+    // The frozen simulation's tick is the one every scrape saw.
+    let now = r.live.current().expect("a tick").overview.clone();
+    assert_eq!(now.racks, ov.racks, "the simulation moved");
+    for k in &now.racks {
+        assert_eq!(
+            one(format!("gantry_rack_power_watts{{rack=\"{}\"}}", k.name)).await,
+            k.power_watts,
+            "rack {} power",
+            k.name
+        );
+        assert_eq!(
+            one(format!(
+                "gantry_rack_power_limit_watts{{rack=\"{}\"}}",
+                k.name
+            ))
+            .await,
+            Some(k.power_limit_watts)
+        );
+        assert_eq!(
+            one(format!("gantry_rack_inlet_celsius{{rack=\"{}\"}}", k.name)).await,
+            k.inlet_celsius
+        );
+    }
+    for d in &now.domains {
+        assert_eq!(
+            one(format!(
+                "gantry_domain_gpus_allocated{{domain=\"{}\"}}",
+                d.name
+            ))
+            .await,
+            Some(f64::from(d.gpus.allocated)),
+            "domain {}",
+            d.name
+        );
+        assert_eq!(
+            one(format!("gantry_domain_gpus{{domain=\"{}\"}}", d.name)).await,
+            Some(f64::from(d.gpus.total))
+        );
+    }
+    let g = &now.summary.gpus;
+    for (state, n) in [
+        ("allocated", g.allocated),
+        ("idle", g.idle),
+        ("drained", g.drained),
+        ("down", g.down),
+    ] {
+        assert_eq!(
+            one(format!("gantry_cluster_gpus{{state=\"{state}\"}}")).await,
+            Some(f64::from(n)),
+            "{state}"
+        );
+    }
+    // Throttling per reason, for the cluster, as /thermal counts it; and the racks' add up
+    // to the cluster's.
+    for rc in &now.thermal.by_reason {
+        let want = Some(f64::from(rc.gpus));
+        assert_eq!(
+            one(format!(
+                "gantry_gpus_throttling{{rack=\"\",reason=\"{}\"}}",
+                rc.reason
+            ))
+            .await,
+            want,
+            "{}",
+            rc.reason
+        );
+        assert_eq!(
+            one(format!(
+                "sum(gantry_gpus_throttling{{rack!=\"\",reason=\"{}\"}})",
+                rc.reason
+            ))
+            .await,
+            want
+        );
+    }
+    assert_eq!(
+        one("gantry_cluster_power_watts".into()).await,
+        Some(now.summary.power_watts)
+    );
+    r.stop().await.expect("stop");
+}

@@ -1,0 +1,344 @@
+//! Gantry's derived figures as Prometheus text (`GET /metrics/cluster`): what Gantry
+//! computes and no exporter gives, for a site's own Prometheus and Grafana. Gantry's
+//! process metrics stay on `/metrics`.
+//!
+//! Names follow Prometheus's conventions: a `gantry_` prefix, the base unit as a suffix
+//! (`_watts`, `_celsius`, `_ratio`, `_seconds`), `_total` only for counters, labels for
+//! what varies (`rack`, `row`, `domain`, `kind`, `reason`, `state`). A value that is
+//! missing (a rack whose nodes do not report) is left out, never written as 0. Pure: the
+//! overview and the throttling per reason in, text out.
+
+use std::fmt::Write;
+
+use app::live::Overview;
+use app::model::{DomainKind, UnixMs};
+
+use crate::aggregate::REASONS;
+
+/// A label value as the text format escapes it: backslash, double quote and line feed.
+fn escape(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn kind(k: DomainKind) -> &'static str {
+    match k {
+        DomainKind::Nvlink => "nvlink",
+        DomainKind::Leaf => "leaf",
+        DomainKind::Spine => "spine",
+        DomainKind::Block => "block",
+    }
+}
+
+struct Out(String);
+
+impl Out {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], v: f64) {
+        if !v.is_finite() {
+            return;
+        }
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            self.0.push('{');
+            for (i, (k, val)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.0.push(',');
+                }
+                let _ = write!(self.0, "{k}=\"{}\"", escape(val));
+            }
+            self.0.push('}');
+        }
+        let _ = writeln!(self.0, " {v}");
+    }
+}
+
+/// The figures of `ov`, with each scope's GPUs throttling per reason (`by_reason`: scope
+/// `cluster` or `rack:NAME`, counts in the order of [`REASONS`]), as of `now_ms`.
+pub fn render(ov: &Overview, by_reason: &[(String, [u32; 5])], now_ms: UnixMs) -> String {
+    let mut o = Out(String::with_capacity(
+        256 + 512 * (ov.racks.len() + ov.domains.len()),
+    ));
+    o.family(
+        "gantry_data_age_seconds",
+        "gauge",
+        "Seconds since the figures below were published (stale past two live intervals).",
+    );
+    o.sample(
+        "gantry_data_age_seconds",
+        &[],
+        (now_ms - ov.published_ms).max(0) as f64 / 1000.0,
+    );
+    o.family(
+        "gantry_live_interval_seconds",
+        "gauge",
+        "How often the figures are published.",
+    );
+    o.sample(
+        "gantry_live_interval_seconds",
+        &[],
+        ov.interval_ms as f64 / 1000.0,
+    );
+
+    let g = &ov.summary.gpus;
+    o.family(
+        "gantry_cluster_gpus",
+        "gauge",
+        "The cluster's GPUs by state: allocated, idle, drained (on drained or draining nodes, not allocated), down.",
+    );
+    for (state, n) in [
+        ("allocated", g.allocated),
+        ("idle", g.idle),
+        ("drained", g.drained),
+        ("down", g.down),
+    ] {
+        o.sample("gantry_cluster_gpus", &[("state", state)], f64::from(n));
+    }
+    o.family(
+        "gantry_cluster_power_watts",
+        "gauge",
+        "The cluster's power now, the sum of its racks'.",
+    );
+    o.sample("gantry_cluster_power_watts", &[], ov.summary.power_watts);
+    o.family(
+        "gantry_cluster_power_limit_watts",
+        "gauge",
+        "The sum of the racks' power limits.",
+    );
+    o.sample(
+        "gantry_cluster_power_limit_watts",
+        &[],
+        ov.summary.power_capacity_watts,
+    );
+    o.family(
+        "gantry_cluster_sm_active_ratio",
+        "gauge",
+        "Mean SM activity of the cluster's reporting GPUs, 0 to 1.",
+    );
+    if let Some(sm) = ov.summary.sm_active_mean {
+        o.sample("gantry_cluster_sm_active_ratio", &[], sm);
+    }
+    o.family(
+        "gantry_alerts_firing",
+        "gauge",
+        "Alerts firing and not silenced.",
+    );
+    o.sample(
+        "gantry_alerts_firing",
+        &[],
+        f64::from(ov.summary.alerts_firing),
+    );
+    o.family(
+        "gantry_throttle_lost_gpu_hours_total",
+        "counter",
+        "GPU-hours lost to throttling (clock deficit times time) since this server started leading.",
+    );
+    o.sample(
+        "gantry_throttle_lost_gpu_hours_total",
+        &[],
+        ov.thermal.lost_gpu_hours,
+    );
+
+    o.family(
+        "gantry_rack_power_watts",
+        "gauge",
+        "A rack's power now; left out when none of its nodes report.",
+    );
+    for r in &ov.racks {
+        if let Some(p) = r.power_watts {
+            o.sample(
+                "gantry_rack_power_watts",
+                &[("rack", &r.name), ("row", &r.row)],
+                p,
+            );
+        }
+    }
+    o.family(
+        "gantry_rack_power_limit_watts",
+        "gauge",
+        "A rack's power budget (the layout's limit).",
+    );
+    for r in &ov.racks {
+        o.sample(
+            "gantry_rack_power_limit_watts",
+            &[("rack", &r.name), ("row", &r.row)],
+            r.power_limit_watts,
+        );
+    }
+    o.family(
+        "gantry_rack_nodes_not_reporting",
+        "gauge",
+        "A rack's nodes up in the scheduler without a fresh power reading: its power is then a lower bound.",
+    );
+    for r in &ov.racks {
+        o.sample(
+            "gantry_rack_nodes_not_reporting",
+            &[("rack", &r.name), ("row", &r.row)],
+            f64::from(r.nodes_not_reporting),
+        );
+    }
+    o.family(
+        "gantry_rack_inlet_celsius",
+        "gauge",
+        "A rack's inlet air temperature; left out when not reported.",
+    );
+    for r in &ov.racks {
+        if let Some(t) = r.inlet_celsius {
+            o.sample(
+                "gantry_rack_inlet_celsius",
+                &[("rack", &r.name), ("row", &r.row)],
+                t,
+            );
+        }
+    }
+    o.family(
+        "gantry_gpus_throttling",
+        "gauge",
+        "GPUs throttling now per reason (DCGM's throttle reasons; a GPU counts under each of its reasons), for the cluster (rack=\"\") and each rack.",
+    );
+    for (scope, counts) in by_reason {
+        let rack = scope.strip_prefix("rack:").unwrap_or("");
+        for ((_, reason), n) in REASONS.iter().zip(counts) {
+            o.sample(
+                "gantry_gpus_throttling",
+                &[("rack", rack), ("reason", reason)],
+                f64::from(*n),
+            );
+        }
+    }
+
+    o.family(
+        "gantry_domain_gpus",
+        "gauge",
+        "A switch domain's GPUs (NVLink domains of several nodes, leaves, spines, blocks).",
+    );
+    for d in &ov.domains {
+        o.sample(
+            "gantry_domain_gpus",
+            &[("domain", &d.name), ("kind", kind(d.kind))],
+            f64::from(d.gpus.total),
+        );
+    }
+    o.family(
+        "gantry_domain_gpus_allocated",
+        "gauge",
+        "A switch domain's GPUs allocated to jobs.",
+    );
+    for d in &ov.domains {
+        o.sample(
+            "gantry_domain_gpus_allocated",
+            &[("domain", &d.name), ("kind", kind(d.kind))],
+            f64::from(d.gpus.allocated),
+        );
+    }
+    o.family(
+        "gantry_domain_sm_active_ratio",
+        "gauge",
+        "Mean SM activity of a switch domain's reporting GPUs, 0 to 1.",
+    );
+    for d in &ov.domains {
+        if let Some(sm) = d.sm_active_mean {
+            o.sample(
+                "gantry_domain_sm_active_ratio",
+                &[("domain", &d.name), ("kind", kind(d.kind))],
+                sm,
+            );
+        }
+    }
+    o.family(
+        "gantry_domain_free_whole",
+        "gauge",
+        "1 when every node of the domain is idle and schedulable (a whole domain a large job could have).",
+    );
+    for d in &ov.domains {
+        o.sample(
+            "gantry_domain_free_whole",
+            &[("domain", &d.name), ("kind", kind(d.kind))],
+            if d.free_whole { 1.0 } else { 0.0 },
+        );
+    }
+    o.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped_as_the_format_says() {
+        assert_eq!(escape(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(escape("a\nb"), "a\\nb");
+    }
+
+    #[test]
+    fn the_text_parses_with_gantrys_own_parser_and_leaves_missing_out() {
+        let mut ov = Overview::default();
+        ov.published_ms = 1_000;
+        ov.interval_ms = 1_000;
+        ov.summary.power_watts = 1234.5;
+        ov.racks.push(app::live::RackTile {
+            name: "R\"1".into(),
+            row: "A".into(),
+            position: 1,
+            power_watts: None,
+            power_limit_watts: 40_000.0,
+            inlet_celsius: Some(24.5),
+            cooling: app::model::Cooling::Air,
+            gpus_throttling: 0,
+            nodes_unavailable: 0,
+            nodes_not_reporting: 8,
+            gpu_temp_max_celsius: None,
+            inlet_limit_celsius: 35.0,
+            jobs: vec![],
+        });
+        let text = render(&ov, &[("rack:R\"1".into(), [0, 2, 0, 0, 1])], 3_500);
+        let mut samples: Vec<(String, Vec<(String, String)>, f64)> = Vec::new();
+        let report = crate::telemetry::exposition::parse(text.as_bytes(), |s| {
+            samples.push((
+                s.name.to_string(),
+                s.labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                s.value,
+            ))
+        });
+        assert!(report.errors.is_empty(), "{:?}\n{text}", report.errors);
+        let get = |name: &str, label: Option<(&str, &str)>| {
+            samples
+                .iter()
+                .find(|(n, labels, _)| {
+                    n == name
+                        && label
+                            .is_none_or(|(k, v)| labels.iter().any(|(lk, lv)| lk == k && lv == v))
+                })
+                .map(|s| s.2)
+        };
+        assert_eq!(get("gantry_data_age_seconds", None), Some(2.5));
+        assert_eq!(get("gantry_cluster_power_watts", None), Some(1234.5));
+        assert_eq!(
+            get("gantry_rack_power_watts", None),
+            None,
+            "missing is left out"
+        );
+        assert_eq!(
+            get("gantry_rack_power_limit_watts", Some(("rack", "R\"1"))),
+            Some(40_000.0)
+        );
+        assert_eq!(
+            get("gantry_gpus_throttling", Some(("reason", "sw_thermal"))),
+            Some(2.0)
+        );
+    }
+}
