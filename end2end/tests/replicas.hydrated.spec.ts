@@ -69,16 +69,21 @@ test.beforeAll(async () => {
     env: { ...process.env, GANTRY_DATABASE_URL: db, GANTRY_PASSWORD: password },
     stdio: "ignore",
   });
-  slurm("scontrol", ["update", `NodeName=${NODE}`, "State=RESUME"]);
+  resume();
 });
 
-test.afterAll(async () => {
-  for (const r of replicas) r.proc.kill("SIGTERM");
+/** The node back in service, if it was drained (Slurm refuses to resume one that is not). */
+function resume() {
   try {
     slurm("scontrol", ["update", `NodeName=${NODE}`, "State=RESUME"]);
   } catch {
     // Not drained.
   }
+}
+
+test.afterAll(async () => {
+  for (const r of replicas) r.proc.kill("SIGTERM");
+  resume();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
