@@ -209,6 +209,37 @@ async fn replicas_share_one_cluster_and_take_over_without_gap_or_double_count() 
         "the 7th action in a minute"
     );
 
+    // Two drains of one node at once, one on each replica: they take turns (one drains,
+    // the other finds it drained), whoever leads.
+    let (op2_a, op2_b) = (
+        login(a.addr, "operator2").await,
+        login(b.addr, "operator2").await,
+    );
+    let body = json!({"nodes": [NODE], "reason": "both at once"});
+    let (x, y) = tokio::join!(
+        post_json(a.addr, "/api/actions/drain?wait=20", Some(&op2_a), &body),
+        post_json(b.addr, "/api/actions/drain?wait=20", Some(&op2_b), &body)
+    );
+    assert_eq!(
+        (x.status, y.status),
+        (200, 200),
+        "{} / {}",
+        x.text(),
+        y.text()
+    );
+    let mut ends: Vec<String> = [&x, &y]
+        .iter()
+        .map(|r| {
+            r.json()["outcomes"][0]["status"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    ends.sort();
+    assert_eq!(ends, ["already", "ok"], "{} / {}", x.text(), y.text());
+    assert_eq!(act(&a, &op2_a, false).await, 200, "resume");
+
     // Reports flush once a minute: wait for the leader's first, then kill it.
     until(Duration::from_secs(75), "reports accounted", || async {
         store.lease().await.is_ok_and(|l| l.accounted_ms.is_some())
