@@ -43,10 +43,18 @@ async fn healthz(State(st): State<AppState>) -> Result<Response, ApiError> {
     st.store.ping().await.map_err(ApiError::Storage)?;
     let tick = st.live.current().ok_or(ApiError::NotReady)?;
     let age_ms = wall_now_ms() - tick.overview.published_ms;
+    let term = st
+        .live
+        .metrics
+        .leader_term
+        .load(std::sync::atomic::Ordering::Relaxed);
     Ok(Json(serde_json::json!({
         "status": "ok",
         "seq": tick.overview.seq,
         "data_age_ms": age_ms,
+        // Which replica leads (polls, scrapes, alerts); a standby shows the leader's data.
+        "role": if term > 0 { "leader" } else { "standby" },
+        "term": term,
     }))
     .into_response())
 }

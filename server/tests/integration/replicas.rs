@@ -167,6 +167,13 @@ async fn replicas_share_one_cluster_and_take_over_without_gap_or_double_count() 
     .await;
     tokio::time::sleep(Duration::from_millis(3 * POLL_MS)).await;
     assert_eq!(term(&b).await, 0, "B leads too: {}", logs(&log_b));
+    let h = support::get(b.addr, "/healthz").await.json();
+    assert_eq!(
+        (h["role"].as_str(), h["term"].as_u64()),
+        (Some("standby"), Some(0))
+    );
+    let h = support::get(a.addr, "/healthz").await.json();
+    assert_eq!(h["role"], "leader");
     assert_eq!(
         metric(b.addr, "gantry_slurm_polls_total").await,
         0,
