@@ -283,9 +283,11 @@ mod tests {
 
     #[test]
     fn the_text_parses_with_gantrys_own_parser_and_leaves_missing_out() {
-        let mut ov = Overview::default();
-        ov.published_ms = 1_000;
-        ov.interval_ms = 1_000;
+        let mut ov = Overview {
+            published_ms: 1_000,
+            interval_ms: 1_000,
+            ..Overview::default()
+        };
         ov.summary.power_watts = 1234.5;
         ov.racks.push(app::live::RackTile {
             name: "R\"1".into(),
@@ -303,7 +305,8 @@ mod tests {
             jobs: vec![],
         });
         let text = render(&ov, &[("rack:R\"1".into(), [0, 2, 0, 0, 1])], 3_500);
-        let mut samples: Vec<(String, Vec<(String, String)>, f64)> = Vec::new();
+        type Parsed = (String, Vec<(String, String)>, f64);
+        let mut samples: Vec<Parsed> = Vec::new();
         let report = crate::telemetry::exposition::parse(text.as_bytes(), |s| {
             samples.push((
                 s.name.to_string(),
