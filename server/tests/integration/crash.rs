@@ -80,6 +80,14 @@ pub(crate) struct Gantry {
     pub(crate) addr: std::net::SocketAddr,
 }
 
+impl Drop for Gantry {
+    /// A test that fails half-way leaves no server behind.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 pub(crate) fn spawn(config: &Path, db: &str, log: &Path) -> Gantry {
     let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port())
         .parse()
