@@ -375,6 +375,8 @@ impl Actions {
             }
             _ => String::new(),
         };
+        // A cheap check in this process first, so a flood costs no scheduler read; the
+        // limit across replicas is the store's count when the action is recorded.
         if !self.limiter.allow(user) {
             return Err(ActionError::RateLimited(self.per_minute));
         }
@@ -645,16 +647,7 @@ impl Actions {
             }
             Err(error) if plan.recovered => return Err(error.into()),
             Err(error) => {
-                self.stop(
-                    &plan,
-                    &tx,
-                    None,
-                    RowFailed {
-                        called: false,
-                        error,
-                    },
-                )
-                .await;
+                self.stop_before_any_call(&plan, &tx, error).await;
                 return Ok(());
             }
         };
@@ -692,16 +685,7 @@ impl Actions {
             .action_set_state(plan.id, "running", "", None)
             .await
         {
-            self.stop(
-                plan,
-                tx,
-                None,
-                RowFailed {
-                    called: false,
-                    error,
-                },
-            )
-            .await;
+            self.stop_before_any_call(plan, tx, error).await;
             return Ok(());
         }
         tx.send_modify(|s| s.state = "running".into());
@@ -887,6 +871,20 @@ impl Actions {
             .await
             .map_err(|error| RowFailed { called, error })?;
         Ok((status, message.to_string()))
+    }
+
+    /// Stops an action whose store failed before any target was called.
+    async fn stop_before_any_call(
+        &self,
+        plan: &Plan,
+        tx: &watch::Sender<ActionStatus>,
+        error: crate::store::StoreError,
+    ) {
+        let failed = RowFailed {
+            called: false,
+            error,
+        };
+        self.stop(plan, tx, None, failed).await;
     }
 
     /// Stops an action whose audit log cannot be written, saying exactly what was done.

@@ -150,56 +150,35 @@ pub fn render(ov: &Overview, by_reason: &[(String, [u32; 5])], now_ms: UnixMs) -
         ov.thermal.lost_gpu_hours,
     );
 
-    o.family(
-        "gantry_rack_power_watts",
-        "gauge",
-        "A rack's power now; left out when none of its nodes report.",
-    );
-    for r in &ov.racks {
-        if let Some(p) = r.power_watts {
-            o.sample(
-                "gantry_rack_power_watts",
-                &[("rack", &r.name), ("row", &r.row)],
-                p,
-            );
-        }
-    }
-    o.family(
-        "gantry_rack_power_limit_watts",
-        "gauge",
-        "A rack's power budget (the layout's limit).",
-    );
-    for r in &ov.racks {
-        o.sample(
+    type RackValue = fn(&app::live::RackTile) -> Option<f64>;
+    let rack_families: [(&str, &str, RackValue); 4] = [
+        (
+            "gantry_rack_power_watts",
+            "A rack's power now; left out when none of its nodes report.",
+            |r| r.power_watts,
+        ),
+        (
             "gantry_rack_power_limit_watts",
-            &[("rack", &r.name), ("row", &r.row)],
-            r.power_limit_watts,
-        );
-    }
-    o.family(
-        "gantry_rack_nodes_not_reporting",
-        "gauge",
-        "A rack's nodes up in the scheduler without a fresh power reading: its power is then a lower bound.",
-    );
-    for r in &ov.racks {
-        o.sample(
+            "A rack's power budget (the layout's limit).",
+            |r| Some(r.power_limit_watts),
+        ),
+        (
             "gantry_rack_nodes_not_reporting",
-            &[("rack", &r.name), ("row", &r.row)],
-            f64::from(r.nodes_not_reporting),
-        );
-    }
-    o.family(
-        "gantry_rack_inlet_celsius",
-        "gauge",
-        "A rack's inlet air temperature; left out when not reported.",
-    );
-    for r in &ov.racks {
-        if let Some(t) = r.inlet_celsius {
-            o.sample(
-                "gantry_rack_inlet_celsius",
-                &[("rack", &r.name), ("row", &r.row)],
-                t,
-            );
+            "A rack's nodes up in the scheduler without a fresh power reading: its power is then a lower bound.",
+            |r| Some(f64::from(r.nodes_not_reporting)),
+        ),
+        (
+            "gantry_rack_inlet_celsius",
+            "A rack's inlet air temperature; left out when not reported.",
+            |r| r.inlet_celsius,
+        ),
+    ];
+    for (name, help, value) in rack_families {
+        o.family(name, "gauge", help);
+        for r in &ov.racks {
+            if let Some(v) = value(r) {
+                o.sample(name, &[("rack", &r.name), ("row", &r.row)], v);
+            }
         }
     }
     o.family(
@@ -218,55 +197,36 @@ pub fn render(ov: &Overview, by_reason: &[(String, [u32; 5])], now_ms: UnixMs) -
         }
     }
 
-    o.family(
-        "gantry_domain_gpus",
-        "gauge",
-        "A switch domain's GPUs (NVLink domains of several nodes, leaves, spines, blocks).",
-    );
-    for d in &ov.domains {
-        o.sample(
+    type DomainValue = fn(&app::live::DomainTile) -> Option<f64>;
+    let domain_families: [(&str, &str, DomainValue); 4] = [
+        (
             "gantry_domain_gpus",
-            &[("domain", &d.name), ("kind", kind(d.kind))],
-            f64::from(d.gpus.total),
-        );
-    }
-    o.family(
-        "gantry_domain_gpus_allocated",
-        "gauge",
-        "A switch domain's GPUs allocated to jobs.",
-    );
-    for d in &ov.domains {
-        o.sample(
+            "A switch domain's GPUs (NVLink domains of several nodes, leaves, spines, blocks).",
+            |d| Some(f64::from(d.gpus.total)),
+        ),
+        (
             "gantry_domain_gpus_allocated",
-            &[("domain", &d.name), ("kind", kind(d.kind))],
-            f64::from(d.gpus.allocated),
-        );
-    }
-    o.family(
-        "gantry_domain_sm_active_ratio",
-        "gauge",
-        "Mean SM activity of a switch domain's reporting GPUs, 0 to 1.",
-    );
-    for d in &ov.domains {
-        if let Some(sm) = d.sm_active_mean {
-            o.sample(
-                "gantry_domain_sm_active_ratio",
-                &[("domain", &d.name), ("kind", kind(d.kind))],
-                sm,
-            );
-        }
-    }
-    o.family(
-        "gantry_domain_free_whole",
-        "gauge",
-        "1 when every node of the domain is idle and schedulable (a whole domain a large job could have).",
-    );
-    for d in &ov.domains {
-        o.sample(
+            "A switch domain's GPUs allocated to jobs.",
+            |d| Some(f64::from(d.gpus.allocated)),
+        ),
+        (
+            "gantry_domain_sm_active_ratio",
+            "Mean SM activity of a switch domain's reporting GPUs, 0 to 1.",
+            |d| d.sm_active_mean,
+        ),
+        (
             "gantry_domain_free_whole",
-            &[("domain", &d.name), ("kind", kind(d.kind))],
-            if d.free_whole { 1.0 } else { 0.0 },
-        );
+            "1 when every node of the domain is idle and schedulable (a whole domain a large job could have).",
+            |d| Some(if d.free_whole { 1.0 } else { 0.0 }),
+        ),
+    ];
+    for (name, help, value) in domain_families {
+        o.family(name, "gauge", help);
+        for d in &ov.domains {
+            if let Some(v) = value(d) {
+                o.sample(name, &[("domain", &d.name), ("kind", kind(d.kind))], v);
+            }
+        }
     }
     o.0
 }

@@ -120,6 +120,9 @@ pub async fn run_lease(
     let renew = ttl / 4;
     // The term held.
     let mut held: Option<i64> = None;
+    // Whether this replica may have a standby row: a leader removes it once, not at every
+    // renewal.
+    let mut listed = true;
     let mut failing = false;
     loop {
         let sent = Instant::now();
@@ -165,17 +168,19 @@ pub async fn run_lease(
             }
         }
         let standby = held.is_none();
-        // Bounded like the claim, so a slow database cannot stretch the renewal cadence.
-        let seen = tokio::time::timeout(
-            renew,
-            store.replica_seen(
-                &lease.holder,
-                &addr,
-                standby,
-                3 * ttl.as_millis() as i64,
-                wall_now_ms(),
-            ),
-        )
+        // Bounded like the claim, so a slow database cannot stretch the renewal cadence. A
+        // standby refreshes its row each time; a leader removes it once.
+        let seen = tokio::time::timeout(renew, async {
+            if standby || listed {
+                store
+                    .replica_note(&lease.holder, &addr, standby, wall_now_ms())
+                    .await?;
+                listed = standby;
+            }
+            store
+                .replicas_seen(&lease.holder, 3 * ttl.as_millis() as i64, wall_now_ms())
+                .await
+        })
         .await;
         match seen {
             Ok(Ok(n)) => lease.standbys.store(n, Relaxed),

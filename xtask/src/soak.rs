@@ -11,18 +11,15 @@
 //! minutes: RSS growth under 10 %, zero errors. A soak of 10 minutes or more starts its
 //! window after a 5-minute warm-up (the simulator's truth ring filling).
 
-use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::bench::fanout::{busy_gantry, load_generator};
 use crate::bench::{metric_value, proc_usage};
-use crate::util::{cargo, free_port, root, run_cmd, step, target_dir, wait_healthy, Guard, Result};
-
-const RAISE_NOFILE: &str = "ulimit -n \"$(ulimit -Hn)\"";
+use crate::util::{step, Result};
 const CLIENTS: usize = 1000;
 const RATE: u64 = 200;
 const WORKERS: u64 = 8;
@@ -54,42 +51,7 @@ pub(crate) fn soak(args: &[String]) -> Result {
     if minutes == 0 {
         return Err("--minutes must be at least 1".into());
     }
-    step("building gantry and the load generator (release)");
-    run_cmd(cargo().args(["build", "--release", "-p", "server", "--bin", "gantry"]))?;
-    run_cmd(cargo().args(["build", "--release", "-p", "xtask"]))?;
-    let dir = target_dir().join("soak");
-    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let db = dir.join("soak.db");
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = fs::remove_file(format!("{}{suffix}", db.display()));
-    }
-    let config = dir.join("soak.toml");
-    fs::write(
-        &config,
-        "[limits]\nmax_connections = 30000\nlive_streams = 30000\nlive_streams_per_user = 30000\n",
-    )
-    .map_err(|e| e.to_string())?;
-    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-    step(&format!(
-        "starting gantry (release) with 2,048 simulated nodes on {addr}"
-    ));
-    let child = Command::new("sh")
-        .arg("-c")
-        .arg(format!("{RAISE_NOFILE} && exec \"$0\""))
-        .arg(target_dir().join("release").join("gantry"))
-        .current_dir(root())
-        .env("GANTRY_CONFIG", &config)
-        .env("GANTRY_LISTEN", addr.to_string())
-        .env("GANTRY_DATABASE_URL", format!("sqlite://{}", db.display()))
-        .env("GANTRY_SIM_NODES", "2048")
-        .env("GANTRY_TELEMETRY", "direct")
-        .env("GANTRY_ANONYMOUS_READ", "true")
-        .env("RUST_LOG", "warn")
-        .spawn()
-        .map_err(|e| format!("cannot start gantry: {e}"))?;
-    let pid = child.id();
-    let _server = Guard(Some(child), "gantry");
-    wait_healthy(addr, 120)?;
+    let (_server, pid, addr) = busy_gantry("soak")?;
     // Warm-up: the simulator keeps its last 300 ticks of truth (`/sim/truth?seq=`), which
     // grows RSS by about 13 MiB a minute at 2,048 nodes until full (5 min at 1 s). A long
     // soak measures after it, so its slope is Gantry's, not the ring filling; a short one
@@ -102,20 +64,8 @@ pub(crate) fn soak(args: &[String]) -> Result {
     step(&format!(
         "{CLIENTS} live clients and {RATE} requests a second for {minutes} min"
     ));
-    let load = Command::new("sh")
-        .arg("-c")
-        .arg(format!("{RAISE_NOFILE} && exec \"$0\" \"$@\""))
-        .arg(target_dir().join("release").join("xtask"))
-        .args(["soak-load", &addr.to_string(), &(minutes * 60).to_string()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot start the load generator: {e}"))?;
-    let mut load = Guard(Some(load), "load generator");
-    let out = load
-        .0
-        .as_mut()
-        .and_then(|c| c.stdout.take())
-        .ok_or("no output from the load generator")?;
+    let secs = (minutes * 60).to_string();
+    let (_load, out) = load_generator(&["soak-load", &addr.to_string(), &secs])?;
     // (seconds since the window opened, RSS KiB)
     let mut samples: Vec<(f64, u64)> = Vec::new();
     let mut t0 = None;

@@ -188,16 +188,15 @@ impl Store {
         })
     }
 
-    /// Notes that standby `holder` is there; answers how many other replicas were seen
-    /// within `within_ms` (the leader publishes ticks only while there is one).
-    pub async fn replica_seen(
+    /// Notes that `holder` stands by (refreshing when it was last seen), or, once it leads,
+    /// that it does not (its row removed).
+    pub async fn replica_note(
         &self,
         holder: &str,
         addr: &str,
         standby: bool,
-        within_ms: i64,
         now_ms: UnixMs,
-    ) -> Result<u64> {
+    ) -> Result<()> {
         let now = self.now_sql(3);
         if standby {
             let sql = format!(
@@ -215,6 +214,13 @@ impl Store {
                 .execute(&self.pool)
                 .await?;
         }
+        Ok(())
+    }
+
+    /// How many replicas other than `holder` stood by within `within_ms` (the leader
+    /// publishes ticks only while there is one).
+    pub async fn replicas_seen(&self, holder: &str, within_ms: i64, now_ms: UnixMs) -> Result<u64> {
+        let now = self.now_sql(3);
         let sql =
             format!("SELECT COUNT(*) FROM replicas WHERE holder <> $1 AND seen_ms > {now} - $2");
         let mut q = sqlx::query(&sql).bind(holder).bind(within_ms);

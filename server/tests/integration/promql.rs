@@ -49,6 +49,27 @@ fn prometheus_yml(gantry: std::net::SocketAddr, nodes: u32) -> String {
     )
 }
 
+/// Debian's Prometheus with `dir/prometheus.yml`, its data under `dir`, on `port`; killed
+/// when dropped.
+fn start_prometheus(bin: &str, dir: &std::path::Path, port: u16) -> tokio::process::Child {
+    tokio::process::Command::new(bin)
+        .arg(format!(
+            "--config.file={}",
+            dir.join("prometheus.yml").display()
+        ))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--log.level=warn")
+        .kill_on_drop(true)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start prometheus")
+}
+
 #[tokio::test]
 async fn the_overview_reads_through_a_real_prometheus() {
     let Some(bin) = prometheus() else { return };
@@ -64,22 +85,7 @@ async fn the_overview_reads_through_a_real_prometheus() {
     let dir = std::env::temp_dir().join(format!("gantry-prom-{}-{prom_port}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     std::fs::write(dir.join("prometheus.yml"), prometheus_yml(r.addr, 64)).expect("config");
-    let mut child = tokio::process::Command::new(bin)
-        .arg(format!(
-            "--config.file={}",
-            dir.join("prometheus.yml").display()
-        ))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-        .arg("--log.level=warn")
-        .kill_on_drop(true)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start prometheus");
+    let mut child = start_prometheus(bin, &dir, prom_port);
 
     let prom = PromQl::new(
         Client::new(
@@ -235,22 +241,7 @@ async fn derived_figures_read_back_through_a_real_prometheus() {
         ),
     )
     .expect("config");
-    let _child = tokio::process::Command::new(bin)
-        .arg(format!(
-            "--config.file={}",
-            dir.join("prometheus.yml").display()
-        ))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-        .arg("--log.level=warn")
-        .kill_on_drop(true)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start prometheus");
+    let _child = start_prometheus(bin, &dir, prom_port);
     let prom = PromQl::new(
         Client::new(
             ScrapeConfig::default(),

@@ -43,70 +43,21 @@ pub(crate) fn bench_fanout() -> Result {
     let secs = env_or("GANTRY_BENCH_SECONDS", 60);
     let clients = env_or("GANTRY_FANOUT_CLIENTS", 11_000);
     let slow = env_or("GANTRY_FANOUT_SLOW", 100).min(clients);
-    step("building gantry and the load generator (release)");
-    run_cmd(cargo().args(["build", "--release", "-p", "server", "--bin", "gantry"]))?;
-    run_cmd(cargo().args(["build", "--release", "-p", "xtask"]))?;
-    let dir = target_dir().join("bench");
-    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let db = dir.join("fanout.db");
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = fs::remove_file(format!("{}{suffix}", db.display()));
-    }
-    let config = dir.join("fanout.toml");
-    fs::write(
-        &config,
-        "[limits]\nmax_connections = 30000\nlive_streams = 30000\nlive_streams_per_user = 30000\n",
-    )
-    .map_err(|e| e.to_string())?;
-    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-    step(&format!(
-        "starting gantry (release) with 2,048 simulated nodes on {addr}, open files as the hard limit"
-    ));
-    let gantry = target_dir().join("release").join("gantry");
-    let child = Command::new("sh")
-        .arg("-c")
-        .arg(format!("{RAISE_NOFILE} && exec \"$0\""))
-        .arg(&gantry)
-        .current_dir(root())
-        .env("GANTRY_CONFIG", &config)
-        .env("GANTRY_LISTEN", addr.to_string())
-        .env("GANTRY_DATABASE_URL", format!("sqlite://{}", db.display()))
-        .env("GANTRY_SIM_NODES", "2048")
-        .env("GANTRY_TELEMETRY", "direct")
-        .env("GANTRY_ANONYMOUS_READ", "true")
-        .env("RUST_LOG", "warn")
-        .spawn()
-        .map_err(|e| format!("cannot start gantry: {e}"))?;
-    let pid = child.id();
-    let _server = Guard(Some(child), "gantry");
-    wait_healthy(addr, 120)?;
+    let (_server, pid, addr) = busy_gantry("fanout")?;
     step("letting the first ticks and the history settle (20 s)");
     std::thread::sleep(Duration::from_secs(20));
 
     step(&format!(
         "{clients} live clients ({slow} never read), measured for {secs} s"
     ));
-    let load = Command::new("sh")
-        .arg("-c")
-        .arg(format!("{RAISE_NOFILE} && exec \"$0\" \"$@\""))
-        .arg(target_dir().join("release").join("xtask"))
-        .args([
-            "bench",
-            "fanout-load",
-            &addr.to_string(),
-            &clients.to_string(),
-            &slow.to_string(),
-            &secs.to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot start the load generator: {e}"))?;
-    let mut load = Guard(Some(load), "load generator");
-    let out = load
-        .0
-        .as_mut()
-        .and_then(|c| c.stdout.take())
-        .ok_or("no output from the load generator")?;
+    let (_load, out) = load_generator(&[
+        "bench",
+        "fanout-load",
+        &addr.to_string(),
+        &clients.to_string(),
+        &slow.to_string(),
+        &secs.to_string(),
+    ])?;
     let mut u0 = None;
     let mut result = None;
     let mut rss_max = 0;
@@ -168,6 +119,69 @@ pub(crate) fn bench_fanout() -> Result {
         "  slow readers: {dropped} dropped by the server's write deadline; streams open at the end: {streams}; connections or streams refused: {refused}"
     );
     Ok(())
+}
+
+/// Builds gantry and the load generator (release) and starts gantry at 2,048 simulated
+/// nodes (readings taken directly, a fresh SQLite file under `target/NAME/`, limits raised
+/// for many streams, open files to the hard limit), healthy: its guard, pid and address.
+/// Shared by `bench fanout` and `soak`.
+pub(crate) fn busy_gantry(name: &str) -> Result<(Guard, u32, SocketAddr)> {
+    step("building gantry and the load generator (release)");
+    run_cmd(cargo().args(["build", "--release", "-p", "server", "--bin", "gantry"]))?;
+    run_cmd(cargo().args(["build", "--release", "-p", "xtask"]))?;
+    let dir = target_dir().join(name);
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let db = dir.join(format!("{name}.db"));
+    for suffix in ["", "-wal", "-shm", ".serving"] {
+        let _ = fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    let config = dir.join(format!("{name}.toml"));
+    fs::write(
+        &config,
+        "[limits]\nmax_connections = 30000\nlive_streams = 30000\nlive_streams_per_user = 30000\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+    step(&format!(
+        "starting gantry (release) with 2,048 simulated nodes on {addr}, open files as the hard limit"
+    ));
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{RAISE_NOFILE} && exec \"$0\""))
+        .arg(target_dir().join("release").join("gantry"))
+        .current_dir(root())
+        .env("GANTRY_CONFIG", &config)
+        .env("GANTRY_LISTEN", addr.to_string())
+        .env("GANTRY_DATABASE_URL", format!("sqlite://{}", db.display()))
+        .env("GANTRY_SIM_NODES", "2048")
+        .env("GANTRY_TELEMETRY", "direct")
+        .env("GANTRY_ANONYMOUS_READ", "true")
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .map_err(|e| format!("cannot start gantry: {e}"))?;
+    let pid = child.id();
+    let guard = Guard(Some(child), "gantry");
+    wait_healthy(addr, 120)?;
+    Ok((guard, pid, addr))
+}
+
+/// The release xtask with `args`, open files to the hard limit: its guard and its output.
+pub(crate) fn load_generator(args: &[&str]) -> Result<(Guard, std::process::ChildStdout)> {
+    let load = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{RAISE_NOFILE} && exec \"$0\" \"$@\""))
+        .arg(target_dir().join("release").join("xtask"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start the load generator: {e}"))?;
+    let mut load = Guard(Some(load), "load generator");
+    let out = load
+        .0
+        .as_mut()
+        .and_then(|c| c.stdout.take())
+        .ok_or("no output from the load generator")?;
+    Ok((load, out))
 }
 
 /// `bench fanout-load ADDR N SLOW SECS`: the load generator (run by `bench fanout`).
