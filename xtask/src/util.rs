@@ -12,8 +12,13 @@ use std::time::{Duration, Instant};
 
 pub(crate) type Result<T = ()> = std::result::Result<T, String>;
 
+/// The workspace's root. `cargo xtask` (`cargo run`) names xtask's folder at run time; the
+/// path compiled in is only a fallback, since cargo reuses a binary built in another clone
+/// that shared the target directory, and it would then name that clone.
 pub(crate) fn root() -> PathBuf {
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let here = env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
     here.parent().map(Path::to_path_buf).unwrap_or(here)
 }
 
