@@ -1,8 +1,9 @@
 //! The crash test: `gantry` (the binary) on the real Slurm of the tests, killed with
-//! SIGKILL at spread-out points of 50 actions (before a call, during one, between a call and
-//! its read-back, mid-way through three nodes) and started again each time. Counted: lost
-//! actions, Slurm calls made twice, and audit rows that disagree with `scontrol show node`.
-//! Goal: 0 of each.
+//! SIGKILL at spread-out points of 50 actions (20 drains and 20 resumes of three nodes, 10
+//! requeues of three running jobs; before a call, during one, between a call and its
+//! read-back, mid-way through the targets) and started again each time. Counted: lost
+//! actions, Slurm calls made twice, and audit rows that disagree with `scontrol show node`
+//! or, for a requeue, with the job's restart count in `scontrol show job`. Goal: 0 of each.
 //!
 //! Every mutating Slurm call goes through a wrapper `scontrol` in the binary directory
 //! Gantry is given, which logs it and waits a little before calling the real one (so that
@@ -73,6 +74,102 @@ fn drained_in_slurm(conf: &str, node: &str) -> bool {
             s.split('+')
                 .any(|p| p == "DRAIN" || p == "DRAINED" || p == "DRAINING")
         })
+}
+
+/// A job's restart count as `scontrol show job` shows it (`Restarts=N`).
+fn restarts_in_slurm(conf: &str, job: u64) -> Option<u32> {
+    let out = Command::new("scontrol")
+        .args(["show", "job", &job.to_string()])
+        .env("SLURM_CONF", conf)
+        .output()
+        .expect("scontrol");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("Restarts="))
+        .and_then(|n| n.parse().ok())
+}
+
+fn job_state_in_slurm(conf: &str, job: u64) -> String {
+    let out = Command::new("scontrol")
+        .args(["show", "job", &job.to_string()])
+        .env("SLURM_CONF", conf)
+        .output()
+        .expect("scontrol");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("JobState="))
+        .unwrap_or("")
+        .to_string()
+}
+
+fn resume_in_slurm(conf: &str) {
+    for n in NODES {
+        let _ = Command::new("scontrol")
+            .args(["update", &format!("NodeName={n}"), "State=RESUME"])
+            .env("SLURM_CONF", conf)
+            .output();
+    }
+}
+
+/// One requeueable job on each of the test's nodes, running: their ids.
+async fn running_jobs(conf: &str) -> Vec<u64> {
+    resume_in_slurm(conf);
+    let ids: Vec<u64> = NODES
+        .iter()
+        .map(|n| {
+            let out = Command::new("sbatch")
+                .args([
+                    "--parsable",
+                    "--requeue",
+                    "-N1",
+                    "-w",
+                    n,
+                    "-p",
+                    "gpu",
+                    "--output=/dev/null",
+                    "--wrap",
+                    "sleep 600",
+                ])
+                .env("SLURM_CONF", conf)
+                .output()
+                .expect("sbatch");
+            assert!(
+                out.status.success(),
+                "sbatch: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .split(';')
+                .next()
+                .and_then(|s| s.parse().ok())
+                .expect("job id")
+        })
+        .collect();
+    for _ in 0..100 {
+        if ids
+            .iter()
+            .all(|&j| job_state_in_slurm(conf, j) == "RUNNING")
+        {
+            return ids;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the crash test's jobs did not start within 10 s: {ids:?}");
+}
+
+fn scancel(conf: &str, jobs: &[u64]) {
+    let _ = Command::new("scancel")
+        .args(jobs.iter().map(u64::to_string))
+        .env("SLURM_CONF", conf)
+        .output();
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Drain,
+    Resume,
+    Requeue,
 }
 
 pub(crate) struct Gantry {
@@ -175,12 +272,7 @@ async fn actions_survive_kill_9_at_any_point_on_a_real_slurm() {
     let store = server::store::Store::connect(&db).await.expect("store");
     add_users(&store).await;
     // A clean start: none of the test's nodes drained.
-    for n in NODES {
-        let _ = Command::new("scontrol")
-            .args(["update", &format!("NodeName={n}"), "State=RESUME"])
-            .env("SLURM_CONF", &conf)
-            .output();
-    }
+    resume_in_slurm(&conf);
 
     let mut g = spawn(&config, &db, &server_log);
     healthy(&mut g, &server_log).await;
@@ -190,7 +282,17 @@ async fn actions_survive_kill_9_at_any_point_on_a_real_slurm() {
     let mut disagree = Vec::new();
     let mut ids = Vec::new();
     for k in 0..ACTIONS {
-        let drain = k % 2 == 0;
+        let kind = match k % 5 {
+            0 | 2 => Kind::Drain,
+            1 | 3 => Kind::Resume,
+            _ => Kind::Requeue,
+        };
+        let drain = kind == Kind::Drain;
+        let jobs = if kind == Kind::Requeue {
+            running_jobs(&conf).await
+        } else {
+            Vec::new()
+        };
         // Spread over the action's life (three targets take about a second), in an order
         // that does not follow k.
         let delay = Duration::from_millis(((k * 37) % ACTIONS) as u64 * 20);
@@ -201,15 +303,13 @@ async fn actions_survive_kill_9_at_any_point_on_a_real_slurm() {
             .expect("calls log");
         std::io::Write::write_all(&mut marker, format!("# action {k}\n").as_bytes())
             .expect("marker");
-        let body = if drain {
-            serde_json::json!({"nodes": NODES, "reason": format!("crash-{k}")})
-        } else {
-            serde_json::json!({"nodes": NODES})
-        };
-        let path = if drain {
-            "/api/actions/drain"
-        } else {
-            "/api/actions/resume"
+        let (path, body) = match kind {
+            Kind::Drain => (
+                "/api/actions/drain",
+                serde_json::json!({"nodes": NODES, "reason": format!("crash-{k}")}),
+            ),
+            Kind::Resume => ("/api/actions/resume", serde_json::json!({"nodes": NODES})),
+            Kind::Requeue => ("/api/actions/requeue", serde_json::json!({"jobs": jobs})),
         };
         let r = post_json(g.addr, path, Some(&cookie), &body).await;
         assert_eq!(r.status, 202, "action {k}: {}", r.text());
@@ -246,28 +346,52 @@ async fn actions_survive_kill_9_at_any_point_on_a_real_slurm() {
             lost += 1;
         }
         for t in &end.targets {
-            let shows_drain = drained_in_slurm(&conf, &t.target);
-            let agrees = match t.status.as_str() {
-                // Done (or found done): Slurm shows the requested state.
-                "ok" | "already" => shows_drain == drain,
-                // Judged not to have taken effect: Slurm shows the other state.
-                "interrupted" => shows_drain != drain,
-                _ => false,
+            let (agrees, slurm) = if kind == Kind::Requeue {
+                // Requeued once (the count Slurm keeps), or not at all.
+                let job: u64 = t.target.parse().expect("job id");
+                let restarts = restarts_in_slurm(&conf, job);
+                let agrees = match t.status.as_str() {
+                    "ok" => restarts == Some(1),
+                    "interrupted" => restarts == Some(0),
+                    _ => false,
+                };
+                (
+                    agrees,
+                    format!("{} restarts {restarts:?}", job_state_in_slurm(&conf, job)),
+                )
+            } else {
+                let shows_drain = drained_in_slurm(&conf, &t.target);
+                let agrees = match t.status.as_str() {
+                    // Done (or found done): Slurm shows the requested state.
+                    "ok" | "already" => shows_drain == drain,
+                    // Judged not to have taken effect: Slurm shows the other state.
+                    "interrupted" => shows_drain != drain,
+                    _ => false,
+                };
+                let state = scontrol_node(&conf, &t.target)
+                    .lines()
+                    .find(|l| l.contains("State="))
+                    .unwrap_or("")
+                    .trim()
+                    .to_string();
+                (agrees, state)
             };
             if !agrees {
                 disagree.push(format!(
-                    "action {k} ({}) {}: {} {:?}, Slurm: {}",
-                    if drain { "drain" } else { "resume" },
+                    "action {k} ({}) {}: {} {:?}, Slurm: {slurm}",
+                    match kind {
+                        Kind::Drain => "drain",
+                        Kind::Resume => "resume",
+                        Kind::Requeue => "requeue",
+                    },
                     t.target,
                     t.status,
                     t.result,
-                    scontrol_node(&conf, &t.target)
-                        .lines()
-                        .find(|l| l.contains("State="))
-                        .unwrap_or("")
-                        .trim()
                 ));
             }
+        }
+        if kind == Kind::Requeue {
+            scancel(&conf, &jobs);
         }
     }
     g.child.kill().expect("kill");
@@ -278,28 +402,31 @@ async fn actions_survive_kill_9_at_any_point_on_a_real_slurm() {
     let mut duplicated = Vec::new();
     let mut total = 0;
     for (k, segment) in log.split("# action ").skip(1).enumerate() {
-        let mut per_node: HashMap<&str, usize> = HashMap::new();
+        let mut per_target: HashMap<String, usize> = HashMap::new();
         for line in segment.lines().skip(1) {
             total += 1;
-            if let Some(n) = NODES
+            let target = NODES
                 .iter()
                 .find(|n| line.contains(&format!("NodeName={n} ")))
-            {
-                *per_node.entry(n).or_default() += 1;
+                .map(|n| n.to_string())
+                .or_else(|| {
+                    // `requeue JOBID` or `requeuehold JOBID`.
+                    line.split_whitespace()
+                        .nth(1)
+                        .filter(|_| line.starts_with("requeue"))
+                        .map(str::to_string)
+                });
+            if let Some(t) = target {
+                *per_target.entry(t).or_default() += 1;
             }
         }
-        for (n, c) in per_node {
+        for (t, c) in per_target {
             if c > 1 {
-                duplicated.push(format!("action {k}: {c} calls on {n}"));
+                duplicated.push(format!("action {k}: {c} calls on {t}"));
             }
         }
     }
-    for n in NODES {
-        let _ = Command::new("scontrol")
-            .args(["update", &format!("NodeName={n}"), "State=RESUME"])
-            .env("SLURM_CONF", &conf)
-            .output();
-    }
+    resume_in_slurm(&conf);
     let mut by_point: Vec<_> = points.into_iter().collect();
     by_point.sort();
     eprintln!(
