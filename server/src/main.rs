@@ -62,7 +62,25 @@ token add, token list, token revoke
 /// The largest scrape `inspect` reads; a larger one is refused rather than read whole.
 const MAX_SCRAPE_BYTES: u64 = 64 << 20;
 
+/// glibc gives each thread that allocates under contention an arena of its own (up to
+/// eight per core) and rarely hands their free pages back: a busy server's RSS then grows
+/// for hours without a leak (`xtask/BENCHMARKS.md`, the soak). Two arenas keep the
+/// contention low on the few cores a console gets. `MALLOC_ARENA_MAX` in the environment
+/// still wins, as glibc documents. The workspace's one `unsafe`.
+#[allow(unsafe_code)]
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt only sets an allocator parameter; called before any other
+        // thread exists.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 2);
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    limit_malloc_arenas();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
