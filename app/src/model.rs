@@ -76,6 +76,10 @@ pub struct SwitchDomain {
     pub nodes: Vec<String>,
     /// Downlink over uplink bandwidth; 1.0 is non-blocking, 2.0 is 2:1.
     pub oversubscription: f64,
+    /// A block's aggregation sizes in nodes, the base block (the unit segments fit in)
+    /// first; empty for other kinds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub block_sizes: Vec<u32>,
 }
 
 /// A cluster's inventory: what exists, as opposed to what it is doing.
@@ -452,6 +456,7 @@ mod tests {
             parent: parent.map(String::from),
             nodes: nodes.iter().map(|n| n.to_string()).collect(),
             oversubscription: 1.0,
+            block_sizes: Vec::new(),
         };
         let inv = Inventory {
             cluster: "c".into(),

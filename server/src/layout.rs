@@ -1,6 +1,7 @@
 //! The cluster layout file: what Slurm does not know. Rows and racks on the floor, rack
-//! power limits and cooling, PDUs, nodes by U position, NVLink domains; optionally a Slurm
-//! `topology.conf` for leaf/spine switches and blocks. Pure: text in, [`Inventory`] out.
+//! power limits and cooling, PDUs, nodes by U position, NVLink domains; optionally Slurm's
+//! topology file (topology.conf or topology.yaml) for leaf/spine switches and blocks.
+//! Pure: text in, [`Inventory`] out.
 //!
 //! ```toml
 //! [[rack]]
@@ -24,7 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 use app::model::{Cooling, DomainKind, Gpu, Inventory, Node, Rack, SwitchDomain};
 use serde::Deserialize;
 
-use crate::slurm::{hostlist, topology};
+use crate::slurm::{hostlist, topology_yaml};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LayoutError {
@@ -77,8 +78,9 @@ pub struct Layout {
     pub pdus: BTreeMap<String, String>,
 }
 
-/// Parses a layout file (and, if given, a `topology.conf` for switch domains).
-pub fn parse(cluster: &str, text: &str, topo: Option<&str>) -> Result<Layout, LayoutError> {
+/// Parses a layout file (and, if given, a Slurm topology file, `(file name, text)`:
+/// topology.conf or topology.yaml, for switch domains and blocks).
+pub fn parse(cluster: &str, text: &str, topo: Option<(&str, &str)>) -> Result<Layout, LayoutError> {
     let f: File = toml::from_str(text).map_err(|e| LayoutError::Toml(e.message().to_string()))?;
     let mut rows: Vec<String> = Vec::new();
     let mut racks = Vec::new();
@@ -150,41 +152,59 @@ pub fn parse(cluster: &str, text: &str, topo: Option<&str>) -> Result<Layout, La
             parent: None,
             nodes: members,
             oversubscription: 1.0,
+            block_sizes: Vec::new(),
         });
     }
-    if let Some(t) = topo {
-        let t = topology::parse(t).map_err(|e| LayoutError::Toml(format!("topology.conf: {e}")))?;
-        let parent_of: HashMap<&str, &str> = t
-            .switches
-            .iter()
-            .flat_map(|s| {
-                s.switches
-                    .iter()
-                    .map(move |c| (c.as_str(), s.name.as_str()))
-            })
-            .collect();
-        for s in &t.switches {
-            let kind = if s.nodes.is_empty() {
-                DomainKind::Spine
-            } else {
-                DomainKind::Leaf
-            };
-            domains.push(SwitchDomain {
-                name: s.name.clone(),
-                kind,
-                parent: parent_of.get(s.name.as_str()).map(|p| p.to_string()),
-                nodes: s.nodes.clone(),
-                oversubscription: 1.0,
-            });
+    if let Some((file, text)) = topo {
+        let all = topology_yaml::parse_file(file, text)
+            .map_err(|e| LayoutError::Toml(format!("{file}: {e}")))?;
+        // Every topology's switches and blocks are domains (an InfiniBand tree beside
+        // NVLink blocks); each block keeps its own topology's sizes.
+        for nt in &all.topologies {
+            let t = &nt.topology;
+            let parent_of: HashMap<&str, &str> = t
+                .switches
+                .iter()
+                .flat_map(|s| {
+                    s.switches
+                        .iter()
+                        .map(move |c| (c.as_str(), s.name.as_str()))
+                })
+                .collect();
+            for s in &t.switches {
+                let kind = if s.nodes.is_empty() {
+                    DomainKind::Spine
+                } else {
+                    DomainKind::Leaf
+                };
+                domains.push(SwitchDomain {
+                    name: s.name.clone(),
+                    kind,
+                    parent: parent_of.get(s.name.as_str()).map(|p| p.to_string()),
+                    nodes: s.nodes.clone(),
+                    oversubscription: 1.0,
+                    block_sizes: Vec::new(),
+                });
+            }
+            for b in &t.blocks {
+                domains.push(SwitchDomain {
+                    name: b.name.clone(),
+                    kind: DomainKind::Block,
+                    parent: None,
+                    nodes: b.nodes.clone(),
+                    oversubscription: 1.0,
+                    block_sizes: t.block_sizes.clone(),
+                });
+            }
         }
-        for b in &t.blocks {
-            domains.push(SwitchDomain {
-                name: b.name.clone(),
-                kind: DomainKind::Block,
-                parent: None,
-                nodes: b.nodes.clone(),
-                oversubscription: 1.0,
-            });
+        let mut names: HashMap<&str, ()> = HashMap::new();
+        for d in &domains {
+            if names.insert(d.name.as_str(), ()).is_some() {
+                return Err(LayoutError::Domain {
+                    name: d.name.clone(),
+                    message: format!("defined twice (the layout and {file} share one namespace)"),
+                });
+            }
         }
     }
     let mut member_of: HashMap<&str, Vec<String>> = HashMap::new();
@@ -298,7 +318,7 @@ nodes = "gpu[001-002]"
 
     #[test]
     fn racks_nodes_and_domains() {
-        let l = parse("c", LAYOUT, Some(TOPO)).expect("layout");
+        let l = parse("c", LAYOUT, Some(("topology.conf", TOPO))).expect("layout");
         let inv = &l.inventory;
         assert_eq!(inv.rows, ["A", "B"]);
         assert_eq!(inv.racks.len(), 3);

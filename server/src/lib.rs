@@ -19,6 +19,7 @@ pub mod replica;
 pub mod reports;
 pub mod scheduler;
 pub mod scrape;
+pub mod segments;
 pub mod serve;
 pub mod sim;
 pub mod slurm;

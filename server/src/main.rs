@@ -28,7 +28,9 @@ inspect metrics
          ($GANTRY_CONFIG, GANTRY_* variables), which it prints; InfiniBand counters; and the
          metrics no reader takes and the lines it could not read.
 inspect topology
-         Prints a Slurm topology.conf (tree or block) as JSON, hostlists expanded.
+         Prints a Slurm topology.conf (tree or block) or topology.yaml (Slurm 25.05: named
+         tree, block and flat topologies, the cluster default) as JSON, hostlists
+         expanded, block sizes checked as slurmctld checks them.
 inspect slurm-nodes, inspect slurm-jobs
          Prints Slurm's node or job JSON (sinfo/squeue/scontrol --json or slurmrestd, API
          v0.0.37 to v0.0.44) as Gantry normalizes it: states, hostlists expanded, GPUs.
@@ -493,6 +495,12 @@ fn inspect(args: &[String]) -> ExitCode {
         }
         "topology" => match String::from_utf8(body) {
             Err(_) => fail(src, &"not UTF-8 text"),
+            Ok(text) if server::slurm::topology_yaml::is_yaml(src, &text) => {
+                match server::slurm::topology_yaml::parse(&text) {
+                    Ok(t) => print_json(&t),
+                    Err(e) => fail(src, &e),
+                }
+            }
             Ok(text) => match server::slurm::topology::parse(&text) {
                 Ok(t) => print_json(&t),
                 Err(e) => fail(src, &e),

@@ -30,6 +30,13 @@ pub struct SchedJob {
     pub state_reason: Option<String>,
     pub restart_count: u32,
     pub exit_code: Option<i64>,
+    /// Nodes asked for (a pending job) or held.
+    #[serde(default)]
+    pub node_count: u32,
+    /// Slurm's `--segment` (topology/block): nodes come in groups of this many, each group
+    /// in one base block. None when not asked.
+    #[serde(default)]
+    pub segment_size: Option<u32>,
 }
 
 /// Input refused before it reaches any scheduler.

@@ -647,7 +647,7 @@ fn start_slurm_source(
 /// What `gantry check-config` checks beyond the file's keys and values (which
 /// `Config::load` has checked): everything start-up reads before it serves, without
 /// opening the database or any connection: the database URL's kind, the layout file and
-/// `topology.conf`, the TLS certificate and key, the CA bundle, the slurmrestd address.
+/// topology file, the TLS certificate and key, the CA bundle, the slurmrestd address.
 /// Answers what was checked, in words.
 pub fn check(cfg: &Config) -> Result<Vec<String>, ServeError> {
     let mut checked = Vec::new();
@@ -705,7 +705,7 @@ pub fn check(cfg: &Config) -> Result<Vec<String>, ServeError> {
     Ok(checked)
 }
 
-/// The layout file (with `topology.conf`) of a real cluster, if configured.
+/// The layout file (with Slurm's topology file) of a real cluster, if configured.
 fn slurm_layout(cfg: &Config) -> Result<Option<crate::layout::Layout>, ServeError> {
     let read = |p: &std::path::Path| {
         std::fs::read_to_string(p)
@@ -714,10 +714,17 @@ fn slurm_layout(cfg: &Config) -> Result<Option<crate::layout::Layout>, ServeErro
     let Some(p) = &cfg.slurm.layout else {
         return Ok(None);
     };
-    let topo = cfg.slurm.topology.as_deref().map(read).transpose()?;
-    crate::layout::parse(&cfg.cluster_name, &read(p)?, topo.as_deref())
-        .map(Some)
-        .map_err(|e| ServeError::Scheduler(e.to_string()))
+    let topo = match cfg.slurm.topology.as_deref() {
+        Some(t) => Some((t.display().to_string(), read(t)?)),
+        None => None,
+    };
+    crate::layout::parse(
+        &cfg.cluster_name,
+        &read(p)?,
+        topo.as_ref().map(|(n, t)| (n.as_str(), t.as_str())),
+    )
+    .map(Some)
+    .map_err(|e| ServeError::Scheduler(e.to_string()))
 }
 
 /// SQLite is for one serving process: a second `gantry serve` on the same file is refused

@@ -73,6 +73,8 @@ impl Sim {
                 ),
                 restart_count: j.restart_count,
                 exit_code: None,
+                node_count: j.nodes_needed as u32,
+                segment_size: None,
             })
             .collect()
     }

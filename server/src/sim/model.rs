@@ -13,11 +13,13 @@ use super::{Sim, GPUS_PER_NODE, GPU_MAX_POWER_WATTS};
 /// Nodes per rack and per leaf switch; racks per row up to 16.
 const NODES_PER_RACK: usize = 8;
 const NODES_PER_BLOCK: usize = 16;
+/// The blocks' `BlockSizes`: the 16-node base block, aggregated by 2 and 4.
+const BLOCK_SIZES: [u32; 3] = [16, 32, 64];
 
 /// The floor and fabric of a simulated cluster of `nodes` nodes: 8 nodes (8 x H100 SXM
 /// each, one NVSwitch domain per node) per rack and per IB leaf switch, leaves under
-/// spines at 2:1, Slurm blocks of 16 nodes, air-cooled racks limited to 44 kW except the
-/// last rack of the first row, liquid-cooled at 60 kW.
+/// spines at 2:1, Slurm blocks of 16 nodes (`BlockSizes=16,32,64`), air-cooled racks
+/// limited to 44 kW except the last rack of the first row, liquid-cooled at 60 kW.
 pub fn layout(nodes: usize, cluster: &str) -> Inventory {
     let racks_n = nodes.div_ceil(NODES_PER_RACK).max(1);
     let rows_n = if racks_n <= 8 {
@@ -64,6 +66,7 @@ pub fn layout(nodes: usize, cluster: &str) -> Inventory {
             parent: None,
             nodes: Vec::new(),
             oversubscription: 1.0,
+            block_sizes: Vec::new(),
         });
     }
     let node_list: Vec<Node> = (0..nodes)
@@ -108,6 +111,7 @@ pub fn layout(nodes: usize, cluster: &str) -> Inventory {
                 .map(|n| n.name.clone())
                 .collect(),
             oversubscription: 2.0,
+            block_sizes: Vec::new(),
         });
     }
     for b in 0..nodes.div_ceil(NODES_PER_BLOCK) {
@@ -122,6 +126,7 @@ pub fn layout(nodes: usize, cluster: &str) -> Inventory {
                 .map(|n| n.name.clone())
                 .collect(),
             oversubscription: 1.0,
+            block_sizes: BLOCK_SIZES.to_vec(),
         });
     }
     for n in &node_list {
@@ -131,6 +136,7 @@ pub fn layout(nodes: usize, cluster: &str) -> Inventory {
             parent: None,
             nodes: vec![n.name.clone()],
             oversubscription: 1.0,
+            block_sizes: Vec::new(),
         });
     }
     Inventory {

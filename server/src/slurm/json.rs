@@ -222,6 +222,11 @@ fn job_of(v: &Value) -> Option<SchedJob> {
             .and_then(|n| u32::try_from(n).ok())
             .unwrap_or(0),
         exit_code,
+        node_count,
+        // 0 (or absent, before 23.11) is "not asked".
+        segment_size: num(v.get("segment_size"))
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|&n| n > 0),
     })
 }
 

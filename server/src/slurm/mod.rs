@@ -7,3 +7,4 @@ pub mod json;
 pub mod rest;
 pub mod state;
 pub mod topology;
+pub mod topology_yaml;

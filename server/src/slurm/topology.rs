@@ -113,19 +113,30 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
                 link_speed: get("linkspeed").map(str::to_string),
             });
         } else if let Some(name) = get("blockname") {
+            if t.blocks.iter().any(|b| b.name == name) {
+                return Err(line_err(
+                    line_no,
+                    format!("Block ({name}) has already been defined"),
+                ));
+            }
             t.blocks.push(Block {
                 name: name.to_string(),
                 nodes: hosts(get("nodes"))?,
             });
         } else if let Some(sizes) = get("blocksizes") {
-            t.block_sizes = sizes
-                .split(',')
-                .map(|s| {
-                    s.trim()
-                        .parse::<u32>()
-                        .map_err(|_| line_err(line_no, format!("bad BlockSizes {sizes:?}")))
-                })
-                .collect::<Result<_, _>>()?;
+            let mut values = Vec::new();
+            for tok in sizes.split(',') {
+                let v = tok.trim().parse::<i64>().map_err(|_| {
+                    line_err(line_no, format!("Invalid BlockSizes value: {}", tok.trim()))
+                })?;
+                values.push(v);
+            }
+            t.block_sizes = check_block_sizes(&values).map_err(|v| {
+                line_err(
+                    line_no,
+                    format!("Invalid BlockSizes value: {v} (each size is the first one times a power of two, up to 2^15)"),
+                )
+            })?;
         } else if let Some(v) = get("blocklevels") {
             levels = Some((line_no, block_levels(v).map_err(|m| line_err(line_no, m))?));
         } else {
@@ -153,6 +164,32 @@ pub fn parse(text: &str) -> Result<Topology, TopologyError> {
         }
     }
     Ok(t)
+}
+
+/// Block sizes checked as slurmctld's topology/block checks them (`block_record.c`): the
+/// first size is the base block (the planning unit); every size is a positive multiple of
+/// it by a power of two up to 2^15. Order is not checked (the sizes are levels, stored as
+/// bits), so they come back sorted and without repeats. The bad value on error.
+pub(crate) fn check_block_sizes(values: &[i64]) -> Result<Vec<u32>, i64> {
+    let Some(&base) = values.first() else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for &v in values {
+        if v <= 0 || base <= 0 || v % base != 0 {
+            return Err(v);
+        }
+        let ratio = v / base;
+        if !(ratio as u64).is_power_of_two() || ratio.trailing_zeros() > 15 {
+            return Err(v);
+        }
+        out.push(u32::try_from(v).map_err(|_| v)?);
+    }
+    // The base stays first: it is the planning unit, whatever order the rest come in.
+    let mut rest: Vec<u32> = out[1..].iter().copied().filter(|&x| x != out[0]).collect();
+    rest.sort_unstable();
+    rest.dedup();
+    Ok(std::iter::once(out[0]).chain(rest).collect())
 }
 
 /// A `BlockLevels` value as Slurm's `bit_unfmt` reads it: levels or ranges of levels
@@ -238,6 +275,45 @@ mod tests {
                 .map(|s| s.name.as_str())
                 .collect::<Vec<_>>(),
             vec!["core"]
+        );
+    }
+
+    /// The man page's own example: a base of 30 nodes in blocks of 32, aggregated by 4.
+    /// Sizes are the base times a power of two (120 = 30 x 4), not powers of two.
+    #[test]
+    fn block_sizes_as_slurm_checks_them() {
+        let text = "BlockName=block1 Nodes=node[1-32]\n\
+                    BlockName=block2 Nodes=node[33-64]\n\
+                    BlockName=block3 Nodes=node[65-96]\n\
+                    BlockName=block4 Nodes=node[97-128]\n\
+                    BlockSizes=30,120\n";
+        assert_eq!(
+            parse(text).expect("man page example").block_sizes,
+            vec![30, 120]
+        );
+        // Order is not checked; the base (the first) stays first.
+        assert_eq!(check_block_sizes(&[4, 16, 8]), Ok(vec![4, 8, 16]));
+        for (bad, value) in [
+            ("4,6", "6"),
+            ("4,12", "12"),
+            ("4,0", "0"),
+            ("16,8", "8"),
+            ("abc", "abc"),
+            ("4,-8", "-8"),
+        ] {
+            let e = parse(&format!("BlockName=b1 Nodes=n[1-4]\nBlockSizes={bad}\n"));
+            assert!(
+                matches!(&e, Err(TopologyError::Line { line: 2, message })
+                    if message.starts_with(&format!("Invalid BlockSizes value: {value}"))),
+                "{bad}: {e:?}"
+            );
+        }
+        // 2^15 times the base is the largest level.
+        assert!(check_block_sizes(&[1, 1 << 15]).is_ok());
+        assert_eq!(check_block_sizes(&[1, 1 << 16]), Err(1 << 16));
+        assert_eq!(
+            parse("BlockName=b1 Nodes=n1\nBlockName=b1 Nodes=n2\n"),
+            Err(line_err(2, "Block (b1) has already been defined"))
         );
     }
 

@@ -374,6 +374,8 @@ mod tests {
             state_reason: None,
             restart_count: restarts,
             exit_code: None,
+            node_count: 1,
+            segment_size: None,
         }
     }
 

@@ -20,6 +20,7 @@ pub(super) fn routes() -> Routes {
         ("/api/charts/throttling.svg", get(throttling_svg)),
         ("/api/nodes", get(nodes)),
         ("/api/jobs", get(jobs)),
+        ("/api/segments", get(segments)),
     ]
 }
 
@@ -214,6 +215,22 @@ async fn jobs(State(st): State<AppState>) -> Result<Response, ApiError> {
         "at_ms": s.at_ms,
         "polled_ms": s.polled_ms,
         "jobs": &s.jobs,
+    }))
+    .into_response())
+}
+
+/// `GET /api/segments`: free capacity of Slurm's block topology in the units jobs ask for
+/// (`--segment`), per block and over the blocks, and the pending jobs that ask for a
+/// segment size with whether a target exists for them now; as of the last scheduler poll.
+async fn segments(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let s = st.live.sched().ok_or(ApiError::NotReady)?;
+    let inv = st.live.inventory().ok_or(ApiError::NotReady)?;
+    let seg = crate::segments::segments(&inv, &s.nodes, &s.jobs);
+    Ok(Json(serde_json::json!({
+        "at_ms": s.at_ms,
+        "polled_ms": s.polled_ms,
+        "sets": seg.sets,
+        "pending": seg.pending,
     }))
     .into_response())
 }

@@ -159,6 +159,42 @@ fn inspect_topology_expands_hostlists() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("line 1: unbalanced brackets"));
 }
 
+/// topology.yaml (Slurm 25.05): named topologies, told from topology.conf by the name;
+/// block sizes checked as slurmctld checks them, errors naming the line.
+#[test]
+fn inspect_topology_reads_topology_yaml() {
+    let f = temp_file(
+        "topology.yaml",
+        b"---\n- topology: ib\n  cluster_default: true\n  tree:\n    switches:\n      - switch: spine\n        children: leaf[1-2]\n      - switch: leaf1\n        nodes: gpu[001-018]\n      - switch: leaf2\n        nodes: gpu[019-036]\n- topology: nvl72\n  block:\n    block_sizes: [18, 36]\n    blocks:\n      - block: rack1\n        nodes: gpu[001-018]\n      - block: rack2\n        nodes: gpu[019-036]\n",
+    );
+    let out = Command::new(BIN)
+        .args(["inspect", "topology"])
+        .arg(&f)
+        .output()
+        .expect("run");
+    let v = json_of(&out);
+    assert_eq!(v["default"], "ib");
+    assert_eq!(v["topologies"][0]["plugin"], "tree");
+    assert_eq!(v["topologies"][1]["plugin"], "block");
+    assert_eq!(
+        v["topologies"][1]["block_sizes"],
+        serde_json::json!([18, 36])
+    );
+    assert_eq!(v["topologies"][1]["blocks"][1]["nodes"][17], "gpu036");
+    let bad = temp_file(
+        "bad.yaml",
+        b"- topology: nvl72\n  block:\n    block_sizes: [18, 27]\n    blocks: [{block: r1, nodes: 'gpu[001-018]'}]\n",
+    );
+    let out = Command::new(BIN)
+        .args(["inspect", "topology"])
+        .arg(&bad)
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 3: Invalid BlockSizes value 27"), "{err}");
+}
+
 #[test]
 fn bad_usage_exits_2_with_usage() {
     let out = Command::new(BIN)

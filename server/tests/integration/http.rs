@@ -744,3 +744,65 @@ async fn hours_roll_up_with_energy_and_extremes() {
     }
     r.stop().await.expect("stop");
 }
+
+/// Free segments per size, counted by this test from the scheduler's node states and the
+/// simulator's blocks (16 nodes each, in name order: `BlockSizes=16,32,64`), equal what
+/// `/api/segments` says at the same poll.
+#[tokio::test]
+async fn free_segments_are_the_idle_nodes_of_each_block_in_units_of_the_size() {
+    let r = start(64, 500).await;
+    let mut checked = 0;
+    for _ in 0..40 {
+        let seg = get(r.addr, "/api/segments").await.json();
+        let nodes = get(r.addr, "/api/nodes").await.json();
+        if seg["polled_ms"] != nodes["polled_ms"] {
+            continue; // a poll between the two reads
+        }
+        let mut idle = [0u64; 4];
+        for n in nodes["nodes"].as_array().expect("nodes") {
+            let name = n["name"].as_str().expect("name");
+            let k: usize = name[3..].parse().expect("gpuNNN");
+            if n["state"] == "idle" {
+                idle[(k - 1) / 16] += 1;
+            }
+        }
+        let set = &seg["sets"][0];
+        assert_eq!(set["base"], 16);
+        assert_eq!(set["sizes"], serde_json::json!([16, 32, 64]));
+        assert_eq!(
+            set["segment_sizes"],
+            serde_json::json!([1, 2, 4, 8, 16]),
+            "the sizes up to the base (the simulator's jobs ask for none)"
+        );
+        for (b, want) in idle.iter().enumerate() {
+            assert_eq!(set["blocks"][b]["name"], format!("block{:02}", b + 1));
+            assert_eq!(set["blocks"][b]["idle"], *want, "block {b}");
+        }
+        for size in [1u64, 2, 4, 8, 16] {
+            let total = set["total"]
+                .as_array()
+                .expect("total")
+                .iter()
+                .find(|t| t["size"] == size)
+                .expect("size");
+            let segments: u64 = idle.iter().map(|i| i / size).sum();
+            assert_eq!(total["segments"], segments, "size {size}");
+            assert_eq!(
+                total["stranded_nodes"],
+                idle.iter().sum::<u64>() - segments * size,
+                "size {size}"
+            );
+        }
+        assert_eq!(
+            set["largest_free_segment"],
+            *idle.iter().max().expect("blocks")
+        );
+        checked += 1;
+        if checked == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    assert_eq!(checked, 3, "three polls compared");
+    r.stop().await.expect("stop");
+}

@@ -1069,3 +1069,89 @@ async fn the_scheduler_load_is_flat_however_many_browsers_watch() {
     );
     r.stop().await.expect("stop");
 }
+
+/// Free segments on the real source: Gantry on the real Slurm with a topology.yaml (an
+/// InfiniBand tree beside two 8-node blocks) counts, per block and segment size, the
+/// nodes Slurm itself lists as idle (`scontrol show node`, read before and after, equal).
+#[tokio::test]
+async fn free_segments_on_a_real_slurm_follow_its_idle_nodes() {
+    use crate::support;
+    let Some(cli) = cluster() else {
+        return;
+    };
+    let conf_path = std::env::var("GANTRY_TEST_SLURM_CONF").unwrap_or_default();
+    let dir = std::env::temp_dir().join(format!("gantry-segments-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (layout, topology) = (dir.join("layout.toml"), dir.join("topology.yaml"));
+    std::fs::write(
+        &layout,
+        "[[rack]]\nname = \"R1\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"gpu[001-008]\"\n\
+         [[rack]]\nname = \"R2\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"gpu[009-016]\"\n",
+    )
+    .expect("layout");
+    std::fs::write(
+        &topology,
+        "---\n- topology: ib\n  cluster_default: true\n  tree:\n    switches:\n      - switch: spine\n        children: leaf[1-2]\n      - switch: leaf1\n        nodes: gpu[001-008]\n      - switch: leaf2\n        nodes: gpu[009-016]\n\
+         - topology: nvl\n  block:\n    block_sizes: [8, 16]\n    blocks:\n      - block: b1\n        nodes: gpu[001-008]\n      - block: b2\n        nodes: gpu[009-016]\n",
+    )
+    .expect("topology");
+    let mut cfg = support::test_config(support::sqlite_url(), 16, 1.0, 200);
+    cfg.source = server::config::SourceKind::Slurm;
+    cfg.slurm.conf = Some(conf_path.into());
+    cfg.slurm.poll_interval_ms = 300;
+    cfg.slurm.layout = Some(layout);
+    cfg.slurm.topology = Some(topology);
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+
+    let idle_in_slurm = |nodes: &[server::scheduler::SchedNode]| -> [u64; 2] {
+        let mut idle = [0u64; 2];
+        for n in nodes.iter().filter(|n| n.state == NodeState::Idle) {
+            let k: usize = n.name[3..].parse().expect("gpuNNN");
+            idle[(k - 1) / 8] += 1;
+        }
+        idle
+    };
+    // Other tests drain and occupy nodes meanwhile: compare only when Slurm showed the
+    // same before and after Gantry's answer, and Gantry's poll came after the first read.
+    let mut compared = 0;
+    for _ in 0..100 {
+        let before = idle_in_slurm(&cli.nodes().await.expect("nodes"));
+        let t0 = server::live::wall_now_ms();
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let seg = support::get(r.addr, "/api/segments").await.json();
+        let after = idle_in_slurm(&cli.nodes().await.expect("nodes"));
+        if before != after || seg["polled_ms"].as_i64().unwrap_or(0) < t0 {
+            continue;
+        }
+        let set = &seg["sets"][0];
+        assert_eq!(set["base"], 8);
+        assert_eq!(set["sizes"], serde_json::json!([8, 16]));
+        for (b, want) in before.iter().enumerate() {
+            assert_eq!(set["blocks"][b]["idle"], *want, "block b{}", b + 1);
+        }
+        for size in [1u64, 2, 4, 8] {
+            let total = set["total"]
+                .as_array()
+                .expect("total")
+                .iter()
+                .find(|t| t["size"] == size)
+                .expect("size");
+            assert_eq!(
+                total["segments"],
+                before.iter().map(|i| i / size).sum::<u64>(),
+                "size {size}"
+            );
+        }
+        compared += 1;
+        if compared == 2 {
+            break;
+        }
+    }
+    assert_eq!(
+        compared, 2,
+        "Slurm's idle nodes never held still for a comparison"
+    );
+    r.stop().await.expect("stop");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -117,6 +117,8 @@ fn remapped_rows_replays_targets_thermal_and_checkpoints() {
             state_reason: None,
             restart_count: 0,
             exit_code: None,
+            node_count: 1,
+            segment_size: None,
         })
         .collect();
     let id = jobs[0].job.id;
@@ -218,6 +220,8 @@ fn nccl_latency_against_a_threshold_and_a_baseline() {
             state_reason: None,
             restart_count: 0,
             exit_code: None,
+            node_count: 1,
+            segment_size: None,
         })
         .collect();
     let id = jobs[0].job.id;
