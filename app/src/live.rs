@@ -206,6 +206,21 @@ pub struct FragmentedJob {
     pub min: u32,
 }
 
+/// Free capacity of one Slurm block topology in the units jobs ask for (`--segment`):
+/// what could start now, by segment size.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentFree {
+    /// The base block (segments fit in one), in nodes.
+    pub base: u32,
+    pub blocks: u32,
+    pub idle_nodes: u32,
+    pub largest_free_segment: u32,
+    /// Per segment size: (size, segments that could start now, idle nodes they strand).
+    pub sizes: Vec<(u32, u32, u32)>,
+    /// Pending jobs that ask for a segment: with a target now, without one, never.
+    pub pending: (u32, u32, u32),
+}
+
 /// Everything the live pages show, as of `at_ms`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Overview {
@@ -232,6 +247,9 @@ pub struct Overview {
     pub thermal: Thermal,
     #[serde(default)]
     pub fragmented: Vec<FragmentedJob>,
+    /// Per block topology; empty without Slurm blocks that have sizes.
+    #[serde(default)]
+    pub segments: Vec<SegmentFree>,
 }
 
 /// What changed between two overviews.
@@ -256,6 +274,8 @@ pub struct OverviewDelta {
     pub thermal: Option<Thermal>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fragmented: Option<Vec<FragmentedJob>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<Vec<SegmentFree>>,
 }
 
 /// Why a delta could not be applied; the client must wait for a snapshot.
@@ -300,6 +320,7 @@ impl Overview {
             domains: changed(&self.domains, &next.domains),
             thermal: (self.thermal != next.thermal).then(|| next.thermal.clone()),
             fragmented: (self.fragmented != next.fragmented).then(|| next.fragmented.clone()),
+            segments: (self.segments != next.segments).then(|| next.segments.clone()),
         }
     }
 
@@ -361,6 +382,9 @@ impl Overview {
         }
         if let Some(f) = &delta.fragmented {
             self.fragmented = f.clone();
+        }
+        if let Some(f) = &delta.segments {
+            self.segments = f.clone();
         }
         if let Some(s) = &delta.summary {
             self.summary = s.clone();

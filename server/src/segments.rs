@@ -199,6 +199,40 @@ pub fn segments(inv: &Inventory, nodes: &[SchedNode], jobs: &[SchedJob]) -> Segm
     out
 }
 
+/// What the live pages show of [`segments`]: per block set, the counts by size.
+pub fn summary(s: &Segments) -> Vec<app::live::SegmentFree> {
+    s.sets
+        .iter()
+        .enumerate()
+        .map(|(i, set)| {
+            // Pending jobs are judged against the first set (see [`segments`]).
+            let mine = |f: fn(&PendingSegmentJob) -> bool| {
+                if i == 0 {
+                    s.pending.iter().filter(|j| f(j)).count() as u32
+                } else {
+                    0
+                }
+            };
+            app::live::SegmentFree {
+                base: set.base,
+                blocks: set.blocks.len() as u32,
+                idle_nodes: set.idle_nodes,
+                largest_free_segment: set.largest_free_segment,
+                sizes: set
+                    .total
+                    .iter()
+                    .map(|t| (t.size, t.segments, t.stranded_nodes))
+                    .collect(),
+                pending: (
+                    mine(|j| j.target_now),
+                    mine(|j| !j.target_now && j.never.is_none()),
+                    mine(|j| j.never.is_some()),
+                ),
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,6 +362,11 @@ mod tests {
             job(5).never.as_deref(),
             Some("segment_size (4) does not fit the job size (10)")
         );
+        let shown = summary(&s);
+        assert_eq!(shown.len(), 1);
+        assert_eq!((shown[0].blocks, shown[0].idle_nodes), (2, 26));
+        assert_eq!(shown[0].sizes[5], (16, 1, 10));
+        assert_eq!(shown[0].pending, (2, 1, 2));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `/topology`: utilization per switch domain. Spines and their leaf switches, Slurm
 //! blocks and NVLink domains: GPUs allocated, idle, drained and down, mean SM activity,
-//! each leaf's oversubscription, whole domains free now; and running jobs placed over more
-//! leaf switches than their size needs.
+//! each leaf's oversubscription, whole domains free now; free capacity of Slurm block
+//! topology in `--segment` units; and running jobs placed over more leaf switches than their
+//! size needs.
 
 use leptos::prelude::*;
 
@@ -144,6 +145,7 @@ fn Topology(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
     let domains = Entries::follow(state, |s| &s.domains);
     // The fragmented jobs change with placements, not with a tick's telemetry.
     let fragmented = Memo::new(move |_| state.with(|s| s.fragmented.clone()));
+    let segments = Memo::new(move |_| state.with(|s| s.segments.clone()));
     let rows = Memo::new(move |_| {
         shape.track();
         state.with_untracked(|s| layout(&s.domains))
@@ -175,6 +177,24 @@ fn Topology(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
                     })}
                 }
             }}
+            {move || segments.get().into_iter().enumerate().map(|(i, f)| {
+                let id = format!("segments{i}");
+                let (with, without, never) = f.pending;
+                view! {
+                    <h2 id=id.clone()>{format!("Free segments (base block {} nodes)", f.base)}</h2>
+                    <p data-test="segments-summary">
+                        {format!("{} idle nodes in {} blocks; largest free segment ", f.idle_nodes, f.blocks)}
+                        <span data-test="segments-largest">{f.largest_free_segment}</span>" nodes. Pending jobs asking for segments: "
+                        <span data-test="segments-pending">{format!("{with} with a target now, {without} without, {never} never")}</span>"."
+                    </p>
+                    <table class="grid compact" aria-labelledby=id data-test="segments">
+                        <thead><tr><th scope="col" class="num">"Segment size"</th><th scope="col" class="num">"Could start now"</th><th scope="col" class="num">"Idle nodes stranded"</th></tr></thead>
+                        <tbody>{f.sizes.into_iter().map(|(size, n, stranded)| view! {
+                            <tr data-size=size><th scope="row" class="num">{size}</th><td class="num" data-test="segments-free">{n}</td><td class="num" data-test="segments-stranded">{stranded}</td></tr>
+                        }).collect_view()}</tbody>
+                    </table>
+                }
+            }).collect_view()}
             <h2 id="frag">"Fragmented jobs"</h2>
             {move || {
                 let f = fragmented.get();

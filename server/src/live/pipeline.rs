@@ -144,6 +144,11 @@ impl Pipeline {
         }
         self.prev_at_ms = Some(r.at_ms);
         self.throttling.write(&mut ov);
+        ov.segments = crate::segments::summary(&crate::segments::segments(
+            &frame.inventory,
+            &frame.sched.nodes,
+            &frame.sched.jobs,
+        ));
         ov.summary.alerts_firing = live.alerts_firing();
         let by_reason = self.reasons.count(&ov, r);
         writes.extend(

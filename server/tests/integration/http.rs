@@ -806,3 +806,44 @@ async fn free_segments_are_the_idle_nodes_of_each_block_in_units_of_the_size() {
     assert_eq!(checked, 3, "three polls compared");
     r.stop().await.expect("stop");
 }
+
+/// `/topology`'s free segments are the simulator's truth at the page's sequence: per size,
+/// the idle nodes of each 16-node block divided by the size, summed; the idle nodes left
+/// over; the largest free segment.
+#[tokio::test]
+async fn topology_shows_free_segments_as_the_truth_says() {
+    let r = start(64, 1000).await;
+    let html = get(r.addr, "/topology").await.text();
+    let seq = attr(&html, "data-seq");
+    let t = get(r.addr, &format!("/sim/truth?seq={seq}")).await.json();
+    let mut idle = [0u32; 4];
+    for n in t["truth"]["nodes"].as_array().expect("nodes") {
+        let name = n[0].as_str().expect("name");
+        if n[1] == "idle" {
+            idle[(name[3..].parse::<usize>().expect("gpuNNN") - 1) / 16] += 1;
+        }
+    }
+    let largest = *idle.iter().max().expect("blocks");
+    assert_eq!(data_test(&html, "segments-largest"), largest.to_string());
+    assert!(
+        html.contains("Free segments (base block 16 nodes)"),
+        "the section names its base block"
+    );
+    for size in [1u32, 2, 4, 8, 16] {
+        let row = &html[html
+            .find(&format!("data-size=\"{size}\""))
+            .unwrap_or_else(|| panic!("no row for size {size}"))..];
+        let segments: u32 = idle.iter().map(|i| i / size).sum();
+        assert_eq!(
+            data_test(row, "segments-free"),
+            segments.to_string(),
+            "size {size}"
+        );
+        assert_eq!(
+            data_test(row, "segments-stranded"),
+            (idle.iter().sum::<u32>() - segments * size).to_string(),
+            "size {size}"
+        );
+    }
+    r.stop().await.expect("stops");
+}
