@@ -45,6 +45,33 @@ test("/topology, live: each domain's allocated GPUs equal the jobs placed there"
   for (const d of truth.domains) expect(shown.allocated[d.name], d.name).toBe(String(d.gpus_allocated));
 });
 
+test("/topology, live: free segments per size are the truth's idle nodes of each 16-node block", async ({ page, request }) => {
+  await live(page, "/topology");
+  const shown = await page.evaluate(() => ({
+    seq: document.querySelector("[data-seq]")?.getAttribute("data-seq") ?? "",
+    largest: document.querySelector('[data-test="segments-largest"]')?.textContent?.trim(),
+    sizes: [...document.querySelectorAll('[data-test="segments"] tr[data-size]')].map((r) => ({
+      size: Number(r.getAttribute("data-size")),
+      free: r.querySelector('[data-test="segments-free"]')?.textContent?.trim(),
+      stranded: r.querySelector('[data-test="segments-stranded"]')?.textContent?.trim(),
+    })),
+  }));
+  const truth = await truthAt(request, shown.seq);
+  const idle: number[] = [];
+  for (const [name, state] of truth.nodes as [string, string][]) {
+    const b = Math.floor((Number(name.slice(3)) - 1) / 16);
+    idle[b] = (idle[b] ?? 0) + (state === "idle" ? 1 : 0);
+  }
+  expect(shown.sizes.map((s) => s.size)).toEqual([1, 2, 4, 8, 16]);
+  expect(shown.largest).toBe(String(Math.max(...idle)));
+  const all = idle.reduce((a, b) => a + b, 0);
+  for (const s of shown.sizes) {
+    const n = idle.reduce((a, i) => a + Math.floor(i / s.size), 0);
+    expect(s.free, `size ${s.size}`).toBe(String(n));
+    expect(s.stranded, `size ${s.size}`).toBe(String(all - n * s.size));
+  }
+});
+
 test("/thermal, live: the throttled GPUs, in all and per rack, are the simulator's", async ({ page, request }) => {
   await live(page, "/thermal");
   const shown = await page.evaluate(() => ({
