@@ -257,6 +257,7 @@ impl Actions {
             .iter()
             .filter(|j| j.job.state == JobState::Running)
             .collect();
+        let mut segments = Vec::new();
         let (targets, already, hit): (Vec<String>, Vec<String>, Vec<&SchedJob>) = if kind.on_nodes()
         {
             let nodes = self.sched.nodes().await?;
@@ -274,6 +275,9 @@ impl Actions {
                 .cloned()
                 .collect();
             let set: BTreeSet<&str> = targets.iter().map(String::as_str).collect();
+            if let (ActionKind::Drain, Some(inv)) = (kind, self.live.inventory()) {
+                segments = crate::segments::drain_impact(&inv, &nodes, &jobs, &targets);
+            }
             let hit = if kind == ActionKind::Drain {
                 running
                     .iter()
@@ -320,9 +324,10 @@ impl Actions {
         let to_do = targets.len() - already.len();
         let summary = match kind {
             ActionKind::Drain => format!(
-                "Drain {to_do} node(s){}. {} running job(s) on {gpus_affected} GPUs keep running until they end; no new job starts there.",
+                "Drain {to_do} node(s){}. {} running job(s) on {gpus_affected} GPUs keep running until they end; no new job starts there.{}",
                 if already.is_empty() { String::new() } else { format!(" ({} already drained)", already.len()) },
-                jobs.len()
+                jobs.len(),
+                if segments.is_empty() { String::new() } else { format!(" Segments: {}.", segments.join("; ")) }
             ),
             ActionKind::Resume => format!(
                 "Resume {to_do} node(s){}: they take new jobs again.",

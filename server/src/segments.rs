@@ -199,6 +199,80 @@ pub fn segments(inv: &Inventory, nodes: &[SchedNode], jobs: &[SchedJob]) -> Segm
     out
 }
 
+/// What draining `targets` does to free segments, in plain words: per block whose idle
+/// nodes drop, the free segments it loses by size; the largest free segment if it
+/// shrinks; pending segment jobs that have a target now and would have none after.
+pub fn drain_impact(
+    inv: &Inventory,
+    nodes: &[SchedNode],
+    jobs: &[SchedJob],
+    targets: &[String],
+) -> Vec<String> {
+    let before = segments(inv, nodes, jobs);
+    let drained: Vec<SchedNode> = nodes
+        .iter()
+        .map(|n| {
+            let mut n = n.clone();
+            if targets.contains(&n.name) {
+                n.state = NodeState::Drained;
+            }
+            n
+        })
+        .collect();
+    let after = segments(inv, &drained, jobs);
+    let mut out = Vec::new();
+    for (b, a) in before.sets.iter().zip(&after.sets) {
+        for (x, y) in b.blocks.iter().zip(&a.blocks) {
+            if x.idle == y.idle {
+                continue;
+            }
+            let lost: Vec<String> = x
+                .segments
+                .iter()
+                .zip(&y.segments)
+                // Single nodes are the idle count itself.
+                .filter(|(p, q)| p.size > 1 && p.segments > q.segments)
+                .map(|(p, q)| format!("{} free {}-node", p.segments - q.segments, p.size))
+                .collect();
+            out.push(format!(
+                "block {} goes from {} to {} free nodes{}",
+                x.name,
+                x.idle,
+                y.idle,
+                if lost.is_empty() {
+                    String::new()
+                } else {
+                    format!(" and loses {} segment(s)", lost.join(", "))
+                }
+            ));
+        }
+        if a.largest_free_segment < b.largest_free_segment {
+            out.push(format!(
+                "the largest free segment goes from {} to {} nodes",
+                b.largest_free_segment, a.largest_free_segment
+            ));
+        }
+    }
+    let mut stranded: Vec<(u32, Vec<u64>)> = Vec::new();
+    for (p, q) in before.pending.iter().zip(&after.pending) {
+        if p.target_now && !q.target_now {
+            match stranded.iter_mut().find(|(s, _)| *s == p.segment) {
+                Some((_, ids)) => ids.push(p.id),
+                None => stranded.push((p.segment, vec![p.id])),
+            }
+        }
+    }
+    for (segment, ids) in stranded {
+        let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
+        out.push(format!(
+            "{} pending --segment={segment} job(s) have no target left ({})",
+            ids.len(),
+            ids.join(", ")
+        ));
+    }
+    out
+}
+
 /// What the live pages show of [`segments`]: per block set, the counts by size.
 pub fn summary(s: &Segments) -> Vec<app::live::SegmentFree> {
     s.sets
@@ -367,6 +441,45 @@ mod tests {
         assert_eq!((shown[0].blocks, shown[0].idle_nodes), (2, 26));
         assert_eq!(shown[0].sizes[5], (16, 1, 10));
         assert_eq!(shown[0].pending, (2, 1, 2));
+    }
+
+    /// An NVL72 rack fully idle loses its only 16- and 18-node segments to one drained
+    /// tray, and the pending job that needed it has no target left.
+    #[test]
+    fn drain_impact_in_the_units_jobs_ask_for() {
+        let inv = inv(&[("b07", 18), ("b08", 18)], &[18]);
+        let mut nodes: Vec<SchedNode> = (1..=36)
+            .map(|k| node(&format!("n{k:03}"), NodeState::Idle))
+            .collect();
+        for n in &mut nodes[18..30] {
+            n.state = NodeState::Allocated; // b08: 6 idle
+        }
+        let jobs = vec![pending(1, 16, 16), pending(2, 32, 16), pending(3, 4, 4)];
+        let lines = drain_impact(&inv, &nodes, &jobs, &["n001".into()]);
+        assert_eq!(
+            lines,
+            vec![
+                "block b07 goes from 18 to 17 free nodes and loses 1 free 2-node, 1 free 18-node segment(s)",
+                "the largest free segment goes from 18 to 17 nodes",
+            ]
+        );
+        let lines = drain_impact(&inv, &nodes, &jobs, &["n001".into(), "n002".into()]);
+        assert_eq!(
+            lines[0],
+            "block b07 goes from 18 to 16 free nodes and loses 1 free 2-node, 1 free 18-node segment(s)"
+        );
+        // Draining an allocated tray changes no free capacity.
+        assert!(drain_impact(&inv, &nodes, &jobs, &["n020".into()]).is_empty());
+        let lines = drain_impact(
+            &inv,
+            &nodes,
+            &jobs,
+            &(1..=3).map(|k| format!("n{k:03}")).collect::<Vec<_>>(),
+        );
+        assert_eq!(
+            lines.last().map(String::as_str),
+            Some("1 pending --segment=16 job(s) have no target left (1)")
+        );
     }
 
     #[test]

@@ -1456,3 +1456,62 @@ async fn an_audit_log_that_fails_mid_action_stops_it_and_says_what_was_done() {
     assert_eq!(stored.state, "stopped");
     r.stop().await.expect("stop");
 }
+
+/// A drain's preview says what it does to free segments: the idle node's block goes from
+/// its idle count (as the scheduler shows it, read around the preview) to one fewer.
+#[tokio::test]
+async fn a_drain_preview_says_what_it_costs_in_segments() {
+    let r = start(support::sqlite_url(), false).await;
+    let op = login(r.addr, "operator1").await;
+    for _ in 0..20 {
+        let idle_of = |nodes: &serde_json::Value| -> Vec<(String, usize)> {
+            nodes["nodes"]
+                .as_array()
+                .expect("nodes")
+                .iter()
+                .filter(|n| n["state"] == "idle")
+                .map(|n| {
+                    let name = n["name"].as_str().expect("name").to_string();
+                    let block = (name[3..].parse::<usize>().expect("gpuNNN") - 1) / 16;
+                    (name, block)
+                })
+                .collect()
+        };
+        let before = idle_of(
+            &support::get_with(r.addr, "/api/nodes", &[("Cookie", &op)])
+                .await
+                .json(),
+        );
+        let Some((node, block)) = before.first().cloned() else {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            continue;
+        };
+        let p = post_json(
+            r.addr,
+            "/api/actions/preview",
+            Some(&op),
+            &json!({"action": "drain", "nodes": [node]}),
+        )
+        .await
+        .json();
+        let after = idle_of(
+            &support::get_with(r.addr, "/api/nodes", &[("Cookie", &op)])
+                .await
+                .json(),
+        );
+        if before != after {
+            continue; // the cluster moved during the preview
+        }
+        let idle = before.iter().filter(|(_, b)| *b == block).count();
+        let want = format!(
+            "Segments: block block{:02} goes from {idle} to {} free nodes",
+            block + 1,
+            idle - 1
+        );
+        let summary = p["summary"].as_str().expect("summary");
+        assert!(summary.contains(&want), "{summary}\nwanted: {want}");
+        r.stop().await.expect("stops");
+        return;
+    }
+    panic!("the cluster never held still for a preview");
+}
