@@ -76,7 +76,57 @@ pub struct HotWindow {
     head: usize,
     len: usize,
     times: Vec<UnixMs>,
-    series: HashMap<(Scope, Metric), Vec<f32>>,
+    /// Each series' ring in `rings`.
+    series: HashMap<(Scope, Metric), usize>,
+    rings: Vec<Vec<f32>>,
+    /// The rings of the last push's GPUs, nodes and node tiles, in the order they came:
+    /// the next push, in the same order, writes by index after comparing names, instead
+    /// of building and hashing a key per GPU and metric.
+    gpu_slots: Vec<((String, u32), [usize; 4])>,
+    node_slots: Vec<(String, usize)>,
+    tile_slots: Vec<(String, [usize; 3])>,
+}
+
+/// The ring of `(scope, metric)`, made (all missing) the first time.
+fn slot(
+    series: &mut HashMap<(Scope, Metric), usize>,
+    rings: &mut Vec<Vec<f32>>,
+    points: usize,
+    scope: Scope,
+    metric: Metric,
+) -> usize {
+    let next = rings.len();
+    *series.entry((scope, metric)).or_insert_with(|| {
+        rings.push(vec![f32::NAN; points]);
+        next
+    })
+}
+
+/// Keeps `cache[i]` for the entry named `name` (made by `make` when the name there
+/// differs) and returns it.
+fn cached<K, S: Copy>(
+    cache: &mut Vec<(K, S)>,
+    i: usize,
+    key: impl FnOnce() -> K,
+    same: impl Fn(&K) -> bool,
+    make: impl FnOnce() -> S,
+) -> S {
+    if let Some((k, s)) = cache.get(i) {
+        if same(k) {
+            return *s;
+        }
+    }
+    let s = make();
+    if i < cache.len() {
+        cache[i] = (key(), s);
+    } else {
+        cache.push((key(), s));
+    }
+    s
+}
+
+fn value(v: Option<f64>) -> f32 {
+    v.map(|x| x as f32).unwrap_or(f32::NAN)
 }
 
 impl HotWindow {
@@ -91,12 +141,16 @@ impl HotWindow {
             len: 0,
             times: vec![0; points],
             series: HashMap::new(),
+            rings: Vec::new(),
+            gpu_slots: Vec::new(),
+            node_slots: Vec::new(),
+            tile_slots: Vec::new(),
         }
     }
 
     /// Bytes held by the rings (the bound the window keeps).
     pub fn memory_bytes(&self) -> usize {
-        self.series.len() * self.points * std::mem::size_of::<f32>()
+        self.rings.len() * self.points * std::mem::size_of::<f32>()
             + self.points * std::mem::size_of::<UnixMs>()
     }
 
@@ -123,46 +177,101 @@ impl HotWindow {
         };
         self.len = (self.len + 1).min(self.points);
         self.times[self.head] = at_ms;
+        let (head, points) = (self.head, self.points);
         // Every known series gets a point this slot: missing unless written below.
-        for ring in self.series.values_mut() {
-            ring[self.head] = f32::NAN;
+        for ring in &mut self.rings {
+            ring[head] = f32::NAN;
         }
-        let mut put = |scope: Scope, metric: Metric, v: Option<f64>| {
-            let points = self.points;
-            let ring = self
-                .series
-                .entry((scope, metric))
-                .or_insert_with(|| vec![f32::NAN; points]);
-            ring[self.head] = v.map(|x| x as f32).unwrap_or(f32::NAN);
-        };
-        for g in &readings.gpus {
-            let s = || Scope::Gpu(g.node.clone(), g.index);
-            put(s(), Metric::PowerWatts, g.power_watts);
-            put(s(), Metric::TempCelsius, g.temp_celsius);
-            put(s(), Metric::SmActiveRatio, g.sm_active_ratio);
-            put(s(), Metric::SmClockMhz, g.sm_clock_mhz);
+        let (series, rings) = (&mut self.series, &mut self.rings);
+        for (i, g) in readings.gpus.iter().enumerate() {
+            let s = cached(
+                &mut self.gpu_slots,
+                i,
+                || (g.node.clone(), g.index),
+                |(n, ix)| *n == g.node && *ix == g.index,
+                || {
+                    [
+                        Metric::PowerWatts,
+                        Metric::TempCelsius,
+                        Metric::SmActiveRatio,
+                        Metric::SmClockMhz,
+                    ]
+                    .map(|m| {
+                        slot(
+                            series,
+                            rings,
+                            points,
+                            Scope::Gpu(g.node.clone(), g.index),
+                            m,
+                        )
+                    })
+                },
+            );
+            let v = [
+                g.power_watts,
+                g.temp_celsius,
+                g.sm_active_ratio,
+                g.sm_clock_mhz,
+            ];
+            for (k, v) in s.into_iter().zip(v) {
+                rings[k][head] = value(v);
+            }
         }
-        for ((name, _), power) in readings.nodes.iter().zip(&readings.node_power_watts) {
-            put(Scope::Node(name.clone()), Metric::PowerWatts, *power);
+        self.gpu_slots.truncate(readings.gpus.len());
+        for (i, ((name, _), power)) in readings
+            .nodes
+            .iter()
+            .zip(&readings.node_power_watts)
+            .enumerate()
+        {
+            let k = cached(
+                &mut self.node_slots,
+                i,
+                || name.clone(),
+                |n| n == name,
+                || {
+                    slot(
+                        series,
+                        rings,
+                        points,
+                        Scope::Node(name.clone()),
+                        Metric::PowerWatts,
+                    )
+                },
+            );
+            rings[k][head] = value(*power);
         }
+        self.node_slots.truncate(readings.nodes.len());
         // Per node from the overview's tiles: the hottest GPU, mean SM activity, throttling.
-        for n in &overview.nodes {
-            put(
-                Scope::Node(n.name.clone()),
-                Metric::TempCelsius,
+        for (i, n) in overview.nodes.iter().enumerate() {
+            let s = cached(
+                &mut self.tile_slots,
+                i,
+                || n.name.clone(),
+                |x| *x == n.name,
+                || {
+                    [
+                        Metric::TempCelsius,
+                        Metric::SmActiveRatio,
+                        Metric::GpusThrottling,
+                    ]
+                    .map(|m| slot(series, rings, points, Scope::Node(n.name.clone()), m))
+                },
+            );
+            let v = [
                 n.gpu_temp_max_celsius,
-            );
-            put(
-                Scope::Node(n.name.clone()),
-                Metric::SmActiveRatio,
                 n.sm_active_mean,
-            );
-            put(
-                Scope::Node(n.name.clone()),
-                Metric::GpusThrottling,
                 Some(f64::from(n.gpus_throttling)),
-            );
+            ];
+            for (k, v) in s.into_iter().zip(v) {
+                rings[k][head] = value(v);
+            }
         }
+        self.tile_slots.truncate(overview.nodes.len());
+        let mut put = |scope: Scope, metric: Metric, v: Option<f64>| {
+            let k = slot(series, rings, points, scope, metric);
+            rings[k][head] = value(v);
+        };
         for r in &overview.racks {
             put(
                 Scope::Rack(r.name.clone()),
@@ -233,7 +342,7 @@ impl HotWindow {
         metric: Metric,
         from_ms: UnixMs,
     ) -> Option<Vec<(UnixMs, Option<f32>)>> {
-        let ring = self.series.get(&(scope.clone(), metric))?;
+        let ring = &self.rings[*self.series.get(&(scope.clone(), metric))?];
         let oldest = (self.head + self.points + 1 - self.len) % self.points;
         Some(
             (0..self.len)
@@ -258,6 +367,56 @@ mod tests {
         let ov = crate::aggregate::overview(sim.inventory(), &r, 1, 1000, t);
         w.push(t, &r, &ov, Some(sim.inventory()));
         ov
+    }
+
+    /// The rings are found by index while GPUs come in the same order; in another order,
+    /// or with one missing, every value still lands in its own GPU's series.
+    #[test]
+    fn readings_in_another_order_land_in_their_own_series() {
+        let mut sim = Sim::new(16, 3, "t", T0);
+        let mut w = HotWindow::new(600_000, 10_000);
+        step(&mut sim, &mut w, T0);
+        sim.advance_to(T0 + 10_000);
+        let mut r = sim.readings();
+        let ov = crate::aggregate::overview(sim.inventory(), &r, 2, 1000, T0 + 10_000);
+        r.gpus.reverse();
+        let gone = r.gpus.remove(3);
+        w.push(T0 + 10_000, &r, &ov, Some(sim.inventory()));
+        for g in r.gpus.iter().step_by(7) {
+            let pts = w
+                .query(&Scope::Gpu(g.node.clone(), g.index), Metric::TempCelsius, 0)
+                .expect("series");
+            assert_eq!(
+                pts[1],
+                (T0 + 10_000, g.temp_celsius.map(|t| t as f32)),
+                "{} {}",
+                g.node,
+                g.index
+            );
+        }
+        let pts = w
+            .query(
+                &Scope::Gpu(gone.node.clone(), gone.index),
+                Metric::PowerWatts,
+                0,
+            )
+            .expect("series");
+        assert_eq!(
+            pts[1],
+            (T0 + 10_000, None),
+            "a GPU not in the readings is missing"
+        );
+        // And back in the first order.
+        sim.advance_to(T0 + 20_000);
+        let r = sim.readings();
+        let ov = crate::aggregate::overview(sim.inventory(), &r, 3, 1000, T0 + 20_000);
+        w.push(T0 + 20_000, &r, &ov, Some(sim.inventory()));
+        for g in r.gpus.iter().step_by(5) {
+            let pts = w
+                .query(&Scope::Gpu(g.node.clone(), g.index), Metric::SmClockMhz, 0)
+                .expect("series");
+            assert_eq!(pts[2].1, g.sm_clock_mhz.map(|t| t as f32));
+        }
     }
 
     #[test]
