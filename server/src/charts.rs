@@ -47,8 +47,12 @@ pub fn line_svg(c: &LineChart<'_>, points: &[(UnixMs, Option<f32>)]) -> Result<S
             .iter()
             .filter_map(|(_, v)| v.map(|v| f64::from(v) * c.y_scale))
             .collect();
+        // One instant (a single point, the first minute of a window) gets a minute either
+        // side: a point outside the x range maps far off the canvas, where plotters' i32
+        // pixel arithmetic overflows.
         let (x0, x1) = match (points.first(), points.last()) {
             (Some(a), Some(b)) if b.0 > a.0 => (a.0, b.0),
+            (Some(a), _) => (a.0 - 60_000, a.0 + 60_000),
             _ => (0, 1),
         };
         let hi = vals.iter().copied().fold(0.0f64, f64::max);
@@ -58,9 +62,7 @@ pub fn line_svg(c: &LineChart<'_>, points: &[(UnixMs, Option<f32>)]) -> Result<S
             .margin(8)
             .x_label_area_size(28)
             .y_label_area_size(52)
-            // Our own time ticks: plotters' key points for an i64 range overflow (a panic
-            // in debug builds) at Unix-millisecond magnitudes for some spans.
-            .build_cartesian_2d((x0..x1).with_key_points(time_ticks(x0, x1)), 0.0..y1)
+            .build_cartesian_2d(x0..x1, 0.0..y1)
             .map_err(|e| e.to_string())?;
         chart
             .configure_mesh()
@@ -496,35 +498,27 @@ pub fn report_charts(p: &ReportPlot<'_>) -> Result<Vec<app::reports::ReportChart
 mod tests {
     use super::*;
 
-    /// Line charts over real Unix-millisecond times and spans from seconds to days render.
-    /// (The overflow seen in CI on `/api/charts/throttling.svg` is not reproduced by these
-    /// spans; the chart no longer uses plotters' own i64 key points at all.)
+    /// A chart of one point (the throttling chart in a window's first minute) draws it
+    /// inside its x range. It had the range 0..1 while the point sat at its Unix time, and
+    /// plotters' pixel arithmetic overflowed: a panic in debug builds that left pages
+    /// waiting for the image.
     #[test]
-    fn line_charts_render_at_every_span() {
+    fn a_chart_of_one_point_draws_it() {
         let c = LineChart {
             title: "t",
             y_label: "y",
             y_scale: 1.0,
         };
         let t0: UnixMs = 1_796_169_600_000;
-        for span in [
-            1_000,
-            59_000,
-            60_000,
-            61_000,
-            599_000,
-            3_599_000,
-            3_600_000,
-            86_400_000,
-            7 * 86_400_000,
-            123_457,
+        for pts in [
+            vec![(t0, Some(3.0))],
+            vec![(t0, Some(1.0)), (t0, Some(2.0))],
+            vec![(t0, None)],
         ] {
-            for offset in [0, 1, 999, 59_999, 3_599_999] {
-                let a = t0 + offset;
-                let pts = vec![(a, Some(1.0)), (a + span / 2, None), (a + span, Some(3.0))];
-                assert!(line_svg(&c, &pts).is_ok(), "span {span} offset {offset}");
-            }
+            let svg = line_svg(&c, &pts).expect("renders");
+            assert!(svg.contains("<svg"), "{pts:?}");
         }
+        assert!(line_svg(&c, &[]).is_ok());
     }
 
     #[test]
