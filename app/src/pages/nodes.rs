@@ -94,15 +94,23 @@ pub(crate) fn state_class(s: NodeState) -> &'static str {
     }
 }
 
-/// Shared by both pages: loads the view, refreshes it every half poll interval after
-/// hydration, and marks it stale when the last poll is older than [`stale_after`].
 /// How old the last poll may be before the page says it is stale: two poll intervals, and
-/// at short intervals no less than one plus 2 s, for a refresh (every half interval) and
-/// the fetch to land without the page flickering stale on a healthy cluster.
+/// at short intervals no less than one plus 2 s, for a refresh ([`refresh_every`]) and the
+/// fetch to land without the page flickering stale on a healthy cluster.
 pub fn stale_after(interval_ms: i64) -> i64 {
     (2 * interval_ms).max(interval_ms + 2000)
 }
 
+/// How often the page refetches after hydration: every half poll interval, at least 1 s
+/// apart (a faster refetch shows nothing new and keeps the browser's network busy) and at
+/// most 5 s. (The server build renders the page and never refetches.)
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+pub fn refresh_every(interval_ms: i64) -> i64 {
+    (interval_ms / 2).clamp(1_000, 5_000)
+}
+
+/// Shared by both pages: loads the view, refreshes it every [`refresh_every`] after
+/// hydration, and marks it stale when the last poll is older than [`stale_after`].
 #[component]
 fn WithView(children: fn(RwSignal<NodesView>, Memo<bool>) -> AnyView) -> impl IntoView {
     let data = Resource::new(|| (), |_| get_nodes_view());
@@ -547,7 +555,7 @@ mod client {
                     }
                 });
             },
-            Duration::from_millis((interval_ms / 2).clamp(500, 5_000) as u64),
+            Duration::from_millis(super::refresh_every(interval_ms) as u64),
         )
         .ok();
         on_cleanup(move || {
@@ -616,19 +624,20 @@ mod client {
 
 #[cfg(test)]
 mod staleness {
-    use super::stale_after;
+    use super::{refresh_every, stale_after};
 
     #[test]
     fn stale_after_two_intervals_and_never_within_a_refresh() {
         // Slurm's default poll (5 s): two intervals.
         assert_eq!(stale_after(5_000), 10_000);
         assert_eq!(stale_after(60_000), 120_000);
-        // Short intervals: a refresh every half interval (at least 500 ms) and its fetch
-        // must fit before the mark.
+        // Short intervals: a refresh (every half interval, at least 1 s apart) and its
+        // fetch must fit before the mark.
         assert_eq!(stale_after(1_000), 3_000);
         assert_eq!(stale_after(500), 2_500);
+        assert_eq!(refresh_every(1_000), 1_000);
         for interval in [500, 1_000, 2_000, 5_000, 30_000] {
-            let refresh = (interval / 2).clamp(500, 5_000);
+            let refresh = refresh_every(interval);
             assert!(
                 interval + refresh + 500 < stale_after(interval),
                 "{interval}"
