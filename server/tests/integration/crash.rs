@@ -76,30 +76,24 @@ fn drained_in_slurm(conf: &str, node: &str) -> bool {
         })
 }
 
-/// A job's restart count as `scontrol show job` shows it (`Restarts=N`).
-fn restarts_in_slurm(conf: &str, job: u64) -> Option<u32> {
+/// A job's state and restart count as `scontrol show job` shows them (`JobState=`,
+/// `Restarts=`).
+fn job_in_slurm(conf: &str, job: u64) -> (String, Option<u32>) {
     let out = Command::new("scontrol")
         .args(["show", "job", &job.to_string()])
         .env("SLURM_CONF", conf)
         .output()
         .expect("scontrol");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("Restarts="))
-        .and_then(|n| n.parse().ok())
-}
-
-fn job_state_in_slurm(conf: &str, job: u64) -> String {
-    let out = Command::new("scontrol")
-        .args(["show", "job", &job.to_string()])
-        .env("SLURM_CONF", conf)
-        .output()
-        .expect("scontrol");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("JobState="))
-        .unwrap_or("")
-        .to_string()
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |key: &str| {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .map(str::to_string)
+    };
+    (
+        field("JobState=").unwrap_or_default(),
+        field("Restarts=").and_then(|n| n.parse().ok()),
+    )
 }
 
 fn resume_in_slurm(conf: &str) {
@@ -117,9 +111,9 @@ async fn running_jobs(conf: &str) -> Vec<u64> {
     let ids: Vec<u64> = NODES
         .iter()
         .map(|n| {
-            let out = Command::new("sbatch")
-                .args([
-                    "--parsable",
+            crate::slurm::sbatch(
+                conf,
+                &[
                     "--requeue",
                     "-N1",
                     "-w",
@@ -129,28 +123,12 @@ async fn running_jobs(conf: &str) -> Vec<u64> {
                     "--output=/dev/null",
                     "--wrap",
                     "sleep 600",
-                ])
-                .env("SLURM_CONF", conf)
-                .output()
-                .expect("sbatch");
-            assert!(
-                out.status.success(),
-                "sbatch: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8_lossy(&out.stdout)
-                .trim()
-                .split(';')
-                .next()
-                .and_then(|s| s.parse().ok())
-                .expect("job id")
+                ],
+            )
         })
         .collect();
     for _ in 0..100 {
-        if ids
-            .iter()
-            .all(|&j| job_state_in_slurm(conf, j) == "RUNNING")
-        {
+        if ids.iter().all(|&j| job_in_slurm(conf, j).0 == "RUNNING") {
             return ids;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -349,16 +327,13 @@ async fn actions_survive_kill_9_at_any_point_on_a_real_slurm() {
             let (agrees, slurm) = if kind == Kind::Requeue {
                 // Requeued once (the count Slurm keeps), or not at all.
                 let job: u64 = t.target.parse().expect("job id");
-                let restarts = restarts_in_slurm(&conf, job);
+                let (state, restarts) = job_in_slurm(&conf, job);
                 let agrees = match t.status.as_str() {
                     "ok" => restarts == Some(1),
                     "interrupted" => restarts == Some(0),
                     _ => false,
                 };
-                (
-                    agrees,
-                    format!("{} restarts {restarts:?}", job_state_in_slurm(&conf, job)),
-                )
+                (agrees, format!("{state} restarts {restarts:?}"))
             } else {
                 let shows_drain = drained_in_slurm(&conf, &t.target);
                 let agrees = match t.status.as_str() {

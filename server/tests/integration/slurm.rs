@@ -25,7 +25,7 @@ fn cluster() -> Option<Cli> {
     ))
 }
 
-fn sbatch(conf: &str, args: &[&str]) -> u64 {
+pub(crate) fn sbatch(conf: &str, args: &[&str]) -> u64 {
     let out = std::process::Command::new("sbatch")
         .arg("--parsable")
         .args(args)
@@ -741,6 +741,16 @@ fn text_after<'a>(html: &'a str, marker: &str) -> Option<&'a str> {
     Some(&rest[start..start + end])
 }
 
+/// The test cluster's layout: racks R1 (gpu001-gpu008) and R2 (gpu009-gpu016), 40 kW each.
+fn write_two_racks(layout: &std::path::Path) {
+    std::fs::write(
+        layout,
+        "[[rack]]\nname = \"R1\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"gpu[001-008]\"\n\
+         [[rack]]\nname = \"R2\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"gpu[009-016]\"\n",
+    )
+    .expect("layout");
+}
+
 /// The truth test on the real source: Gantry with `source = "slurm"` on the real cluster,
 /// scraping exporters that this test serves with known readings, shows what those readings
 /// imply on /thermal, /racks and /topology: GPU-hours lost to throttling (counted as time
@@ -762,12 +772,7 @@ async fn a_real_slurm_with_exporters_shows_what_they_read() {
     let dir = std::env::temp_dir().join(format!("gantry-truth-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let (layout, topology) = (dir.join("layout.toml"), dir.join("topology.conf"));
-    std::fs::write(
-        &layout,
-        "[[rack]]\nname = \"R1\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"gpu[001-008]\"\n\
-         [[rack]]\nname = \"R2\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"gpu[009-016]\"\n",
-    )
-    .expect("layout");
+    write_two_racks(&layout);
     std::fs::write(
         &topology,
         "SwitchName=leaf1 Nodes=gpu[001-008]\nSwitchName=leaf2 Nodes=gpu[009-016]\n\
@@ -1083,12 +1088,7 @@ async fn free_segments_on_a_real_slurm_follow_its_idle_nodes() {
     let dir = std::env::temp_dir().join(format!("gantry-segments-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let (layout, topology) = (dir.join("layout.toml"), dir.join("topology.yaml"));
-    std::fs::write(
-        &layout,
-        "[[rack]]\nname = \"R1\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"gpu[001-008]\"\n\
-         [[rack]]\nname = \"R2\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"gpu[009-016]\"\n",
-    )
-    .expect("layout");
+    write_two_racks(&layout);
     std::fs::write(
         &topology,
         "---\n- topology: ib\n  cluster_default: true\n  tree:\n    switches:\n      - switch: spine\n        children: leaf[1-2]\n      - switch: leaf1\n        nodes: gpu[001-008]\n      - switch: leaf2\n        nodes: gpu[009-016]\n\
