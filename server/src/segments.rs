@@ -119,8 +119,6 @@ fn never(nodes: u32, segment: u32, base: u32) -> Option<String> {
 
 /// Free segments now, from the inventory's blocks and the scheduler's view.
 pub fn segments(inv: &Inventory, nodes: &[SchedNode], jobs: &[SchedJob]) -> Segments {
-    let state: HashMap<&str, NodeState> =
-        nodes.iter().map(|n| (n.name.as_str(), n.state)).collect();
     let pending: Vec<&SchedJob> = jobs
         .iter()
         .filter(|j| j.job.state == JobState::Pending && j.segment_size.is_some())
@@ -137,6 +135,12 @@ pub fn segments(inv: &Inventory, nodes: &[SchedNode], jobs: &[SchedJob]) -> Segm
         }
     }
     let mut out = Segments::default();
+    if sets.is_empty() {
+        // Every tick runs this: a cluster without block topology pays for nothing more.
+        return out;
+    }
+    let state: HashMap<&str, NodeState> =
+        nodes.iter().map(|n| (n.name.as_str(), n.state)).collect();
     for (sizes, blocks) in sets {
         let base = sizes[0];
         let mut segment_sizes = default_sizes(base);
