@@ -231,7 +231,9 @@ fn gunzip(raw: &[u8], max: usize) -> Result<Vec<u8>, ScrapeError> {
         .and_then(|t| <[u8; 4]>::try_from(t).ok())
         .map_or(0, |t| u32::from_le_bytes(t) as usize);
     let mut out = Vec::with_capacity(said.min(max) + 1);
-    flate2::read::GzDecoder::new(raw)
+    // `&[u8]` is already a buffer: the bufread decoder reads it in place, without copying it
+    // through a `BufReader` first.
+    flate2::bufread::GzDecoder::new(raw)
         .take(max as u64 + 1)
         .read_to_end(&mut out)
         .map_err(|e| ScrapeError::Gzip(e.to_string()))?;

@@ -401,46 +401,71 @@ impl Decoder {
 
     fn push_field(&mut self, field: Field, fp64: bool, s: &Sample<'_>, default_host: &str) {
         self.samples += 1;
-        // The labels every sample needs, in one pass.
-        let (mut gpu, mut host, mut host_lower, mut mig, mut job, mut err_msg) =
-            (None, None, None, None, None, None);
+        // Every label this decoder reads, in one pass over the sample's labels: a lookup per
+        // identity label would scan them again for each (and to the end for every label an
+        // exporter does not write, such as `pod` off Kubernetes).
+        #[derive(Default)]
+        struct Seen<'a> {
+            gpu: Option<&'a str>,
+            host: Option<&'a str>,
+            host_lower: Option<&'a str>,
+            mig: Option<&'a str>,
+            job: Option<&'a str>,
+            err_msg: Option<&'a str>,
+            uuid: [Option<&'a str>; 2],
+            model: [Option<&'a str>; 2],
+            pci_bus_id: Option<&'a str>,
+            driver: [Option<&'a str>; 2],
+            mig_profile: Option<&'a str>,
+            pod: [Option<&'a str>; 2],
+        }
+        let mut l = Seen::default();
         for (k, v) in &s.labels {
             let v = Some(v.as_ref());
             match *k {
-                "gpu" => gpu = v,
-                "Hostname" => host = v,
-                "hostname" => host_lower = v,
-                "GPU_I_ID" => mig = v,
-                "hpc_job" => job = v,
-                "err_msg" => err_msg = v,
+                "gpu" => l.gpu = v,
+                "Hostname" => l.host = v,
+                "hostname" => l.host_lower = v,
+                "GPU_I_ID" => l.mig = v,
+                "hpc_job" => l.job = v,
+                "err_msg" => l.err_msg = v,
+                "UUID" => l.uuid[0] = v,
+                "uuid" => l.uuid[1] = v,
+                "modelName" => l.model[0] = v,
+                "model_name" => l.model[1] = v,
+                "pci_bus_id" => l.pci_bus_id = v,
+                "DCGM_FI_DRIVER_VERSION" => l.driver[0] = v,
+                "DCGM_FI_SYSTEM_DRIVER_VERSION" => l.driver[1] = v,
+                "GPU_I_PROFILE" => l.mig_profile = v,
+                "pod" => l.pod[0] = v,
+                "pod_name" => l.pod[1] = v,
                 _ => {}
             }
         }
-        let Some(gpu) = gpu.and_then(|g| g.parse::<u32>().ok()) else {
+        let (job, err_msg) = (l.job, l.err_msg);
+        let Some(gpu) = l.gpu.and_then(|g| g.parse::<u32>().ok()) else {
             // NVSwitch, link or CPU entities: not a GPU reading.
             note_ignored(&mut self.ignored, s.name);
             return;
         };
-        let host = host.or(host_lower).unwrap_or(default_host);
-        let g = self.gpu_mut(host, gpu, mig);
-        let fill = |slot: &mut Option<String>, keys: &[&str]| {
+        let host = l.host.or(l.host_lower).unwrap_or(default_host);
+        let g = self.gpu_mut(host, gpu, l.mig);
+        // The first label of each pair that is there (as a lookup in that order would find).
+        let fill = |slot: &mut Option<String>, keys: &[Option<&str>]| {
             if slot.is_none() {
                 *slot = keys
                     .iter()
-                    .find_map(|k| s.label(k))
+                    .find_map(|v| *v)
                     .filter(|v| !v.is_empty())
                     .map(str::to_string);
             }
         };
-        fill(&mut g.uuid, &["UUID", "uuid"]);
-        fill(&mut g.model, &["modelName", "model_name"]);
-        fill(&mut g.pci_bus_id, &["pci_bus_id"]);
-        fill(
-            &mut g.driver_version,
-            &["DCGM_FI_DRIVER_VERSION", "DCGM_FI_SYSTEM_DRIVER_VERSION"],
-        );
-        fill(&mut g.mig_profile, &["GPU_I_PROFILE"]);
-        fill(&mut g.pod, &["pod", "pod_name"]);
+        fill(&mut g.uuid, &l.uuid);
+        fill(&mut g.model, &l.model);
+        fill(&mut g.pci_bus_id, &[l.pci_bus_id]);
+        fill(&mut g.driver_version, &l.driver);
+        fill(&mut g.mig_profile, &[l.mig_profile]);
+        fill(&mut g.pod, &l.pod);
         if let Some(job) = job.filter(|j| !j.is_empty()) {
             if !g.hpc_jobs.iter().any(|j| j == job) {
                 g.hpc_jobs.push(job.to_string());

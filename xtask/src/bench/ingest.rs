@@ -161,7 +161,7 @@ fn bench_vs_prometheus(dir: &Path) -> Result {
         g1.2 as f64 / 1024.0
     );
     println!(
-        "gantry / prometheus: CPU per sample {:.2}x, peak RSS {:.2}x (goal: at or under 0.20x each)",
+        "gantry / prometheus: CPU per sample {:.3}x, peak RSS {:.3}x (goal: at or under 0.20x each)",
         per(gcpu, gsamples) / per(pcpu, psamples),
         g1.2 as f64 / p1.2 as f64
     );
