@@ -13,6 +13,7 @@ pub mod actions;
 pub mod live;
 pub mod model;
 pub mod nav;
+pub mod reliability;
 pub mod reports;
 pub mod timeline;
 pub mod units;

@@ -71,6 +71,11 @@ pub struct Readings {
     /// Each node's InfiniBand byte counters summed over its ports (what node_exporter
     /// reports), in the order of `nodes`: the simulator's exporters serve these.
     pub node_ib_bytes_total: Vec<Option<f64>>,
+    /// Each node's count of InfiniBand link-down events summed over its ports
+    /// (node_exporter's `node_infiniband_link_downed_total`), in the order of `nodes`; empty
+    /// or `None` where no exporter reports it.
+    #[serde(default)]
+    pub node_ib_link_downed_total: Vec<Option<u64>>,
 }
 
 /// The overview of `inv` from `r`, numbered `seq`.

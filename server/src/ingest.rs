@@ -73,17 +73,43 @@ pub fn read_bmc(body: &[u8], m: &PowerMapping) -> BmcReading {
 /// The sum of node_exporter's InfiniBand data counters (received and sent, every port),
 /// if it has any.
 pub fn read_ib_total(body: &[u8]) -> (Option<f64>, exposition::Report) {
-    let mut total: Option<f64> = None;
+    let (ib, report) = read_ib(body);
+    (ib.bytes_total, report)
+}
+
+/// What Gantry reads from node_exporter's InfiniBand collector, summed over a node's ports.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct IbCounters {
+    /// Data bytes received plus sent.
+    pub bytes_total: Option<f64>,
+    /// Times a link failed to recover from an error and went down.
+    pub link_downed_total: Option<u64>,
+}
+
+/// The counters of a node_exporter body.
+pub fn read_ib(body: &[u8]) -> (IbCounters, exposition::Report) {
+    let mut out = IbCounters::default();
     let report = exposition::parse_classified(
         body,
-        |name| IB_METRICS.contains(&name).then_some(()),
-        |(), s| {
+        |name| {
+            if IB_METRICS.contains(&name) {
+                Some(true)
+            } else {
+                (name == IB_LINK_DOWNED).then_some(false)
+            }
+        },
+        |bytes, s| {
             if s.value.is_finite() && s.value >= 0.0 {
-                *total.get_or_insert(0.0) += s.value;
+                if bytes {
+                    *out.bytes_total.get_or_insert(0.0) += s.value;
+                } else {
+                    // A counter of events: whole, and far below 2^53.
+                    *out.link_downed_total.get_or_insert(0) += s.value as u64;
+                }
             }
         },
     );
-    (total, report)
+    (out, report)
 }
 
 /// One node's exporters.
@@ -112,6 +138,13 @@ pub const IB_METRICS: [&str; 2] = [
     "node_infiniband_port_data_transmitted_bytes_total",
 ];
 
+/// node_exporter's count of link-down events per HCA port (`link_downed` in sysfs).
+pub const IB_LINK_DOWNED: &str = "node_infiniband_link_downed_total";
+
+/// The link-down counters through a PromQL store, summed over each node's ports.
+pub const IB_LINK_DOWNED_PROMQL: &str =
+    "sum without (device, port) (node_infiniband_link_downed_total)";
+
 /// The same counters through a PromQL store: bytes per second received and sent, summed
 /// over each node's HCA ports. The window spans several scrapes at any usual interval
 /// (15 s to 30 s), so one missed scrape does not blank a node.
@@ -120,7 +153,7 @@ pub const IB_METRICS: [&str; 2] = [
 pub const IB_RATE_PROMQL: &str = "sum without (device, port) (rate(node_infiniband_port_data_received_bytes_total[2m])) + sum without (device, port) (rate(node_infiniband_port_data_transmitted_bytes_total[2m]))";
 
 /// Queries per PromQL round (counted as targets in the scrape metrics).
-pub const PROMQL_QUERIES: usize = 4;
+pub const PROMQL_QUERIES: usize = 5;
 
 /// Adds each node's node_exporter URL from `template` (`{node}` is the node name).
 pub fn with_node_exporter(mut targets: Vec<NodeTarget>, template: Option<&str>) -> Vec<NodeTarget> {
@@ -157,6 +190,8 @@ struct NodeLatest {
     ib_total: Option<(f64, UnixMs)>,
     /// Their rate between the last two scrapes.
     ib_bytes_per_second: Option<f64>,
+    /// Link-down events over every port, at the last scrape.
+    ib_link_downed: Option<u64>,
 }
 
 /// The scrape source's state.
@@ -413,8 +448,9 @@ impl Ingest {
                 (b.report.samples, b.report.error_count)
             }
             Kind::Node => {
-                let (total, report) = read_ib_total(body);
-                let now = total.map(|t| (t, now_ms));
+                let (ib, report) = read_ib(body);
+                let now = ib.bytes_total.map(|t| (t, now_ms));
+                latest.ib_link_downed = ib.link_downed_total;
                 latest.ib_bytes_per_second = counter_rate(latest.ib_total, now);
                 latest.ib_total = now;
                 latest.node_at_ms = Some(now_ms);
@@ -469,6 +505,17 @@ impl Ingest {
             }
         };
 
+        // Like traffic, link-down counters are optional: a failure loses only them.
+        let (downs, downs_failed) = match prom.query(IB_LINK_DOWNED_PROMQL, None).await {
+            Ok(d) => (d, 0),
+            Err(e) => {
+                if !self.ib_failing {
+                    tracing::warn!(error = %e, "PromQL InfiniBand link query failed");
+                }
+                (Vec::new(), 1)
+            }
+        };
+
         let mut decoder = dcgm::Decoder::default();
         for s in &gpu_series {
             if let Some(sample) = s.last_sample() {
@@ -516,10 +563,17 @@ impl Ingest {
                 l.node_at_ms = Some(now_ms);
             }
         }
+        for s in &downs {
+            if let Some(&(_, v)) = s.points.last().filter(|(_, v)| v.is_finite() && *v >= 0.0) {
+                let l = self.latest.entry(node_of(s)).or_default();
+                l.ib_link_downed = Some(v as u64);
+                l.node_at_ms = Some(now_ms);
+            }
+        }
         Ok(RoundStats {
             targets: PROMQL_QUERIES,
-            failed: ib_failed,
-            samples: gpu_series.len() + power.len() + inlet.len() + ib.len(),
+            failed: ib_failed + downs_failed,
+            samples: gpu_series.len() + power.len() + inlet.len() + ib.len() + downs.len(),
             line_errors: 0,
         })
     }
@@ -544,6 +598,7 @@ impl Ingest {
         let mut gpus = Vec::with_capacity(inv.gpu_count());
         let mut node_power = Vec::with_capacity(nodes.len());
         let mut ib_rate = Vec::with_capacity(nodes.len());
+        let mut ib_downs = Vec::with_capacity(nodes.len());
         let mut rack_power: HashMap<&str, f64> = HashMap::new();
         let mut rack_inlet: HashMap<&str, f64> = HashMap::new();
         let inv_node: HashMap<&str, &app::model::Node> =
@@ -563,10 +618,9 @@ impl Ingest {
             let bmc = l.filter(|l| fresh(l.bmc_at_ms));
             let power = bmc.and_then(|l| l.power_watts);
             node_power.push(power);
-            ib_rate.push(
-                l.filter(|l| fresh(l.node_at_ms))
-                    .and_then(|l| l.ib_bytes_per_second),
-            );
+            let node_exp = l.filter(|l| fresh(l.node_at_ms));
+            ib_rate.push(node_exp.and_then(|l| l.ib_bytes_per_second));
+            ib_downs.push(node_exp.and_then(|l| l.ib_link_downed));
             if let Some(rack) = known.map(|n| n.rack.as_str()) {
                 if let Some(p) = power {
                     *rack_power.entry(rack).or_default() += p;
@@ -595,6 +649,7 @@ impl Ingest {
             jobs,
             node_ib_bytes_per_second: ib_rate,
             node_ib_bytes_total: Vec::new(),
+            node_ib_link_downed_total: ib_downs,
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod layout;
 pub mod live;
 pub mod metrics;
 pub mod promql;
+pub mod reliability;
 pub mod replica;
 pub mod reports;
 pub mod scheduler;

@@ -12,7 +12,7 @@ mod pipeline;
 mod rollups;
 mod store_queue;
 
-pub use pipeline::{Event, Frame, Pipeline, Step};
+pub use pipeline::{Event, Frame, Pipeline, Step, EVIDENCE_ECC_DBE, EVIDENCE_IB_LINK_DOWN};
 pub use rollups::{HourRollups, MinuteRollups, ReasonCounter, ReasonCounts};
 pub use store_queue::{spawn_store_writer, spawn_store_writer_fenced, StoreQueue, StoreWrite};
 

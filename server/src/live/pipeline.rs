@@ -70,6 +70,7 @@ pub struct Pipeline {
     prev_at_ms: Option<UnixMs>,
     throttling: ThrottleLosses,
     node_states: NodeStates,
+    evidence: EvidenceWatch,
     reasons: ReasonCounter,
     minutes: MinuteRollups,
     hours: HourRollups,
@@ -89,6 +90,7 @@ impl Pipeline {
             prev_at_ms: None,
             throttling: ThrottleLosses::default(),
             node_states: NodeStates::default(),
+            evidence: EvidenceWatch::default(),
             reasons: ReasonCounter::default(),
             minutes: MinuteRollups::default(),
             hours: HourRollups::default(),
@@ -123,6 +125,7 @@ impl Pipeline {
         self.node_states
             .observe(frame.sched.at_ms, &frame.sched.nodes, &mut writes);
         let r = frame.readings.readings();
+        self.evidence.observe(r, &mut writes);
         self.seq += 1;
         let mut ov = aggregate::overview(
             &frame.inventory,
@@ -316,6 +319,94 @@ impl ThrottleLosses {
             .collect();
     }
 }
+
+/// Hardware evidence as the readings show it, written when it changes: a GPU's last XID
+/// (DCGM's gauge) turning to a new value, a GPU's double-bit ECC counter stepping up, a
+/// node's InfiniBand link-down counter stepping up. The first reading of a GPU or node only
+/// sets the baseline (when an XID already there happened is unknown); a missing reading
+/// changes nothing; a counter that goes down (a reset) sets a new baseline. Every source's
+/// readings go through here, so the simulator's faults are found as a real cluster's are.
+#[derive(Default)]
+struct EvidenceWatch(HashMap<String, NodeEvidence>);
+
+#[derive(Default)]
+struct NodeEvidence {
+    /// Per GPU index: the last XID (0 for none) and the double-bit ECC count last seen.
+    gpus: Vec<(Option<u32>, Option<u64>)>,
+    ib_link_downed: Option<u64>,
+}
+
+impl EvidenceWatch {
+    fn observe(&mut self, r: &Readings, writes: &mut Vec<StoreWrite>) {
+        let at_ms = r.at_ms;
+        for g in &r.gpus {
+            // A GPU that reports nothing (its node is off, its exporter failed).
+            if g.power_watts.is_none() && g.ecc_dbe_total.is_none() && g.last_xid.is_none() {
+                continue;
+            }
+            let node = match self.0.get_mut(g.node.as_str()) {
+                Some(n) => n,
+                None => self.0.entry(g.node.clone()).or_default(),
+            };
+            let i = g.index as usize;
+            if node.gpus.len() <= i {
+                node.gpus.resize(i + 1, (None, None));
+            }
+            let (xid, dbe) = &mut node.gpus[i];
+            let now = g.last_xid.unwrap_or(0);
+            if let Some(before) = *xid {
+                if now != 0 && now != before {
+                    writes.push(StoreWrite::Xid {
+                        node: g.node.clone(),
+                        gpu: g.index,
+                        xid: now,
+                        at_ms,
+                    });
+                }
+            }
+            *xid = Some(now);
+            if let Some(count) = g.ecc_dbe_total {
+                if let Some(before) = *dbe {
+                    if count > before {
+                        writes.push(StoreWrite::Evidence {
+                            node: g.node.clone(),
+                            gpu: Some(g.index),
+                            kind: EVIDENCE_ECC_DBE,
+                            at_ms,
+                            amount: count - before,
+                        });
+                    }
+                }
+                *dbe = Some(count);
+            }
+        }
+        for (k, (name, _)) in r.nodes.iter().enumerate() {
+            let Some(count) = r.node_ib_link_downed_total.get(k).copied().flatten() else {
+                continue;
+            };
+            let node = match self.0.get_mut(name.as_str()) {
+                Some(n) => n,
+                None => self.0.entry(name.clone()).or_default(),
+            };
+            if let Some(before) = node.ib_link_downed {
+                if count > before {
+                    writes.push(StoreWrite::Evidence {
+                        node: name.clone(),
+                        gpu: None,
+                        kind: EVIDENCE_IB_LINK_DOWN,
+                        at_ms,
+                        amount: count - before,
+                    });
+                }
+            }
+            node.ib_link_downed = Some(count);
+        }
+    }
+}
+
+/// Evidence kinds as the store keeps them.
+pub const EVIDENCE_ECC_DBE: &str = "ecc_dbe";
+pub const EVIDENCE_IB_LINK_DOWN: &str = "ib_link_down";
 
 /// Each node's last scheduler state; a change (and the first sight of a node) is written.
 #[derive(Default)]

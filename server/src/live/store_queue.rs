@@ -48,6 +48,15 @@ pub enum StoreWrite {
         xid: u32,
         at_ms: UnixMs,
     },
+    /// A hardware counter's step in the readings (`kind`: `ecc_dbe`, `ib_link_down`); `gpu`
+    /// is `None` for the node's own.
+    Evidence {
+        node: String,
+        gpu: Option<u32>,
+        kind: &'static str,
+        at_ms: UnixMs,
+        amount: u64,
+    },
     Rollup(Rollup),
     Rollup1h(Rollup1h),
     /// Additions to hourly report rollups (one transaction), holding every frame through
@@ -93,11 +102,17 @@ impl StoreWrite {
             StoreWrite::Job { .. } => "job",
             StoreWrite::Checkpoint(_) => "checkpoint",
             StoreWrite::Xid { .. } => "xid",
+            StoreWrite::Evidence { .. } => "evidence",
             StoreWrite::Rollup(_) => "rollup",
             StoreWrite::Rollup1h(_) => "hourly rollup",
             StoreWrite::Report { .. } => "report rollup",
             StoreWrite::NodeState { .. } => "node state",
         }
+    }
+
+    /// Writes this at once, around the queue (for replaying history in tests and tools).
+    pub async fn write_to(&self, store: &Store) -> crate::store::Result<()> {
+        self.apply(store, None).await
     }
 
     async fn apply(&self, store: &Store, fence: Option<&Fence>) -> crate::store::Result<()> {
@@ -111,6 +126,13 @@ impl StoreWrite {
                 xid,
                 at_ms,
             } => store.put_xid(node, *gpu, *xid, *at_ms).await,
+            StoreWrite::Evidence {
+                node,
+                gpu,
+                kind,
+                at_ms,
+                amount,
+            } => store.put_evidence(node, *gpu, kind, *at_ms, *amount).await,
             StoreWrite::Rollup(r) => store.put_rollup(r).await,
             StoreWrite::Rollup1h(r) => store.put_rollup_1h(r).await,
             StoreWrite::Report { deltas, through_ms } => match fence {

@@ -103,6 +103,7 @@ impl Sim {
             _ => return Err("Invalid node state specified".into()),
         };
         n.reason = None;
+        n.back_at_ms = None;
         self.schedule();
         Ok(())
     }
@@ -127,9 +128,18 @@ impl Sim {
         sj.job.nodes.clear();
         sj.restart_count += 1;
         sj.held = hold;
-        sj.fail_at_ms = None;
+        sj.fault = None;
         sj.eligible_ms = t + 120_000;
+        let gpus = sj.job.gpus;
         self.release(&nodes, intensity, started, t);
+        self.note_interruption(super::TruthInterruption {
+            job: id,
+            at_ms: t,
+            gpus,
+            cause: app::reliability::Cause::Planned,
+            evidence: true,
+            node: None,
+        });
         self.events.push(SimEvent::JobRequeued {
             job: ended,
             at_ms: t,

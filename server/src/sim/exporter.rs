@@ -358,6 +358,22 @@ pub fn render_node(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
             );
         }
     }
+    // The simulator's flaky links are each node's first HCA port.
+    let downs = r
+        .node_ib_link_downed_total
+        .get(i)
+        .copied()
+        .flatten()
+        .unwrap_or(0);
+    let name = crate::ingest::IB_LINK_DOWNED;
+    let _ = writeln!(
+        out,
+        "# HELP {name} Number of times the link failed to recover from an error state and went down\n# TYPE {name} counter"
+    );
+    for p in 0..4 {
+        let v = if p == 0 { downs } else { 0 };
+        let _ = writeln!(out, "{name}{{device=\"mlx5_{p}\",port=\"1\"}} {v}");
+    }
     Some(out)
 }
 
@@ -493,13 +509,11 @@ mod tests {
         let r1 = sim.readings();
         let read = |r: &Readings, node: &str| -> Option<f64> {
             let text = render_node(sim.inventory(), r, node)?;
-            let mut sum = 0.0;
-            let report = crate::telemetry::exposition::parse(text.as_bytes(), |s| {
-                assert!(crate::ingest::IB_METRICS.contains(&s.name));
-                sum += s.value;
-            });
-            assert_eq!((report.samples, report.error_count), (8, 0));
-            Some(sum)
+            let (ib, report) = crate::ingest::read_ib(text.as_bytes());
+            // Bytes each way on 4 ports, and each port's link-down count.
+            assert_eq!((report.samples, report.error_count), (12, 0));
+            assert_eq!(ib.link_downed_total, Some(0), "{node}");
+            ib.bytes_total
         };
         let mut busy = 0;
         for (i, (node, _)) in r1.nodes.iter().enumerate() {

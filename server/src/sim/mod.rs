@@ -14,15 +14,18 @@
 
 mod control;
 pub mod exporter;
+mod faults;
 mod model;
 mod rng;
 mod telemetry;
 mod workload;
 
+pub use faults::{Fault, TruthInterruption, DEFAULT_MEAN_GPU_HOURS};
 pub use model::{layout, SimEvent, SimTruth, TruthDomain, TruthJob, TruthRack};
 pub use telemetry::weak_rack;
 
 use app::model::{Checkpoint, Inventory, Job, JobState, NodeState, UnixMs};
+use faults::PlannedFault;
 use rng::Rng;
 use telemetry::{job_extra_watts, job_ib_bytes_per_second};
 use workload::{long_run_nodes, max_random_job_nodes, mean_random_duration_ms, RANDOM_JOB_NODES};
@@ -62,11 +65,28 @@ struct SimNode {
     job: Option<u64>,
     ecc_dbe: [u64; GPUS_PER_NODE],
     last_xid: [Option<u32>; GPUS_PER_NODE],
+    /// When a GPU that threw an XID needing a reset was reset (its driver reloaded: DCGM's
+    /// last-XID field reads 0 again).
+    xid_reset_ms: [Option<UnixMs>; GPUS_PER_NODE],
     fault: Option<SimGpuFault>,
     /// Energy each GPU drew above idle in jobs that have ended here, in joules.
     job_energy_j: f64,
     /// InfiniBand bytes (received plus sent) of jobs that have ended here.
     job_ib_bytes: f64,
+    /// Times one of its InfiniBand links went down.
+    ib_link_downed: u64,
+    /// A node that stopped answering answers again at this time.
+    back_at_ms: Option<UnixMs>,
+}
+
+impl SimNode {
+    /// GPU `g`'s last XID as its driver reports it at `t`.
+    fn xid_at(&self, g: usize, t: UnixMs) -> Option<u32> {
+        match self.xid_reset_ms[g] {
+            Some(r) if t >= r => None,
+            _ => self.last_xid[g],
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -87,8 +107,8 @@ struct SimJob {
     /// Checkpoints written, over every run.
     checkpoints: u32,
     step: u64,
-    /// When this job will crash because it sits on a faulty GPU.
-    fail_at_ms: Option<i64>,
+    /// How and when this run will be interrupted (a faulty GPU under it, a random fault).
+    fault: Option<PlannedFault>,
     /// Requeues so far.
     restart_count: u32,
     /// Held after a requeue-hold: never started until released.
@@ -113,6 +133,12 @@ pub struct Sim {
     events: Vec<SimEvent>,
     /// When the GPUs' drivers loaded: their energy counters count from here.
     boot_ms: UnixMs,
+    /// Faults' own random stream, so that they do not shift the workload's.
+    fault_rng: Rng,
+    /// Mean GPU-hours of job runs between random faults; `None`: none.
+    fault_mean_gpu_hours: Option<f64>,
+    /// Every interruption since the start, as it happened.
+    interruptions: std::sync::Arc<Vec<faults::TruthInterruption>>,
 }
 
 impl Sim {
@@ -133,9 +159,12 @@ impl Sim {
                 job: None,
                 ecc_dbe: [0; GPUS_PER_NODE],
                 last_xid: [None; GPUS_PER_NODE],
+                xid_reset_ms: [None; GPUS_PER_NODE],
                 fault: None,
                 job_energy_j: 0.0,
                 job_ib_bytes: 0.0,
+                ib_link_downed: 0,
+                back_at_ms: None,
             })
             .collect();
         // Field trouble, placed by fraction so every size has it: one node with a GPU that
@@ -175,10 +204,16 @@ impl Sim {
             arrival_mean_ms,
             events: Vec::new(),
             boot_ms: warmup_from - 30 * 24 * HOUR_MS,
+            fault_rng: Rng::new(seed ^ 0x6661_756c_7473),
+            fault_mean_gpu_hours: None,
+            interruptions: std::sync::Arc::default(),
         };
         sim.submit_long_runs();
         sim.schedule();
         sim.advance_to(start_ms);
+        // Random faults from the start on (the history before has only the ECC node's,
+        // which starts after it too).
+        sim.set_fault_mean_gpu_hours(Some(DEFAULT_MEAN_GPU_HOURS));
         sim
     }
 
@@ -206,7 +241,7 @@ impl Sim {
                 .collect();
             let faulty = picked
                 .iter()
-                .find_map(|&i| self.nodes[i].fault.as_ref().map(|f| f.onset_ms));
+                .find_map(|&i| self.nodes[i].fault.as_ref().map(|f| (i, f.gpu, f.onset_ms)));
             let fail_delay = (10 + self.rng.below(31) as i64) * MIN_MS;
             let sj = &mut self.active[j];
             sj.job.state = JobState::Running;
@@ -214,10 +249,21 @@ impl Sim {
             sj.job.nodes = names;
             sj.node_idx = picked;
             sj.next_ckpt_ms = t + sj.ckpt_interval_ms;
-            sj.fail_at_ms = faulty.map(|onset| onset.max(t) + fail_delay);
+            let ecc = faulty.map(|(i, gpu, onset)| PlannedFault {
+                at_ms: onset.max(t) + fail_delay,
+                fault: faults::Fault::Memory { xid: 48 },
+                node: Some(i),
+                gpu: Some(gpu),
+            });
             self.events.push(SimEvent::JobStarted {
                 job: sj.job.clone(),
             });
+            let random = self.draw_fault(j, t);
+            // Whichever strikes first.
+            self.active[j].fault = match (ecc, random) {
+                (Some(a), Some(b)) => Some(if b.at_ms < a.at_ms { b } else { a }),
+                (a, b) => a.or(b),
+            };
         }
     }
 
@@ -269,11 +315,19 @@ impl Sim {
     }
 
     fn finish(&mut self, j: usize, state: JobState, t: UnixMs) {
+        self.finish_with(j, state, t, String::new());
+    }
+
+    /// Ends run `j` in `state` with the scheduler's words for it (reason, exit code).
+    fn finish_with(&mut self, j: usize, state: JobState, t: UnixMs, detail: String) {
         let mut sj = self.active.remove(j);
         self.release(&sj.node_idx, sj.intensity, sj.job.start_ms, t);
         sj.job.state = state;
         sj.job.end_ms = Some(t);
-        self.events.push(SimEvent::JobEnded { job: sj.job });
+        self.events.push(SimEvent::JobEnded {
+            job: sj.job,
+            detail,
+        });
     }
 
     /// Moves simulated time forward to `t_ms`, processing every event on the way.
@@ -293,21 +347,16 @@ impl Sim {
                     self.schedule();
                 }
                 Next::Fail(j) => {
-                    let fault = self.active[j]
-                        .node_idx
-                        .iter()
-                        .find_map(|&i| self.nodes[i].fault.as_ref().map(|f| (i, f.gpu)));
-                    if let Some((i, g)) = fault {
-                        self.nodes[i].ecc_dbe[g] += 1;
-                        self.nodes[i].last_xid[g] = Some(48);
-                        self.events.push(SimEvent::Xid {
-                            node: self.inv.nodes[i].name.clone(),
-                            gpu: g as u32,
-                            xid: 48,
-                            at_ms: when,
-                        });
+                    self.strike(j, when);
+                    self.schedule();
+                }
+                Next::NodeBack(i) => {
+                    let n = &mut self.nodes[i];
+                    n.back_at_ms = None;
+                    if n.state == NodeState::Down {
+                        n.state = NodeState::Idle;
+                        n.reason = None;
                     }
-                    self.finish(j, JobState::Failed, when);
                     self.schedule();
                 }
                 Next::Checkpoint(j) => {
@@ -347,6 +396,11 @@ impl Sim {
             }
         };
         consider(self.next_arrival_ms, Next::Arrival);
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let Some(b) = n.back_at_ms {
+                consider(b, Next::NodeBack(i));
+            }
+        }
         for (j, sj) in self.active.iter().enumerate() {
             let Some(start) = sj.job.start_ms else {
                 if !sj.held && sj.eligible_ms > self.t_ms {
@@ -355,8 +409,8 @@ impl Sim {
                 continue;
             };
             consider(start + sj.duration_ms, Next::End(j));
-            if let Some(f) = sj.fail_at_ms {
-                consider(f, Next::Fail(j));
+            if let Some(f) = &sj.fault {
+                consider(f.at_ms, Next::Fail(j));
             }
             if sj.training {
                 consider(sj.next_ckpt_ms, Next::Checkpoint(j));
@@ -397,6 +451,8 @@ enum Next {
     Eligible,
     End(usize),
     Fail(usize),
+    /// A node that stopped answering answers again.
+    NodeBack(usize),
     Checkpoint(usize),
 }
 

@@ -157,8 +157,10 @@ pub enum SimEvent {
     JobStarted {
         job: Job,
     },
+    /// With the scheduler's words for how it ended (reason, exit code), as Slurm gives them.
     JobEnded {
         job: Job,
+        detail: String,
     },
     /// Requeued by an operator: back to pending, its run ended at `at_ms`.
     JobRequeued {
@@ -234,6 +236,17 @@ pub struct SimTruth {
     pub jobs: Vec<TruthJob>,
     /// GPUs that have thrown an XID, with the last one.
     pub xids: Vec<TruthXid>,
+    /// Every interruption since the start with its cause (the newest 20,000), shared
+    /// between the ticks' truths.
+    #[serde(serialize_with = "shared_list")]
+    pub interruptions: std::sync::Arc<Vec<super::TruthInterruption>>,
+}
+
+fn shared_list<S: serde::Serializer>(
+    v: &std::sync::Arc<Vec<super::TruthInterruption>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(v.as_slice(), s)
 }
 
 pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
@@ -302,8 +315,8 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
         .iter()
         .zip(&sim.inv.nodes)
         .flat_map(|(n, inv)| {
-            n.last_xid.iter().enumerate().filter_map(|(g, x)| {
-                x.map(|xid| TruthXid {
+            (0..GPUS_PER_NODE).filter_map(move |g| {
+                n.xid_at(g, sim.t_ms).map(|xid| TruthXid {
                     node: inv.name.clone(),
                     gpu: g as u32,
                     xid,
@@ -313,6 +326,7 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
         .collect();
     SimTruth {
         xids,
+        interruptions: std::sync::Arc::clone(&sim.interruptions),
         domains,
         at_ms: sim.t_ms,
         gpus,

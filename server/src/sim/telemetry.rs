@@ -176,7 +176,7 @@ impl Sim {
             sm_active_ratio: Some(micro(sm)),
             throttle: Some(ThrottleReasons(bits)),
             ecc_dbe_total: Some(n.ecc_dbe[g]),
-            last_xid: n.last_xid[g],
+            last_xid: n.xid_at(g, t),
             // Healthy counters read zero, as real exporters report them.
             ecc_sbe_total: Some(0),
             pcie_replay_total: Some(0),
@@ -214,7 +214,7 @@ impl Sim {
             .map(|i| self.inlet_celsius(i, self.t_ms))
             .collect();
         let mut node_power = Vec::with_capacity(self.nodes.len());
-        let (mut ib_total, mut ib_rate) = (Vec::new(), Vec::new());
+        let (mut ib_total, mut ib_rate, mut ib_downs) = (Vec::new(), Vec::new(), Vec::new());
         let jobs_by_id: std::collections::HashMap<u64, &SimJob> =
             self.active.iter().map(|j| (j.job.id, j)).collect();
         for (i, n) in self.nodes.iter().enumerate() {
@@ -239,6 +239,7 @@ impl Sim {
             let ib = self.ib(i, job);
             ib_total.push(ib.map(|x| x.0));
             ib_rate.push(ib.map(|x| x.1));
+            ib_downs.push(ib.map(|_| n.ib_link_downed));
         }
         let nodes = self
             .nodes
@@ -256,6 +257,7 @@ impl Sim {
             jobs,
             node_ib_bytes_per_second: ib_rate,
             node_ib_bytes_total: ib_total,
+            node_ib_link_downed_total: ib_downs,
         }
     }
 

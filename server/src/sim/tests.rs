@@ -105,6 +105,7 @@ fn the_weak_rack_throttles_in_warm_hours_and_not_at_night() {
 #[test]
 fn the_ecc_node_throws_xid_48_and_kills_jobs() {
     let mut s = Sim::new(64, 11, "c", T0);
+    s.set_fault_mean_gpu_hours(None);
     s.drain_events();
     s.advance_to(T0 + 12 * HOUR_MS);
     let ev = s.drain_events();
@@ -119,7 +120,7 @@ fn the_ecc_node_throws_xid_48_and_kills_jobs() {
     assert!(xids.iter().all(|(n, x)| n == "gpu038" && *x == 48));
     let failed = ev
         .iter()
-        .filter(|e| matches!(e, SimEvent::JobEnded { job } if job.state == JobState::Failed))
+        .filter(|e| matches!(e, SimEvent::JobEnded { job, .. } if job.state == JobState::Failed))
         .count();
     assert_eq!(failed, xids.len());
     let r = s.readings();
@@ -227,4 +228,55 @@ fn energy_counters_only_rise_and_rise_faster_under_load() {
     assert!(busy_gain
         .iter()
         .all(|g| *g > idle_minute + 20.0 * 60.0 - 1e-2));
+}
+
+#[test]
+fn faults_come_in_published_proportions_and_leave_their_evidence() {
+    let mut s = Sim::new(64, 3, "c", T0);
+    s.set_fault_mean_gpu_hours(Some(100.0));
+    s.drain_events();
+    s.advance_to(T0 + 20 * 24 * HOUR_MS);
+    let all = s.interruptions().to_vec();
+    // The random ones: the ECC node (gpu038) fails every job on it.
+    let list: Vec<_> = all
+        .iter()
+        .filter(|i| i.node.as_deref() != Some("gpu038"))
+        .cloned()
+        .collect();
+    assert!(list.len() > 300, "{} interruptions", list.len());
+    let share = |c: app::reliability::Cause| {
+        list.iter().filter(|i| i.cause == c).count() as f64 / list.len() as f64
+    };
+    use app::reliability::Cause;
+    // GPU 30%, GPU memory 17%, software 13%, network 8%, host 8%.
+    for (c, want) in [
+        (Cause::Gpu, 0.30),
+        (Cause::GpuMemory, 0.17),
+        (Cause::Software, 0.13),
+        (Cause::Network, 0.08),
+        (Cause::Host, 0.08),
+        (Cause::UserApplication, 0.12),
+        (Cause::Unknown, 0.08),
+    ] {
+        let got = share(c);
+        assert!((got - want).abs() < 0.06, "{c:?}: {got:.3} against {want}");
+    }
+    assert!(list
+        .iter()
+        .all(|i| i.evidence == (i.cause != Cause::Unknown)));
+    // Every job that failed or lost its node is in the truth, at the time it ended.
+    let ev = s.drain_events();
+    let ended: Vec<(u64, i64)> = ev
+        .iter()
+        .filter_map(|e| match e {
+            SimEvent::JobEnded { job, .. }
+                if matches!(job.state, JobState::Failed | JobState::NodeFail) =>
+            {
+                Some((job.id, job.end_ms.unwrap_or(0)))
+            }
+            _ => None,
+        })
+        .collect();
+    let truth: Vec<(u64, i64)> = all.iter().map(|i| (i.job, i.at_ms)).collect();
+    assert_eq!(ended, truth);
 }

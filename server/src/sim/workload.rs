@@ -65,7 +65,7 @@ impl Sim {
             prev_ckpt_end_ms: 0,
             checkpoints: 0,
             step: 0,
-            fail_at_ms: None,
+            fault: None,
             restart_count: 0,
             held: false,
             eligible_ms: 0,

@@ -40,46 +40,41 @@ pub struct SimSource {
     pub resume: Option<(UnixMs, i64)>,
 }
 
-/// The simulator's events as the pipeline takes them, each at the time it happened.
+/// The simulator's events as the pipeline takes them, each at the time it happened. Its
+/// XIDs are not among them: the pipeline reads those where a real cluster shows them, in
+/// the GPUs' readings (the simulator's telemetry or its exporters).
 pub fn events(events: Vec<SimEvent>) -> Vec<Event> {
     events
         .into_iter()
-        .map(|e| match e {
-            SimEvent::JobSubmitted { job } => Event::Job {
+        .filter_map(|e| match e {
+            SimEvent::JobSubmitted { job } => Some(Event::Job {
                 at_ms: job.submit_ms,
                 job,
                 detail: String::new(),
-            },
-            SimEvent::JobStarted { job } => Event::Job {
+            }),
+            SimEvent::JobStarted { job } => Some(Event::Job {
                 at_ms: job.start_ms.unwrap_or(job.submit_ms),
                 job,
                 detail: String::new(),
-            },
-            SimEvent::JobEnded { job } => Event::Job {
+            }),
+            SimEvent::JobEnded { job, detail } => Some(Event::Job {
                 at_ms: job.end_ms.unwrap_or(job.submit_ms),
                 job,
-                detail: String::new(),
-            },
-            SimEvent::JobRequeued { job, at_ms } => Event::Job {
+                detail,
+            }),
+            SimEvent::JobRequeued { job, at_ms } => Some(Event::Job {
                 job,
                 at_ms,
-                detail: "requeued by an operator".into(),
-            },
-            SimEvent::Checkpoint { checkpoint } => Event::Checkpoint(checkpoint),
-            SimEvent::Xid {
-                node,
-                gpu,
-                xid,
-                at_ms,
-            } => Event::Xid {
-                node,
-                gpu,
-                xid,
-                at_ms,
-            },
+                detail: REQUEUED_BY_OPERATOR.into(),
+            }),
+            SimEvent::Checkpoint { checkpoint } => Some(Event::Checkpoint(checkpoint)),
+            SimEvent::Xid { .. } => None,
         })
         .collect()
 }
+
+/// The detail of a requeue an operator asked for (Gantry's own words, as its audit has it).
+pub const REQUEUED_BY_OPERATOR: &str = "requeued by an operator";
 
 /// The scheduler's view of the simulator now, as a Slurm poll would give it.
 pub fn sched(sim: &Sim, interval_ms: u64) -> Arc<SchedSnapshot> {

@@ -83,7 +83,7 @@ impl Store {
         })
     }
 
-    fn job_of(r: &sqlx::any::AnyRow) -> Result<Job> {
+    pub(super) fn job_of(r: &sqlx::any::AnyRow) -> Result<Job> {
         Ok(Job {
             id: u64_of(r.try_get("id")?, "job id")?,
             name: r.try_get("name")?,
@@ -100,7 +100,7 @@ impl Store {
         })
     }
 
-    const JOB_COLUMNS: &'static str =
+    pub(super) const JOB_COLUMNS: &'static str =
         "id, name, user_name, account, partition_name, state, nodes, gpus, submit_ms, start_ms, end_ms";
 
     pub async fn job(&self, id: u64) -> Result<Option<Job>> {

@@ -8,6 +8,8 @@
 //! - `scrape`: exporters over real sockets, including ones that hang, flood or lie.
 //! - `promql`: the same readings through a real Prometheus.
 //! - `reports`: reports against a scenario with known hours and costs, on both databases.
+//! - `reliability`: interruptions attributed from stored evidence against the simulator's
+//!   causes, on both databases.
 //! - `rest`: the slurmrestd client against a newer API version this test plays.
 //! - `slurm`: the Slurm CLI transport against a real 16-node Slurm.
 //! - `faults`: a full SQLite disk, PostgreSQL restarted under load, slurmctld stopped and
@@ -27,6 +29,7 @@ mod crash;
 mod faults;
 mod http;
 mod promql;
+mod reliability;
 mod replicas;
 mod reports;
 mod rest;
