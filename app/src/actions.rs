@@ -40,6 +40,12 @@ impl Role {
         matches!(self, Role::Manager | Role::Admin)
     }
 
+    /// Whether this role may see reliability (interruptions, their causes, lemon nodes):
+    /// operators act on it, managers review it, admins both.
+    pub fn can_review_reliability(self) -> bool {
+        matches!(self, Role::Operator | Role::Manager | Role::Admin)
+    }
+
     /// Whether this role may drain, resume and requeue. A manager reviews; it does not act.
     pub fn can_act(self) -> bool {
         matches!(self, Role::Operator | Role::Admin)

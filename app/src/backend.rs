@@ -69,6 +69,12 @@ pub trait Backend: Send + Sync + 'static {
         &'a self,
         q: &'a crate::reports::ReportQuery,
     ) -> BackendFuture<'a, crate::reports::Report>;
+    /// Interruptions and their causes for the period of `q` (operators, managers, admins;
+    /// the guard checks). Errors are words for the user.
+    fn reliability<'a>(
+        &'a self,
+        q: &'a crate::reports::ReportQuery,
+    ) -> BackendFuture<'a, crate::reliability::Reliability>;
     /// Audit entries matching `f`, newest first.
     fn audit<'a>(&'a self, f: &'a AuditFilter) -> BackendFuture<'a, Vec<AuditEntry>>;
     /// Every user and valid session (admins only; the guard checks the route).

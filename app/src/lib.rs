@@ -103,6 +103,7 @@ pub fn App() -> impl IntoView {
                     <Route path=StaticSegment("alerts") view=pages::alerts::AlertsPage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("timeline") view=pages::timeline::TimelinePage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("reports") view=|| view! { <RequireRole need=Need::Report><pages::reports::ReportsPage/></RequireRole> } ssr=SsrMode::Async/>
+                    <Route path=StaticSegment("reliability") view=|| view! { <RequireRole need=Need::Reliability><pages::reliability::ReliabilityPage/></RequireRole> } ssr=SsrMode::Async/>
                     <Route path=StaticSegment("admin") view=|| view! { <RequireRole need=Need::Admin><pages::admin::AdminPage/></RequireRole> } ssr=SsrMode::Async/>
                 </Routes>
             </main>
@@ -111,7 +112,8 @@ pub fn App() -> impl IntoView {
 }
 
 /// The top bar's pages that need a role, for the roles that may open them: `Audit`
-/// (operators, admins), `Reports` (managers, admins), `Users` (admins).
+/// (operators, admins), `Reports` (managers, admins), `Reliability` (operators, managers,
+/// admins), `Users` (admins).
 #[component]
 fn RoleLinks() -> impl IntoView {
     let me = Resource::new(|| (), |_| get_me());
@@ -122,6 +124,7 @@ fn RoleLinks() -> impl IntoView {
                 view! {
                     {role.filter(|r| r.can_act()).map(|_| view! { <A href="/audit">"Audit"</A> })}
                     {role.filter(|r| r.can_report()).map(|_| view! { <A href="/reports">"Reports"</A> })}
+                    {role.filter(|r| r.can_review_reliability()).map(|_| view! { <A href="/reliability">"Reliability"</A> })}
                     {role.filter(|r| *r == actions::Role::Admin).map(|_| view! { <A href="/admin">"Users"</A> })}
                 }
             })}
@@ -157,6 +160,7 @@ fn WhoAmI() -> impl IntoView {
 enum Need {
     Act,
     Report,
+    Reliability,
     Admin,
 }
 
@@ -165,6 +169,7 @@ impl Need {
         match self {
             Need::Act => r.can_act(),
             Need::Report => r.can_report(),
+            Need::Reliability => r.can_review_reliability(),
             Need::Admin => r == actions::Role::Admin,
         }
     }
@@ -173,6 +178,7 @@ impl Need {
         match self {
             Need::Act => "operators and admins",
             Need::Report => "managers and admins",
+            Need::Reliability => "operators, managers and admins",
             Need::Admin => "admins",
         }
     }

@@ -73,6 +73,8 @@ pub struct NodeDetail {
     pub jobs: Vec<JobRow>,
     /// Newest first.
     pub xids: Vec<XidSeen>,
+    /// Marked a lemon (RMA or deep diagnostics) in the last 30 days' reliability answer.
+    pub lemon: Option<crate::reliability::Lemon>,
     /// Source time of the readings, and the wall clock of their publication and now.
     pub at_ms: UnixMs,
     pub published_ms: UnixMs,
@@ -148,6 +150,8 @@ pub struct JobDetail {
     /// GPU-hours lost to failures and requeues: from each run's last good checkpoint (or
     /// its start) to its end.
     pub lost_gpu_hours: f64,
+    /// How often it should checkpoint, from its saves and the last 30 days' rates.
+    pub checkpoint_advice: Option<crate::reliability::CheckpointAdvice>,
     /// The source's time now (simulated time with the simulator).
     pub now_ms: UnixMs,
 }

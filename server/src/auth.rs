@@ -355,6 +355,8 @@ pub enum Access {
     Act,
     /// A manager or an admin: reports and costs.
     Report,
+    /// An operator, a manager or an admin: reliability (interruptions and their causes).
+    Reliability,
     /// An admin only: users and sessions (`/api/admin/`).
     Admin,
 }
@@ -406,6 +408,9 @@ pub fn access_for(method: &Method, path: &str) -> Access {
         || path.starts_with("/api/reports/")
     {
         return Access::Report;
+    }
+    if path == "/reliability" || path == "/api/reliability" || path == "/api/reliability_view" {
+        return Access::Reliability;
     }
     if path.starts_with("/api/actions/")
         || path.starts_with("/api/alerts/")
@@ -537,6 +542,14 @@ mod tests {
         assert_eq!(access_for(&Method::DELETE, "/"), Access::Act);
         assert_eq!(access_for(&Method::POST, "/auth/login"), Access::Public);
         assert_eq!(access_for(&Method::GET, "/reports"), Access::Report);
+        assert_eq!(
+            access_for(&Method::GET, "/reliability"),
+            Access::Reliability
+        );
+        assert_eq!(
+            access_for(&Method::POST, "/api/reliability_view"),
+            Access::Reliability
+        );
         assert_eq!(access_for(&Method::POST, "/api/report"), Access::Report);
         assert_eq!(
             access_for(&Method::GET, "/api/reports/charts/cost.png"),

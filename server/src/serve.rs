@@ -188,6 +188,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             cfg.limits.live_streams as usize,
             cfg.limits.live_streams_per_user as usize,
         ),
+        recent: Arc::default(),
     };
     let streams = std::sync::Arc::clone(&state.streams);
     let (app, paths) = router_with_paths(state);

@@ -133,5 +133,33 @@ fn JobBody(
                 </table>
             }.into_any()
         }}
+        <h2 id="adv-h">"Checkpoint advice"</h2>
+        {match d.checkpoint_advice.clone() {
+            None => view! { <p class="muted" data-test="checkpoint-advice">"No advice: it needs a complete checkpoint and interruptions in the last 30 days to go on."</p> }.into_any(),
+            Some(a) => {
+                let secs = |s: f64| units::duration_ms((s * 1000.0).round() as i64);
+                let now = match (a.interval_s, a.loss_gpu_hours_per_day) {
+                    (Some(i), Some(l)) => format!(
+                        "It saves for {} every {}, which costs about {l:.1} GPU-hours a day in saves and in work redone after interruptions.",
+                        secs(a.save_s), secs(i)
+                    ),
+                    _ => format!("It saved for {} (one save so far: no interval yet).", secs(a.save_s)),
+                };
+                let saved = a.loss_gpu_hours_per_day.map(|l| l - a.optimal_loss_gpu_hours_per_day);
+                let change = match saved {
+                    Some(s) if s >= 0.05 => format!("Checkpointing every {} instead would save about {s:.1} GPU-hours a day.", secs(a.optimal_interval_s)),
+                    Some(_) => format!("Its interval is about optimal ({}).", secs(a.optimal_interval_s)),
+                    None => format!("The interval that minimises expected loss is {}.", secs(a.optimal_interval_s)),
+                };
+                view! {
+                    <div data-test="checkpoint-advice">
+                        <p>{now}</p>
+                        <p>{format!("Mean time to interruption at its size: {:.1} h ({}).", a.mtti_hours, a.mtti_basis)}</p>
+                        <p data-test="advice-change">{change}</p>
+                        <p class="muted">"Interval after Daly (Young's sqrt(2 x save x MTTI), refined for longer saves); losses by Young's first-order model."</p>
+                    </div>
+                }.into_any()
+            }
+        }}
     }
 }

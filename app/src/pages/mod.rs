@@ -11,6 +11,7 @@ pub mod node;
 pub mod nodes;
 pub mod overview;
 pub mod racks;
+pub mod reliability;
 pub mod reports;
 pub mod thermal;
 pub mod timeline;

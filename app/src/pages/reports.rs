@@ -68,28 +68,17 @@ fn pct(part: f64, whole: f64) -> String {
 #[component]
 pub fn ReportsPage() -> impl IntoView {
     let q = use_query_map();
-    let query = move || {
-        q.with(|m| {
-            let pairs: Vec<(String, String)> = ["period", "group", "at", "from", "to"]
-                .into_iter()
-                .filter_map(|k| m.get(k).map(|v| (k.to_string(), v)))
-                .collect();
-            ReportQuery::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        })
-    };
+    let query = move || q.with(query_of);
     let data = Resource::new(query, |q| async move {
         match q {
-            Ok(q) => get_report(q).await.map_err(|e| match e {
-                ServerFnError::ServerError(m) => m,
-                other => other.to_string(),
-            }),
+            Ok(q) => get_report(q).await.map_err(error_words),
             Err(m) => Err(m),
         }
     });
     view! {
         <Title text="Reports"/>
         <div class="page-head"><h1>"Reports"</h1></div>
-        {move || view! { <ReportForm q=query().unwrap_or_default()/> }}
+        {move || view! { <ReportForm q=query().unwrap_or_default() action="/reports" label="Report" button="Show report"/> }}
         <Suspense fallback=|| view! { <p class="loading">"Computing the report…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
@@ -101,11 +90,33 @@ pub fn ReportsPage() -> impl IntoView {
     }
 }
 
-/// The question, as a GET form: period, its day or dates, and the grouping.
+/// A page's question (period, its day or dates, grouping) from its URL.
+pub fn query_of(m: &leptos_router::params::ParamsMap) -> Result<ReportQuery, String> {
+    let pairs: Vec<(String, String)> = ["period", "group", "at", "from", "to"]
+        .into_iter()
+        .filter_map(|k| m.get(k).map(|v| (k.to_string(), v)))
+        .collect();
+    ReportQuery::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+}
+
+/// A server function's refusal in the server's words.
+pub fn error_words(e: ServerFnError) -> String {
+    match e {
+        ServerFnError::ServerError(m) => m,
+        other => other.to_string(),
+    }
+}
+
+/// The question, as a GET form to `action`: period, its day or dates, and the grouping.
 #[component]
-fn ReportForm(q: ReportQuery) -> impl IntoView {
+pub fn ReportForm(
+    q: ReportQuery,
+    action: &'static str,
+    label: &'static str,
+    button: &'static str,
+) -> impl IntoView {
     view! {
-        <form method="get" action="/reports" class="toolbar report-form no-print" aria-label="Report">
+        <form method="get" action=action class="toolbar report-form no-print" aria-label=label>
             <label>"Period "
                 <select name="period">
                     {Period::ALL.into_iter().map(|p| {
@@ -131,7 +142,7 @@ fn ReportForm(q: ReportQuery) -> impl IntoView {
                     }).collect_view()}
                 </select>
             </label>
-            <button type="submit">"Show report"</button>
+            <button type="submit">{button}</button>
             <p id="report-form-help" class="muted help">
                 "Day: the day itself, the week that ends with it, or its month (today when empty). From and To: a custom period, both days included. All days are UTC."
             </p>

@@ -15,7 +15,20 @@
 //! - *MTTR* of a node: the mean length of its out-of-service spans (drained, down, not
 //!   responding, maintenance) that ended in the period.
 
+pub mod lemons;
+pub mod recent;
 pub mod rules;
+
+pub use recent::Recent;
+
+/// Words for a counter step's kind.
+pub(crate) fn evidence_label(kind: &str) -> &str {
+    match kind {
+        crate::live::EVIDENCE_ECC_DBE => "double-bit ECC step",
+        crate::live::EVIDENCE_IB_LINK_DOWN => "InfiniBand link down",
+        other => other,
+    }
+}
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -59,7 +72,11 @@ impl History {
         from_ms: UnixMs,
         to_ms: UnixMs,
     ) -> Result<History, StoreError> {
-        let (ev_from, ev_to) = (from_ms - rules::BEFORE_MS, to_ms + rules::AFTER_MS);
+        // Evidence from the lemons' trailing window before the period on.
+        let (ev_from, ev_to) = (
+            from_ms - lemons::WINDOW_MS - rules::BEFORE_MS,
+            to_ms + rules::AFTER_MS,
+        );
         let (events, jobs, xids, steps, node_events, operator_requeues) = tokio::try_join!(
             store.job_events_between(from_ms - LOOKBACK_MS, to_ms),
             store.jobs_with_events_between(from_ms - LOOKBACK_MS, to_ms),
@@ -195,6 +212,19 @@ pub fn interruptions(
     out
 }
 
+/// The interruptions of `[from_ms, to_ms)`, and (first) those of the lemons' window
+/// before it, attributed in one pass so that evidence is claimed by the earliest.
+pub fn with_window(
+    h: &History,
+    inv: &Inventory,
+    from_ms: UnixMs,
+    to_ms: UnixMs,
+) -> (Vec<Interruption>, Vec<Interruption>) {
+    let all = interruptions(h, inv, from_ms - lemons::WINDOW_MS, to_ms);
+    let period = all.iter().filter(|i| i.at_ms >= from_ms).cloned().collect();
+    (period, all)
+}
+
 /// Counts by cause in the order of [`Cause::ALL`].
 fn counts<'a>(it: impl Iterator<Item = &'a Interruption>) -> Vec<u32> {
     let mut c = vec![0u32; Cause::ALL.len()];
@@ -279,50 +309,30 @@ fn rates(
 
 /// Out-of-service spans per node in the period, and the mean time to repair.
 fn repairs(h: &History, from_ms: UnixMs, to_ms: UnixMs, now_ms: UnixMs) -> Vec<NodeRepair> {
-    let mut out: BTreeMap<&str, (u32, f64, f64)> = BTreeMap::new();
     let end = to_ms.min(now_ms);
-    let mut k = 0;
-    let ev = &h.node_events;
-    while k < ev.len() {
-        let node = ev[k].node.as_str();
-        let mut since: Option<UnixMs> = None;
-        while k < ev.len() && ev[k].node == node {
-            let e = &ev[k];
-            let out_now = e.state.is_unavailable() || e.state == app::model::NodeState::Draining;
-            match (since, out_now) {
-                (None, true) => since = Some(e.at_ms),
-                (Some(s), false) => {
-                    let (a, b) = (s.max(from_ms), e.at_ms.min(to_ms));
-                    if b > a {
-                        let row = out.entry(node).or_default();
-                        row.1 += (b - a) as f64 / 3_600_000.0;
-                        if e.at_ms >= from_ms && e.at_ms < to_ms {
-                            row.0 += 1;
-                            row.2 += (e.at_ms - s) as f64 / 3_600_000.0;
-                        }
-                    }
-                    since = None;
-                }
-                _ => {}
+    let mut rows: Vec<NodeRepair> = Vec::new();
+    for (node, spans) in lemons::spans(h) {
+        let (mut n, mut hours, mut repaired) = (0u32, 0.0, 0.0);
+        for (s, e) in spans {
+            let (a, b) = (s.max(from_ms), e.map_or(end, |e| e.min(to_ms)));
+            if b <= a {
+                continue;
             }
-            k += 1;
+            hours += (b - a) as f64 / 3_600_000.0;
+            if let Some(e) = e.filter(|e| *e >= from_ms && *e < to_ms) {
+                n += 1;
+                repaired += (e - s) as f64 / 3_600_000.0;
+            }
         }
-        if let Some(s) = since {
-            let (a, b) = (s.max(from_ms), end);
-            if b > a {
-                out.entry(node).or_default().1 += (b - a) as f64 / 3_600_000.0;
-            }
+        if hours > 0.0 {
+            rows.push(NodeRepair {
+                node: node.to_string(),
+                repairs: n,
+                out_of_service_hours: hours,
+                mttr_hours: (n > 0).then(|| repaired / f64::from(n)),
+            });
         }
     }
-    let mut rows: Vec<NodeRepair> = out
-        .into_iter()
-        .map(|(node, (n, hours, repaired))| NodeRepair {
-            node: node.to_string(),
-            repairs: n,
-            out_of_service_hours: hours,
-            mttr_hours: (n > 0).then(|| repaired / f64::from(n)),
-        })
-        .collect();
     rows.sort_by(|a, b| {
         b.out_of_service_hours
             .total_cmp(&a.out_of_service_hours)
@@ -340,7 +350,8 @@ pub fn assemble(
     to_ms: UnixMs,
     now_ms: UnixMs,
 ) -> Reliability {
-    let list = interruptions(h, inv, from_ms, to_ms);
+    let (list, all) = with_window(h, inv, from_ms, to_ms);
+    let lemons = lemons::rank(h, inv, &all, from_ms, to_ms, now_ms);
     let total = list.len() as u32;
     let all = counts(list.iter());
     let by_cause = Cause::ALL
@@ -405,6 +416,7 @@ pub fn assemble(
         mtbi_hours_per_1000_gpus: (total > 0).then(|| run_gpu_hours / 1000.0 / f64::from(total)),
         run_gpu_hours,
         repairs: repairs(h, from_ms, to_ms, now_ms),
+        lemons,
         interruptions: newest,
         total,
     }
@@ -431,7 +443,7 @@ pub async fn build(
 }
 
 /// One table of an answer as CSV (`table`: causes, groups, models, nodes, sizes, repairs,
-/// interruptions); `None` for an unknown table. The interruptions table has every one of
+/// lemons, interruptions); `None` for an unknown table. The interruptions table has every one of
 /// the period, not only the page's newest.
 pub fn csv(r: &Reliability, all: &[Interruption], table: &str) -> Option<String> {
     use app::units::csv_field;
@@ -504,6 +516,25 @@ pub fn csv(r: &Reliability, all: &[Interruption], table: &str) -> Option<String>
                     n.repairs,
                     n.out_of_service_hours,
                     opt(n.mttr_hours)
+                ));
+            }
+        }
+        "lemons" => {
+            out.push_str("node,rack,score,recent_score,rma,jobs_taken_down,hardware_xids,counter_steps,outages,out_of_service_hours,evidence\n");
+            for l in &r.lemons {
+                out.push_str(&format!(
+                    "{},{},{:.2},{:.2},{},{},{},{},{},{:.3},{}\n",
+                    csv_field(&l.node),
+                    csv_field(l.rack.as_deref().unwrap_or("")),
+                    l.score,
+                    l.recent_score,
+                    l.rma,
+                    l.jobs_taken_down,
+                    l.hardware_xids,
+                    l.counter_steps,
+                    l.outages,
+                    l.out_of_service_hours,
+                    csv_field(&l.evidence)
                 ));
             }
         }

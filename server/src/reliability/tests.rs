@@ -161,3 +161,98 @@ fn repairs_count_spans_that_ended_in_the_period() {
     assert_eq!((n2.repairs, n2.mttr_hours), (1, Some(5.0)));
     assert!((n2.out_of_service_hours - 2.0).abs() < 1e-9);
 }
+
+#[test]
+fn a_lemon_is_ranked_first_and_its_mark_holds_until_the_score_falls_below_the_clear_line() {
+    const D: i64 = 24 * H;
+    // "bad" takes down a job with XID 48 at days 0.5, 1, 1.5 and 2 (3 + 1 points each);
+    // "ok" one with XID 79 at day 1, and was down for 12 hours once (2 + 0.5 points).
+    let mut events = Vec::new();
+    let mut xids = Vec::new();
+    let mut jobs = Vec::new();
+    for (k, (node, at, xid)) in [
+        ("bad", D / 2, 48),
+        ("bad", D, 48),
+        ("bad", 3 * D / 2, 48),
+        ("bad", 2 * D, 48),
+        ("ok", D, 79),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = k as u64 + 1;
+        events.push(ev(id, T0 + at - H, JobState::Running, &[node], ""));
+        events.push(ev(id, T0 + at, JobState::Failed, &[node], ""));
+        xids.push(XidRow {
+            node: node.into(),
+            gpu: 0,
+            xid,
+            at_ms: T0 + at + 20_000,
+        });
+        jobs.push(job(id, 8));
+    }
+    events.sort_by_key(|e| (e.job_id, e.at_ms));
+    let down = |at_ms: i64, state: NodeState| NodeEventRow {
+        node: "ok".into(),
+        at_ms,
+        state,
+        reason: String::new(),
+    };
+    let h = History {
+        events,
+        jobs,
+        xids,
+        node_events: vec![
+            down(T0 + 3 * D, NodeState::Down),
+            down(T0 + 3 * D + 12 * H, NodeState::Idle),
+        ],
+        ..History::default()
+    };
+    let inv = Inventory {
+        cluster: "t".into(),
+        rows: vec![],
+        racks: vec![],
+        nodes: vec![],
+        domains: vec![],
+    };
+    let q = ReportQuery::default();
+    // Through day 8.5: the trailing week holds two of bad's faults (8 points), under the
+    // line that sets the mark (12) but not under the one that clears it (6).
+    let r = assemble(&h, &inv, &q, T0, T0 + 17 * D / 2, T0 + 20 * D);
+    let names: Vec<&str> = r.lemons.iter().map(|l| l.node.as_str()).collect();
+    assert_eq!(names, ["bad", "ok"]);
+    let bad = &r.lemons[0];
+    assert_eq!(
+        (bad.jobs_taken_down, bad.hardware_xids, bad.outages),
+        (4, 4, 0)
+    );
+    assert!((bad.score - 16.0).abs() < 1e-9, "{}", bad.score);
+    assert!(
+        (bad.recent_score - 8.0).abs() < 1e-9,
+        "{}",
+        bad.recent_score
+    );
+    assert!(bad.rma, "marked on day 2, held by hysteresis");
+    assert_eq!(bad.evidence, "4 jobs taken down; XID 48 x4");
+    let ok = &r.lemons[1];
+    assert!((ok.score - 6.5).abs() < 1e-9, "{}", ok.score);
+    assert!(!ok.rma);
+    assert_eq!(
+        ok.evidence,
+        "1 job taken down; XID 79 x1; 1 outage, 12.0 h out of service"
+    );
+    // Through day 10: on day 9 the week held one fault (4 points), under 6: cleared.
+    let r = assemble(&h, &inv, &q, T0, T0 + 10 * D, T0 + 20 * D);
+    assert!(!r.lemons[0].rma);
+    assert_eq!(r.lemons[0].node, "bad");
+    // A period after the faults still sees them in its trailing week: marked at its start.
+    let r = assemble(&h, &inv, &q, T0 + 3 * D, T0 + 4 * D, T0 + 20 * D);
+    let bad = r.lemons.iter().find(|l| l.node == "bad").expect("bad");
+    assert_eq!(
+        bad.jobs_taken_down, 0,
+        "no job taken down in the period itself"
+    );
+    assert!(bad.rma);
+    let csv = csv(&r, &[], "lemons").unwrap_or_default();
+    assert!(csv.starts_with("node,rack,score,"), "{csv}");
+}

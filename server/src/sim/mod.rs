@@ -267,6 +267,16 @@ impl Sim {
         }
     }
 
+    /// Nodes whose faulty GPU takes down every job that lands on them.
+    pub fn lemons(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .zip(&self.inv.nodes)
+            .filter(|(n, _)| n.fault.is_some())
+            .map(|(_, i)| i.name.clone())
+            .collect()
+    }
+
     fn pick_nodes(&self, need: usize) -> Option<Vec<usize>> {
         let free: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.nodes[i].state == NodeState::Idle && self.nodes[i].job.is_none())

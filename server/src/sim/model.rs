@@ -240,6 +240,8 @@ pub struct SimTruth {
     /// between the ticks' truths.
     #[serde(serialize_with = "shared_list")]
     pub interruptions: std::sync::Arc<Vec<super::TruthInterruption>>,
+    /// Nodes with a faulty GPU that takes down every job landing on them (lemons).
+    pub lemons: Vec<String>,
 }
 
 fn shared_list<S: serde::Serializer>(
@@ -327,6 +329,7 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
     SimTruth {
         xids,
         interruptions: std::sync::Arc::clone(&sim.interruptions),
+        lemons: sim.lemons(),
         domains,
         at_ms: sim.t_ms,
         gpus,

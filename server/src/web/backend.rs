@@ -16,6 +16,7 @@ pub(super) struct LiveBackend {
     actions: Arc<crate::actions::Actions>,
     store: Store,
     rates: Arc<app::reports::Rates>,
+    recent: Arc<crate::reliability::Recent>,
 }
 
 impl LiveBackend {
@@ -25,6 +26,7 @@ impl LiveBackend {
             actions: Arc::clone(&st.actions),
             store: st.store.clone(),
             rates: Arc::clone(&st.rates),
+            recent: Arc::clone(&st.recent),
         }
     }
 }
@@ -96,14 +98,24 @@ impl Backend for LiveBackend {
         &'a self,
         name: &'a str,
     ) -> app::backend::BackendFuture<'a, Option<app::views::NodeDetail>> {
-        Box::pin(super::views::node_detail(&self.live, &self.store, name))
+        Box::pin(super::views::node_detail(
+            &self.live,
+            &self.store,
+            &self.recent,
+            name,
+        ))
     }
 
     fn job_detail(
         &self,
         id: u64,
     ) -> app::backend::BackendFuture<'_, Option<app::views::JobDetail>> {
-        Box::pin(super::views::job_detail(&self.live, &self.store, id))
+        Box::pin(super::views::job_detail(
+            &self.live,
+            &self.store,
+            &self.recent,
+            id,
+        ))
     }
 
     fn report<'a>(
@@ -121,6 +133,23 @@ impl Backend for LiveBackend {
                         "the report cannot be computed now (storage unavailable)".into()
                     }
                 })
+        })
+    }
+
+    fn reliability<'a>(
+        &'a self,
+        q: &'a app::reports::ReportQuery,
+    ) -> app::backend::BackendFuture<'a, app::reliability::Reliability> {
+        Box::pin(async move {
+            match super::reliability::answer(&self.live, &self.store, q).await {
+                Ok((r, _)) => Ok(r),
+                Err(super::error::ApiError::BadRequest(m)) => Err(m),
+                Err(e) => {
+                    // Logged once here; the page gets the words only.
+                    tracing::error!(error = ?e, "reliability failed");
+                    Err(e.to_string())
+                }
+            }
         })
     }
 

@@ -151,6 +151,7 @@ pub async fn guard(State(st): State<AppState>, mut req: Request, next: Next) -> 
         Access::Read => caller.role.is_some() || st.auth.anonymous_read,
         Access::Act => caller.role.is_some_and(Role::can_act),
         Access::Report => caller.role.is_some_and(Role::can_report),
+        Access::Reliability => caller.role.is_some_and(Role::can_review_reliability),
         Access::Admin => caller.role == Some(Role::Admin),
     };
     if !allowed {

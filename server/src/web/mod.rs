@@ -35,6 +35,7 @@ pub mod headers;
 mod health;
 mod ingest;
 pub mod live;
+mod reliability;
 mod reports;
 mod sim;
 mod views;
@@ -64,6 +65,8 @@ pub struct AppState {
     pub hash_pool: Arc<crate::auth::HashPool>,
     /// Open live streams, capped in all and per user.
     pub streams: Arc<live::StreamSlots>,
+    /// The last 30 days' reliability, reused for minutes (checkpoint advice, lemon marks).
+    pub recent: Arc<crate::reliability::Recent>,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -103,6 +106,7 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
         cluster::routes(),
         actions::routes(),
         reports::routes(),
+        reliability::routes(),
         alerts::routes(),
         ingest::routes(),
         admin::routes(),

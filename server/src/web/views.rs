@@ -90,6 +90,7 @@ pub(super) fn nodes_view(live: &Live) -> Option<NodesView> {
 pub(super) async fn node_detail(
     live: &Live,
     store: &Store,
+    recent: &crate::reliability::Recent,
     name: &str,
 ) -> Result<Option<NodeDetail>, String> {
     let tick = live.current();
@@ -149,6 +150,16 @@ pub(super) async fn node_detail(
             )
         })
         .unwrap_or((0, 0, 1000));
+    let lemon = match live.inventory() {
+        Some(inv) => match recent.get(store, &inv, live.source_now()).await {
+            Ok(r) => r.lemons.iter().find(|l| l.node == name && l.rma).cloned(),
+            Err(e) => {
+                tracing::error!(error = %e, "recent reliability failed");
+                None
+            }
+        },
+        None => None,
+    };
     Ok(Some(NodeDetail {
         me: app::actions::Me {
             user: None,
@@ -160,6 +171,7 @@ pub(super) async fn node_detail(
         gpus,
         jobs: running.into_iter().map(job_row).collect(),
         xids,
+        lemon,
         at_ms,
         published_ms,
         server_now_ms: wall_now_ms(),
@@ -171,6 +183,7 @@ pub(super) async fn node_detail(
 pub(super) async fn job_detail(
     live: &Live,
     store: &Store,
+    recent: &crate::reliability::Recent,
     id: u64,
 ) -> Result<Option<JobDetail>, String> {
     let fail = |e: crate::store::StoreError| {
@@ -207,6 +220,23 @@ pub(super) async fn job_detail(
         .filter(|c| c.complete && c.started_ms + c.duration_ms <= now_ms)
         .max_by_key(|c| c.started_ms + c.duration_ms)
         .cloned();
+    // Advice needs the recent rates; without them (no inventory yet, a failing read) the
+    // page shows the rest and says the advice is unavailable.
+    let checkpoint_advice = match live.inventory() {
+        Some(inv) if !checkpoints.is_empty() => match recent.get(store, &inv, now_ms).await {
+            Ok(r) => app::reliability::advise(
+                job.gpus,
+                &checkpoints,
+                &r.by_size,
+                r.mtbi_hours_per_1000_gpus,
+            ),
+            Err(e) => {
+                tracing::error!(error = %e, "recent reliability failed");
+                None
+            }
+        },
+        _ => None,
+    };
     Ok(Some(JobDetail {
         me: app::actions::Me {
             user: None,
@@ -228,6 +258,7 @@ pub(super) async fn job_detail(
         last_good,
         work_at_risk_gpu_hours: at_risk,
         lost_gpu_hours: lost,
+        checkpoint_advice,
         now_ms,
     }))
 }

@@ -56,6 +56,7 @@ async fn every_route_is_guarded() {
     }
     let mut checked = 0;
     let mut reports = 0;
+    let mut reliability = 0;
     let mut admins = 0;
     for p in &r.paths {
         let path = concrete(p);
@@ -107,6 +108,24 @@ async fn every_route_is_guarded() {
                 checked += 1;
                 continue;
             }
+            // Reliability: operators, managers and admins, whatever the method; a viewer never.
+            if access == Access::Reliability {
+                let v = request(r.addr, method, &path, &[("Cookie", viewer.as_str())], None).await;
+                assert_eq!(v.status, 403, "viewer {method} {path}: {}", v.text());
+                for (who, cookie) in [("manager", &manager), ("operator", &operator)] {
+                    let resp =
+                        request(r.addr, method, &path, &[("Cookie", cookie.as_str())], None).await;
+                    assert!(
+                        resp.status != 401 && resp.status != 403,
+                        "{who} {method} {path}: {} {}",
+                        resp.status,
+                        resp.text()
+                    );
+                }
+                reliability += 1;
+                checked += 1;
+                continue;
+            }
             // Users and sessions: admins only, reading too; an operator never.
             if access == Access::Admin {
                 for (who, cookie) in [
@@ -151,6 +170,11 @@ async fn every_route_is_guarded() {
     assert!(
         reports >= 4 * 5,
         "checked {reports} report route x method pairs"
+    );
+    // `/reliability`, `/api/reliability` and the `reliability_view` server function.
+    assert!(
+        reliability >= 3 * 5,
+        "checked {reliability} reliability route x method pairs"
     );
     assert!(
         admins >= 7 * 5,
@@ -1044,6 +1068,12 @@ async fn pages_refused_for_a_role_say_so_in_html() {
             "This page is for managers and admins",
         ),
         ("operator", &operator, "/admin", "This page is for admins"),
+        (
+            "viewer",
+            &viewer,
+            "/reliability",
+            "This page is for operators, managers and admins",
+        ),
     ] {
         let page =
             support::get_with(r.addr, path, &[("Accept", "text/html"), ("Cookie", cookie)]).await;

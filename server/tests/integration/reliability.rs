@@ -46,6 +46,7 @@ fn run() -> (Vec<StoreWrite>, Sim) {
                 w,
                 StoreWrite::Inventory(_)
                     | StoreWrite::Job { .. }
+                    | StoreWrite::Checkpoint(_)
                     | StoreWrite::Xid { .. }
                     | StoreWrite::Evidence { .. }
                     | StoreWrite::NodeState { .. }
@@ -70,7 +71,7 @@ async fn check(url: &str, writes: &[StoreWrite], sim: &Sim) {
     let (r, h) = server::reliability::build(&store, sim.inventory(), &q, to)
         .await
         .expect("reliability");
-    let found = server::reliability::interruptions(&h, sim.inventory(), T0, to);
+    let found = server::reliability::with_window(&h, sim.inventory(), T0, to).0;
     let truth = sim.interruptions();
     assert!(
         truth.len() > 80,
@@ -141,6 +142,25 @@ async fn check(url: &str, writes: &[StoreWrite], sim: &Sim) {
         .by_size
         .iter()
         .any(|s| s.interruptions > 0 && s.mtbi_hours.is_some()));
+    // The lemon (its GPU's double-bit ECC errors take down every job landing on it) is
+    // ranked first, above nodes that had random faults at 40 times Llama 3's rate, and
+    // marked for RMA.
+    let lemons = sim.lemons();
+    assert_eq!(lemons.len(), 1, "{lemons:?}");
+    let first = r.lemons.first().expect("a ranking");
+    assert_eq!(
+        first.node,
+        lemons[0],
+        "{:?}",
+        &r.lemons[..r.lemons.len().min(3)]
+    );
+    assert!(first.rma && first.jobs_taken_down >= 5, "{first:?}");
+    if let Some(second) = r.lemons.get(1) {
+        eprintln!(
+            "{url}: lemon {} score {:.1}, next {} {:.1}",
+            first.node, first.score, second.node, second.score
+        );
+    }
     // Nodes that stopped answering came back: repairs with a mean time.
     assert!(r
         .repairs
@@ -155,4 +175,184 @@ async fn interruptions_are_attributed_as_the_simulator_caused_them_on_both_datab
     if let Some(pg) = support::postgres_url().await {
         check(&pg, &writes, &sim).await;
     }
+}
+
+/// The page and its CSV over HTTP, without JavaScript, on the history of the run above.
+#[tokio::test]
+async fn the_page_and_its_csv_show_the_attribution() {
+    let (writes, sim) = run();
+    let db = support::sqlite_url();
+    {
+        let store = Store::connect(&db).await.expect("store");
+        for w in &writes {
+            w.write_to(&store).await.expect("write");
+        }
+    }
+    // The run's 32 nodes, so that the lemon's own page is there, starting two days after
+    // the run ended: the lemon's trailing week still holds its faults, and the server's
+    // own simulated history (its day before the start) stays out of the run's days.
+    let mut cfg = support::test_config(db, 32, 1.0, 200);
+    cfg.sim.start_ms = Some(T0 + (DAYS + 2) * 86_400_000);
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    support::add_users(&r.store).await;
+    let to = T0 + DAYS * 86_400_000;
+    let qs = format!(
+        "period=custom&from={}&to={}&group=rack",
+        app::units::date(T0),
+        app::units::date(to - 1)
+    );
+    let truth = sim.interruptions();
+    let gpu = truth.iter().filter(|t| t.cause == Cause::Gpu).count();
+    let lemon = &sim.lemons()[0];
+    // A job with at least two complete checkpoints.
+    let mut saves: HashMap<u64, u32> = HashMap::new();
+    for w in &writes {
+        if let StoreWrite::Checkpoint(c) = w {
+            if c.complete {
+                *saves.entry(c.job_id).or_default() += 1;
+            }
+        }
+    }
+    let trained = saves
+        .iter()
+        .filter(|(_, n)| **n >= 2)
+        .map(|(id, _)| *id)
+        .min()
+        .expect("a job that checkpointed");
+    for who in ["operator1", "manager1"] {
+        let cookie = support::login(r.addr, who).await;
+        let page = support::get_with(
+            r.addr,
+            &format!("/reliability?{qs}"),
+            &[("Accept", "text/html"), ("Cookie", &cookie)],
+        )
+        .await;
+        assert_eq!(page.status, 200, "{who}");
+        let html = page.text();
+        assert!(html.contains("data-test=\"by-cause\""), "{who}: {html}");
+        assert!(
+            html.contains(&format!("{} interruptions", truth.len())),
+            "{who}: the total"
+        );
+        // The GPU row's count, as rendered.
+        let row = html
+            .split("data-cause=\"gpu\"")
+            .nth(1)
+            .and_then(|s| s.split("<td class=\"num\">").nth(1))
+            .and_then(|s| s.split('<').next())
+            .unwrap_or("");
+        assert_eq!(row.replace("<!>", ""), gpu.to_string(), "{who}: GPU count");
+        // The lemon heads its table, marked.
+        let table = html
+            .split("data-test=\"lemons\"")
+            .nth(1)
+            .unwrap_or_default();
+        let first_row = table.split("<tr data-node=\"").nth(1).unwrap_or_default();
+        assert!(
+            first_row.starts_with(&format!("{lemon}\" data-rma=\"true\"")),
+            "{who}: {first_row}"
+        );
+        assert!(first_row.contains("RMA / deep diagnostics"));
+        let lemons = support::get_with(
+            r.addr,
+            &format!("/api/reliability?{qs}&format=csv&table=lemons"),
+            &[("Cookie", &cookie)],
+        )
+        .await;
+        assert_eq!(lemons.status, 200);
+        assert!(
+            lemons
+                .text()
+                .lines()
+                .nth(1)
+                .is_some_and(|l| l.starts_with(&format!("\"{lemon}\","))),
+            "{}",
+            lemons.text()
+        );
+        let csv = support::get_with(
+            r.addr,
+            &format!("/api/reliability?{qs}&format=csv&table=interruptions"),
+            &[("Cookie", &cookie)],
+        )
+        .await;
+        assert_eq!(csv.status, 200);
+        assert!(csv
+            .header("content-type")
+            .is_some_and(|c| c.starts_with("text/csv")));
+        assert_eq!(csv.text().lines().count(), truth.len() + 1, "{who}: CSV");
+        let bad = support::get_with(
+            r.addr,
+            &format!("/api/reliability?{qs}&format=csv&table=nope"),
+            &[("Cookie", &cookie)],
+        )
+        .await;
+        assert_eq!(bad.status, 400);
+        assert!(bad.text().contains("unknown table"));
+        // The lemon's page says so, from the last 30 days.
+        let node = support::get_with(
+            r.addr,
+            &format!("/nodes/{lemon}"),
+            &[("Accept", "text/html"), ("Cookie", &cookie)],
+        )
+        .await
+        .text();
+        assert!(node.contains("data-test=\"lemon-mark\""), "{who}: {node}");
+        assert!(node.contains("jobs taken down"), "{who}");
+        // A training job that saved checkpoints gets advice on its interval.
+        let job = support::get_with(
+            r.addr,
+            &format!("/jobs/{trained}"),
+            &[("Accept", "text/html"), ("Cookie", &cookie)],
+        )
+        .await
+        .text();
+        assert!(job.contains("data-test=\"advice-change\""), "{who}: {job}");
+        assert!(
+            job.contains("Mean time to interruption at its size"),
+            "{who}"
+        );
+    }
+    // A node not marked has no mark on its page.
+    let cookie = support::login(r.addr, "operator1").await;
+    let now = r.live.source_now();
+    let month = support::get_with(
+        r.addr,
+        &format!(
+            "/api/reliability?period=custom&from={}&to={}",
+            app::units::date(now - 29 * 86_400_000),
+            app::units::date(now)
+        ),
+        &[("Cookie", &cookie)],
+    )
+    .await
+    .json();
+    let r_lemons: Vec<String> = month["lemons"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| l["rma"] == true)
+        .filter_map(|l| l["node"].as_str().map(String::from))
+        .collect();
+    assert!(r_lemons.contains(lemon), "{r_lemons:?}");
+    let healthy = r
+        .live
+        .inventory()
+        .and_then(|inv| {
+            inv.nodes
+                .iter()
+                .map(|n| n.name.clone())
+                .find(|n| !r_lemons.iter().any(|l| l == n))
+        })
+        .expect("a node that is no lemon");
+    let node = support::get_with(
+        r.addr,
+        &format!("/nodes/{healthy}"),
+        &[("Accept", "text/html"), ("Cookie", &cookie)],
+    )
+    .await
+    .text();
+    assert!(node.contains("data-test=\"node-page\""), "{node}");
+    assert!(!node.contains("data-test=\"lemon-mark\""), "{healthy}");
+    r.stop().await.expect("stop");
 }
