@@ -152,6 +152,8 @@ pub struct JobDetail {
     pub lost_gpu_hours: f64,
     /// How often it should checkpoint, from its saves and the last 30 days' rates.
     pub checkpoint_advice: Option<crate::reliability::CheckpointAdvice>,
+    /// Its stragglers and hang firing now (the radar's open alerts).
+    pub radar: Vec<AlertItem>,
     /// The source's time now (simulated time with the simulator).
     pub now_ms: UnixMs,
 }

@@ -441,6 +441,11 @@ struct AlertKeys {
     nccl_baseline_steps: usize,
     #[serde(rename = "checkpoint_overdue_minutes", deserialize_with = "minutes")]
     checkpoint_overdue_ms: i64,
+    straggler_ratio: f64,
+    #[serde(rename = "straggler_minutes", deserialize_with = "minutes")]
+    straggler_ms: i64,
+    #[serde(rename = "hang_minutes", deserialize_with = "minutes")]
+    hang_ms: i64,
     #[serde(deserialize_with = "non_empty")]
     webhook_url: Option<String>,
     #[serde(with = "WebhookFormatWords")]
@@ -710,6 +715,12 @@ fn validate_alerts(a: &mut AlertConfig) -> Result<(), ConfigError> {
         return Err(invalid(
             "alerts.rack_power_high_ratio",
             "must be above 0 and at most 1",
+        ));
+    }
+    if !(a.straggler_ratio > 0.0 && a.straggler_ratio < 1.0) {
+        return Err(invalid(
+            "alerts.straggler_ratio",
+            "must be above 0 and below 1",
         ));
     }
     Ok(())

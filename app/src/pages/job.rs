@@ -92,6 +92,19 @@ fn JobBody(
                 {d.last_good.as_ref().map(|c| format!("step {} · {} ago", c.step, units::duration_ms(now - c.started_ms - c.duration_ms))).unwrap_or_else(|| "none".into())}
             </dd></div>
         </dl>
+        {(!d.radar.is_empty()).then(|| view! {
+            <section class="radar" aria-labelledby="radar-h" data-test="job-radar">
+                <h2 id="radar-h">"Stragglers and hangs"</h2>
+                <ul>
+                    {d.radar.iter().map(|a| view! {
+                        <li data-rule=a.rule.clone()>
+                            <span class=format!("badge sev-{}", a.severity)>{if a.rule == "job_hung" { "Hung" } else { "Straggler" }}</span>
+                            {format!(" {} (since {})", a.summary, units::utc(a.started_ms))}
+                        </li>
+                    }).collect_view()}
+                </ul>
+            </section>
+        })}
         <h2 id="act-h">"GPU activity"</h2>
         <figure class="charts">
             <img src=format!("/api/charts/job/{id}/activity.svg") width="480" height="200" loading="lazy" data-test="job-activity"

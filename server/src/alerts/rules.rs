@@ -32,6 +32,12 @@ pub struct AlertConfig {
     pub nccl_baseline_steps: usize,
     /// A job that has checkpointed and then not for this long.
     pub checkpoint_overdue_ms: i64,
+    /// A GPU of a multi-node job under this share of its peers' median SM activity for
+    /// `straggler_ms` is a straggler.
+    pub straggler_ratio: f64,
+    pub straggler_ms: i64,
+    /// A multi-node job busy with flat power and no InfiniBand traffic this long is hung.
+    pub hang_ms: i64,
     /// POST each firing and resolution here (`http://` or `https://`).
     pub webhook_url: Option<String>,
     /// `gantry` (Gantry's JSON) or `alertmanager` (Alertmanager's v2 alert list).
@@ -52,6 +58,9 @@ impl Default for AlertConfig {
             nccl_baseline_factor: 1.3,
             nccl_baseline_steps: 20,
             checkpoint_overdue_ms: 2 * 3_600_000,
+            straggler_ratio: 0.8,
+            straggler_ms: 5 * 60_000,
+            hang_ms: 10 * 60_000,
             webhook_url: None,
             webhook_format: WebhookFormat::Gantry,
             auto_drain: false,
@@ -104,6 +113,8 @@ pub struct RuleState {
     since: HashMap<(&'static str, String), UnixMs>,
     /// Per node, per GPU index: the last PCIe replay count seen, and when it last rose.
     replays: HashMap<String, Vec<(u32, u64, Option<UnixMs>)>>,
+    /// Per job that looks hung: since when, and its power band.
+    hangs: HashMap<u64, radar::HangHold>,
 }
 
 impl RuleState {
@@ -446,11 +457,15 @@ pub fn evaluate(
             }
         }
     }
+    if let Some(r) = f.readings {
+        radar::evaluate(cfg, r, f.jobs, now, st, &mut seen, &mut out);
+    }
     st.retain(&seen);
     out.sort();
     out.dedup_by(|a, b| a.rule == b.rule && a.subject == b.subject);
     out
 }
 
+pub mod radar;
 #[cfg(test)]
 mod tests;

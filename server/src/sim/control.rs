@@ -119,7 +119,7 @@ impl Sim {
             return Err(format!("Job is pending execution for job {id}"));
         }
         let nodes = std::mem::take(&mut sj.node_idx);
-        let (intensity, started) = (sj.intensity, sj.job.start_ms);
+        let (intensity, started, hang) = (sj.intensity, sj.job.start_ms, sj.hang_from_ms);
         let mut ended = sj.job.clone();
         ended.end_ms = Some(t);
         ended.state = JobState::Requeued;
@@ -129,9 +129,12 @@ impl Sim {
         sj.restart_count += 1;
         sj.held = hold;
         sj.fault = None;
+        sj.straggle = None;
+        sj.hang_from_ms = None;
         sj.eligible_ms = t + 120_000;
         let gpus = sj.job.gpus;
-        self.release(&nodes, intensity, started, t);
+        self.release(&nodes, intensity, (started, hang), t);
+        self.end_slowdowns(id, t);
         self.note_interruption(super::TruthInterruption {
             job: id,
             at_ms: t,

@@ -17,11 +17,13 @@ pub mod exporter;
 mod faults;
 mod model;
 mod rng;
+mod slow;
 mod telemetry;
 mod workload;
 
 pub use faults::{Fault, TruthInterruption, DEFAULT_MEAN_GPU_HOURS};
 pub use model::{layout, SimEvent, SimTruth, TruthDomain, TruthJob, TruthRack};
+pub use slow::TruthSlowdown;
 pub use telemetry::weak_rack;
 
 use app::model::{Checkpoint, Inventory, Job, JobState, NodeState, UnixMs};
@@ -109,6 +111,9 @@ struct SimJob {
     step: u64,
     /// How and when this run will be interrupted (a faulty GPU under it, a random fault).
     fault: Option<PlannedFault>,
+    /// A GPU of this run that straggles for a while, and when this run hangs.
+    straggle: Option<slow::Straggle>,
+    hang_from_ms: Option<UnixMs>,
     /// Requeues so far.
     restart_count: u32,
     /// Held after a requeue-hold: never started until released.
@@ -135,6 +140,10 @@ pub struct Sim {
     boot_ms: UnixMs,
     /// Faults' own random stream, so that they do not shift the workload's.
     fault_rng: Rng,
+    /// Slowdowns' own random stream.
+    slow_rng: Rng,
+    /// Every straggler and hang since the start, as made.
+    slowdowns: Vec<slow::TruthSlowdown>,
     /// Mean GPU-hours of job runs between random faults; `None`: none.
     fault_mean_gpu_hours: Option<f64>,
     /// Every interruption since the start, as it happened.
@@ -205,6 +214,8 @@ impl Sim {
             events: Vec::new(),
             boot_ms: warmup_from - 30 * 24 * HOUR_MS,
             fault_rng: Rng::new(seed ^ 0x6661_756c_7473),
+            slow_rng: Rng::new(seed ^ 0x736c_6f77),
+            slowdowns: Vec::new(),
             fault_mean_gpu_hours: None,
             interruptions: std::sync::Arc::default(),
         };
@@ -264,6 +275,7 @@ impl Sim {
                 (Some(a), Some(b)) => Some(if b.at_ms < a.at_ms { b } else { a }),
                 (a, b) => a.or(b),
             };
+            self.draw_slowdowns(j, t);
         }
     }
 
@@ -306,11 +318,19 @@ impl Sim {
     }
 
     /// Frees a job's nodes at `t` (a draining node becomes drained) and banks the energy
-    /// the job drew on them.
-    fn release(&mut self, nodes: &[usize], intensity: f64, start_ms: Option<UnixMs>, t: UnixMs) {
-        let secs = (t - start_ms.unwrap_or(t)).max(0) as f64 / 1000.0;
+    /// the job drew on them and the InfiniBand bytes it moved (none after a hang began).
+    fn release(
+        &mut self,
+        nodes: &[usize],
+        intensity: f64,
+        (start_ms, hang_from_ms): (Option<UnixMs>, Option<UnixMs>),
+        t: UnixMs,
+    ) {
+        let from = start_ms.unwrap_or(t);
+        let secs = (t - from).max(0) as f64 / 1000.0;
+        let moving = (hang_from_ms.map_or(t, |h| h.min(t)) - from).max(0) as f64 / 1000.0;
         let joules = job_extra_watts(intensity) * secs;
-        let ib = job_ib_bytes_per_second(intensity, nodes.len()) * secs;
+        let ib = job_ib_bytes_per_second(intensity, nodes.len()) * moving;
         for &i in nodes {
             let n = &mut self.nodes[i];
             n.job = None;
@@ -331,7 +351,13 @@ impl Sim {
     /// Ends run `j` in `state` with the scheduler's words for it (reason, exit code).
     fn finish_with(&mut self, j: usize, state: JobState, t: UnixMs, detail: String) {
         let mut sj = self.active.remove(j);
-        self.release(&sj.node_idx, sj.intensity, sj.job.start_ms, t);
+        self.release(
+            &sj.node_idx,
+            sj.intensity,
+            (sj.job.start_ms, sj.hang_from_ms),
+            t,
+        );
+        self.end_slowdowns(sj.job.id, t);
         sj.job.state = state;
         sj.job.end_ms = Some(t);
         self.events.push(SimEvent::JobEnded {

@@ -242,6 +242,8 @@ pub struct SimTruth {
     pub interruptions: std::sync::Arc<Vec<super::TruthInterruption>>,
     /// Nodes with a faulty GPU that takes down every job landing on them (lemons).
     pub lemons: Vec<String>,
+    /// Stragglers and hangs going on now.
+    pub slowdowns: Vec<super::TruthSlowdown>,
 }
 
 fn shared_list<S: serde::Serializer>(
@@ -330,6 +332,12 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
         xids,
         interruptions: std::sync::Arc::clone(&sim.interruptions),
         lemons: sim.lemons(),
+        slowdowns: sim
+            .slowdowns()
+            .iter()
+            .filter(|s| s.from_ms <= sim.t_ms && sim.t_ms < s.to_ms)
+            .cloned()
+            .collect(),
         domains,
         at_ms: sim.t_ms,
         gpus,

@@ -30,6 +30,20 @@ pub(super) fn job_ib_bytes_per_second(intensity: f64, nodes: usize) -> f64 {
     }
 }
 
+/// What a GPU is doing at an instant (see `Sim::gpu_state`).
+pub(super) struct GpuState {
+    /// How hard it works, 0.0 to 1.0 (a straggler's share of its job's intensity).
+    pub load: f64,
+    pub saving: bool,
+    pub hung: bool,
+    pub busy: bool,
+    pub power: f64,
+    pub temp: f64,
+    /// Its clock against the boost clock, from thermal and power throttling.
+    pub clock_factor: f64,
+    pub bits: u64,
+}
+
 impl Sim {
     /// GPU `g` of node `node`'s energy counter at the current time, in joules: idle power
     /// since boot, plus what ended jobs drew, plus the running job so far.
@@ -58,7 +72,10 @@ impl Sim {
             .and_then(|j| j.job.start_ms.map(|s| (j, s)))
             .map(|(j, s)| {
                 let r = job_ib_bytes_per_second(j.intensity, j.node_idx.len());
-                (r, r * (self.t_ms - s).max(0) as f64 / 1000.0)
+                // A hung run moves nothing: its counter stops where the hang began.
+                let moving_until = j.hang_from_ms.map_or(self.t_ms, |h| h.min(self.t_ms));
+                let rate = if moving_until < self.t_ms { 0.0 } else { r };
+                (rate, r * (moving_until - s).max(0) as f64 / 1000.0)
             })
             .unwrap_or((0.0, 0.0));
         // Whole bytes, as the counters are.
@@ -78,26 +95,35 @@ impl Sim {
             + 0.5 * (hash_unit(self.seed, t / 1000, 1_000_000 + rack as u64) - 0.5)
     }
 
-    /// The readings of one GPU at the current time: a pure function of state and time.
-    fn gpu_reading(&self, node: usize, g: usize, inlet: f64, job: Option<&SimJob>) -> GpuReading {
+    /// What GPU `g` of `node` is doing at the current time (responding nodes only): how
+    /// hard it works, its power, temperature, clock factor and throttle bits. A pure
+    /// function of state and time, shared by the readings and the truth.
+    pub(super) fn gpu_state(
+        &self,
+        node: usize,
+        g: usize,
+        inlet: f64,
+        job: Option<&SimJob>,
+    ) -> GpuState {
         let t = self.t_ms;
-        let n = &self.nodes[node];
         let gid = (node * GPUS_PER_NODE + g) as u64;
         let noise = |k: u64| hash_unit(self.seed, t / 1000, gid * 8 + k) - 0.5;
-        let responding = !matches!(n.state, NodeState::Down | NodeState::NotResponding);
-        if !responding {
-            return GpuReading {
-                node: self.inv.nodes[node].name.clone(),
-                index: g as u32,
-                ..GpuReading::default()
-            };
-        }
-        let (load, saving) = match job {
-            Some(j) => (j.intensity, t < j.ckpt_until_ms),
+        let hung = job.is_some_and(|j| j.hang_from_ms.is_some_and(|h| t >= h));
+        let (mut load, saving) = match job {
+            Some(j) => (j.intensity, t < j.ckpt_until_ms && !hung),
             None => (0.0, false),
         };
-        let busy = load > 0.0 && !saving;
-        let mut power = if busy {
+        if job
+            .and_then(|j| j.straggle)
+            .is_some_and(|s| s.node == node && s.gpu == g && t >= s.from_ms && t < s.to_ms)
+        {
+            load *= super::slow::STRAGGLE_FACTOR;
+        }
+        let busy = load > 0.0 && !saving && !hung;
+        let mut power = if hung {
+            // Spinning in a collective that never completes: the same power every second.
+            GPU_IDLE_POWER_WATTS + super::slow::HUNG_EXTRA_WATTS + 0.5 * noise(0)
+        } else if busy {
             GPU_IDLE_POWER_WATTS + 20.0 + load * 610.0 + 30.0 * noise(0)
         } else if saving {
             150.0 + 10.0 * noise(0)
@@ -124,7 +150,45 @@ impl Sim {
         if bits & ThrottleReasons::SW_POWER_CAP != 0 {
             clock_factor *= 0.95;
         }
-        let (clock, sm) = if busy {
+        GpuState {
+            load,
+            saving,
+            hung,
+            busy,
+            power,
+            temp,
+            clock_factor,
+            bits,
+        }
+    }
+
+    /// The readings of one GPU at the current time: a pure function of state and time.
+    fn gpu_reading(&self, node: usize, g: usize, inlet: f64, job: Option<&SimJob>) -> GpuReading {
+        let t = self.t_ms;
+        let n = &self.nodes[node];
+        let gid = (node * GPUS_PER_NODE + g) as u64;
+        let noise = |k: u64| hash_unit(self.seed, t / 1000, gid * 8 + k) - 0.5;
+        let responding = !matches!(n.state, NodeState::Down | NodeState::NotResponding);
+        if !responding {
+            return GpuReading {
+                node: self.inv.nodes[node].name.clone(),
+                index: g as u32,
+                ..GpuReading::default()
+            };
+        }
+        let GpuState {
+            load,
+            saving,
+            hung,
+            busy,
+            power,
+            temp,
+            clock_factor,
+            mut bits,
+        } = self.gpu_state(node, g, inlet, job);
+        let (clock, sm) = if hung {
+            (GPU_BOOST_CLOCK_MHZ * clock_factor, 0.01)
+        } else if busy {
             (
                 GPU_BOOST_CLOCK_MHZ * clock_factor,
                 (load * clock_factor + 0.03 * noise(2)).clamp(0.0, 1.0),
@@ -139,7 +203,10 @@ impl Sim {
         // time, the tensor pipe about half of the SMs' active cycles, HBM a third. Ratios
         // to 6 decimals and percents whole, as the exporter prints them.
         let six = |x: f64| (x.clamp(0.0, 1.0) * 1e6).round() / 1e6;
-        let (util, gr, tensor, dram) = if busy {
+        let (util, gr, tensor, dram) = if hung {
+            // A kernel is always resident: utilisation reads full.
+            (100.0, six(0.02), 0.0, six(0.01))
+        } else if busy {
             (
                 (90.0 + 10.0 * load).round(),
                 six(sm + 0.02),
@@ -154,7 +221,9 @@ impl Sim {
         // Traffic: all-reduce over NVLink while computing; a checkpoint save goes out over
         // PCIe to storage.
         let gb = 1e9;
-        let (nvlink, pcie) = if busy {
+        let (nvlink, pcie) = if hung {
+            (0.0, 0.0)
+        } else if busy {
             (
                 load * clock_factor * (120.0 + 10.0 * noise(3)) * gb,
                 (4.0 + 2.0 * noise(4)) * gb,
@@ -193,6 +262,48 @@ impl Sim {
             // Whole millijoules, as the exporter's counter.
             energy_joules: Some((self.energy_joules(node, g, job) * 1000.0).round() / 1000.0),
         }
+    }
+
+    /// GPUs of running runs on two or more nodes that work under `ratio` of their run's
+    /// median pace now (pace: how hard a GPU works times its clock factor), while every GPU
+    /// of the run computes: the stragglers as the simulator knows them, made slow or
+    /// throttled by heat. (job, node, GPU index.)
+    pub fn slow_gpus(&self, ratio: f64) -> Vec<(u64, String, u32)> {
+        let mut out = Vec::new();
+        for j in self
+            .active
+            .iter()
+            .filter(|j| j.job.start_ms.is_some() && j.node_idx.len() >= 2)
+        {
+            let mut paces = Vec::with_capacity(j.node_idx.len() * GPUS_PER_NODE);
+            let mut computing = true;
+            for &i in &j.node_idx {
+                if matches!(
+                    self.nodes[i].state,
+                    NodeState::Down | NodeState::NotResponding
+                ) {
+                    continue;
+                }
+                let inlet = self.inlet_celsius(self.nodes[i].rack, self.t_ms);
+                for g in 0..GPUS_PER_NODE {
+                    let st = self.gpu_state(i, g, inlet, Some(j));
+                    computing &= st.busy;
+                    paces.push((i, g, st.load * st.clock_factor));
+                }
+            }
+            if !computing || paces.len() < 2 {
+                continue;
+            }
+            let mut sorted: Vec<f64> = paces.iter().map(|p| p.2).collect();
+            sorted.sort_by(f64::total_cmp);
+            let median = sorted[sorted.len() / 2];
+            for (i, g, p) in paces {
+                if p < ratio * median {
+                    out.push((j.job.id, self.inv.nodes[i].name.clone(), g as u32));
+                }
+            }
+        }
+        out
     }
 
     /// Every reading at the current time, as exporters would report them.

@@ -66,6 +66,8 @@ impl Sim {
             checkpoints: 0,
             step: 0,
             fault: None,
+            straggle: None,
+            hang_from_ms: None,
             restart_count: 0,
             held: false,
             eligible_ms: 0,

@@ -237,6 +237,17 @@ pub(super) async fn job_detail(
         },
         _ => None,
     };
+    let own = format!("job:{id}");
+    let radar = store
+        .open_alerts()
+        .await
+        .map_err(fail)?
+        .into_iter()
+        .filter(|a| {
+            matches!(a.rule.as_str(), "straggler" | "job_hung")
+                && (a.subject == own || a.subject.starts_with(&format!("{own}:")))
+        })
+        .collect();
     Ok(Some(JobDetail {
         me: app::actions::Me {
             user: None,
@@ -259,6 +270,7 @@ pub(super) async fn job_detail(
         work_at_risk_gpu_hours: at_risk,
         lost_gpu_hours: lost,
         checkpoint_advice,
+        radar,
         now_ms,
     }))
 }

@@ -29,6 +29,7 @@ mod crash;
 mod faults;
 mod http;
 mod promql;
+mod radar;
 mod reliability;
 mod replicas;
 mod reports;
