@@ -233,6 +233,8 @@ pub struct Reliability {
     pub repairs: Vec<NodeRepair>,
     /// Nodes with any trouble, highest score first.
     pub lemons: Vec<Lemon>,
+    /// Stragglers and hung jobs firing now, whatever the period (the radar's open alerts).
+    pub radar: Vec<crate::views::AlertItem>,
     /// The newest interruptions first, at most [`MAX_LISTED`].
     pub interruptions: Vec<Interruption>,
     /// How many there were in all (the list may be cut).

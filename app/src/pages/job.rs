@@ -95,14 +95,7 @@ fn JobBody(
         {(!d.radar.is_empty()).then(|| view! {
             <section class="radar" aria-labelledby="radar-h" data-test="job-radar">
                 <h2 id="radar-h">"Stragglers and hangs"</h2>
-                <ul>
-                    {d.radar.iter().map(|a| view! {
-                        <li data-rule=a.rule.clone()>
-                            <span class=format!("badge sev-{}", a.severity)>{if a.rule == "job_hung" { "Hung" } else { "Straggler" }}</span>
-                            {format!(" {} (since {})", a.summary, units::utc(a.started_ms))}
-                        </li>
-                    }).collect_view()}
-                </ul>
+                {super::reliability::radar_list(&d.radar)}
             </section>
         })}
         <h2 id="act-h">"GPU activity"</h2>

@@ -62,6 +62,21 @@ pub fn ReliabilityPage() -> impl IntoView {
     }
 }
 
+/// The radar's open alerts as a list, each linking to its job.
+pub fn radar_list(alerts: &[crate::views::AlertItem]) -> impl IntoView {
+    view! {
+        <ul class="radar-list">
+            {alerts.iter().map(|a| view! {
+                <li data-rule=a.rule.clone()>
+                    <span class=format!("badge sev-{}", a.severity)>{if a.rule == "job_hung" { "Hung" } else { "Straggler" }}</span>
+                    " "<a href=a.link.clone()>{a.summary.clone()}</a>
+                    {format!(" (since {})", units::utc(a.started_ms))}
+                </li>
+            }).collect_view()}
+        </ul>
+    }
+}
+
 /// A download link for one table.
 fn csv_link(qs: &str, table: &'static str, what: &'static str) -> impl IntoView {
     let href = format!("/api/reliability?{qs}&format=csv&table={table}");
@@ -190,6 +205,14 @@ fn Body(r: Reliability) -> impl IntoView {
                 </table>
             </div>
             {csv_link(&qs, "repairs", "repairs")}
+        </section>
+        <section aria-labelledby="radar-h" data-test="radar">
+            <h2 id="radar-h">"Stragglers and hangs now"</h2>
+            {if r.radar.is_empty() {
+                view! { <p class="muted">"None: no multi-node job has a GPU behind its peers or looks hung."</p> }.into_any()
+            } else {
+                radar_list(&r.radar).into_any()
+            }}
         </section>
         <section aria-labelledby="lemons-h">
             <h2 id="lemons-h">"Lemon nodes"</h2>

@@ -417,6 +417,7 @@ pub fn assemble(
         run_gpu_hours,
         repairs: repairs(h, from_ms, to_ms, now_ms),
         lemons,
+        radar: Vec::new(),
         interruptions: newest,
         total,
     }

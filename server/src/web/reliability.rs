@@ -23,12 +23,20 @@ pub(super) async fn answer(
     q: &app::reports::ReportQuery,
 ) -> Result<(app::reliability::Reliability, History), ApiError> {
     let inv = live.inventory().ok_or(ApiError::NotReady)?;
-    crate::reliability::build(store, &inv, q, live.source_now())
+    let (mut r, h) = crate::reliability::build(store, &inv, q, live.source_now())
         .await
         .map_err(|e| match e {
             ReliabilityError::Query(m) => ApiError::BadRequest(m),
             ReliabilityError::Store(e) => ApiError::Storage(e),
-        })
+        })?;
+    r.radar = store
+        .open_alerts()
+        .await
+        .map_err(ApiError::Storage)?
+        .into_iter()
+        .filter(|a| matches!(a.rule.as_str(), "straggler" | "job_hung"))
+        .collect();
+    Ok((r, h))
 }
 
 /// `GET /api/reliability?period=&group=&at=&from=&to=[&format=csv&table=]`: the answer as
