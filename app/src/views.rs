@@ -73,8 +73,9 @@ pub struct NodeDetail {
     pub jobs: Vec<JobRow>,
     /// Newest first.
     pub xids: Vec<XidSeen>,
-    /// Marked a lemon (RMA or deep diagnostics) in the last 30 days' reliability answer.
-    pub lemon: Option<crate::reliability::Lemon>,
+    /// Marked a lemon (RMA or deep diagnostics) in the last 30 days' reliability answer:
+    /// the mark as HTML the server writes.
+    pub lemon_html: Option<String>,
     /// Source time of the readings, and the wall clock of their publication and now.
     pub at_ms: UnixMs,
     pub published_ms: UnixMs,
@@ -140,9 +141,8 @@ pub struct JobDetail {
     pub job: Job,
     pub restart_count: u32,
     pub reason: Option<String>,
-    pub transitions: Vec<JobTransition>,
-    /// Oldest first.
-    pub checkpoints: Vec<Checkpoint>,
+    /// Its state transitions and checkpoints, as HTML the server writes.
+    pub history_html: String,
     /// The newest complete checkpoint, if any.
     pub last_good: Option<Checkpoint>,
     /// Running: GPU-hours since the last good checkpoint (or since the start).
@@ -150,10 +150,10 @@ pub struct JobDetail {
     /// GPU-hours lost to failures and requeues: from each run's last good checkpoint (or
     /// its start) to its end.
     pub lost_gpu_hours: f64,
-    /// How often it should checkpoint, from its saves and the last 30 days' rates.
-    pub checkpoint_advice: Option<crate::reliability::CheckpointAdvice>,
-    /// Its stragglers and hang firing now (the radar's open alerts).
-    pub radar: Vec<AlertItem>,
+    /// How often it should checkpoint, from its saves and the last 30 days' rates, and its
+    /// stragglers and hang firing now (the radar's open alerts): HTML the server writes.
+    pub advice_html: String,
+    pub radar_html: String,
     /// The source's time now (simulated time with the simulator).
     pub now_ms: UnixMs,
 }

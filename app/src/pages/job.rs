@@ -22,6 +22,7 @@ pub async fn get_job_detail(id: u64) -> Result<Option<JobDetail>, ServerFnError>
     Ok(d)
 }
 
+#[cfg(feature = "ssr")]
 fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
@@ -92,80 +93,119 @@ fn JobBody(
                 {d.last_good.as_ref().map(|c| format!("step {} · {} ago", c.step, units::duration_ms(now - c.started_ms - c.duration_ms))).unwrap_or_else(|| "none".into())}
             </dd></div>
         </dl>
-        {(!d.radar.is_empty()).then(|| view! {
-            <section class="radar" aria-labelledby="radar-h" data-test="job-radar">
-                <h2 id="radar-h">"Stragglers and hangs"</h2>
-                {super::reliability::radar_list(&d.radar)}
-            </section>
-        })}
+        <div inner_html=d.radar_html.clone()></div>
         <h2 id="act-h">"GPU activity"</h2>
         <figure class="charts">
             <img src=format!("/api/charts/job/{id}/activity.svg") width="480" height="200" loading="lazy" data-test="job-activity"
                 alt=format!("Job {id}: mean SM activity of its GPUs per minute since it started")/>
         </figure>
-        <h2 id="tr-h">"State transitions"</h2>
-        <table class="grid compact" aria-labelledby="tr-h" data-test="job-transitions">
-            <thead><tr><th scope="col">"When (UTC)"</th><th scope="col">"State"</th><th scope="col">"Nodes"</th><th scope="col">"Detail"</th></tr></thead>
-            <tbody>
-                {d.transitions.iter().map(|t| view! {
-                    <tr><td class="num">{units::utc(t.at_ms)}</td><td>{t.state.label()}</td>
-                    <td>{units::hostlist_short(&t.nodes)}</td><td>{t.detail.clone()}</td></tr>
-                }).collect_view()}
-            </tbody>
-        </table>
-        <h2 id="ck-h">"Checkpoints"</h2>
-        {if d.checkpoints.is_empty() {
-            view! { <p>"None known."</p> }.into_any()
-        } else {
-            view! {
-                <table class="grid compact" aria-labelledby="ck-h" data-test="job-checkpoints">
-                    <thead><tr>
-                        <th scope="col" class="num">"Step"</th><th scope="col">"Started (UTC)"</th><th scope="col" class="num">"Size"</th>
-                        <th scope="col" class="num">"Save took"</th><th scope="col" class="num">"Throughput"</th><th scope="col">"Complete"</th>
-                    </tr></thead>
+        <div inner_html=d.history_html.clone()></div>
+        <div inner_html=d.advice_html.clone()></div>
+    }
+}
+
+/// The job page's sections the server writes as HTML (server builds only): the radar's
+/// alerts and the checkpoint advice. They need no browser logic, so the bundle carries
+/// none of them.
+#[cfg(feature = "ssr")]
+pub mod server_html {
+    use leptos::prelude::*;
+
+    use super::gib;
+    use crate::model::Checkpoint;
+    use crate::reliability::CheckpointAdvice;
+    use crate::units;
+    use crate::views::{AlertItem, JobTransition};
+
+    /// The radar's open alerts for the job (empty: nothing).
+    pub fn radar(radar: &[AlertItem]) -> String {
+        if radar.is_empty() {
+            return String::new();
+        }
+        view! {
+            <section class="radar" aria-labelledby="radar-h" data-test="job-radar">
+                <h2 id="radar-h">"Stragglers and hangs"</h2>
+                {crate::pages::reliability::radar_list(radar)}
+            </section>
+        }
+        .to_html()
+    }
+
+    /// The state transitions and checkpoints (newest checkpoint first).
+    pub fn history(transitions: &[JobTransition], checkpoints: &[Checkpoint]) -> String {
+        view! {
+                <h2 id="tr-h">"State transitions"</h2>
+                <table class="grid compact" aria-labelledby="tr-h" data-test="job-transitions">
+                    <thead><tr><th scope="col">"When (UTC)"</th><th scope="col">"State"</th><th scope="col">"Nodes"</th><th scope="col">"Detail"</th></tr></thead>
                     <tbody>
-                        {d.checkpoints.iter().rev().map(|c| {
-                            let gbps = (c.duration_ms > 0).then(|| c.size_bytes as f64 / 1e9 / (c.duration_ms as f64 / 1000.0));
-                            view! {
-                                <tr data-test="checkpoint" data-step=c.step.to_string()>
-                                    <td class="num">{c.step}</td><td class="num">{units::utc(c.started_ms)}</td>
-                                    <td class="num">{gib(c.size_bytes)}</td><td class="num">{units::duration_ms(c.duration_ms)}</td>
-                                    <td class="num">{gbps.map(|g| format!("{g:.1} GB/s")).unwrap_or_else(|| "-".into())}</td>
-                                    <td>{if c.complete { "yes" } else { "no" }}</td>
-                                </tr>
-                            }
+                        {transitions.iter().map(|t| view! {
+                            <tr><td class="num">{units::utc(t.at_ms)}</td><td>{t.state.label()}</td>
+                            <td>{units::hostlist_short(&t.nodes)}</td><td>{t.detail.clone()}</td></tr>
                         }).collect_view()}
                     </tbody>
                 </table>
-            }.into_any()
-        }}
-        <h2 id="adv-h">"Checkpoint advice"</h2>
-        {match d.checkpoint_advice.clone() {
-            None => view! { <p class="muted" data-test="checkpoint-advice">"No advice: it needs a complete checkpoint and interruptions in the last 30 days to go on."</p> }.into_any(),
-            Some(a) => {
-                let secs = |s: f64| units::duration_ms((s * 1000.0).round() as i64);
-                let now = match (a.interval_s, a.loss_gpu_hours_per_day) {
-                    (Some(i), Some(l)) => format!(
-                        "It saves for {} every {}, which costs about {l:.1} GPU-hours a day in saves and in work redone after interruptions.",
-                        secs(a.save_s), secs(i)
-                    ),
-                    _ => format!("It saved for {} (one save so far: no interval yet).", secs(a.save_s)),
-                };
-                let saved = a.loss_gpu_hours_per_day.map(|l| l - a.optimal_loss_gpu_hours_per_day);
-                let change = match saved {
-                    Some(s) if s >= 0.05 => format!("Checkpointing every {} instead would save about {s:.1} GPU-hours a day.", secs(a.optimal_interval_s)),
-                    Some(_) => format!("Its interval is about optimal ({}).", secs(a.optimal_interval_s)),
-                    None => format!("The interval that minimises expected loss is {}.", secs(a.optimal_interval_s)),
-                };
-                view! {
-                    <div data-test="checkpoint-advice">
-                        <p>{now}</p>
-                        <p>{format!("Mean time to interruption at its size: {:.1} h ({}).", a.mtti_hours, a.mtti_basis)}</p>
-                        <p data-test="advice-change">{change}</p>
-                        <p class="muted">"Interval after Daly (Young's sqrt(2 x save x MTTI), refined for longer saves); losses by Young's first-order model."</p>
-                    </div>
-                }.into_any()
-            }
-        }}
+                <h2 id="ck-h">"Checkpoints"</h2>
+                {if checkpoints.is_empty() {
+                    view! { <p>"None known."</p> }.into_any()
+                } else {
+                    view! {
+                        <table class="grid compact" aria-labelledby="ck-h" data-test="job-checkpoints">
+                            <thead><tr>
+                                <th scope="col" class="num">"Step"</th><th scope="col">"Started (UTC)"</th><th scope="col" class="num">"Size"</th>
+                                <th scope="col" class="num">"Save took"</th><th scope="col" class="num">"Throughput"</th><th scope="col">"Complete"</th>
+                            </tr></thead>
+                            <tbody>
+                                {checkpoints.iter().rev().map(|c| {
+                                    let gbps = (c.duration_ms > 0).then(|| c.size_bytes as f64 / 1e9 / (c.duration_ms as f64 / 1000.0));
+                                    view! {
+                                        <tr data-test="checkpoint" data-step=c.step.to_string()>
+                                            <td class="num">{c.step}</td><td class="num">{units::utc(c.started_ms)}</td>
+                                            <td class="num">{gib(c.size_bytes)}</td><td class="num">{units::duration_ms(c.duration_ms)}</td>
+                                            <td class="num">{gbps.map(|g| format!("{g:.1} GB/s")).unwrap_or_else(|| "-".into())}</td>
+                                            <td>{if c.complete { "yes" } else { "no" }}</td>
+                                        </tr>
+                                    }
+                                }).collect_view()}
+                            </tbody>
+                        </table>
+                    }.into_any()
+                }}
+        }
+        .to_html()
+    }
+
+    /// The checkpoint advice section.
+    pub fn advice(advice: Option<CheckpointAdvice>) -> String {
+        view! {
+            <h2 id="adv-h">"Checkpoint advice"</h2>
+            {match advice {
+                None => view! { <p class="muted" data-test="checkpoint-advice">"No advice: it needs a complete checkpoint and interruptions in the last 30 days to go on."</p> }.into_any(),
+                Some(a) => {
+                    let secs = |s: f64| units::duration_ms((s * 1000.0).round() as i64);
+                    let now = match (a.interval_s, a.loss_gpu_hours_per_day) {
+                        (Some(i), Some(l)) => format!(
+                            "It saves for {} every {}, which costs about {l:.1} GPU-hours a day in saves and in work redone after interruptions.",
+                            secs(a.save_s), secs(i)
+                        ),
+                        _ => format!("It saved for {} (one save so far: no interval yet).", secs(a.save_s)),
+                    };
+                    let saved = a.loss_gpu_hours_per_day.map(|l| l - a.optimal_loss_gpu_hours_per_day);
+                    let change = match saved {
+                        Some(s) if s >= 0.05 => format!("Checkpointing every {} instead would save about {s:.1} GPU-hours a day.", secs(a.optimal_interval_s)),
+                        Some(_) => format!("Its interval is about optimal ({}).", secs(a.optimal_interval_s)),
+                        None => format!("The interval that minimises expected loss is {}.", secs(a.optimal_interval_s)),
+                    };
+                    view! {
+                        <div data-test="checkpoint-advice">
+                            <p>{now}</p>
+                            <p>{format!("Mean time to interruption at its size: {:.1} h ({}).", a.mtti_hours, a.mtti_basis)}</p>
+                            <p data-test="advice-change">{change}</p>
+                            <p class="muted">"Interval after Daly (Young's sqrt(2 x save x MTTI), refined for longer saves); losses by Young's first-order model."</p>
+                        </div>
+                    }.into_any()
+                }
+            }}
+        }
+        .to_html()
     }
 }

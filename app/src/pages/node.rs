@@ -89,13 +89,7 @@ fn NodeBody(d: NodeDetail) -> impl IntoView {
                 }}
             </p>
         </div>
-        {move || state.with(|d| d.lemon.clone().map(|l| (l, d.me.role.is_some_and(crate::actions::Role::can_review_reliability)))).map(|(l, may)| view! {
-            <p class="lemon-mark" role="note" data-test="lemon-mark">
-                <span class="badge sev-critical">"Lemon: RMA / deep diagnostics"</span>
-                {format!(" Last 30 days: {}. ", l.evidence)}
-                {may.then(|| view! { <a href="/reliability">"Reliability"</a> })}
-            </p>
-        })}
+        {move || state.with(|d| d.lemon_html.clone()).map(|h| view! { <div inner_html=h></div> })}
         <section class="node-head" class:stale=move || stale.get() aria-label="Scheduler">
             {move || slurm_state().map(|s| view! {
                 <span class=format!("badge {}", state_class(s)) data-test="node-state">{s.label()}</span>
@@ -254,4 +248,16 @@ mod client {
             }
         });
     }
+}
+
+/// The lemon mark as HTML the server writes (server builds only): no browser logic.
+#[cfg(feature = "ssr")]
+pub fn lemon_html(l: &crate::reliability::Lemon) -> String {
+    view! {
+        <p class="lemon-mark" role="note" data-test="lemon-mark">
+            <span class="badge sev-critical">"Lemon: RMA / deep diagnostics"</span>
+            {format!(" Last 30 days: {}. See the reliability page.", l.evidence)}
+        </p>
+    }
+    .to_html()
 }

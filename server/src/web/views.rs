@@ -152,7 +152,11 @@ pub(super) async fn node_detail(
         .unwrap_or((0, 0, 1000));
     let lemon = match live.inventory() {
         Some(inv) => match recent.get(store, &inv, live.source_now()).await {
-            Ok(r) => r.lemons.iter().find(|l| l.node == name && l.rma).cloned(),
+            Ok(r) => r
+                .lemons
+                .iter()
+                .find(|l| l.node == name && l.rma)
+                .map(app::server_html::lemon_html),
             Err(e) => {
                 tracing::error!(error = %e, "recent reliability failed");
                 None
@@ -171,7 +175,7 @@ pub(super) async fn node_detail(
         gpus,
         jobs: running.into_iter().map(job_row).collect(),
         xids,
-        lemon,
+        lemon_html: lemon,
         at_ms,
         published_ms,
         server_now_ms: wall_now_ms(),
@@ -238,7 +242,7 @@ pub(super) async fn job_detail(
         _ => None,
     };
     let own = format!("job:{id}");
-    let radar = store
+    let radar: Vec<app::views::AlertItem> = store
         .open_alerts()
         .await
         .map_err(fail)?
@@ -246,6 +250,15 @@ pub(super) async fn job_detail(
         .filter(|a| {
             matches!(a.rule.as_str(), "straggler" | "job_hung")
                 && (a.subject == own || a.subject.starts_with(&format!("{own}:")))
+        })
+        .collect();
+    let transitions: Vec<app::views::JobTransition> = events
+        .into_iter()
+        .map(|e| app::views::JobTransition {
+            at_ms: e.at_ms,
+            state: e.state,
+            nodes: e.nodes,
+            detail: e.detail,
         })
         .collect();
     Ok(Some(JobDetail {
@@ -256,21 +269,12 @@ pub(super) async fn job_detail(
         job,
         restart_count,
         reason,
-        transitions: events
-            .into_iter()
-            .map(|e| app::views::JobTransition {
-                at_ms: e.at_ms,
-                state: e.state,
-                nodes: e.nodes,
-                detail: e.detail,
-            })
-            .collect(),
-        checkpoints,
+        history_html: app::server_html::history(&transitions, &checkpoints),
         last_good,
         work_at_risk_gpu_hours: at_risk,
         lost_gpu_hours: lost,
-        checkpoint_advice,
-        radar,
+        advice_html: app::server_html::advice(checkpoint_advice),
+        radar_html: app::server_html::radar(&radar),
         now_ms,
     }))
 }
