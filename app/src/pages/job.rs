@@ -209,3 +209,59 @@ pub mod server_html {
         .to_html()
     }
 }
+
+#[cfg(all(test, feature = "ssr"))]
+mod tests {
+    use super::server_html;
+    use crate::views::AlertItem;
+
+    fn alert(rule: &str, subject: &str, summary: &str) -> AlertItem {
+        AlertItem {
+            id: 1,
+            rule: rule.into(),
+            subject: subject.into(),
+            severity: if rule == "job_hung" {
+                "critical"
+            } else {
+                "warning"
+            }
+            .into(),
+            summary: summary.into(),
+            link: "/jobs/7".into(),
+            state: "firing".into(),
+            started_ms: 1_794_268_800_000,
+            resolved_ms: None,
+            acked_by: None,
+            acked_ms: None,
+            ack_note: None,
+            silenced_until_ms: None,
+        }
+    }
+
+    #[test]
+    fn the_radar_section_names_each_alert_escaped_and_is_absent_without_one() {
+        assert_eq!(server_html::radar(&[]), "");
+        let h = server_html::radar(&[
+            alert(
+                "straggler",
+                "job:7:gpu001:gpu3",
+                "job 7: gpu001 GPU 3 at 55% <of> its peers",
+            ),
+            alert("job_hung", "job:7", "job 7: hung"),
+        ]);
+        assert!(h.contains("data-test=\"job-radar\""), "{h}");
+        assert!(h.contains("data-rule=\"straggler\"") && h.contains("data-rule=\"job_hung\""));
+        assert!(h.contains("badge sev-critical\">Hung"), "{h}");
+        assert!(h.contains("55% &lt;of&gt; its peers"), "escaped: {h}");
+        assert!(h.contains("since 2026-11-10 00:00"), "{h}");
+    }
+
+    #[test]
+    fn without_advice_the_section_says_what_it_needs() {
+        let h = server_html::advice(None);
+        assert!(
+            h.contains("Checkpoint advice") && h.contains("No advice"),
+            "{h}"
+        );
+    }
+}
