@@ -23,6 +23,17 @@ fn job(id: u64, gpus: u32) -> Job {
     }
 }
 
+/// An inventory without racks or nodes: attribution needs none.
+fn no_layout() -> Inventory {
+    Inventory {
+        cluster: "t".into(),
+        rows: vec![],
+        racks: vec![],
+        nodes: vec![],
+        domains: vec![],
+    }
+}
+
 fn ev(job_id: u64, at_ms: i64, state: JobState, nodes: &[&str], detail: &str) -> JobEvent {
     JobEvent {
         job_id,
@@ -74,13 +85,7 @@ fn evidence_explains_one_interruption_and_only_near_its_end_on_its_nodes() {
         node_events: vec![],
         operator_requeues: vec![],
     };
-    let inv = Inventory {
-        cluster: "t".into(),
-        rows: vec![],
-        racks: vec![],
-        nodes: vec![],
-        domains: vec![],
-    };
+    let inv = no_layout();
     let list = interruptions(&h, &inv, T0, T0 + 24 * H);
     let got: Vec<(u64, Cause)> = list.iter().map(|i| (i.job_id, i.cause)).collect();
     assert_eq!(
@@ -208,13 +213,7 @@ fn a_lemon_is_ranked_first_and_its_mark_holds_until_the_score_falls_below_the_cl
         ],
         ..History::default()
     };
-    let inv = Inventory {
-        cluster: "t".into(),
-        rows: vec![],
-        racks: vec![],
-        nodes: vec![],
-        domains: vec![],
-    };
+    let inv = no_layout();
     let q = ReportQuery::default();
     // Through day 8.5: the trailing week holds two of bad's faults (8 points), under the
     // line that sets the mark (12) but not under the one that clears it (6).

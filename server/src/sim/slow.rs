@@ -102,16 +102,8 @@ impl Sim {
     }
 
     /// A run of job `id` ended at `t`: its slowdowns end there too.
+    /// (Slowdowns are drawn when a run starts, so a run's own are among the newest.)
     pub(super) fn end_slowdowns(&mut self, id: u64, t: UnixMs) {
-        if !self
-            .slowdowns
-            .iter()
-            .rev()
-            .take(64)
-            .any(|s| s.job == id && s.to_ms > t)
-        {
-            return;
-        }
         for s in self.slowdowns.iter_mut().rev().take(64) {
             if s.job == id && s.to_ms > t {
                 s.to_ms = t.max(s.from_ms);

@@ -200,17 +200,7 @@ async fn audit(
             out.push_str(&line.join(","));
             out.push('\n');
         }
-        return Ok((
-            [
-                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
-                (
-                    header::CONTENT_DISPOSITION,
-                    "attachment; filename=\"gantry-audit.csv\"",
-                ),
-            ],
-            out,
-        )
-            .into_response());
+        return Ok(super::download(super::CSV, "gantry-audit.csv", out));
     }
     Ok(Json(serde_json::json!({ "entries": rows })).into_response())
 }

@@ -22,6 +22,30 @@ use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use crate::live::Live;
 use crate::store::Store;
 
+/// A file to save: `body` as `content_type`, named `name` in the browser's download.
+pub(super) fn download(
+    content_type: &'static str,
+    name: &str,
+    body: impl axum::response::IntoResponse,
+) -> axum::response::Response {
+    use axum::http::header;
+    use axum::response::IntoResponse;
+    (
+        [
+            (header::CONTENT_TYPE, content_type.to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{name}\""),
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// The CSV content type every table download has.
+pub(super) const CSV: &str = "text/csv; charset=utf-8";
+
 pub mod accept;
 mod actions;
 mod admin;

@@ -1,7 +1,6 @@
 //! Reliability (`crate::reliability`): the answer as JSON, and each of its tables as CSV.
 
 use axum::extract::{Query, State};
-use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Json;
@@ -46,18 +45,18 @@ async fn reliability_get(
     State(st): State<AppState>,
     Query(pairs): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
-    let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-    let q =
-        app::reports::ReportQuery::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .map_err(ApiError::BadRequest)?;
+    let (q, format) = super::reports::report_query(&pairs)?;
     let (r, h) = answer(&st.live, &st.store, &q).await?;
-    match get("format") {
+    match format.as_deref() {
         None | Some("json") => Ok(Json(r).into_response()),
         Some("csv") => {
-            let table = get("table").unwrap_or("interruptions");
+            let table = pairs
+                .iter()
+                .find(|(k, _)| k == "table")
+                .map_or("interruptions", |(_, v)| v.as_str());
             let all = match table {
                 "interruptions" => {
-                    let inv = st.live.inventory().ok_or(ApiError::NotFound)?;
+                    let inv = st.live.inventory().ok_or(ApiError::NotReady)?;
                     crate::reliability::with_window(&h, &inv, r.from_ms, r.to_ms).0
                 }
                 _ => Vec::new(),
@@ -72,17 +71,7 @@ async fn reliability_get(
                 app::units::date(r.from_ms),
                 app::units::date(r.to_ms - 1)
             );
-            Ok((
-                [
-                    (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
-                    (
-                        header::CONTENT_DISPOSITION,
-                        format!("attachment; filename=\"{name}\""),
-                    ),
-                ],
-                body,
-            )
-                .into_response())
+            Ok(super::download(super::CSV, &name, body))
         }
         Some(other) => Err(ApiError::BadRequest(format!(
             "unknown format {other:?}: json or csv"

@@ -16,8 +16,9 @@ pub(super) fn routes() -> Routes {
     ]
 }
 
-/// The report query of a request's URL (`period`, `group`, `at`, `from`, `to`).
-fn report_query(
+/// The report query of a request's URL (`period`, `group`, `at`, `from`, `to`), and its
+/// `format`.
+pub(super) fn report_query(
     pairs: &[(String, String)],
 ) -> Result<(app::reports::ReportQuery, Option<String>), ApiError> {
     let format = pairs
@@ -52,17 +53,11 @@ async fn report_get(
                 app::units::date(r.from_ms),
                 app::units::date(r.to_ms - 1)
             );
-            Ok((
-                [
-                    (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
-                    (
-                        header::CONTENT_DISPOSITION,
-                        format!("attachment; filename=\"{name}\""),
-                    ),
-                ],
+            Ok(super::download(
+                super::CSV,
+                &name,
                 crate::reports::csv(&r, &st.rates.currency),
-            )
-                .into_response())
+            ))
         }
         Some(other) => Err(ApiError::BadRequest(format!(
             "unknown format {other:?}: json or csv"
