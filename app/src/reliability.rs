@@ -239,6 +239,74 @@ pub struct Reliability {
     pub interruptions: Vec<Interruption>,
     /// How many there were in all (the list may be cut).
     pub total: u32,
+    /// Where the allocated time went: effective training time and the badput ledger.
+    pub ledger: Ledger,
+}
+
+/// Allocated GPU-hours by what they did (the server's `reports::ledger` defines each).
+/// Every bucket but `restart_wait_gh` is a part of `allocated_gh`, and they add up to it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Badput {
+    pub allocated_gh: f64,
+    pub productive_gh: f64,
+    pub startup_gh: f64,
+    pub checkpoint_gh: f64,
+    pub reexec_gh: f64,
+    pub throttle_gh: f64,
+    pub idle_gh: f64,
+    pub hung_gh: f64,
+    /// No reading of the GPUs (nothing can be said of them).
+    pub other_gh: f64,
+    /// Outside the allocation: from an interruption until the job ran again.
+    pub restart_wait_gh: f64,
+}
+
+impl Badput {
+    /// Effective training time ratio: productive over allocated plus restart wait.
+    pub fn ettr(&self) -> Option<f64> {
+        let wall = self.allocated_gh + self.restart_wait_gh;
+        (wall > 0.0).then(|| self.productive_gh / wall)
+    }
+
+    /// The buckets with their names, productive first, in the order tables and charts use.
+    pub fn buckets(&self) -> [(&'static str, f64); 9] {
+        [
+            ("productive", self.productive_gh),
+            ("start-up", self.startup_gh),
+            ("blocking checkpoint save", self.checkpoint_gh),
+            ("re-execution", self.reexec_gh),
+            ("restart wait", self.restart_wait_gh),
+            ("throttling", self.throttle_gh),
+            ("idle allocated", self.idle_gh),
+            ("hung", self.hung_gh),
+            ("other (no reading)", self.other_gh),
+        ]
+    }
+}
+
+/// One line of a ledger table: a period's start, an account or a job.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LedgerRow {
+    /// The bucket's start (over time), the account, or the job id.
+    pub key: String,
+    /// The job's name and account (jobs), else empty.
+    pub name: String,
+    /// The bucket's start (over time), else 0.
+    pub at_ms: UnixMs,
+    pub badput: Badput,
+}
+
+/// The period's ledger: the cluster's, over time, per account and per job.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ledger {
+    pub cluster: Badput,
+    /// `day` or `week`: the length of each over-time row.
+    pub step: String,
+    pub over_time: Vec<LedgerRow>,
+    pub accounts: Vec<LedgerRow>,
+    /// Most allocated first, at most [`MAX_LISTED`] (the CSV has them all).
+    pub jobs: Vec<LedgerRow>,
+    pub jobs_total: u32,
 }
 
 /// The longest list of interruptions a page carries (the CSV has them all).

@@ -219,7 +219,7 @@ async fn measure_reliability(
     let mut total = 0;
     for _ in 0..RUNS {
         let t = Instant::now();
-        let (r, _) = server::reliability::build(&store, &inv, &q, now)
+        let (r, _, _) = server::reliability::build(&store, &inv, &q, now)
             .await
             .map_err(|e| e.to_string())?;
         times.push(t.elapsed().as_secs_f64() * 1000.0);

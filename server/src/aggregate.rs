@@ -42,6 +42,69 @@ fn round_to(x: f64, step: f64) -> f64 {
     (x / step).round() * step
 }
 
+/// The hang rule's signal, shared by the radar (its alert) and the badput ledger (its
+/// hung time): pure.
+pub mod hang {
+    use app::model::{GpuReading, UnixMs};
+
+    /// How long the signal must hold for a hang (`[alerts] hang_minutes` by default).
+    pub const DEFAULT_HANG_MS: i64 = 10 * 60_000;
+
+    /// "Busy" for the hang rule: every GPU's utilisation at least this, in percent.
+    pub const HANG_UTIL_PERCENT: f64 = 90.0;
+    /// "No traffic": every node of the job under this, in bytes per second (management and
+    /// storage chatter stay under it; an all-reduce moves gigabytes a second).
+    pub const HANG_IB_BYTES_PER_SECOND: f64 = 10e6;
+    /// "Flat": the job's mean GPU power stays within this share of its highest since the hold
+    /// began.
+    pub const HANG_POWER_BAND: f64 = 0.05;
+
+    /// Where a hang's hold began, and the lowest and highest mean power seen since.
+    #[derive(Clone, Copy, Debug)]
+    pub struct HangHold {
+        pub since: UnixMs,
+        low: f64,
+        high: f64,
+    }
+
+    impl HangHold {
+        pub fn new(now: UnixMs, mean: f64) -> HangHold {
+            HangHold {
+                since: now,
+                low: mean,
+                high: mean,
+            }
+        }
+
+        /// Adds a reading of the job's mean GPU power; a swing past the band starts over.
+        pub fn observe(&mut self, now: UnixMs, mean: f64) {
+            self.low = self.low.min(mean);
+            self.high = self.high.max(mean);
+            if self.high - self.low > HANG_POWER_BAND * self.high {
+                *self = HangHold::new(now, mean);
+            }
+        }
+    }
+
+    /// A job's GPUs look hung at this instant: every one busy (utilisation), each of its
+    /// nodes' InfiniBand quiet (`quiet`), every GPU's power read. Their mean power, then.
+    pub fn hang_signal(gpus: &[&GpuReading], quiet: bool) -> Option<f64> {
+        let busy = gpus
+            .iter()
+            .all(|g| g.gpu_util_percent.is_some_and(|u| u >= HANG_UTIL_PERCENT));
+        let powers: Vec<f64> = gpus.iter().filter_map(|g| g.power_watts).collect();
+        if !(busy && quiet) || gpus.len() < 2 || powers.len() != gpus.len() {
+            return None;
+        }
+        Some(powers.iter().sum::<f64>() / powers.len() as f64)
+    }
+
+    /// A node's InfiniBand traffic counts as none.
+    pub fn ib_quiet(bytes_per_second: Option<f64>) -> bool {
+        bytes_per_second.is_some_and(|b| b < HANG_IB_BYTES_PER_SECOND)
+    }
+}
+
 /// A throttled GPU's clock deficit against the reference boost clock, 0.0 to 1.0.
 pub fn clock_deficit(g: &GpuReading) -> Option<f64> {
     if !g.throttle.is_some_and(|t| t.is_throttling()) {

@@ -4,6 +4,9 @@
 
 use std::fmt::Write;
 
+mod ledger;
+pub use ledger::{ledger_png, ledger_svg, LedgerChartKind};
+
 use app::model::UnixMs;
 use plotters::prelude::*;
 
@@ -469,13 +472,18 @@ pub fn report_png(kind: ReportChartKind, p: &ReportPlot<'_>) -> Result<Vec<u8>, 
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         draw_report(kind, p, root, RGBColor(0x22, 0x2b, 0x33))?;
     }
+    encode_png(&rgb, w, h)
+}
+
+/// An RGB buffer of `w` x `h` as PNG.
+fn encode_png(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     {
         let mut enc = png::Encoder::new(&mut out, w, h);
         enc.set_color(png::ColorType::Rgb);
         enc.set_depth(png::BitDepth::Eight);
         let mut wr = enc.write_header().map_err(|e| e.to_string())?;
-        wr.write_image_data(&rgb).map_err(|e| e.to_string())?;
+        wr.write_image_data(rgb).map_err(|e| e.to_string())?;
     }
     Ok(out)
 }

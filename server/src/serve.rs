@@ -475,14 +475,19 @@ async fn start_sim_source(
         cfg.sim.seed,
         cfg.cluster_name.clone(),
     );
-    let sim =
-        match tokio::task::spawn_blocking(move || Sim::new(nodes, seed, &name, start_ms)).await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!(error = %e, "simulator could not start");
-                return None;
-            }
-        };
+    let sim = match tokio::task::spawn_blocking(move || {
+        let mut sim = Sim::new(nodes, seed, &name, start_ms);
+        sim.track_ledgers();
+        sim
+    })
+    .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "simulator could not start");
+            return None;
+        }
+    };
     // Configured exporters, or the simulator's own, on this server (scraped by
     // Gantry, or by a PromQL store that Gantry queries).
     let own = format!("http://{addr}/sim/exporter");
@@ -582,6 +587,7 @@ async fn start_sim_source(
         scrape_interval_ms,
         simulate_telemetry: external.is_none(),
         idle_below_sm: cfg.reports.idle_below_sm,
+        hang_ms: cfg.alerts.hang_ms,
         resume,
     };
     let ops = work.sim_ops.clone()?;
@@ -635,6 +641,7 @@ fn start_slurm_source(
         cluster: cfg.cluster_name.clone(),
         interval_ms: cfg.slurm.poll_interval_ms,
         idle_below_sm: cfg.reports.idle_below_sm,
+        hang_ms: cfg.alerts.hang_ms,
         resume,
     };
     tokio::spawn(crate::sources::slurm::run_slurm_source(

@@ -79,8 +79,8 @@ mod body {
 
     use super::radar_list;
     use crate::reliability::{
-        Cause, GroupCauses, LemonWeights, Reliability, LEMON_RMA_AT, LEMON_RMA_CLEAR,
-        LEMON_WINDOW_DAYS,
+        Badput, Cause, GroupCauses, Ledger, LedgerRow, LemonWeights, Reliability, LEMON_RMA_AT,
+        LEMON_RMA_CLEAR, LEMON_WINDOW_DAYS,
     };
     use crate::units;
 
@@ -131,6 +131,111 @@ mod body {
         }
     }
 
+    fn gpu_hours(v: f64) -> String {
+        format!("{v:.1}")
+    }
+
+    /// Rows of the ledger: ETTR, allocated and each bucket's GPU-hours.
+    fn ledger_table(
+        caption: String,
+        head: &'static str,
+        rows: Vec<LedgerRow>,
+        link: bool,
+        test: &'static str,
+    ) -> impl IntoView {
+        view! {
+            <div class="table-wrap" tabindex="0" role="region" aria-label=caption.clone()>
+                <table data-test=test>
+                    <caption>{caption.clone()}</caption>
+                    <thead><tr>
+                        <th scope="col">{head}</th>
+                        <th scope="col" class="num">"ETTR"</th>
+                        <th scope="col" class="num">"Allocated GPU-h"</th>
+                        {Badput::default().buckets().into_iter().map(|(n, _)| view! { <th scope="col" class="num">{n}</th> }).collect_view()}
+                    </tr></thead>
+                    <tbody>
+                        {rows.into_iter().map(|r| {
+                            let label = if r.name.is_empty() { r.key.clone() } else { format!("{} {}", r.key, r.name) };
+                            let head = if link {
+                                view! { <th scope="row"><a href=format!("/jobs/{}", r.key)>{label}</a></th> }.into_any()
+                            } else {
+                                view! { <th scope="row">{label}</th> }.into_any()
+                            };
+                            view! {
+                                <tr>
+                                    {head}
+                                    <td class="num">{units::percent(r.badput.ettr())}</td>
+                                    <td class="num">{gpu_hours(r.badput.allocated_gh)}</td>
+                                    {r.badput.buckets().into_iter().map(|(_, v)| view! { <td class="num">{gpu_hours(v)}</td> }).collect_view()}
+                                </tr>
+                            }
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </div>
+        }
+    }
+
+    fn ledger_section(l: Ledger, qs: String) -> impl IntoView {
+        let c = l.cluster;
+        let wall = c.allocated_gh + c.restart_wait_gh;
+        let chart = |name: &'static str, alt: String| {
+            let src = format!("/api/reliability/charts/{name}.svg?{qs}");
+            let png = format!("/api/reliability/charts/{name}.png?{qs}");
+            view! {
+                <figure class="report-chart">
+                    <img src=src alt=alt width="760" height="280"/>
+                    <figcaption><a href=png download="">{format!("PNG of the {name} chart")}</a></figcaption>
+                </figure>
+            }
+        };
+        let step = l.step.clone();
+        let jobs_caption = format!(
+            "The {} most allocated of {} jobs (the CSV has all)",
+            l.jobs.len(),
+            l.jobs_total
+        );
+        view! {
+            <section aria-labelledby="ledger-h" data-test="ledger">
+                <h2 id="ledger-h">"Effective training time"</h2>
+                <p data-test="ettr">{format!(
+                    "ETTR {}: {:.1} productive GPU-hours of {:.1} allocated plus {:.1} waiting to restart.",
+                    units::percent(c.ettr()),
+                    c.productive_gh,
+                    c.allocated_gh,
+                    c.restart_wait_gh
+                )}</p>
+                <div class="table-wrap">
+                    <table data-test="ledger-buckets">
+                        <caption>"Where the allocated GPU time went"</caption>
+                        <thead><tr>
+                            <th scope="col">"Bucket"</th>
+                            <th scope="col" class="num">"GPU-hours"</th>
+                            <th scope="col" class="num">"Share"</th>
+                        </tr></thead>
+                        <tbody>
+                            {c.buckets().into_iter().map(|(n, v)| view! {
+                                <tr>
+                                    <th scope="row">{n}</th>
+                                    <td class="num">{gpu_hours(v)}</td>
+                                    <td class="num">{units::percent((wall > 0.0).then(|| v / wall))}</td>
+                                </tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                </div>
+                {chart("ettr", format!("ETTR per {step}: the table below gives each value"))}
+                {chart("ledger", format!("GPU time by bucket per {step}, stacked: the table below gives each value"))}
+                {ledger_table(format!("Per {step}"), "From", l.over_time, false, "ledger-over-time")}
+                {csv_link(&qs, "ledger", "the ledger over time")}
+                {ledger_table("Per account".into(), "Account", l.accounts, false, "ledger-accounts")}
+                {csv_link(&qs, "ledger_accounts", "the ledger per account")}
+                {ledger_table(jobs_caption, "Job", l.jobs, true, "ledger-jobs")}
+                {csv_link(&qs, "ledger_jobs", "the ledger per job")}
+            </section>
+        }
+    }
+
     #[component]
     fn Body(r: Reliability) -> impl IntoView {
         let qs = r.query.to_query();
@@ -148,6 +253,7 @@ mod body {
             <p class="report-when" data-test="reliability-when">
                 {format!("{} interruptions, {} of them unexpected (hardware and platform): {when}", r.total, r.unexpected)}
             </p>
+            {ledger_section(r.ledger.clone(), qs.clone())}
             <section aria-labelledby="causes-h">
                 <h2 id="causes-h">"Interruptions by cause"</h2>
                 <div class="table-wrap">

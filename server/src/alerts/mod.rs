@@ -15,6 +15,6 @@ mod rules;
 mod task;
 mod webhook;
 
-pub use rules::{evaluate, AlertConfig, Condition, Facts, RuleState};
+pub use rules::{evaluate, radar, AlertConfig, Condition, Facts, RuleState};
 pub use task::{run, AlertTask};
 pub use webhook::WebhookFormat;

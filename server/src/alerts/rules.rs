@@ -60,7 +60,7 @@ impl Default for AlertConfig {
             checkpoint_overdue_ms: 2 * 3_600_000,
             straggler_ratio: 0.8,
             straggler_ms: 5 * 60_000,
-            hang_ms: 10 * 60_000,
+            hang_ms: crate::aggregate::hang::DEFAULT_HANG_MS,
             webhook_url: None,
             webhook_format: WebhookFormat::Gantry,
             auto_drain: false,

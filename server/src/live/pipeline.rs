@@ -107,6 +107,11 @@ impl Pipeline {
         self.resume = Some((accounted_ms, max_gap_ms));
     }
 
+    /// The hang rule's hold, which the badput ledger's hung time follows.
+    pub fn set_hang_ms(&mut self, hang_ms: i64) {
+        self.reports.set_hang_ms(hang_ms);
+    }
+
     /// The last writes at a clean stop: report deltas gathered since the last flush.
     pub fn finish(&mut self, q: &StoreQueue) {
         let deltas = self.reports.flush();
@@ -247,6 +252,8 @@ impl Pipeline {
         for e in events {
             match e {
                 Event::Checkpoint(c) => {
+                    self.reports
+                        .checkpoint(c.job_id, c.started_ms, c.duration_ms, c.complete);
                     if c.complete {
                         live.checkpoint_seen(c.job_id, c.started_ms + c.duration_ms);
                     }

@@ -15,6 +15,7 @@
 //! - *MTTR* of a node: the mean length of its out-of-service spans (drained, down, not
 //!   responding, maintenance) that ended in the period.
 
+pub mod ledger;
 pub mod lemons;
 pub mod recent;
 pub mod rules;
@@ -420,6 +421,7 @@ pub fn assemble(
         radar: Vec::new(),
         interruptions: newest,
         total,
+        ledger: app::reliability::Ledger::default(),
     }
 }
 
@@ -432,7 +434,7 @@ pub async fn build(
     inv: &Inventory,
     q: &ReportQuery,
     now_ms: UnixMs,
-) -> Result<(Reliability, History), ReliabilityError> {
+) -> Result<(Reliability, History, Vec<app::reliability::LedgerRow>), ReliabilityError> {
     let (from_ms, to_ms) = q.window(now_ms).map_err(ReliabilityError::Query)?;
     if to_ms - from_ms > MAX_DAYS * 86_400_000 {
         return Err(ReliabilityError::Query(format!(
@@ -440,14 +442,26 @@ pub async fn build(
         )));
     }
     let h = History::load(store, from_ms, to_ms).await?;
-    Ok((assemble(&h, inv, q, from_ms, to_ms, now_ms), h))
+    let (ledger, jobs) = ledger::load(store, &h.jobs, from_ms, to_ms).await?;
+    let mut r = assemble(&h, inv, q, from_ms, to_ms, now_ms);
+    r.ledger = ledger;
+    Ok((r, h, jobs))
 }
 
 /// One table of an answer as CSV (`table`: causes, groups, models, nodes, sizes, repairs,
-/// lemons, interruptions); `None` for an unknown table. The interruptions table has every one of
-/// the period, not only the page's newest.
-pub fn csv(r: &Reliability, all: &[Interruption], table: &str) -> Option<String> {
+/// lemons, interruptions, ledger, ledger_accounts, ledger_jobs); `None` for an unknown
+/// table. The interruptions and ledger_jobs tables have every one of the period (`all`,
+/// `jobs`), not only the page's.
+pub fn csv(
+    r: &Reliability,
+    all: &[Interruption],
+    jobs: &[app::reliability::LedgerRow],
+    table: &str,
+) -> Option<String> {
     use app::units::csv_field;
+    if let Some(t) = ledger::csv(&r.ledger, jobs, table) {
+        return Some(t);
+    }
     let mut out = String::new();
     let causes_header = |out: &mut String, first: &str| {
         out.push_str(first);

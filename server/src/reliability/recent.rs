@@ -42,7 +42,7 @@ impl Recent {
             to: Some(app::units::date(now_ms)),
             ..ReportQuery::default()
         };
-        let (r, _) = super::build(store, inv, &q, now_ms).await?;
+        let (r, _, _) = super::build(store, inv, &q, now_ms).await?;
         let r = Arc::new(r);
         *cell = Some((now_ms, Arc::clone(&r)));
         Ok(r)

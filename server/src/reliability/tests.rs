@@ -123,6 +123,7 @@ fn evidence_explains_one_interruption_and_only_near_its_end_on_its_nodes() {
     let csv = csv(
         &r,
         &interruptions(&h, &inv, T0, T0 + 24 * H),
+        &[],
         "interruptions",
     )
     .unwrap_or_default();
@@ -133,7 +134,7 @@ fn evidence_explains_one_interruption_and_only_near_its_end_on_its_nodes() {
             .is_some_and(|l| l.contains(",gpu,\"n1\",")),
         "{csv}"
     );
-    assert!(super::csv(&r, &[], "nope").is_none());
+    assert!(super::csv(&r, &[], &[], "nope").is_none());
 }
 
 #[test]
@@ -252,6 +253,6 @@ fn a_lemon_is_ranked_first_and_its_mark_holds_until_the_score_falls_below_the_cl
         "no job taken down in the period itself"
     );
     assert!(bad.rma);
-    let csv = csv(&r, &[], "lemons").unwrap_or_default();
+    let csv = csv(&r, &[], &[], "lemons").unwrap_or_default();
     assert!(csv.starts_with("node,rack,score,"), "{csv}");
 }

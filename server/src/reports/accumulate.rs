@@ -9,12 +9,16 @@ use std::sync::Arc;
 use app::model::{Inventory, Job, JobState, NodeState, UnixMs};
 use app::reports::UNALLOCATED;
 
+use super::ledger::{JobLedger, JobTick};
 use super::HOUR_MS;
+use crate::aggregate::hang;
 use crate::aggregate::{clock_deficit, Readings};
 use crate::store::{ReportDelta, ReportSums};
 
 const MINUTE_MS: i64 = 60_000;
 const JOB_KINDS: [&str; 3] = ["account", "partition", "user"];
+/// A job interrupted longer ago than this that has not run again is forgotten.
+const WAIT_FORGOTTEN_MS: i64 = 7 * 86_400_000;
 
 /// Where each node of the inventory adds its seconds.
 struct Index {
@@ -46,6 +50,13 @@ pub struct Accumulator {
     runs: HashMap<u64, Run>,
     /// Failure losses waiting for the next flush (they carry their own hour).
     pending: Vec<ReportDelta>,
+    /// The hang rule's hold, for the ledger's hung time.
+    hang_ms: i64,
+    /// Each running or interrupted job's ledger, and what each running job gathered since
+    /// the last flush (its `job` rows).
+    ledgers: HashMap<u64, JobLedger>,
+    job_sums: std::collections::BTreeMap<u64, ReportSums>,
+    job_ticks: HashMap<u64, JobTick>,
     // Per-tick scratch, kept to avoid allocating every tick.
     busy: Vec<f64>,
     deficit: Vec<f64>,
@@ -54,26 +65,14 @@ pub struct Accumulator {
     state: Vec<NodeState>,
     bmc: Vec<Option<f64>>,
     node_jobs: Vec<Vec<(u64, f64)>>,
+    /// Per node: GPUs with an SM activity reading, InfiniBand quiet, its GPUs in `r.gpus`.
+    seen: Vec<f64>,
+    quiet: Vec<bool>,
+    gpu_range: Vec<(usize, usize)>,
 }
 
 fn floor(ms: UnixMs, step: i64) -> UnixMs {
     ms - ms.rem_euclid(step)
-}
-
-impl ReportSums {
-    fn scaled(&self, f: f64) -> ReportSums {
-        ReportSums {
-            capacity_gs: self.capacity_gs * f,
-            allocated_gs: self.allocated_gs * f,
-            busy_gs: self.busy_gs * f,
-            drained_gs: self.drained_gs * f,
-            down_gs: self.down_gs * f,
-            throttle_lost_gs: self.throttle_lost_gs * f,
-            failure_lost_gs: self.failure_lost_gs * f,
-            energy_wh: self.energy_wh * f,
-            rack_share_s: self.rack_share_s * f,
-        }
-    }
 }
 
 impl Accumulator {
@@ -90,6 +89,10 @@ impl Accumulator {
             job_slots: HashMap::new(),
             runs: HashMap::new(),
             pending: Vec::new(),
+            hang_ms: hang::DEFAULT_HANG_MS,
+            ledgers: HashMap::new(),
+            job_sums: std::collections::BTreeMap::new(),
+            job_ticks: HashMap::new(),
             busy: Vec::new(),
             deficit: Vec::new(),
             gpu_watts: Vec::new(),
@@ -97,10 +100,32 @@ impl Accumulator {
             state: Vec::new(),
             bmc: Vec::new(),
             node_jobs: Vec::new(),
+            seen: Vec::new(),
+            quiet: Vec::new(),
+            gpu_range: Vec::new(),
         };
         a.cluster = a.slot("cluster", "all");
         a.unallocated = JOB_KINDS.map(|k| a.slot(k, UNALLOCATED));
         a
+    }
+
+    /// The hang rule's hold (`[alerts] hang_minutes`), for the ledger.
+    pub fn set_hang_ms(&mut self, hang_ms: i64) {
+        self.hang_ms = hang_ms;
+    }
+
+    /// Adds a ledger delta of running job `id` to its groups and its own row.
+    fn book(&mut self, id: u64, d: &ReportSums) {
+        if d.is_zero() {
+            return;
+        }
+        if let Some(slots) = self.job_slots.get(&id).copied() {
+            for slot in slots {
+                self.slots[slot].2.add(d);
+            }
+        }
+        self.slots[self.cluster].2.add(d);
+        self.job_sums.entry(id).or_default().add(d);
     }
 
     fn slot(&mut self, kind: &'static str, key: &str) -> usize {
@@ -181,15 +206,33 @@ impl Accumulator {
             .collect();
         self.runs
             .retain(|id, _| running.iter().any(|j| j.id == *id));
-        for j in &running {
-            self.runs.entry(j.id).or_insert_with(|| Run {
-                start_ms: j.start_ms.unwrap_or(r.at_ms),
-                nodes: j.nodes.clone(),
-                gpus: j.gpus,
-            });
-        }
         let live_jobs: Vec<u64> = running.iter().map(|j| j.id).collect();
         self.job_slots.retain(|id, _| live_jobs.contains(id));
+        let at = r.at_ms;
+        self.ledgers.retain(|id, l| {
+            live_jobs.contains(id) || l.waiting_since.is_some_and(|w| at - w < WAIT_FORGOTTEN_MS)
+        });
+        for j in &running {
+            if self.runs.contains_key(&j.id) {
+                continue;
+            }
+            let start_ms = j.start_ms.unwrap_or(r.at_ms);
+            self.runs.insert(
+                j.id,
+                Run {
+                    start_ms,
+                    nodes: j.nodes.clone(),
+                    gpus: j.gpus,
+                },
+            );
+            self.job_slots(j);
+            let wait = self
+                .ledgers
+                .entry(j.id)
+                .or_insert_with(|| JobLedger::new(j.gpus))
+                .run_started(start_ms, j.gpus);
+            self.book(j.id, &wait);
+        }
         if dt_ms <= 0 {
             return out;
         }
@@ -213,20 +256,32 @@ impl Accumulator {
         for v in &mut self.node_jobs {
             v.clear();
         }
+        self.seen.clear();
+        self.seen.resize(n, 0.0);
+        self.quiet.clear();
+        self.quiet.resize(n, false);
+        self.gpu_range.clear();
+        self.gpu_range.resize(n, (0, 0));
+        self.job_ticks.clear();
 
         let mut last: Option<(&str, usize)> = None;
-        for g in &r.gpus {
+        for (k, g) in r.gpus.iter().enumerate() {
             // GPUs come node by node: look the node up once per node.
             let i = match last {
                 Some((name, i)) if name == g.node => i,
                 _ => match ix.node_of.get(&g.node) {
                     Some(&i) => {
                         last = Some((g.node.as_str(), i));
+                        self.gpu_range[i] = (k, k);
                         i
                     }
                     None => continue,
                 },
             };
+            self.gpu_range[i].1 = k + 1;
+            if g.sm_active_ratio.is_some() {
+                self.seen[i] += 1.0;
+            }
             let idle = g.sm_active_ratio.is_some_and(|s| s < self.idle_below_sm);
             if !idle {
                 self.busy[i] += 1.0;
@@ -241,6 +296,8 @@ impl Accumulator {
             if let Some(&i) = ix.node_of.get(name) {
                 self.state[i] = *st;
                 self.bmc[i] = r.node_power_watts.get(k).copied().flatten();
+                self.quiet[i] =
+                    hang::ib_quiet(r.node_ib_bytes_per_second.get(k).copied().flatten());
             }
         }
         for j in &running {
@@ -297,6 +354,12 @@ impl Accumulator {
                             self.slots[slot].2.add(&part);
                         }
                     }
+                    self.job_sums.entry(id).or_default().add(&part);
+                    let t = self.job_ticks.entry(id).or_default();
+                    t.allocated_gs += part.allocated_gs;
+                    t.busy_gs += part.busy_gs;
+                    t.deficit_gs += part.throttle_lost_gs;
+                    t.unseen_gs += (f64::from(*gpus) - self.seen[i]).max(0.0) * dt * f;
                 }
             } else {
                 for slot in self.unallocated {
@@ -304,8 +367,39 @@ impl Accumulator {
                 }
             }
         }
+        // Each running job's tick into its ledger; the hang signal over its GPUs.
+        for j in &running {
+            let Some(mut t) = self.job_ticks.get(&j.id).copied() else {
+                continue;
+            };
+            if j.nodes.len() >= 2 {
+                let mut gpus = Vec::new();
+                let mut quiet = true;
+                for name in &j.nodes {
+                    if let Some(&i) = ix.node_of.get(name) {
+                        let (a, b) = self.gpu_range[i];
+                        gpus.extend(r.gpus[a..b].iter());
+                        quiet &= self.quiet[i];
+                    }
+                }
+                t.hang_power = hang::hang_signal(&gpus, quiet);
+            }
+            let hang_ms = self.hang_ms;
+            if let Some(l) = self.ledgers.get_mut(&j.id) {
+                let d = l.tick(r.at_ms, &t, hang_ms);
+                self.book(j.id, &d);
+            }
+        }
         self.index = Some(ix);
         out
+    }
+
+    /// A save of job `id` was recorded (before, during or after it ran).
+    pub fn checkpoint(&mut self, id: u64, started_ms: UnixMs, duration_ms: i64, complete: bool) {
+        if let Some(l) = self.ledgers.get_mut(&id) {
+            let d = l.checkpoint(started_ms, started_ms + duration_ms.max(0), complete);
+            self.book(id, &d);
+        }
     }
 
     /// A job failed, timed out, lost its node or was requeued at `at_ms`: the GPU-seconds
@@ -320,6 +414,27 @@ impl Accumulator {
         let Some(run) = self.runs.remove(&job.id) else {
             return 0.0;
         };
+        if let Some(l) = self.ledgers.get_mut(&job.id) {
+            let d = l.interrupted(at_ms);
+            if !d.is_zero() {
+                let hour = floor(at_ms, HOUR_MS);
+                let id = job.id.to_string();
+                for (kind, key) in [
+                    ("cluster", "all"),
+                    ("account", job.account.as_str()),
+                    ("partition", job.partition.as_str()),
+                    ("user", job.user.as_str()),
+                    ("job", id.as_str()),
+                ] {
+                    self.pending.push(ReportDelta {
+                        kind,
+                        key: key.to_string(),
+                        at_ms: hour,
+                        sums: d,
+                    });
+                }
+            }
+        }
         let from = last_checkpoint_ms.map_or(run.start_ms, |c| c.max(run.start_ms));
         let lost = f64::from(run.gpus) * ((at_ms - from).max(0) as f64 / 1000.0);
         if lost <= 0.0 {
@@ -372,6 +487,16 @@ impl Accumulator {
                         key: key.clone(),
                         at_ms: hour,
                         sums: std::mem::take(sums),
+                    });
+                }
+            }
+            for (id, sums) in std::mem::take(&mut self.job_sums) {
+                if !sums.is_zero() {
+                    out.push(ReportDelta {
+                        kind: "job",
+                        key: id.to_string(),
+                        at_ms: hour,
+                        sums,
                     });
                 }
             }

@@ -26,6 +26,7 @@
 mod accumulate;
 mod answer;
 mod csv;
+pub mod ledger;
 mod rates;
 
 pub use accumulate::{loses_work, Accumulator};

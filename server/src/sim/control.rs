@@ -114,12 +114,14 @@ impl Sim {
             return Err(format!("Invalid job id specified: {id}"));
         };
         let t = self.t_ms;
-        let sj = &mut self.active[j];
-        if sj.job.state == JobState::Pending {
+        if self.active[j].job.state == JobState::Pending {
             return Err(format!("Job is pending execution for job {id}"));
         }
+        self.ledger_run_ended(j, t, JobState::Requeued, true);
+        let sj = &mut self.active[j];
         let nodes = std::mem::take(&mut sj.node_idx);
         let (intensity, started, hang) = (sj.intensity, sj.job.start_ms, sj.hang_from_ms);
+        let work_from = sj.work_from();
         let mut ended = sj.job.clone();
         ended.end_ms = Some(t);
         ended.state = JobState::Requeued;
@@ -133,7 +135,7 @@ impl Sim {
         sj.hang_from_ms = None;
         sj.eligible_ms = t + 120_000;
         let gpus = sj.job.gpus;
-        self.release(&nodes, intensity, (started, hang), t);
+        self.release(&nodes, intensity, (started, hang), work_from, t);
         self.end_slowdowns(id, t);
         self.note_interruption(super::TruthInterruption {
             job: id,

@@ -15,6 +15,7 @@
 mod control;
 pub mod exporter;
 mod faults;
+mod ledger;
 mod model;
 mod rng;
 mod slow;
@@ -22,6 +23,7 @@ mod telemetry;
 mod workload;
 
 pub use faults::{Fault, TruthInterruption, DEFAULT_MEAN_GPU_HOURS};
+pub use ledger::TruthLedger;
 pub use model::{layout, SimEvent, SimTruth, TruthDomain, TruthJob, TruthRack};
 pub use slow::TruthSlowdown;
 pub use telemetry::weak_rack;
@@ -116,10 +118,21 @@ struct SimJob {
     hang_from_ms: Option<UnixMs>,
     /// Requeues so far.
     restart_count: u32,
+    /// Its run's start-up ends (GPUs idle until then).
+    startup_until_ms: UnixMs,
+    /// The badput ledger's truth of this job.
+    truth: ledger::RunTruth,
     /// Held after a requeue-hold: never started until released.
     held: bool,
     /// A requeued job waits until then (Slurm's BeginTime of about two minutes).
     eligible_ms: UnixMs,
+}
+
+impl SimJob {
+    /// When its run's GPUs began to compute (the end of its start-up).
+    fn work_from(&self) -> Option<UnixMs> {
+        self.job.start_ms.map(|s| s.max(self.startup_until_ms))
+    }
 }
 
 /// The simulated cluster.
@@ -148,6 +161,11 @@ pub struct Sim {
     fault_mean_gpu_hours: Option<f64>,
     /// Every interruption since the start, as it happened.
     interruptions: std::sync::Arc<Vec<faults::TruthInterruption>>,
+    /// The badput ledger's truth: integrated through this time (`None`: not kept), kept
+    /// from `ledger_from_ms`, and the finished jobs'.
+    ledger_t_ms: Option<UnixMs>,
+    ledger_from_ms: UnixMs,
+    ledgers: ledger::Finished,
 }
 
 impl Sim {
@@ -218,6 +236,9 @@ impl Sim {
             slowdowns: Vec::new(),
             fault_mean_gpu_hours: None,
             interruptions: std::sync::Arc::default(),
+            ledger_t_ms: None,
+            ledger_from_ms: start_ms,
+            ledgers: ledger::Finished::new(),
         };
         sim.submit_long_runs();
         sim.schedule();
@@ -260,6 +281,8 @@ impl Sim {
             sj.job.nodes = names;
             sj.node_idx = picked;
             sj.next_ckpt_ms = t + sj.ckpt_interval_ms;
+            self.ledger_run_started(j, t);
+            let sj = &mut self.active[j];
             let ecc = faulty.map(|(i, gpu, onset)| PlannedFault {
                 at_ms: onset.max(t) + fail_delay,
                 fault: faults::Fault::Memory { xid: 48 },
@@ -324,10 +347,12 @@ impl Sim {
         nodes: &[usize],
         intensity: f64,
         (start_ms, hang_from_ms): (Option<UnixMs>, Option<UnixMs>),
+        work_from_ms: Option<UnixMs>,
         t: UnixMs,
     ) {
         let from = start_ms.unwrap_or(t);
-        let secs = (t - from).max(0) as f64 / 1000.0;
+        // Power above idle from the end of its start-up; traffic from its start.
+        let secs = (t - work_from_ms.unwrap_or(from)).max(0) as f64 / 1000.0;
         let moving = (hang_from_ms.map_or(t, |h| h.min(t)) - from).max(0) as f64 / 1000.0;
         let joules = job_extra_watts(intensity) * secs;
         let ib = job_ib_bytes_per_second(intensity, nodes.len()) * moving;
@@ -350,11 +375,13 @@ impl Sim {
 
     /// Ends run `j` in `state` with the scheduler's words for it (reason, exit code).
     fn finish_with(&mut self, j: usize, state: JobState, t: UnixMs, detail: String) {
+        self.ledger_run_ended(j, t, state, false);
         let mut sj = self.active.remove(j);
         self.release(
             &sj.node_idx,
             sj.intensity,
             (sj.job.start_ms, sj.hang_from_ms),
+            sj.work_from(),
             t,
         );
         self.end_slowdowns(sj.job.id, t);
@@ -370,6 +397,7 @@ impl Sim {
     /// Time never goes backwards: an earlier `t_ms` changes nothing.
     pub fn advance_to(&mut self, t_ms: UnixMs) {
         while let Some((when, what)) = self.next_event(t_ms) {
+            self.integrate_ledgers(when);
             self.t_ms = when;
             match what {
                 Next::Eligible => self.schedule(),
@@ -397,12 +425,18 @@ impl Sim {
                 }
                 Next::Checkpoint(j) => {
                     let sj = &mut self.active[j];
+                    // A hung job never reaches its next save.
+                    if sj.hang_from_ms.is_some_and(|h| h <= when) {
+                        sj.next_ckpt_ms = when + sj.ckpt_interval_ms;
+                        continue;
+                    }
                     let gpus = f64::from(sj.job.gpus);
                     let duration = (45_000.0 * (gpus / 256.0).sqrt()).max(5_000.0) as i64;
                     sj.step += (sj.ckpt_interval_ms / 1000) as u64;
                     sj.prev_ckpt_end_ms = sj.ckpt_until_ms;
                     sj.checkpoints += 1;
                     sj.ckpt_until_ms = when + duration;
+                    sj.truth.saves.push((when, when + duration));
                     sj.next_ckpt_ms = when + sj.ckpt_interval_ms;
                     let ck = Checkpoint {
                         job_id: sj.job.id,
@@ -421,6 +455,7 @@ impl Sim {
                 }
             }
         }
+        self.integrate_ledgers(t_ms);
         self.t_ms = self.t_ms.max(t_ms);
     }
 

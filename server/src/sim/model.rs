@@ -244,7 +244,13 @@ pub struct SimTruth {
     pub lemons: Vec<String>,
     /// Stragglers and hangs going on now.
     pub slowdowns: Vec<super::TruthSlowdown>,
+    /// Badput ledgers as the simulator knows them (when it keeps them): the running jobs'
+    /// so far and the newest finished ones'.
+    pub ledgers: Vec<super::TruthLedger>,
 }
+
+/// Finished jobs' ledgers in each truth.
+const TRUTH_LEDGERS: usize = 200;
 
 fn shared_list<S: serde::Serializer>(
     v: &std::sync::Arc<Vec<super::TruthInterruption>>,
@@ -332,6 +338,7 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
         xids,
         interruptions: std::sync::Arc::clone(&sim.interruptions),
         lemons: sim.lemons(),
+        ledgers: sim.recent_ledgers(TRUTH_LEDGERS),
         slowdowns: sim
             .slowdowns()
             .iter()

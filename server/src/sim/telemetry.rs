@@ -50,7 +50,7 @@ impl Sim {
     fn energy_joules(&self, node: usize, g: usize, job: Option<&SimJob>) -> f64 {
         let since_boot = (self.t_ms - self.boot_ms) as f64 / 1000.0;
         let running = job
-            .and_then(|j| j.job.start_ms.map(|s| (j.intensity, s)))
+            .and_then(|j| j.work_from().map(|s| (j.intensity, s)))
             .map(|(intensity, s)| {
                 job_extra_watts(intensity) * (self.t_ms - s).max(0) as f64 / 1000.0
             })
@@ -85,7 +85,7 @@ impl Sim {
 
     /// Rack inlet temperature: a daily cycle peaking at 15:00 UTC; the weak-cooling rack
     /// (the sixth, or the last of small clusters) climbs about 17 °C higher in warm hours.
-    fn inlet_celsius(&self, rack: usize, t: UnixMs) -> f64 {
+    pub(super) fn inlet_celsius(&self, rack: usize, t: UnixMs) -> f64 {
         let hour = (t.rem_euclid(24 * HOUR_MS)) as f64 / HOUR_MS as f64;
         let day = (std::f64::consts::TAU * (hour - 9.0) / 24.0).sin();
         let weak = rack == weak_rack(self.inv.racks.len());
@@ -109,7 +109,9 @@ impl Sim {
         let gid = (node * GPUS_PER_NODE + g) as u64;
         let noise = |k: u64| hash_unit(self.seed, t / 1000, gid * 8 + k) - 0.5;
         let hung = job.is_some_and(|j| j.hang_from_ms.is_some_and(|h| t >= h));
+        // Start-up (init, loading the checkpoint) leaves the GPUs idle.
         let (mut load, saving) = match job {
+            Some(j) if t < j.startup_until_ms && !hung => (0.0, false),
             Some(j) => (j.intensity, t < j.ckpt_until_ms && !hung),
             None => (0.0, false),
         };

@@ -71,6 +71,8 @@ impl Sim {
             restart_count: 0,
             held: false,
             eligible_ms: 0,
+            startup_until_ms: 0,
+            truth: Default::default(),
         });
         self.events.push(SimEvent::JobSubmitted {
             job: self.active[self.active.len() - 1].job.clone(),

@@ -36,6 +36,8 @@ pub struct SimSource {
     pub simulate_telemetry: bool,
     /// Allocated GPUs under this SM activity count as idle in reports.
     pub idle_below_sm: f64,
+    /// The hang rule's hold, which the badput ledger's hung time follows.
+    pub hang_ms: i64,
     /// Where a predecessor's reports stopped ([`Pipeline::resume`]), and the gap allowed.
     pub resume: Option<(UnixMs, i64)>,
 }
@@ -110,9 +112,11 @@ pub async fn run_sim_source(
         scrape_interval_ms,
         simulate_telemetry,
         idle_below_sm,
+        hang_ms,
         resume,
     } = src;
     let mut pipeline = Pipeline::new(interval_ms as i64, idle_below_sm);
+    pipeline.set_hang_ms(hang_ms);
     if let Some((at, gap)) = resume {
         pipeline.resume(at, gap);
     }

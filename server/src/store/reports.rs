@@ -7,6 +7,10 @@ use sqlx::Row;
 use super::{Dialect, Result, Store, StoreError};
 
 /// Seconds and energy of one group over some time; every field adds up.
+///
+/// The last eight are the badput ledger (the reports' ledger module defines them): they
+/// split `allocated_gs` with the idle remainder, and `restart_wait_gs` adds the time a job
+/// waited to run again after an interruption.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ReportSums {
     pub capacity_gs: f64,
@@ -20,19 +24,91 @@ pub struct ReportSums {
     /// Rack-seconds this group stands for (a GPU-second is 1/GPUs-in-its-rack of one),
     /// which the rack overhead is charged by.
     pub rack_share_s: f64,
+    pub startup_gs: f64,
+    pub unseen_gs: f64,
+    pub checkpoint_gs: f64,
+    pub hung_gs: f64,
+    pub computing_gs: f64,
+    pub slowed_gs: f64,
+    pub reexec_gs: f64,
+    pub restart_wait_gs: f64,
 }
 
+/// The columns of [`ReportSums`], in the order of [`ReportSums::values`].
+const COLS: [&str; 17] = [
+    "capacity_gs",
+    "allocated_gs",
+    "busy_gs",
+    "drained_gs",
+    "down_gs",
+    "throttle_lost_gs",
+    "failure_lost_gs",
+    "energy_wh",
+    "rack_share_s",
+    "startup_gs",
+    "unseen_gs",
+    "checkpoint_gs",
+    "hung_gs",
+    "computing_gs",
+    "slowed_gs",
+    "reexec_gs",
+    "restart_wait_gs",
+];
+
 impl ReportSums {
+    pub fn values(&self) -> [f64; 17] {
+        [
+            self.capacity_gs,
+            self.allocated_gs,
+            self.busy_gs,
+            self.drained_gs,
+            self.down_gs,
+            self.throttle_lost_gs,
+            self.failure_lost_gs,
+            self.energy_wh,
+            self.rack_share_s,
+            self.startup_gs,
+            self.unseen_gs,
+            self.checkpoint_gs,
+            self.hung_gs,
+            self.computing_gs,
+            self.slowed_gs,
+            self.reexec_gs,
+            self.restart_wait_gs,
+        ]
+    }
+
+    pub fn from_values(v: [f64; 17]) -> ReportSums {
+        let [capacity_gs, allocated_gs, busy_gs, drained_gs, down_gs, throttle_lost_gs, failure_lost_gs, energy_wh, rack_share_s, startup_gs, unseen_gs, checkpoint_gs, hung_gs, computing_gs, slowed_gs, reexec_gs, restart_wait_gs] =
+            v;
+        ReportSums {
+            capacity_gs,
+            allocated_gs,
+            busy_gs,
+            drained_gs,
+            down_gs,
+            throttle_lost_gs,
+            failure_lost_gs,
+            energy_wh,
+            rack_share_s,
+            startup_gs,
+            unseen_gs,
+            checkpoint_gs,
+            hung_gs,
+            computing_gs,
+            slowed_gs,
+            reexec_gs,
+            restart_wait_gs,
+        }
+    }
+
     pub fn add(&mut self, o: &ReportSums) {
-        self.capacity_gs += o.capacity_gs;
-        self.allocated_gs += o.allocated_gs;
-        self.busy_gs += o.busy_gs;
-        self.drained_gs += o.drained_gs;
-        self.down_gs += o.down_gs;
-        self.throttle_lost_gs += o.throttle_lost_gs;
-        self.failure_lost_gs += o.failure_lost_gs;
-        self.energy_wh += o.energy_wh;
-        self.rack_share_s += o.rack_share_s;
+        let (a, b) = (self.values(), o.values());
+        *self = ReportSums::from_values(std::array::from_fn(|i| a[i] + b[i]));
+    }
+
+    pub fn scaled(&self, f: f64) -> ReportSums {
+        ReportSums::from_values(self.values().map(|v| v * f))
     }
 
     pub fn is_zero(&self) -> bool {
@@ -43,7 +119,7 @@ impl ReportSums {
 /// What to add to one group's hour.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReportDelta {
-    /// `cluster`, `account`, `partition`, `user`, `rack` or `domain`.
+    /// `cluster`, `account`, `partition`, `user`, `rack`, `domain` or `job` (its id).
     pub kind: &'static str,
     pub key: String,
     /// The hour's start.
@@ -51,25 +127,26 @@ pub struct ReportDelta {
     pub sums: ReportSums,
 }
 
-const SUMS: &str = "SUM(capacity_gs) AS capacity_gs, SUM(allocated_gs) AS allocated_gs, SUM(busy_gs) AS busy_gs, \
-     SUM(drained_gs) AS drained_gs, SUM(down_gs) AS down_gs, SUM(throttle_lost_gs) AS throttle_lost_gs, \
-     SUM(failure_lost_gs) AS failure_lost_gs, SUM(energy_wh) AS energy_wh, SUM(rack_share_s) AS rack_share_s";
-
-fn sums(r: &sqlx::any::AnyRow) -> Result<ReportSums> {
-    Ok(ReportSums {
-        capacity_gs: r.try_get("capacity_gs")?,
-        allocated_gs: r.try_get("allocated_gs")?,
-        busy_gs: r.try_get("busy_gs")?,
-        drained_gs: r.try_get("drained_gs")?,
-        down_gs: r.try_get("down_gs")?,
-        throttle_lost_gs: r.try_get("throttle_lost_gs")?,
-        failure_lost_gs: r.try_get("failure_lost_gs")?,
-        energy_wh: r.try_get("energy_wh")?,
-        rack_share_s: r.try_get("rack_share_s")?,
+/// `SUM(c) AS c` for every column.
+fn sums_sql() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| {
+        COLS.iter()
+            .map(|c| format!("SUM({c}) AS {c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     })
 }
 
-/// Rows per INSERT: 12 values each, far under SQLite's bind limit.
+fn sums(r: &sqlx::any::AnyRow) -> Result<ReportSums> {
+    let mut v = [0.0; 17];
+    for (x, c) in v.iter_mut().zip(COLS) {
+        *x = r.try_get(c)?;
+    }
+    Ok(ReportSums::from_values(v))
+}
+
+/// Rows per INSERT: 20 values each, far under SQLite's and PostgreSQL's bind limits.
 const BATCH: usize = 200;
 const DAY_MS: i64 = 86_400_000;
 
@@ -78,36 +155,26 @@ const DAY_MS: i64 = 86_400_000;
 /// a linear scan, and sqlx asks for every one of them, which made a 2,400-parameter batch
 /// cost milliseconds of CPU.
 fn upsert_sql(table: &str, n: usize, dialect: Dialect) -> String {
+    const WIDTH: usize = 3 + COLS.len();
     let mut sql = format!(
-        "INSERT INTO {table} (kind, group_key, at_ms, capacity_gs, allocated_gs, busy_gs, drained_gs, \
-         down_gs, throttle_lost_gs, failure_lost_gs, energy_wh, rack_share_s) VALUES "
+        "INSERT INTO {table} (kind, group_key, at_ms, {}) VALUES ",
+        COLS.join(", ")
     );
     for i in 0..n {
         sql.push_str(if i == 0 { "(" } else { ",(" });
-        for c in 1..=12 {
+        for c in 1..=WIDTH {
             if c > 1 {
                 sql.push(',');
             }
             match dialect {
                 Dialect::Sqlite => sql.push('?'),
-                Dialect::Postgres => sql.push_str(&format!("${}", i * 12 + c)),
+                Dialect::Postgres => sql.push_str(&format!("${}", i * WIDTH + c)),
             }
         }
         sql.push(')');
     }
     sql.push_str(" ON CONFLICT (kind, at_ms, group_key) DO UPDATE SET ");
-    let cols = [
-        "capacity_gs",
-        "allocated_gs",
-        "busy_gs",
-        "drained_gs",
-        "down_gs",
-        "throttle_lost_gs",
-        "failure_lost_gs",
-        "energy_wh",
-        "rack_share_s",
-    ];
-    let set: Vec<String> = cols
+    let set: Vec<String> = COLS
         .iter()
         .map(|c| format!("{c} = {table}.{c} + excluded.{c}"))
         .collect();
@@ -173,19 +240,10 @@ impl Store {
                 let sql = upsert_sql(table, chunk.len(), self.dialect);
                 let mut q = sqlx::query(&sql);
                 for ((kind, key, at_ms), s) in chunk {
-                    q = q
-                        .bind(*kind)
-                        .bind(*key)
-                        .bind(*at_ms)
-                        .bind(s.capacity_gs)
-                        .bind(s.allocated_gs)
-                        .bind(s.busy_gs)
-                        .bind(s.drained_gs)
-                        .bind(s.down_gs)
-                        .bind(s.throttle_lost_gs)
-                        .bind(s.failure_lost_gs)
-                        .bind(s.energy_wh)
-                        .bind(s.rack_share_s);
+                    q = q.bind(*kind).bind(*key).bind(*at_ms);
+                    for v in s.values() {
+                        q = q.bind(v);
+                    }
                 }
                 q.execute(&mut *tx).await?;
             }
@@ -208,8 +266,9 @@ impl Store {
             "report_1h"
         };
         let rows = sqlx::query(&format!(
-            "SELECT group_key, {SUMS} FROM {table} WHERE kind = $1 AND at_ms >= $2 AND at_ms < $3 \
-             GROUP BY group_key ORDER BY group_key"
+            "SELECT group_key, {} FROM {table} WHERE kind = $1 AND at_ms >= $2 AND at_ms < $3 \
+             GROUP BY group_key ORDER BY group_key",
+            sums_sql()
         ))
         .bind(kind)
         .bind(from_ms)
@@ -238,9 +297,10 @@ impl Store {
         };
         // Integer division in both dialects: the bucket's start, counted from `from_ms`.
         let rows = sqlx::query(&format!(
-            "SELECT ((at_ms - $4) / $5) * $5 + $4 AS bucket, {SUMS} FROM {table} \
+            "SELECT ((at_ms - $4) / $5) * $5 + $4 AS bucket, {} FROM {table} \
              WHERE kind = $1 AND group_key = $2 AND at_ms >= $3 AND at_ms < $6 \
-             GROUP BY 1 ORDER BY 1"
+             GROUP BY 1 ORDER BY 1",
+            sums_sql()
         ))
         .bind(kind)
         .bind(key)

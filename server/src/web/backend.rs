@@ -142,7 +142,7 @@ impl Backend for LiveBackend {
     ) -> app::backend::BackendFuture<'a, app::reliability::Reliability> {
         Box::pin(async move {
             match super::reliability::answer(&self.live, &self.store, q).await {
-                Ok((r, _)) => Ok(r),
+                Ok((r, _, _)) => Ok(r),
                 Err(super::error::ApiError::BadRequest(m)) => Err(m),
                 Err(e) => {
                     // Logged once here; the page gets the words only.

@@ -7,12 +7,18 @@ use axum::Json;
 
 use super::error::ApiError;
 use super::{AppState, Routes};
+use crate::charts::LedgerChartKind;
 use crate::live::Live;
 use crate::reliability::{History, ReliabilityError};
 use crate::store::Store;
+use app::reliability::LedgerRow;
+use axum::extract::Path;
 
 pub(super) fn routes() -> Routes {
-    vec![("/api/reliability", get(reliability_get))]
+    vec![
+        ("/api/reliability", get(reliability_get)),
+        ("/api/reliability/charts/{file}", get(reliability_chart)),
+    ]
 }
 
 /// The answer for `q` now, with the history it read.
@@ -20,9 +26,9 @@ pub(super) async fn answer(
     live: &Live,
     store: &Store,
     q: &app::reports::ReportQuery,
-) -> Result<(app::reliability::Reliability, History), ApiError> {
+) -> Result<(app::reliability::Reliability, History, Vec<LedgerRow>), ApiError> {
     let inv = live.inventory().ok_or(ApiError::NotReady)?;
-    let (mut r, h) = crate::reliability::build(store, &inv, q, live.source_now())
+    let (mut r, h, jobs) = crate::reliability::build(store, &inv, q, live.source_now())
         .await
         .map_err(|e| match e {
             ReliabilityError::Query(m) => ApiError::BadRequest(m),
@@ -35,18 +41,19 @@ pub(super) async fn answer(
         .into_iter()
         .filter(|a| matches!(a.rule.as_str(), "straggler" | "job_hung"))
         .collect();
-    Ok((r, h))
+    Ok((r, h, jobs))
 }
 
 /// `GET /api/reliability?period=&group=&at=&from=&to=[&format=csv&table=]`: the answer as
 /// JSON, or one table as CSV (`table`: causes, groups, models, nodes, sizes, repairs,
-/// lemons, interruptions; the last has every interruption of the period).
+/// lemons, interruptions, ledger, ledger_accounts, ledger_jobs; interruptions and
+/// ledger_jobs have every one of the period).
 async fn reliability_get(
     State(st): State<AppState>,
     Query(pairs): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
     let (q, format) = super::reports::report_query(&pairs)?;
-    let (r, h) = answer(&st.live, &st.store, &q).await?;
+    let (r, h, jobs) = answer(&st.live, &st.store, &q).await?;
     match format.as_deref() {
         None | Some("json") => Ok(Json(r).into_response()),
         Some("csv") => {
@@ -61,9 +68,9 @@ async fn reliability_get(
                 }
                 _ => Vec::new(),
             };
-            let body = crate::reliability::csv(&r, &all, table).ok_or_else(|| {
+            let body = crate::reliability::csv(&r, &all, &jobs, table).ok_or_else(|| {
                 ApiError::BadRequest(format!(
-                    "unknown table {table:?}: causes, groups, models, nodes, sizes, repairs, lemons or interruptions"
+                    "unknown table {table:?}: causes, groups, models, nodes, sizes, repairs, lemons, interruptions, ledger, ledger_accounts or ledger_jobs"
                 ))
             })?;
             let name = format!(
@@ -76,5 +83,42 @@ async fn reliability_get(
         Some(other) => Err(ApiError::BadRequest(format!(
             "unknown format {other:?}: json or csv"
         ))),
+    }
+}
+
+/// `GET /api/reliability/charts/{ettr|ledger}.{svg|png}?period=...`: ETTR over time, or
+/// the ledger's buckets stacked over time, for the same query words as the page.
+async fn reliability_chart(
+    State(st): State<AppState>,
+    Path(file): Path<String>,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    let (name, ext) = file.rsplit_once('.').ok_or(ApiError::NotFound)?;
+    let kind = LedgerChartKind::parse(name).ok_or(ApiError::NotFound)?;
+    let (q, _) = super::reports::report_query(&pairs)?;
+    let (r, _, _) = answer(&st.live, &st.store, &q).await?;
+    let window = (r.from_ms, r.to_ms);
+    let file_name = format!(
+        "gantry-{}-{}-{}.{ext}",
+        kind.name(),
+        app::units::date(r.from_ms),
+        app::units::date(r.to_ms - 1)
+    );
+    match ext {
+        "svg" => {
+            let svg =
+                crate::charts::ledger_svg(kind, &r.ledger, window).map_err(ApiError::Internal)?;
+            Ok(super::download(
+                "image/svg+xml",
+                &file_name,
+                svg.into_bytes(),
+            ))
+        }
+        "png" => {
+            let png =
+                crate::charts::ledger_png(kind, &r.ledger, window).map_err(ApiError::Internal)?;
+            Ok(super::download("image/png", &file_name, png))
+        }
+        _ => Err(ApiError::NotFound),
     }
 }

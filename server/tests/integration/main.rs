@@ -28,6 +28,7 @@ mod cli;
 mod crash;
 mod faults;
 mod http;
+mod ledger;
 mod promql;
 mod radar;
 mod reliability;

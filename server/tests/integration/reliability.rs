@@ -50,6 +50,7 @@ fn run() -> (Vec<StoreWrite>, Sim) {
                     | StoreWrite::Xid { .. }
                     | StoreWrite::Evidence { .. }
                     | StoreWrite::NodeState { .. }
+                    | StoreWrite::Report { .. }
             )
         }));
     }
@@ -58,7 +59,11 @@ fn run() -> (Vec<StoreWrite>, Sim) {
 
 async fn check(url: &str, writes: &[StoreWrite], sim: &Sim) {
     let store = Store::connect(url).await.expect("store");
-    for w in writes {
+    // Attribution reads no rollups (the page's test below writes them too).
+    for w in writes
+        .iter()
+        .filter(|w| !matches!(w, StoreWrite::Report { .. }))
+    {
         w.write_to(&store).await.expect("write");
     }
     let to = T0 + DAYS * 86_400_000;
@@ -68,7 +73,7 @@ async fn check(url: &str, writes: &[StoreWrite], sim: &Sim) {
         to: Some(app::units::date(to - 1)),
         ..Default::default()
     };
-    let (r, h) = server::reliability::build(&store, sim.inventory(), &q, to)
+    let (r, h, _) = server::reliability::build(&store, sim.inventory(), &q, to)
         .await
         .expect("reliability");
     let found = server::reliability::with_window(&h, sim.inventory(), T0, to).0;
@@ -254,6 +259,38 @@ async fn the_page_and_its_csv_show_the_attribution() {
             "{who}: {first_row}"
         );
         assert!(first_row.contains("RMA / deep diagnostics"));
+        // The ledger, its jobs linked, its charts and its CSV.
+        let ledger = html
+            .split("data-test=\"ledger-jobs\"")
+            .nth(1)
+            .unwrap_or_default();
+        assert!(ledger.contains("<a href=\"/jobs/"), "{who}: {ledger}");
+        assert!(html.contains("data-test=\"ettr\">ETTR "), "{who}");
+        for chart in ["ettr.svg", "ledger.png"] {
+            let c = support::get_with(
+                r.addr,
+                &format!("/api/reliability/charts/{chart}?{qs}"),
+                &[("Cookie", &cookie)],
+            )
+            .await;
+            assert_eq!(c.status, 200, "{who}: {chart}");
+        }
+        let jobs = support::get_with(
+            r.addr,
+            &format!("/api/reliability?{qs}&format=csv&table=ledger_jobs"),
+            &[("Cookie", &cookie)],
+        )
+        .await
+        .text();
+        assert!(
+            jobs.starts_with("job_id,job,allocated_gpu_hours,ettr,"),
+            "{jobs}"
+        );
+        assert!(
+            jobs.lines().count() > 50,
+            "{who}: {} job rows",
+            jobs.lines().count()
+        );
         let lemons = support::get_with(
             r.addr,
             &format!("/api/reliability?{qs}&format=csv&table=lemons"),

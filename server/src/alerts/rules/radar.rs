@@ -15,22 +15,9 @@ use crate::scheduler::SchedJob;
 /// Peers are compared only while the job computes: its median SM activity at least this
 /// (a checkpoint save or a start-up idles every GPU alike).
 pub const COMPUTING_SM: f64 = 0.2;
-/// "Busy" for the hang rule: every GPU's utilisation at least this, in percent.
-pub const HANG_UTIL_PERCENT: f64 = 90.0;
-/// "No traffic": every node of the job under this, in bytes per second (management and
-/// storage chatter stay under it; an all-reduce moves gigabytes a second).
-pub const HANG_IB_BYTES_PER_SECOND: f64 = 10e6;
-/// "Flat": the job's mean GPU power stays within this share of its highest since the hold
-/// began.
-pub const HANG_POWER_BAND: f64 = 0.05;
-
-/// Where a hang's hold began, and the lowest and highest mean power seen since.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct HangHold {
-    since: UnixMs,
-    low: f64,
-    high: f64,
-}
+pub use crate::aggregate::hang::{
+    hang_signal, ib_quiet, HangHold, HANG_IB_BYTES_PER_SECOND, HANG_POWER_BAND, HANG_UTIL_PERCENT,
+};
 
 pub(super) fn evaluate(
     cfg: &AlertConfig,
@@ -72,35 +59,17 @@ pub(super) fn evaluate(
             continue;
         }
         stragglers(cfg, id, &gpus, now, st, seen, out);
-        let busy = gpus
+        let quiet = j
+            .job
+            .nodes
             .iter()
-            .all(|g| g.gpu_util_percent.is_some_and(|u| u >= HANG_UTIL_PERCENT));
-        let quiet = j.job.nodes.iter().all(|n| {
-            ib.get(n.as_str())
-                .copied()
-                .flatten()
-                .is_some_and(|b| b < HANG_IB_BYTES_PER_SECOND)
-        });
-        let powers: Vec<f64> = gpus.iter().filter_map(|g| g.power_watts).collect();
-        if !(busy && quiet) || powers.len() != gpus.len() {
+            .all(|n| ib_quiet(ib.get(n.as_str()).copied().flatten()));
+        let Some(mean) = hang_signal(&gpus, quiet) else {
             continue;
-        }
-        let mean = powers.iter().sum::<f64>() / powers.len() as f64;
+        };
         hung_now.insert(id);
-        let h = st.hangs.entry(id).or_insert(HangHold {
-            since: now,
-            low: mean,
-            high: mean,
-        });
-        h.low = h.low.min(mean);
-        h.high = h.high.max(mean);
-        if h.high - h.low > HANG_POWER_BAND * h.high {
-            *h = HangHold {
-                since: now,
-                low: mean,
-                high: mean,
-            };
-        }
+        let h = st.hangs.entry(id).or_insert(HangHold::new(now, mean));
+        h.observe(now, mean);
         if now - h.since >= cfg.hang_ms {
             out.push(Condition {
                 rule: "job_hung",

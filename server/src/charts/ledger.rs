@@ -1,0 +1,231 @@
+//! `/reliability`'s charts: ETTR over time, and the badput ledger's buckets stacked over
+//! time (mean GPUs in each), as SVG for the page and PNG for documents.
+
+use app::model::UnixMs;
+use app::reliability::{Badput, Ledger};
+use plotters::prelude::*;
+
+use super::{day_label, draw_legend, fonts, time_ticks, with_title, GRID, REPORT_SIZE, TEXT};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LedgerChartKind {
+    Ettr,
+    Ledger,
+}
+
+impl LedgerChartKind {
+    pub const ALL: [LedgerChartKind; 2] = [LedgerChartKind::Ettr, LedgerChartKind::Ledger];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LedgerChartKind::Ettr => "ettr",
+            LedgerChartKind::Ledger => "ledger",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    pub fn title(self, l: &Ledger, window: (UnixMs, UnixMs)) -> String {
+        let when = format!(
+            "per {}, {} to {} (UTC)",
+            l.step,
+            app::units::date(window.0),
+            app::units::date(window.1 - 1)
+        );
+        match self {
+            LedgerChartKind::Ettr => format!("Effective training time ratio {when}"),
+            LedgerChartKind::Ledger => format!("Where the allocated GPU time went {when}"),
+        }
+    }
+}
+
+/// Colour-blind safe (Okabe-Ito), one per bucket of [`Badput::buckets`].
+const COLOURS: [RGBColor; 9] = [
+    RGBColor(0x00, 0x9e, 0x73),
+    RGBColor(0x56, 0xb4, 0xe9),
+    RGBColor(0xe6, 0x9f, 0x00),
+    RGBColor(0xd5, 0x5e, 0x00),
+    RGBColor(0xf0, 0xe4, 0x42),
+    RGBColor(0xcc, 0x79, 0xa7),
+    RGBColor(0x99, 0x99, 0x99),
+    RGBColor(0x00, 0x72, 0xb2),
+    RGBColor(0x66, 0x44, 0x22),
+];
+
+fn draw<DB: DrawingBackend>(
+    kind: LedgerChartKind,
+    l: &Ledger,
+    (x0, x1): (UnixMs, UnixMs),
+    root: DrawingArea<DB, plotters::coord::Shift>,
+    text: RGBColor,
+) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let label = ("sans-serif", 14).into_font().color(&text);
+    let body = root
+        .titled(
+            &kind.title(l, (x0, x1)),
+            ("sans-serif", 18).into_font().color(&text),
+        )
+        .map_err(err)?;
+    let (area, key) = body.split_horizontally(REPORT_SIZE.0 - 190);
+    let step: i64 = if l.step == "week" { 7 } else { 1 } * 86_400_000;
+    let hours = step as f64 / 3_600_000.0;
+    let short = x1 - x0 <= 2 * 86_400_000;
+    let steps = |value: &dyn Fn(&Badput) -> f64| -> Vec<(UnixMs, f64)> {
+        l.over_time
+            .iter()
+            .flat_map(|r| {
+                let v = value(&r.badput);
+                [(r.at_ms, v), ((r.at_ms + step).min(x1), v)]
+            })
+            .collect()
+    };
+    match kind {
+        LedgerChartKind::Ettr => {
+            let mut chart = ChartBuilder::on(&area)
+                .margin(8)
+                .x_label_area_size(40)
+                .y_label_area_size(56)
+                .build_cartesian_2d((x0..x1).with_key_points(time_ticks(x0, x1)), 0.0..100.0)
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .y_labels(6)
+                .x_label_formatter(&|x| day_label(*x, short))
+                .y_label_formatter(&|y| format!("{y:.0}%"))
+                .y_desc("ETTR")
+                .x_desc("time (UTC)")
+                .axis_style(GRID)
+                .light_line_style(TRANSPARENT)
+                .bold_line_style(GRID.mix(0.4))
+                .label_style(label.clone())
+                .draw()
+                .map_err(err)?;
+            let pts = steps(&|b: &Badput| b.ettr().unwrap_or(0.0) * 100.0);
+            chart
+                .draw_series(LineSeries::new(pts, COLOURS[0].stroke_width(3)))
+                .map_err(err)?;
+            draw_legend(&key, &[("ETTR", COLOURS[0])], text)?;
+        }
+        LedgerChartKind::Ledger => {
+            let top = l
+                .over_time
+                .iter()
+                .map(|r| r.badput.buckets().iter().map(|(_, v)| v).sum::<f64>() / hours)
+                .fold(0.0f64, f64::max);
+            let y1 = if top > 0.0 { top * 1.08 } else { 1.0 };
+            let mut chart = ChartBuilder::on(&area)
+                .margin(8)
+                .x_label_area_size(40)
+                .y_label_area_size(56)
+                .build_cartesian_2d((x0..x1).with_key_points(time_ticks(x0, x1)), 0.0..y1)
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .y_labels(5)
+                .x_label_formatter(&|x| day_label(*x, short))
+                .y_label_formatter(&|y| format!("{y:.0}"))
+                .y_desc("GPUs (mean)")
+                .x_desc("time (UTC)")
+                .axis_style(GRID)
+                .light_line_style(TRANSPARENT)
+                .bold_line_style(GRID.mix(0.4))
+                .label_style(label.clone())
+                .draw()
+                .map_err(err)?;
+            // Each layer drawn as itself plus those under it, the top first.
+            for upto in (1..=COLOURS.len()).rev() {
+                let pts = steps(&|b: &Badput| {
+                    b.buckets()[..upto].iter().map(|(_, v)| v).sum::<f64>() / hours
+                });
+                chart
+                    .draw_series(AreaSeries::new(pts, 0.0, COLOURS[upto - 1].filled()))
+                    .map_err(err)?;
+            }
+            let names = Badput::default().buckets().map(|(n, _)| n);
+            let entries: Vec<(&str, RGBColor)> = names.iter().copied().zip(COLOURS).collect();
+            draw_legend(&key, &entries, text)?;
+        }
+    }
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+pub fn ledger_svg(
+    kind: LedgerChartKind,
+    l: &Ledger,
+    window: (UnixMs, UnixMs),
+) -> Result<String, String> {
+    fonts()?;
+    let mut svg = String::new();
+    draw(
+        kind,
+        l,
+        window,
+        SVGBackend::with_string(&mut svg, REPORT_SIZE).into_drawing_area(),
+        TEXT,
+    )?;
+    let svg = svg
+        .replace("#9AA7B3", "currentColor")
+        .replace("#9aa7b3", "currentColor");
+    Ok(with_title(svg, &kind.title(l, window)))
+}
+
+pub fn ledger_png(
+    kind: LedgerChartKind,
+    l: &Ledger,
+    window: (UnixMs, UnixMs),
+) -> Result<Vec<u8>, String> {
+    fonts()?;
+    let (w, h) = REPORT_SIZE;
+    let mut rgb = vec![0u8; (w * h * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        draw(kind, l, window, root, RGBColor(0x22, 0x2b, 0x33))?;
+    }
+    super::encode_png(&rgb, w, h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use app::reliability::LedgerRow;
+
+    #[test]
+    fn both_charts_draw_a_week_by_day_as_svg_and_png() {
+        let t0: UnixMs = 1_794_268_800_000;
+        let l = Ledger {
+            step: "day".into(),
+            over_time: (0..7)
+                .map(|d| LedgerRow {
+                    key: app::units::date(t0 + d * 86_400_000),
+                    at_ms: t0 + d * 86_400_000,
+                    badput: Badput {
+                        allocated_gh: 240.0,
+                        productive_gh: 200.0,
+                        idle_gh: 40.0,
+                        ..Badput::default()
+                    },
+                    ..LedgerRow::default()
+                })
+                .collect(),
+            ..Ledger::default()
+        };
+        let window = (t0, t0 + 7 * 86_400_000);
+        for kind in LedgerChartKind::ALL {
+            let svg = ledger_svg(kind, &l, window).expect("svg");
+            assert!(
+                svg.contains("<title>") && svg.contains("per day"),
+                "{kind:?}"
+            );
+            let png = ledger_png(kind, &l, window).expect("png");
+            assert_eq!(&png[1..4], b"PNG");
+        }
+        assert!(ledger_svg(LedgerChartKind::Ledger, &l, window)
+            .expect("svg")
+            .contains("re-execution"));
+    }
+}

@@ -1,0 +1,165 @@
+//! The badput ledger's truth test: two simulated days of a 32-node cluster with frequent
+//! faults, hangs, checkpoint saves, start-ups and operators' requeues, run through the
+//! pipeline (which books each job's GPU-seconds from the readings as it would a real
+//! cluster's) into a real database (SQLite and PostgreSQL), then read back per job and
+//! compared with the simulator's own ledger.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use server::live::{Frame, Latest, Live, Pipeline, StoreWrite};
+use server::metrics::Metrics;
+use server::sim::{Sim, TruthLedger};
+use server::store::Store;
+
+use crate::support;
+
+/// 2026-11-10 00:00 UTC.
+const T0: i64 = 1_794_268_800_000;
+const TICK_MS: i64 = 15_000;
+const DAY_MS: i64 = 86_400_000;
+const DAYS: i64 = 2;
+
+fn run() -> (Vec<StoreWrite>, Sim) {
+    let mut sim = Sim::new(32, 5, "ledger", T0);
+    sim.set_fault_mean_gpu_hours(Some(150.0));
+    sim.track_ledgers();
+    let inventory = Arc::new(sim.inventory().clone());
+    let live = Live::new(Arc::new(Metrics::default()));
+    let mut pipeline = Pipeline::new(TICK_MS, 0.05);
+    let mut writes = Vec::new();
+    let mut requeued = 0;
+    for tick in 1..=(DAYS * DAY_MS / TICK_MS + 8) {
+        sim.advance_to(T0 + tick * TICK_MS);
+        // An operator requeues a running job every two hours: a restart wait to count.
+        if tick % (2 * 3_600_000 / TICK_MS) == 0 {
+            let running = sim
+                .readings()
+                .jobs
+                .iter()
+                .find(|j| j.state == app::model::JobState::Running && j.nodes.len() >= 2)
+                .map(|j| j.id);
+            if let Some(id) = running {
+                sim.requeue_job(id, false).expect("requeue");
+                requeued += 1;
+            }
+        }
+        let events = server::sources::sim::events(sim.drain_events());
+        let mut frame = Frame {
+            inventory: Arc::clone(&inventory),
+            readings: Latest::Owned(Arc::new(sim.readings())),
+            sched: server::sources::sim::sched(&sim, TICK_MS as u64),
+            events,
+            truth: None,
+        };
+        let step = pipeline.step(&mut frame, &live, sim.now_ms());
+        writes.extend(step.writes.into_iter().filter(|w| {
+            matches!(
+                w,
+                StoreWrite::Inventory(_) | StoreWrite::Job { .. } | StoreWrite::Report { .. }
+            )
+        }));
+    }
+    assert!(requeued >= 8, "{requeued} requeues");
+    (writes, sim)
+}
+
+/// Jobs whose every run the truth saw whole, ended, of at least a GPU-hour.
+fn judged(sim: &Sim) -> Vec<TruthLedger> {
+    let running: Vec<u64> = sim.readings().jobs.iter().map(|j| j.id).collect();
+    sim.ledgers()
+        .into_iter()
+        .filter(|l| !l.partial && !running.contains(&l.job) && l.allocated_gs >= 3600.0)
+        .collect()
+}
+
+async fn check(url: &str, writes: &[StoreWrite], sim: &Sim) {
+    let store = Store::connect(url).await.expect("store");
+    for w in writes {
+        w.write_to(&store).await.expect("write");
+    }
+    let (ledger, jobs) =
+        server::reliability::ledger::load(&store, &[], T0, T0 + (DAYS + 1) * DAY_MS)
+            .await
+            .expect("ledger");
+    let found: HashMap<u64, &app::reliability::Badput> = jobs
+        .iter()
+        .filter_map(|r| Some((r.key.parse().ok()?, &r.badput)))
+        .collect();
+    let truth = judged(sim);
+    assert!(truth.len() >= 20, "{} jobs judged", truth.len());
+    let sum = |f: fn(&TruthLedger) -> f64| truth.iter().map(f).sum::<f64>();
+    // Every bucket has something to be right about.
+    for (name, v) in [
+        ("start-up", sum(|l| l.startup_gs)),
+        ("checkpoint", sum(|l| l.checkpoint_gs)),
+        ("hung", sum(|l| l.hung_gs)),
+        ("re-execution", sum(|l| l.reexec_gs)),
+        ("restart wait", sum(|l| l.restart_wait_gs)),
+    ] {
+        assert!(v > 0.0, "no {name} in the truth");
+    }
+    let mut worst = (0.0f64, 0u64);
+    for t in &truth {
+        let b = found
+            .get(&t.job)
+            .unwrap_or_else(|| panic!("job {} has no ledger", t.job));
+        // The buckets inside the allocation add up to it.
+        let inside: f64 = b
+            .buckets()
+            .iter()
+            .filter(|(n, _)| *n != "restart wait")
+            .map(|(_, v)| v)
+            .sum();
+        assert!(
+            (inside - b.allocated_gh).abs() <= 1e-6 * b.allocated_gh.max(1.0),
+            "job {}: buckets {inside} against allocated {}",
+            t.job,
+            b.allocated_gh
+        );
+        let ettr = b.ettr().unwrap_or(0.0);
+        let d = (ettr - t.ettr()).abs();
+        assert!(
+            d <= 0.01,
+            "job {}: ETTR {ettr:.4} against the truth's {:.4}\n  found {b:?}\n  truth {t:?}",
+            t.job,
+            t.ettr()
+        );
+        if d > worst.0 {
+            worst = (d, t.job);
+        }
+        assert!(
+            (b.restart_wait_gh - t.restart_wait_gs / 3600.0).abs() < 1e-6,
+            "job {}: restart wait",
+            t.job
+        );
+    }
+    eprintln!(
+        "ledger: {} jobs within 1 pp of the truth's ETTR (worst {:.3} pp, job {})",
+        truth.len(),
+        worst.0 * 100.0,
+        worst.1
+    );
+    // The cluster's line is the sum of the jobs' (the unallocated time has no ledger).
+    let c = &ledger.cluster;
+    let alloc: f64 = jobs.iter().map(|r| r.badput.allocated_gh).sum();
+    assert!((c.allocated_gh - alloc).abs() < 1e-6 * alloc, "{c:?}");
+    let prod: f64 = jobs.iter().map(|r| r.badput.productive_gh).sum();
+    assert!((c.productive_gh - prod).abs() < 1e-6 * alloc, "{c:?}");
+    assert_eq!(ledger.step, "day");
+    assert_eq!(
+        ledger.over_time.len() as i64,
+        DAYS + 1,
+        "{:?}",
+        ledger.over_time
+    );
+}
+
+#[tokio::test]
+async fn each_jobs_ettr_is_within_a_point_of_the_simulators_on_both_databases() {
+    let (writes, sim) = run();
+    check(&support::sqlite_url(), &writes, &sim).await;
+    if let Some(pg) = support::postgres_url().await {
+        check(&pg, &writes, &sim).await;
+    }
+}
