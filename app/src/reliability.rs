@@ -268,6 +268,16 @@ impl Badput {
         (wall > 0.0).then(|| self.productive_gh / wall)
     }
 
+    /// The buckets inside the allocation summed (all but restart wait): `allocated_gh`
+    /// again, when the ledger is whole.
+    pub fn inside_gh(&self) -> f64 {
+        self.buckets()
+            .iter()
+            .filter(|(n, _)| *n != "restart wait")
+            .map(|(_, v)| v)
+            .sum()
+    }
+
     /// The buckets with their names, productive first, in the order tables and charts use.
     pub fn buckets(&self) -> [(&'static str, f64); 9] {
         [

@@ -245,6 +245,67 @@ fn draw_legend<DB: DrawingBackend>(
     Ok(())
 }
 
+/// A chart's axes over the time window: days (or hours, for two days or less) across,
+/// `y` from 0 to `y1` up the side with its name, label count and format.
+type TimeChart<'a, DB> = ChartContext<
+    'a,
+    DB,
+    plotters::coord::cartesian::Cartesian2d<
+        plotters::coord::combinators::WithKeyPoints<plotters::coord::types::RangedCoordi64>,
+        plotters::coord::types::RangedCoordf64,
+    >,
+>;
+
+/// The y axis of a [`time_chart`]: its name, how many labels, and their format.
+struct YAxis<'a> {
+    desc: &'a str,
+    labels: usize,
+    format: &'a dyn Fn(&f64) -> String,
+}
+
+fn time_chart<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, plotters::coord::Shift>,
+    (x0, x1): (UnixMs, UnixMs),
+    y1: f64,
+    y: YAxis<'_>,
+    text: RGBColor,
+) -> Result<TimeChart<'a, DB>, String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let short = x1 - x0 <= 2 * 86_400_000;
+    let mut chart = ChartBuilder::on(area)
+        .margin(8)
+        .x_label_area_size(40)
+        .y_label_area_size(56)
+        .build_cartesian_2d((x0..x1).with_key_points(time_ticks(x0, x1)), 0.0..y1)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .y_labels(y.labels)
+        .x_label_formatter(&|x| day_label(*x, short))
+        .y_label_formatter(y.format)
+        .y_desc(y.desc)
+        .x_desc("time (UTC)")
+        .axis_style(GRID)
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(GRID.mix(0.4))
+        .label_style(("sans-serif", 14).into_font().color(&text))
+        .draw()
+        .map_err(err)?;
+    Ok(chart)
+}
+
+/// Each bucket's value held across it (`step` long, cut at `until`): a step line, so a
+/// period of one bucket still draws one.
+fn held(
+    points: impl Iterator<Item = (UnixMs, f64)>,
+    step: i64,
+    until: UnixMs,
+) -> Vec<(UnixMs, f64)> {
+    points
+        .flat_map(|(t, v)| [(t, v), ((t + step).min(until), v)])
+        .collect()
+}
+
 fn draw_report<DB: DrawingBackend>(
     kind: ReportChartKind,
     p: &ReportPlot<'_>,
@@ -258,8 +319,7 @@ fn draw_report<DB: DrawingBackend>(
         .titled(&title, ("sans-serif", 18).into_font().color(&text))
         .map_err(err)?;
     let (area, key) = body.split_horizontally(REPORT_SIZE.0 - 190);
-    let (x0, x1) = p.window;
-    let short = x1 - x0 <= 2 * 86_400_000;
+    let x1 = p.window.1;
     let per = p.bucket_hours.max(1) as f64;
     let empty = match kind {
         ReportChartKind::Utilization | ReportChartKind::Goodput => {
@@ -293,38 +353,32 @@ fn draw_report<DB: DrawingBackend>(
                 .fold(0.0f64, f64::max)
                 / per;
             let y1 = if top > 0.0 { top * 1.08 } else { 1.0 };
-            let mut chart = ChartBuilder::on(&area)
-                .margin(8)
-                .x_label_area_size(40)
-                .y_label_area_size(56)
-                .build_cartesian_2d((x0..x1).with_key_points(time_ticks(x0, x1)), 0.0..y1)
-                .map_err(err)?;
-            chart
-                .configure_mesh()
-                .y_labels(5)
-                .x_label_formatter(&|x| day_label(*x, short))
-                .y_label_formatter(&|y| format!("{y:.0}"))
-                .y_desc("GPUs (mean)")
-                .x_desc("time (UTC)")
-                .axis_style(GRID)
-                .light_line_style(TRANSPARENT)
-                .bold_line_style(GRID.mix(0.4))
-                .label_style(label.clone())
-                .draw()
-                .map_err(err)?;
+            let mut chart = time_chart(
+                &area,
+                p.window,
+                y1,
+                YAxis {
+                    desc: "GPUs (mean)",
+                    labels: 5,
+                    format: &|y| format!("{y:.0}"),
+                },
+                text,
+            )?;
             let step = p.bucket_hours.max(1) * 3_600_000;
             if stacked {
                 // Each layer is drawn as the sum of itself and the layers under it, top
                 // layer first, so the ones under it paint over its lower part.
                 for upto in (1..=layers.len()).rev() {
-                    let pts: Vec<(UnixMs, f64)> = p
-                        .points
-                        .iter()
-                        .flat_map(|(t, u)| {
-                            let v = layers[..upto].iter().map(|l| (l.2)(u)).sum::<f64>() / per;
-                            [(*t, v), (*t + step, v)]
-                        })
-                        .collect();
+                    let pts = held(
+                        p.points.iter().map(|(t, u)| {
+                            (
+                                *t,
+                                layers[..upto].iter().map(|l| (l.2)(u)).sum::<f64>() / per,
+                            )
+                        }),
+                        step,
+                        x1,
+                    );
                     chart
                         .draw_series(AreaSeries::new(pts, 0.0, layers[upto - 1].1.filled()))
                         .map_err(err)?;
@@ -333,14 +387,7 @@ fn draw_report<DB: DrawingBackend>(
                 // Steps, like the stacked chart: each bucket's mean holds over the bucket
                 // (and a period of one bucket still draws a line).
                 for (_, colour, value) in &layers {
-                    let pts: Vec<(UnixMs, f64)> = p
-                        .points
-                        .iter()
-                        .flat_map(|(t, u)| {
-                            let v = value(u) / per;
-                            [(*t, v), (*t + step, v)]
-                        })
-                        .collect();
+                    let pts = held(p.points.iter().map(|(t, u)| (*t, value(u) / per)), step, x1);
                     chart
                         .draw_series(LineSeries::new(pts, colour.stroke_width(2)))
                         .map_err(err)?;

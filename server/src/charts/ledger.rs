@@ -5,7 +5,7 @@ use app::model::UnixMs;
 use app::reliability::{Badput, Ledger};
 use plotters::prelude::*;
 
-use super::{day_label, draw_legend, fonts, time_ticks, with_title, GRID, REPORT_SIZE, TEXT};
+use super::{draw_legend, fonts, held, time_chart, with_title, YAxis, REPORT_SIZE, TEXT};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LedgerChartKind {
@@ -62,7 +62,6 @@ fn draw<DB: DrawingBackend>(
     text: RGBColor,
 ) -> Result<(), String> {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-    let label = ("sans-serif", 14).into_font().color(&text);
     let body = root
         .titled(
             &kind.title(l, (x0, x1)),
@@ -72,38 +71,27 @@ fn draw<DB: DrawingBackend>(
     let (area, key) = body.split_horizontally(REPORT_SIZE.0 - 190);
     let step: i64 = if l.step == "week" { 7 } else { 1 } * 86_400_000;
     let hours = step as f64 / 3_600_000.0;
-    let short = x1 - x0 <= 2 * 86_400_000;
-    let steps = |value: &dyn Fn(&Badput) -> f64| -> Vec<(UnixMs, f64)> {
-        l.over_time
-            .iter()
-            .flat_map(|r| {
-                let v = value(&r.badput);
-                [(r.at_ms, v), ((r.at_ms + step).min(x1), v)]
-            })
-            .collect()
+    let held = |value: &dyn Fn(&Badput) -> f64| {
+        held(
+            l.over_time.iter().map(|r| (r.at_ms, value(&r.badput))),
+            step,
+            x1,
+        )
     };
     match kind {
         LedgerChartKind::Ettr => {
-            let mut chart = ChartBuilder::on(&area)
-                .margin(8)
-                .x_label_area_size(40)
-                .y_label_area_size(56)
-                .build_cartesian_2d((x0..x1).with_key_points(time_ticks(x0, x1)), 0.0..100.0)
-                .map_err(err)?;
-            chart
-                .configure_mesh()
-                .y_labels(6)
-                .x_label_formatter(&|x| day_label(*x, short))
-                .y_label_formatter(&|y| format!("{y:.0}%"))
-                .y_desc("ETTR")
-                .x_desc("time (UTC)")
-                .axis_style(GRID)
-                .light_line_style(TRANSPARENT)
-                .bold_line_style(GRID.mix(0.4))
-                .label_style(label.clone())
-                .draw()
-                .map_err(err)?;
-            let pts = steps(&|b: &Badput| b.ettr().unwrap_or(0.0) * 100.0);
+            let mut chart = time_chart(
+                &area,
+                (x0, x1),
+                100.0,
+                YAxis {
+                    desc: "ETTR",
+                    labels: 6,
+                    format: &|y| format!("{y:.0}%"),
+                },
+                text,
+            )?;
+            let pts = held(&|b: &Badput| b.ettr().unwrap_or(0.0) * 100.0);
             chart
                 .draw_series(LineSeries::new(pts, COLOURS[0].stroke_width(3)))
                 .map_err(err)?;
@@ -116,36 +104,30 @@ fn draw<DB: DrawingBackend>(
                 .map(|r| r.badput.buckets().iter().map(|(_, v)| v).sum::<f64>() / hours)
                 .fold(0.0f64, f64::max);
             let y1 = if top > 0.0 { top * 1.08 } else { 1.0 };
-            let mut chart = ChartBuilder::on(&area)
-                .margin(8)
-                .x_label_area_size(40)
-                .y_label_area_size(56)
-                .build_cartesian_2d((x0..x1).with_key_points(time_ticks(x0, x1)), 0.0..y1)
-                .map_err(err)?;
-            chart
-                .configure_mesh()
-                .y_labels(5)
-                .x_label_formatter(&|x| day_label(*x, short))
-                .y_label_formatter(&|y| format!("{y:.0}"))
-                .y_desc("GPUs (mean)")
-                .x_desc("time (UTC)")
-                .axis_style(GRID)
-                .light_line_style(TRANSPARENT)
-                .bold_line_style(GRID.mix(0.4))
-                .label_style(label.clone())
-                .draw()
-                .map_err(err)?;
+            let mut chart = time_chart(
+                &area,
+                (x0, x1),
+                y1,
+                YAxis {
+                    desc: "GPUs (mean)",
+                    labels: 5,
+                    format: &|y| format!("{y:.0}"),
+                },
+                text,
+            )?;
             // Each layer drawn as itself plus those under it, the top first.
             for upto in (1..=COLOURS.len()).rev() {
-                let pts = steps(&|b: &Badput| {
+                let pts = held(&|b: &Badput| {
                     b.buckets()[..upto].iter().map(|(_, v)| v).sum::<f64>() / hours
                 });
                 chart
                     .draw_series(AreaSeries::new(pts, 0.0, COLOURS[upto - 1].filled()))
                     .map_err(err)?;
             }
+            // The legend lists layers as they stack, the top one first (as reports do).
             let names = Badput::default().buckets().map(|(n, _)| n);
-            let entries: Vec<(&str, RGBColor)> = names.iter().copied().zip(COLOURS).collect();
+            let mut entries: Vec<(&str, RGBColor)> = names.iter().copied().zip(COLOURS).collect();
+            entries.reverse();
             draw_legend(&key, &entries, text)?;
         }
     }

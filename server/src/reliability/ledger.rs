@@ -161,13 +161,7 @@ mod tests {
         let b = badput(&s);
         assert_eq!(b.productive_gh, 74.0);
         assert_eq!(b.idle_gh, 5.0);
-        let inside: f64 = b
-            .buckets()
-            .iter()
-            .filter(|(n, _)| *n != "restart wait")
-            .map(|(_, v)| v)
-            .sum();
-        assert_eq!(inside, b.allocated_gh);
+        assert_eq!(b.inside_gh(), b.allocated_gh);
         assert_eq!(b.ettr(), Some(74.0 / 110.0));
         assert_eq!(Badput::default().ettr(), None);
     }

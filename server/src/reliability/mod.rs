@@ -428,6 +428,17 @@ pub fn assemble(
 /// The longest period the page answers for (the raw history it reads is bounded).
 pub const MAX_DAYS: i64 = 92;
 
+/// The period `q` asks for at `now_ms`, at most [`MAX_DAYS`] long.
+pub fn window(q: &ReportQuery, now_ms: UnixMs) -> Result<(UnixMs, UnixMs), ReliabilityError> {
+    let (from_ms, to_ms) = q.window(now_ms).map_err(ReliabilityError::Query)?;
+    if to_ms - from_ms > MAX_DAYS * 86_400_000 {
+        return Err(ReliabilityError::Query(format!(
+            "a reliability period is at most {MAX_DAYS} days"
+        )));
+    }
+    Ok((from_ms, to_ms))
+}
+
 /// `/reliability`'s answer for `q` at `now_ms`.
 pub async fn build(
     store: &Store,
@@ -435,12 +446,7 @@ pub async fn build(
     q: &ReportQuery,
     now_ms: UnixMs,
 ) -> Result<(Reliability, History, Vec<app::reliability::LedgerRow>), ReliabilityError> {
-    let (from_ms, to_ms) = q.window(now_ms).map_err(ReliabilityError::Query)?;
-    if to_ms - from_ms > MAX_DAYS * 86_400_000 {
-        return Err(ReliabilityError::Query(format!(
-            "a reliability period is at most {MAX_DAYS} days"
-        )));
-    }
+    let (from_ms, to_ms) = window(q, now_ms)?;
     let h = History::load(store, from_ms, to_ms).await?;
     let (ledger, jobs) = ledger::load(store, &h.jobs, from_ms, to_ms).await?;
     let mut r = assemble(&h, inv, q, from_ms, to_ms, now_ms);

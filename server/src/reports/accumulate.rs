@@ -204,9 +204,8 @@ impl Accumulator {
             .iter()
             .filter(|j| j.state == JobState::Running)
             .collect();
-        self.runs
-            .retain(|id, _| running.iter().any(|j| j.id == *id));
-        let live_jobs: Vec<u64> = running.iter().map(|j| j.id).collect();
+        let live_jobs: std::collections::HashSet<u64> = running.iter().map(|j| j.id).collect();
+        self.runs.retain(|id, _| live_jobs.contains(id));
         self.job_slots.retain(|id, _| live_jobs.contains(id));
         let at = r.at_ms;
         self.ledgers.retain(|id, l| {
@@ -229,7 +228,7 @@ impl Accumulator {
             let wait = self
                 .ledgers
                 .entry(j.id)
-                .or_insert_with(|| JobLedger::new(j.gpus))
+                .or_default()
                 .run_started(start_ms, j.gpus);
             self.book(j.id, &wait);
         }
@@ -414,30 +413,14 @@ impl Accumulator {
         let Some(run) = self.runs.remove(&job.id) else {
             return 0.0;
         };
-        if let Some(l) = self.ledgers.get_mut(&job.id) {
-            let d = l.interrupted(at_ms);
-            if !d.is_zero() {
-                let hour = floor(at_ms, HOUR_MS);
-                let id = job.id.to_string();
-                for (kind, key) in [
-                    ("cluster", "all"),
-                    ("account", job.account.as_str()),
-                    ("partition", job.partition.as_str()),
-                    ("user", job.user.as_str()),
-                    ("job", id.as_str()),
-                ] {
-                    self.pending.push(ReportDelta {
-                        kind,
-                        key: key.to_string(),
-                        at_ms: hour,
-                        sums: d,
-                    });
-                }
-            }
-        }
+        // The ledger's re-execution goes with the loss to the job and its groups.
+        let reexec = self
+            .ledgers
+            .get_mut(&job.id)
+            .map_or(0.0, |l| l.interrupted(at_ms).reexec_gs);
         let from = last_checkpoint_ms.map_or(run.start_ms, |c| c.max(run.start_ms));
         let lost = f64::from(run.gpus) * ((at_ms - from).max(0) as f64 / 1000.0);
-        if lost <= 0.0 {
+        if lost <= 0.0 && reexec <= 0.0 {
             return 0.0;
         }
         let hour = floor(at_ms, HOUR_MS);
@@ -445,18 +428,25 @@ impl Accumulator {
             failure_lost_gs: gs,
             ..ReportSums::default()
         };
-        let mut push = |kind: &'static str, key: &str, gs: f64| {
+        let job_sums = ReportSums {
+            reexec_gs: reexec,
+            ..sums(lost)
+        };
+        let id = job.id.to_string();
+        for (kind, key) in [
+            ("cluster", "all"),
+            ("account", job.account.as_str()),
+            ("partition", job.partition.as_str()),
+            ("user", job.user.as_str()),
+            ("job", id.as_str()),
+        ] {
             self.pending.push(ReportDelta {
                 kind,
                 key: key.to_string(),
                 at_ms: hour,
-                sums: sums(gs),
-            })
-        };
-        push("cluster", "all", lost);
-        push("account", &job.account, lost);
-        push("partition", &job.partition, lost);
-        push("user", &job.user, lost);
+                sums: job_sums,
+            });
+        }
         if let Some(ix) = &self.index {
             let per_node = lost / run.nodes.len().max(1) as f64;
             for name in &run.nodes {

@@ -45,7 +45,7 @@ pub struct JobTick {
 }
 
 #[derive(Clone, Copy, Debug)]
-struct Recent {
+struct PastTick {
     at_ms: UnixMs,
     /// Idle GPU-seconds not yet put to a save.
     idle_gs: f64,
@@ -64,23 +64,27 @@ struct Hold {
 
 #[derive(Debug)]
 pub struct JobLedger {
-    pub gpus: u32,
     started: bool,
     saves: Vec<(UnixMs, UnixMs)>,
     /// End of the last complete checkpoint's save.
     checkpoint_end_ms: UnixMs,
     /// Productive GPU-seconds since then (what an interruption now would throw away).
     since_gs: f64,
-    ring: VecDeque<Recent>,
+    ring: VecDeque<PastTick>,
     hang: Option<Hold>,
     /// Interrupted at this time and not yet running again.
     pub waiting_since: Option<UnixMs>,
 }
 
+impl Default for JobLedger {
+    fn default() -> Self {
+        JobLedger::new()
+    }
+}
+
 impl JobLedger {
-    pub fn new(gpus: u32) -> JobLedger {
+    pub fn new() -> JobLedger {
         JobLedger {
-            gpus,
             started: false,
             saves: Vec::new(),
             checkpoint_end_ms: UnixMs::MIN,
@@ -94,7 +98,6 @@ impl JobLedger {
     /// A run begins at `start_ms` (after an interruption at `waiting_since`, if any):
     /// returns the restart wait to book.
     pub fn run_started(&mut self, start_ms: UnixMs, gpus: u32) -> ReportSums {
-        self.gpus = gpus;
         self.started = false;
         self.since_gs = 0.0;
         self.hang = None;
@@ -187,7 +190,7 @@ impl JobLedger {
             h.booked.add(&booked);
             h.idle_gs += left_idle;
         }
-        self.ring.push_back(Recent {
+        self.ring.push_back(PastTick {
             at_ms,
             idle_gs: left_idle,
             productive_gs: productive,
@@ -278,7 +281,7 @@ mod tests {
 
     #[test]
     fn start_up_lasts_until_half_the_gpus_turn_busy() {
-        let mut l = JobLedger::new(8);
+        let mut l = JobLedger::new();
         l.run_started(0, 8);
         let s = run(&mut l, 0, 60_000, busy(3.0));
         assert_eq!(s.startup_gs, 8.0 * 60.0);
@@ -292,7 +295,7 @@ mod tests {
 
     #[test]
     fn a_save_seen_late_takes_its_idle_ticks_and_moves_the_restart_point() {
-        let mut l = JobLedger::new(8);
+        let mut l = JobLedger::new();
         l.run_started(0, 8);
         let mut s = run(&mut l, 0, 600_000, busy(8.0));
         // A 30 s save: three idle ticks (the last ends at 630 s, inside [600, 640)).
@@ -314,7 +317,7 @@ mod tests {
 
     #[test]
     fn a_save_known_in_advance_books_its_idle_as_it_goes_and_a_busy_save_is_not_blocking() {
-        let mut l = JobLedger::new(8);
+        let mut l = JobLedger::new();
         l.run_started(0, 8);
         run(&mut l, 0, 100_000, busy(8.0));
         l.checkpoint(100_000, 150_000, true);
@@ -328,7 +331,7 @@ mod tests {
 
     #[test]
     fn a_hang_is_counted_from_where_its_hold_began_once_confirmed() {
-        let mut l = JobLedger::new(8);
+        let mut l = JobLedger::new();
         l.run_started(0, 8);
         let mut s = run(&mut l, 0, 300_000, busy(8.0));
         let kept = s.computing_gs;
@@ -351,7 +354,7 @@ mod tests {
 
     #[test]
     fn a_power_swing_restarts_the_hold_and_throttling_is_not_progress() {
-        let mut l = JobLedger::new(8);
+        let mut l = JobLedger::new();
         l.run_started(0, 8);
         let t = |p: f64| JobTick {
             allocated_gs: 80.0,

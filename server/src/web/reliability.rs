@@ -21,6 +21,13 @@ pub(super) fn routes() -> Routes {
     ]
 }
 
+fn query_error(e: ReliabilityError) -> ApiError {
+    match e {
+        ReliabilityError::Query(m) => ApiError::BadRequest(m),
+        ReliabilityError::Store(e) => ApiError::Storage(e),
+    }
+}
+
 /// The answer for `q` now, with the history it read.
 pub(super) async fn answer(
     live: &Live,
@@ -30,10 +37,7 @@ pub(super) async fn answer(
     let inv = live.inventory().ok_or(ApiError::NotReady)?;
     let (mut r, h, jobs) = crate::reliability::build(store, &inv, q, live.source_now())
         .await
-        .map_err(|e| match e {
-            ReliabilityError::Query(m) => ApiError::BadRequest(m),
-            ReliabilityError::Store(e) => ApiError::Storage(e),
-        })?;
+        .map_err(query_error)?;
     r.radar = store
         .open_alerts()
         .await
@@ -96,18 +100,21 @@ async fn reliability_chart(
     let (name, ext) = file.rsplit_once('.').ok_or(ApiError::NotFound)?;
     let kind = LedgerChartKind::parse(name).ok_or(ApiError::NotFound)?;
     let (q, _) = super::reports::report_query(&pairs)?;
-    let (r, _, _) = answer(&st.live, &st.store, &q).await?;
-    let window = (r.from_ms, r.to_ms);
+    // The ledger's rollups only: a chart attributes no interruption.
+    let window = crate::reliability::window(&q, st.live.source_now()).map_err(query_error)?;
+    let (ledger, _) = crate::reliability::ledger::load(&st.store, &[], window.0, window.1)
+        .await
+        .map_err(ApiError::Storage)?;
     let file_name = format!(
         "gantry-{}-{}-{}.{ext}",
         kind.name(),
-        app::units::date(r.from_ms),
-        app::units::date(r.to_ms - 1)
+        app::units::date(window.0),
+        app::units::date(window.1 - 1)
     );
     match ext {
         "svg" => {
             let svg =
-                crate::charts::ledger_svg(kind, &r.ledger, window).map_err(ApiError::Internal)?;
+                crate::charts::ledger_svg(kind, &ledger, window).map_err(ApiError::Internal)?;
             Ok(super::download(
                 "image/svg+xml",
                 &file_name,
@@ -116,7 +123,7 @@ async fn reliability_chart(
         }
         "png" => {
             let png =
-                crate::charts::ledger_png(kind, &r.ledger, window).map_err(ApiError::Internal)?;
+                crate::charts::ledger_png(kind, &ledger, window).map_err(ApiError::Internal)?;
             Ok(super::download("image/png", &file_name, png))
         }
         _ => Err(ApiError::NotFound),

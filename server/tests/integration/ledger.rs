@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use server::live::{Frame, Latest, Live, Pipeline, StoreWrite};
+use server::live::{Live, Pipeline, StoreWrite};
 use server::metrics::Metrics;
 use server::sim::{Sim, TruthLedger};
 use server::store::Store;
@@ -44,14 +44,7 @@ fn run() -> (Vec<StoreWrite>, Sim) {
                 requeued += 1;
             }
         }
-        let events = server::sources::sim::events(sim.drain_events());
-        let mut frame = Frame {
-            inventory: Arc::clone(&inventory),
-            readings: Latest::Owned(Arc::new(sim.readings())),
-            sched: server::sources::sim::sched(&sim, TICK_MS as u64),
-            events,
-            truth: None,
-        };
+        let mut frame = support::sim_frame(&mut sim, &inventory, TICK_MS);
         let step = pipeline.step(&mut frame, &live, sim.now_ms());
         writes.extend(step.writes.into_iter().filter(|w| {
             matches!(
@@ -105,12 +98,7 @@ async fn check(url: &str, writes: &[StoreWrite], sim: &Sim) {
             .get(&t.job)
             .unwrap_or_else(|| panic!("job {} has no ledger", t.job));
         // The buckets inside the allocation add up to it.
-        let inside: f64 = b
-            .buckets()
-            .iter()
-            .filter(|(n, _)| *n != "restart wait")
-            .map(|(_, v)| v)
-            .sum();
+        let inside = b.inside_gh();
         assert!(
             (inside - b.allocated_gh).abs() <= 1e-6 * b.allocated_gh.max(1.0),
             "job {}: buckets {inside} against allocated {}",
@@ -146,6 +134,20 @@ async fn check(url: &str, writes: &[StoreWrite], sim: &Sim) {
     assert!((c.allocated_gh - alloc).abs() < 1e-6 * alloc, "{c:?}");
     let prod: f64 = jobs.iter().map(|r| r.badput.productive_gh).sum();
     assert!((c.productive_gh - prod).abs() < 1e-6 * alloc, "{c:?}");
+    // Throttling, too little in the judged jobs to weigh in their ETTR, over every job since
+    // the start (both sides count it from there): the clock deficit integrated by the
+    // simulator against the one Gantry read.
+    let throttled_h = sim.ledgers().iter().map(|l| l.throttle_gs).sum::<f64>() / 3600.0;
+    assert!(throttled_h > 0.1, "{throttled_h} GPU-hours throttled");
+    assert!(
+        (c.throttle_gh - throttled_h).abs() <= 0.1 * throttled_h,
+        "throttling {} GPU-hours against the truth's {throttled_h}",
+        c.throttle_gh
+    );
+    eprintln!(
+        "ledger: throttling {:.3} GPU-hours against the truth's {throttled_h:.3}",
+        c.throttle_gh
+    );
     assert_eq!(ledger.step, "day");
     assert_eq!(
         ledger.over_time.len() as i64,

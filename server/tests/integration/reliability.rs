@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use app::reliability::Cause;
-use server::live::{Frame, Latest, Live, Pipeline, StoreWrite};
+use server::live::{Live, Pipeline, StoreWrite};
 use server::metrics::Metrics;
 use server::sim::Sim;
 use server::store::Store;
@@ -28,18 +28,9 @@ fn run() -> (Vec<StoreWrite>, Sim) {
     let live = Live::new(Arc::new(Metrics::default()));
     let mut pipeline = Pipeline::new(TICK_MS, 0.05);
     let mut writes = Vec::new();
-    let mut pending = server::sources::sim::events(sim.drain_events());
     for tick in 1..=(DAYS * 86_400_000 / TICK_MS) {
         sim.advance_to(T0 + tick * TICK_MS);
-        let mut events = std::mem::take(&mut pending);
-        events.extend(server::sources::sim::events(sim.drain_events()));
-        let mut frame = Frame {
-            inventory: Arc::clone(&inventory),
-            readings: Latest::Owned(Arc::new(sim.readings())),
-            sched: server::sources::sim::sched(&sim, TICK_MS as u64),
-            events,
-            truth: None,
-        };
+        let mut frame = support::sim_frame(&mut sim, &inventory, TICK_MS);
         let step = pipeline.step(&mut frame, &live, sim.now_ms());
         writes.extend(step.writes.into_iter().filter(|w| {
             matches!(

@@ -444,3 +444,19 @@ pub async fn metric(addr: std::net::SocketAddr, name: &str) -> u64 {
         .and_then(|v| v.trim().parse::<f64>().ok())
         .map_or(0, |v| v as u64)
 }
+
+/// The frame the simulator source makes of `sim` now: its events since the last frame,
+/// its readings and its scheduler state (for pipeline tests that run simulated days).
+pub fn sim_frame(
+    sim: &mut server::sim::Sim,
+    inventory: &std::sync::Arc<app::model::Inventory>,
+    tick_ms: i64,
+) -> server::live::Frame {
+    server::live::Frame {
+        inventory: std::sync::Arc::clone(inventory),
+        events: server::sources::sim::events(sim.drain_events()),
+        readings: server::live::Latest::Owned(std::sync::Arc::new(sim.readings())),
+        sched: server::sources::sim::sched(sim, tick_ms as u64),
+        truth: None,
+    }
+}
