@@ -10,7 +10,8 @@
 //! 512 nodes, 12 of them interrupted a day (an XID, an ECC step, a node lost, or an exit
 //! code, then requeued and run on), with node outages: `/reliability`'s answer (causes,
 //! rates, repairs, lemons) built several times, the store's reads and the attribution
-//! timed apart, against the same 250 ms goal.
+//! timed apart, against the same 250 ms goal; and the badput ledger of the 90 days alone
+//! (from the report rollups written first: 4,320 jobs' rows).
 //!
 //! Usage: `bench_reports SQLITE_URL [POSTGRES_URL]` (release build).
 
@@ -189,6 +190,36 @@ fn reliability_history() -> Vec<server::live::StoreWrite> {
     w
 }
 
+/// The badput ledger of the 90 days alone (cluster, per week, per account, per job) from
+/// the rollups `measure` wrote: (median, worst) in ms.
+async fn measure_ledger(store: &Store, from: i64, to: i64) -> Result<(f64, f64), String> {
+    let mut times = Vec::new();
+    let mut jobs = 0;
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        let (l, all) = server::reliability::ledger::load(store, from, to)
+            .await
+            .map_err(|e| e.to_string())?;
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        let c = &l.cluster;
+        if c.allocated_gh <= 0.0 || (c.inside_gh() - c.allocated_gh).abs() > 1e-6 * c.allocated_gh {
+            return Err(format!("wrong ledger: {c:?}"));
+        }
+        jobs = all.len();
+    }
+    // 48 jobs a day, each its own id.
+    if jobs != (DAYS * 48) as usize {
+        return Err(format!("wrong ledger: {jobs} jobs, expected {}", DAYS * 48));
+    }
+    let worst = times.iter().copied().fold(0.0, f64::max);
+    let med = median(&mut times);
+    println!(
+        "  badput ledger, {jobs} jobs, by week and account: median {med:6.1} ms, worst {worst:6.1} ms {}",
+        if worst < GOAL_MS { "(goal < 250 ms: met)" } else { "(goal < 250 ms: NOT met)" },
+    );
+    Ok((med, worst))
+}
+
 /// `/reliability` over the 90 days: (median, worst, median of the store's reads) in ms.
 async fn measure_reliability(
     url: &str,
@@ -242,6 +273,7 @@ async fn measure_reliability(
             "wrong answer: {total} interruptions, expected {expected}"
         ));
     }
+    measure_ledger(&store, from, to).await?;
     let worst = times.iter().copied().fold(0.0, f64::max);
     let (med, read, attr) = (median(&mut times), median(&mut reads), median(&mut pure));
     println!(

@@ -38,10 +38,9 @@ pub fn badput(s: &ReportSums) -> Badput {
 const DAYS_BY_DAY: i64 = 31;
 
 /// The ledger of `[from_ms, to_ms)` (whole UTC days), and every job's row (the page lists
-/// the most allocated [`MAX_LISTED`]). `jobs` names the jobs it knows.
+/// the most allocated [`MAX_LISTED`]), the jobs not named yet ([`name_jobs`]).
 pub async fn load(
     store: &Store,
-    jobs: &[Job],
     from_ms: UnixMs,
     to_ms: UnixMs,
 ) -> Result<(Ledger, Vec<LedgerRow>), StoreError> {
@@ -53,13 +52,9 @@ pub async fn load(
         store.report_groups("account", from_ms, to_ms),
         store.report_groups("job", from_ms, to_ms),
     )?;
-    let names: HashMap<String, &Job> = jobs.iter().map(|j| (j.id.to_string(), j)).collect();
     let row = |key: String, s: &ReportSums| LedgerRow {
         at_ms: 0,
-        name: names
-            .get(&key)
-            .map(|j| format!("{} ({})", j.name, j.account))
-            .unwrap_or_default(),
+        name: String::new(),
         key,
         badput: badput(s),
     };
@@ -100,6 +95,16 @@ pub async fn load(
         jobs_total: all_jobs.len() as u32,
     };
     Ok((ledger, all_jobs))
+}
+
+/// Names the job rows after `jobs` ("name (account)"), those it knows.
+pub fn name_jobs(l: &mut Ledger, all_jobs: &mut [LedgerRow], jobs: &[Job]) {
+    let names: HashMap<String, &Job> = jobs.iter().map(|j| (j.id.to_string(), j)).collect();
+    for r in l.jobs.iter_mut().chain(all_jobs.iter_mut()) {
+        if let Some(j) = names.get(&r.key) {
+            r.name = format!("{} ({})", j.name, j.account);
+        }
+    }
 }
 
 /// A ledger table as CSV: `ledger` (over time), `ledger_accounts`, `ledger_jobs`.
@@ -164,6 +169,36 @@ mod tests {
         assert_eq!(b.inside_gh(), b.allocated_gh);
         assert_eq!(b.ettr(), Some(74.0 / 110.0));
         assert_eq!(Badput::default().ettr(), None);
+    }
+
+    #[test]
+    fn jobs_are_named_on_the_page_and_in_the_csv_where_known() {
+        let row = |k: &str| LedgerRow {
+            key: k.into(),
+            ..LedgerRow::default()
+        };
+        let mut l = Ledger {
+            jobs: vec![row("7")],
+            ..Ledger::default()
+        };
+        let mut all = vec![row("7"), row("8")];
+        let job = Job {
+            id: 7,
+            name: "pretrain".into(),
+            user: "u".into(),
+            account: "llm".into(),
+            partition: "p".into(),
+            state: app::model::JobState::Running,
+            nodes: Vec::new(),
+            gpus: 8,
+            submit_ms: 0,
+            start_ms: Some(0),
+            end_ms: None,
+        };
+        name_jobs(&mut l, &mut all, &[job]);
+        assert_eq!(l.jobs[0].name, "pretrain (llm)");
+        assert_eq!(all[0].name, "pretrain (llm)");
+        assert_eq!(all[1].name, "");
     }
 
     #[test]

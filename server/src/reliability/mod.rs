@@ -447,8 +447,12 @@ pub async fn build(
     now_ms: UnixMs,
 ) -> Result<(Reliability, History, Vec<app::reliability::LedgerRow>), ReliabilityError> {
     let (from_ms, to_ms) = window(q, now_ms)?;
-    let h = History::load(store, from_ms, to_ms).await?;
-    let (ledger, jobs) = ledger::load(store, &h.jobs, from_ms, to_ms).await?;
+    // Independent reads: the ledger's rollups while the history loads.
+    let (h, (mut ledger, mut jobs)) = tokio::try_join!(
+        History::load(store, from_ms, to_ms),
+        ledger::load(store, from_ms, to_ms),
+    )?;
+    ledger::name_jobs(&mut ledger, &mut jobs, &h.jobs);
     let mut r = assemble(&h, inv, q, from_ms, to_ms, now_ms);
     r.ledger = ledger;
     Ok((r, h, jobs))

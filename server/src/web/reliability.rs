@@ -102,7 +102,7 @@ async fn reliability_chart(
     let (q, _) = super::reports::report_query(&pairs)?;
     // The ledger's rollups only: a chart attributes no interruption.
     let window = crate::reliability::window(&q, st.live.source_now()).map_err(query_error)?;
-    let (ledger, _) = crate::reliability::ledger::load(&st.store, &[], window.0, window.1)
+    let (ledger, _) = crate::reliability::ledger::load(&st.store, window.0, window.1)
         .await
         .map_err(ApiError::Storage)?;
     let file_name = format!(

@@ -71,10 +71,9 @@ async fn check(url: &str, writes: &[StoreWrite], sim: &Sim) {
     for w in writes {
         w.write_to(&store).await.expect("write");
     }
-    let (ledger, jobs) =
-        server::reliability::ledger::load(&store, &[], T0, T0 + (DAYS + 1) * DAY_MS)
-            .await
-            .expect("ledger");
+    let (ledger, jobs) = server::reliability::ledger::load(&store, T0, T0 + (DAYS + 1) * DAY_MS)
+        .await
+        .expect("ledger");
     let found: HashMap<u64, &app::reliability::Badput> = jobs
         .iter()
         .filter_map(|r| Some((r.key.parse().ok()?, &r.badput)))
