@@ -43,3 +43,48 @@ test("a viewer is told the reliability page is for operators, managers and admin
   await page.getByRole("button", { name: "Sign in" }).click();
   await expect(page.locator("main")).toContainText("operators, managers and admins");
 });
+
+test("without JavaScript the ledger's buckets add up to the allocation and its charts load", async ({ page }) => {
+  test.setTimeout(120_000);
+  await page.goto("/login?next=/reliability");
+  await page.getByLabel("User name").fill("manager1");
+  await page.getByLabel("Password").fill(password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expect(page.getByRole("heading", { level: 2, name: "Effective training time" })).toBeVisible();
+  const ettr = page.locator('[data-test="ettr"]');
+  // The pipeline books the ledger once a minute: a fresh server may need one.
+  await expect(async () => {
+    await page.reload();
+    await expect(ettr).toContainText(/^ETTR \d/, { timeout: 1_000 });
+  }).toPass({ timeout: 90_000 });
+  const words = (await ettr.textContent()) ?? "";
+  const m = words.match(/([\d.]+) productive GPU-hours of ([\d.]+) allocated plus ([\d.]+) waiting/);
+  expect(m, words).not.toBeNull();
+  const [productive, allocated] = [Number(m![1]), Number(m![2])];
+  expect(allocated).toBeGreaterThan(0);
+  const rows = page.locator('[data-test="ledger-buckets"] tbody tr');
+  await expect(rows).toHaveCount(9);
+  let inside = 0;
+  for (let i = 0; i < 9; i++) {
+    const name = (await rows.nth(i).locator("th").textContent()) ?? "";
+    const v = Number((await rows.nth(i).locator("td").first().textContent()) ?? "NaN");
+    if (name === "productive") expect(v).toBeCloseTo(productive, 1);
+    if (name !== "restart wait") inside += v;
+  }
+  // Each figure is rounded to 0.1 GPU-hour: nine of them.
+  expect(Math.abs(inside - allocated)).toBeLessThanOrEqual(0.5);
+  // Both charts are images the page loads (same origin, under its CSP), with words.
+  const charts = page.locator('[data-test="ledger"] figure img');
+  await expect(charts).toHaveCount(2);
+  for (let i = 0; i < 2; i++) {
+    const img = charts.nth(i);
+    await expect(img).toHaveAttribute("alt", /table below/);
+    await expect
+      .poll(() => img.evaluate((e) => (e as HTMLImageElement).complete && (e as HTMLImageElement).naturalWidth))
+      .toBeGreaterThan(0);
+  }
+  const jobs = page.getByRole("link", { name: "CSV of the ledger per job" });
+  const csv = await page.request.get((await jobs.getAttribute("href")) ?? "");
+  expect(csv.status()).toBe(200);
+  expect((await csv.text()).split("\n")[0]).toMatch(/^job_id,job,allocated_gpu_hours,ettr,productive_gpu_hours,/);
+});
