@@ -134,6 +134,39 @@ pub struct NodeTile {
     pub gpus_throttling: u32,
     #[serde(rename = "j", default)]
     pub jobs: Vec<u64>,
+    /// Reliability marks ([`marks`]): a lemon to send for repair, a straggling GPU, a
+    /// hung job. Set by the alert task and the recent reliability, stamped each tick.
+    #[serde(rename = "k", default, skip_serializing_if = "marks::none")]
+    pub marks: u8,
+}
+
+/// The bits of [`NodeTile::marks`].
+pub mod marks {
+    /// Its lemon score recommends RMA or deep diagnostics (the last 30 days).
+    pub const LEMON: u8 = 1;
+    /// One of its GPUs is a straggler of a running job (an open `straggler` alert).
+    pub const STRAGGLER: u8 = 2;
+    /// It runs a job that is hung (an open `job_hung` alert).
+    pub const HUNG: u8 = 4;
+
+    pub fn none(m: &u8) -> bool {
+        *m == 0
+    }
+
+    /// What the marks say, in words, in the floor's order (radar first).
+    pub fn words(m: u8) -> Vec<&'static str> {
+        let mut w = Vec::new();
+        if m & HUNG != 0 {
+            w.push("running a hung job");
+        }
+        if m & STRAGGLER != 0 {
+            w.push("a straggling GPU");
+        }
+        if m & LEMON != 0 {
+            w.push("RMA recommended");
+        }
+        w
+    }
 }
 
 /// GPUs throttling by one cause.
@@ -462,6 +495,7 @@ mod tests {
             gpus: 8,
             gpus_throttling: 0,
             jobs: vec![7],
+            marks: 0,
         }
     }
 

@@ -470,6 +470,7 @@ fn floor(
                 gpus: n.gpus.len() as u32,
                 gpus_throttling: thr,
                 jobs,
+                marks: 0,
             }
         })
         .collect();

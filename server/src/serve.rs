@@ -164,6 +164,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
     let actions_for_alerts = Arc::clone(&actions);
     crate::auth::prune_sessions_now(&store, live::wall_now_ms()).await;
     crate::auth::set_hash_cost(cfg.auth.hash_cost());
+    let recent = Arc::new(crate::reliability::Recent::default());
     let state = AppState {
         leptos,
         live: Arc::clone(&live),
@@ -188,7 +189,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             cfg.limits.live_streams as usize,
             cfg.limits.live_streams_per_user as usize,
         ),
-        recent: Arc::default(),
+        recent: Arc::clone(&recent),
     };
     let streams = std::sync::Arc::clone(&state.streams);
     let (app, paths) = router_with_paths(state);
@@ -237,6 +238,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         actions: Arc::clone(&actions_for_alerts),
         lease,
         interval_ms,
+        recent,
     });
     let supervisor = tokio::spawn(supervise(work, shutdown_rx.clone()));
     Ok(Running {
@@ -268,6 +270,8 @@ struct Work {
     actions: Arc<crate::actions::Actions>,
     lease: Arc<Lease>,
     interval_ms: u64,
+    /// The last 30 days' reliability, shared with the pages (the floor's lemon marks).
+    recent: Arc<crate::reliability::Recent>,
 }
 
 /// Tasks started for one role, and how to stop them.
@@ -435,6 +439,12 @@ async fn start_term(work: &Work, f: &Fence) -> Started {
                     .saturating_mul(u64::from(cfg.alerts.target_failures) + 2),
             ),
         },
+        stop_rx.clone(),
+    )));
+    tasks.push(tokio::spawn(lemon_marks(
+        Arc::clone(&work.recent),
+        work.store.clone(),
+        Arc::clone(live),
         stop_rx.clone(),
     )));
     // What a stopped server or a dead replica left unfinished, settled by reading the
@@ -769,6 +779,32 @@ fn sqlite_serving_lock(url: &str) -> Result<Option<std::fs::File>, ServeError> {
 
 /// Keeps rollups for their configured days (counted in source time, which the rollups are
 /// stamped with) and drops expired sessions; once at start, then hourly.
+/// Keeps the floor's lemon marks: the recent reliability's RMA marks, looked at every
+/// 15 s (the answer itself is rebuilt only every 10 minutes of source time).
+async fn lemon_marks(
+    recent: Arc<crate::reliability::Recent>,
+    store: Store,
+    live: Arc<Live>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut ticker = tokio::time::interval(Duration::from_secs(15));
+    while crate::live::next_tick(&mut ticker, &mut shutdown).await {
+        let Some(inv) = live.inventory() else {
+            continue;
+        };
+        match recent.get(&store, &inv, live.source_now()).await {
+            Ok(r) => live.set_lemons(
+                r.lemons
+                    .iter()
+                    .filter(|l| l.rma)
+                    .map(|l| l.node.clone())
+                    .collect(),
+            ),
+            Err(e) => tracing::warn!(error = %e, "lemon marks not refreshed"),
+        }
+    }
+}
+
 async fn retention(
     store: Store,
     live: Arc<Live>,

@@ -108,8 +108,13 @@ pub fn bucket(m: Metric, n: &NodeTile) -> Option<u8> {
 }
 
 fn node_summary(n: &NodeTile) -> String {
+    let mut marks = String::new();
+    for w in crate::live::marks::words(n.marks) {
+        marks.push_str(", ");
+        marks.push_str(w);
+    }
     format!(
-        "{}: {}, {} power, hottest GPU {}, SM {}, {} of {} GPUs throttling{}",
+        "{}: {}, {} power, hottest GPU {}, SM {}, {} of {} GPUs throttling{}{marks}",
         n.name,
         n.state.label(),
         units::power(n.power_watts),
@@ -224,6 +229,12 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
                 }).collect_view()
             }}
             <span class="swatch none">"no reading"</span>
+        </p>
+        <p class="legend marks-legend" data-test="floor-marks">
+            <span class="mark-key hung">"running a hung job"</span>
+            <span class="mark-key straggler">"a straggling GPU"</span>
+            <span class="mark-key lemon">"RMA recommended"</span>
+            <a href="/reliability">"Reliability"</a>
         </p>
         <div class="floor" node_ref=floor class:stale=move || stale.get() data-metric=move || metric.get().key()
             inner_html=move || {
@@ -591,6 +602,9 @@ fn floor_html(s: &Overview, rows: &[FloorRow], m: Metric, painted: Painted, know
 #[derive(Clone, Debug, Default, PartialEq)]
 struct CellView {
     bucket: Option<u8>,
+    /// [`NodeTile::marks`]: classes whose glyphs (with their words for screen readers)
+    /// the style sheet draws.
+    marks: u8,
     summary: String,
     /// The node's name and value: the cell's one text node.
     text: String,
@@ -599,6 +613,7 @@ struct CellView {
 fn cell_view(n: &NodeTile, m: Metric) -> CellView {
     CellView {
         bucket: bucket(m, n),
+        marks: n.marks,
         summary: node_summary(n),
         text: cell_text(
             &n.name,
@@ -634,10 +649,21 @@ const NARROW_NBSP: char = '\u{202F}';
 
 impl CellView {
     fn class(&self) -> String {
-        match self.bucket {
+        use crate::live::marks::{HUNG, LEMON, STRAGGLER};
+        let mut c = match self.bucket {
             Some(k) => format!("floor-node m{k}"),
             None => "floor-node none".into(),
+        };
+        for (bit, name) in [
+            (HUNG, " hung"),
+            (STRAGGLER, " straggler"),
+            (LEMON, " lemon"),
+        ] {
+            if self.marks & bit != 0 {
+                c.push_str(name);
+            }
         }
+        c
     }
 
     fn bucket_attr(&self) -> String {
@@ -776,7 +802,7 @@ mod dom {
         let all = prev.is_none();
         let none = CellView::default();
         let prev = prev.unwrap_or(&none);
-        if all || now.bucket != prev.bucket {
+        if all || now.bucket != prev.bucket || now.marks != prev.marks {
             let _ = a.set_attribute("class", &now.class());
             let _ = a.set_attribute("data-bucket", &now.bucket_attr());
         }
@@ -843,7 +869,38 @@ mod tests {
             gpus: 8,
             gpus_throttling: 3,
             jobs: vec![1],
+            marks: 0,
         }
+    }
+
+    #[test]
+    fn a_marked_cell_carries_its_marks_as_classes_and_words() {
+        use crate::live::marks::{HUNG, LEMON, STRAGGLER};
+        let mut node = n();
+        node.marks = LEMON | STRAGGLER;
+        let mut html = String::new();
+        cell_html(&mut html, &node, &cell_view(&node, Metric::Sm));
+        assert!(
+            html.starts_with(r#"<li><a class="floor-node m3 straggler lemon" "#),
+            "{html}"
+        );
+        assert!(
+            html.contains("jobs 1, a straggling GPU, RMA recommended\""),
+            "{html}"
+        );
+        node.marks = HUNG;
+        let v = cell_view(&node, Metric::Sm);
+        assert_eq!(v.class(), "floor-node m3 hung");
+        assert!(
+            v.summary.ends_with("jobs 1, running a hung job"),
+            "{}",
+            v.summary
+        );
+        // No marks, no words.
+        node.marks = 0;
+        let v = cell_view(&node, Metric::Sm);
+        assert_eq!(v.class(), "floor-node m3");
+        assert!(v.summary.ends_with("jobs 1"), "{}", v.summary);
     }
 
     #[test]

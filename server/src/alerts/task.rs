@@ -176,6 +176,11 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
         // The badge counts what is firing and not silenced.
         match store.open_alerts().await {
             Ok(v) => {
+                // Silenced or not, an open radar alert is a fact the floor shows.
+                let (stragglers, hung) = crate::live::FloorMarks::radar_of(
+                    v.iter().map(|a| (a.rule.as_str(), a.subject.as_str())),
+                );
+                live.set_radar_marks(stragglers, hung);
                 silenced_until = v
                     .iter()
                     .filter_map(|a| a.silenced_until_ms.map(|u| (a.id, u)))

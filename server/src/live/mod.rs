@@ -98,6 +98,69 @@ pub struct SchedSnapshot {
     pub jobs: Vec<crate::scheduler::SchedJob>,
 }
 
+/// What the floor marks on its nodes ([`app::live::marks`]) from outside the pipeline:
+/// the lemons of the recent reliability, and the radar's open alerts.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FloorMarks {
+    pub lemons: std::collections::HashSet<String>,
+    pub stragglers: std::collections::HashSet<String>,
+    pub hung_jobs: std::collections::HashSet<u64>,
+}
+
+impl FloorMarks {
+    /// Sets every node tile's marks: a node running a hung job is marked hung.
+    pub fn stamp(&self, ov: &mut Overview) {
+        use app::live::marks::{HUNG, LEMON, STRAGGLER};
+        for n in &mut ov.nodes {
+            let mut k = 0;
+            if self.lemons.contains(&n.name) {
+                k |= LEMON;
+            }
+            if self.stragglers.contains(&n.name) {
+                k |= STRAGGLER;
+            }
+            if n.jobs.iter().any(|j| self.hung_jobs.contains(j)) {
+                k |= HUNG;
+            }
+            n.marks = k;
+        }
+    }
+
+    /// The radar's marks from open alerts: `straggler` on `job:{id}:{node}:gpu{i}` marks
+    /// the node, `job_hung` on `job:{id}` the job.
+    pub fn radar_of<'a>(
+        open: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> (
+        std::collections::HashSet<String>,
+        std::collections::HashSet<u64>,
+    ) {
+        let mut stragglers = std::collections::HashSet::new();
+        let mut hung = std::collections::HashSet::new();
+        for (rule, subject) in open {
+            let Some(rest) = subject.strip_prefix("job:") else {
+                continue;
+            };
+            match rule {
+                "straggler" => {
+                    if let Some((node, _gpu)) = rest
+                        .split_once(':')
+                        .and_then(|(_, r)| r.rsplit_once(":gpu"))
+                    {
+                        stragglers.insert(node.to_string());
+                    }
+                }
+                "job_hung" => {
+                    if let Ok(id) = rest.parse() {
+                        hung.insert(id);
+                    }
+                }
+                _ => {}
+            }
+        }
+        (stragglers, hung)
+    }
+}
+
 /// Live state, shared by the HTTP layer and the source task.
 pub struct Live {
     inventory: RwLock<Option<Arc<Inventory>>>,
@@ -107,6 +170,8 @@ pub struct Live {
     last_checkpoint: Mutex<std::collections::HashMap<u64, UnixMs>>,
     /// Alerts firing now (for the header's badge), set by the alert task.
     alerts_firing: std::sync::atomic::AtomicU32,
+    /// What the floor marks on nodes, set from outside the pipeline, stamped each tick.
+    marks: RwLock<Arc<FloorMarks>>,
     /// Wakes the source early (after an action) so browsers see the effect at once.
     poke: tokio::sync::Notify,
     current: RwLock<Option<Arc<Tick>>>,
@@ -128,6 +193,7 @@ impl Live {
             sched: RwLock::new(None),
             poke: tokio::sync::Notify::new(),
             alerts_firing: std::sync::atomic::AtomicU32::new(0),
+            marks: RwLock::new(Arc::default()),
             last_checkpoint: Mutex::new(std::collections::HashMap::new()),
             current: RwLock::new(None),
             sim_frame: RwLock::new(None),
@@ -215,6 +281,41 @@ impl Live {
     pub fn set_alerts_firing(&self, n: u32) {
         self.alerts_firing
             .store(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn floor_marks(&self) -> Arc<FloorMarks> {
+        self.marks
+            .read()
+            .map(|m| Arc::clone(&m))
+            .unwrap_or_default()
+    }
+
+    /// The nodes the recent reliability marks for RMA (the lemon task sets them).
+    pub fn set_lemons(&self, lemons: std::collections::HashSet<String>) {
+        self.update_marks(|m| m.lemons = lemons);
+    }
+
+    /// The radar's open alerts: nodes with a straggling GPU, and hung jobs (the alert task
+    /// sets them).
+    pub fn set_radar_marks(
+        &self,
+        stragglers: std::collections::HashSet<String>,
+        hung_jobs: std::collections::HashSet<u64>,
+    ) {
+        self.update_marks(|m| {
+            m.stragglers = stragglers;
+            m.hung_jobs = hung_jobs;
+        });
+    }
+
+    fn update_marks(&self, f: impl FnOnce(&mut FloorMarks)) {
+        if let Ok(mut m) = self.marks.write() {
+            let mut next = FloorMarks::clone(&m);
+            f(&mut next);
+            if next != **m {
+                *m = Arc::new(next);
+            }
+        }
     }
 
     /// Asks the source to poll now rather than at its next interval.

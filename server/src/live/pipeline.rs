@@ -158,6 +158,7 @@ impl Pipeline {
             &frame.sched.jobs,
         ));
         ov.summary.alerts_firing = live.alerts_firing();
+        live.floor_marks().stamp(&mut ov);
         let by_reason = self.reasons.count(&ov, r);
         writes.extend(
             self.minutes

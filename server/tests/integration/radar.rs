@@ -125,3 +125,100 @@ fn stragglers_and_hangs_are_flagged_in_time_and_healthy_jobs_never() {
         );
     }
 }
+
+/// The floor's marks follow the radar's open alerts: a served simulator at 1,200 x (a tick
+/// every 100 ms, 2 simulated minutes), whose first straggler (about 4.4 simulated hours in,
+/// some 13 s) marks its node's tile in the live overview and the `/racks` page, and no
+/// tile is marked without an open alert behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_floor_marks_the_nodes_the_radar_flags() {
+    use app::live::marks::{HUNG, STRAGGLER};
+    let cfg = crate::support::test_config(crate::support::sqlite_url(), 64, 1200.0, 100);
+    let r = server::serve::start(cfg).await.expect("start");
+    crate::support::wait_ready(&r).await;
+    let mut flagged: HashSet<String> = HashSet::new();
+    let mut hung_jobs: HashSet<u64> = HashSet::new();
+    let mut marked_at = None;
+    for _ in 0..900 {
+        // Alerts first, then the tile: a mark is stamped after its alert is stored.
+        for a in r.store.open_alerts().await.expect("open alerts") {
+            match a.rule.as_str() {
+                "straggler" => {
+                    let (_, node, _) = straggler_key(&a.subject).expect("a straggler's subject");
+                    flagged.insert(node);
+                }
+                "job_hung" => {
+                    hung_jobs.insert(a.subject["job:".len()..].parse().expect("a job id"));
+                }
+                _ => {}
+            }
+        }
+        let t = r.live.current().expect("a tick");
+        for n in &t.overview.nodes {
+            assert!(
+                n.marks & STRAGGLER == 0 || flagged.contains(&n.name),
+                "{} marked a straggler without an alert (flagged: {flagged:?})",
+                n.name
+            );
+            assert!(
+                n.marks & HUNG == 0 || n.jobs.iter().any(|j| hung_jobs.contains(j)),
+                "{} marked hung without a hung job",
+                n.name
+            );
+            if n.marks & STRAGGLER != 0 && marked_at.is_none() {
+                marked_at = Some(n.name.clone());
+            }
+        }
+        if let Some(node) = &marked_at {
+            // The page the server writes carries the mark as a class and in words.
+            let html = crate::support::get(r.addr, "/racks").await.text();
+            let cell = html
+                .split("<li>")
+                .find(|c| c.contains(&format!("data-node=\"{node}\"")))
+                .expect("the node's cell");
+            if cell.contains(" straggler") {
+                assert!(cell.contains("a straggling GPU"), "{cell}");
+                r.stop().await.expect("stop");
+                return;
+            }
+            // Resolved between the two reads: wait for the next.
+            marked_at = None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("no straggler marked in 90 s (flagged: {flagged:?})");
+}
+
+/// The simulator's lemon (gpu038) is marked on the floor once its score recommends RMA:
+/// at 20,000 x, days of history in seconds, read by the leader's lemon task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_floor_marks_the_lemon() {
+    use app::live::marks::LEMON;
+    let cfg = crate::support::test_config(crate::support::sqlite_url(), 64, 20_000.0, 200);
+    let r = server::serve::start(cfg).await.expect("start");
+    crate::support::wait_ready(&r).await;
+    for _ in 0..1200 {
+        let t = r.live.current().expect("a tick");
+        let marked: Vec<&str> = t
+            .overview
+            .nodes
+            .iter()
+            .filter(|n| n.marks & LEMON != 0)
+            .map(|n| n.name.as_str())
+            .collect();
+        if !marked.is_empty() {
+            assert_eq!(marked, ["gpu038"], "the lemons marked");
+            let html = crate::support::get(r.addr, "/racks").await.text();
+            let cell = html
+                .split("<li>")
+                .find(|c| c.contains("data-node=\"gpu038\""))
+                .expect("gpu038's cell");
+            assert!(cell.contains(" lemon\""), "{cell}");
+            assert!(cell.contains("RMA recommended"), "{cell}");
+            r.stop().await.expect("stop");
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("gpu038 never marked a lemon in 120 s");
+}
