@@ -25,7 +25,7 @@ mod pages;
 /// What the server writes as HTML for pages that carry it as a string.
 #[cfg(feature = "ssr")]
 pub mod server_html {
-    pub use crate::pages::job::server_html::{advice, history, radar};
+    pub use crate::pages::job::server_html::{advice, history, ledger, radar};
     pub use crate::pages::node::lemon_html;
 }
 

@@ -154,6 +154,9 @@ pub struct JobDetail {
     /// stragglers and hang firing now (the radar's open alerts): HTML the server writes.
     pub advice_html: String,
     pub radar_html: String,
+    /// Its effective training time and badput ledger across its runs (from the report
+    /// rollups): HTML the server writes.
+    pub ledger_html: String,
     /// The source's time now (simulated time with the simulator).
     pub now_ms: UnixMs,
 }

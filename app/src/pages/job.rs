@@ -94,6 +94,7 @@ fn JobBody(
             </dd></div>
         </dl>
         <div inner_html=d.radar_html.clone()></div>
+        <div inner_html=d.ledger_html.clone()></div>
         <h2 id="act-h">"GPU activity"</h2>
         <figure class="charts">
             <img src=format!("/api/charts/job/{id}/activity.svg") width="480" height="200" loading="lazy" data-test="job-activity"
@@ -113,7 +114,7 @@ pub mod server_html {
 
     use super::gib;
     use crate::model::Checkpoint;
-    use crate::reliability::CheckpointAdvice;
+    use crate::reliability::{Badput, CheckpointAdvice};
     use crate::units;
     use crate::views::{AlertItem, JobTransition};
 
@@ -126,6 +127,46 @@ pub mod server_html {
             <section class="radar" aria-labelledby="radar-h" data-test="job-radar">
                 <h2 id="radar-h">"Stragglers and hangs"</h2>
                 {crate::pages::reliability::radar_list(radar)}
+            </section>
+        }
+        .to_html()
+    }
+
+    /// Its effective training time and where its allocated GPU time went, across its
+    /// runs (`None`: the rollups hold nothing of it yet).
+    pub fn ledger(b: Option<&Badput>) -> String {
+        let Some(b) = b.filter(|b| b.allocated_gh > 0.0) else {
+            return view! {
+                <section aria-labelledby="jl-h" data-test="job-ledger">
+                    <h2 id="jl-h">"Effective training time"</h2>
+                    <p>"Not booked yet: the ledger counts a job's GPU time from its first run."</p>
+                </section>
+            }
+            .to_html();
+        };
+        let wall = b.allocated_gh + b.restart_wait_gh;
+        view! {
+            <section aria-labelledby="jl-h" data-test="job-ledger">
+                <h2 id="jl-h">"Effective training time"</h2>
+                <p data-test="job-ettr" data-ettr=b.ettr().map(|e| format!("{e:.4}")).unwrap_or_default()>{format!(
+                    "ETTR {}: {:.1} productive GPU-hours of {:.1} allocated plus {:.1} waiting to restart, across its runs.",
+                    units::percent(b.ettr()),
+                    b.productive_gh,
+                    b.allocated_gh,
+                    b.restart_wait_gh
+                )}</p>
+                <table class="grid compact" aria-labelledby="jl-h" data-test="job-ledger-buckets">
+                    <thead><tr>
+                        <th scope="col">"Bucket"</th><th scope="col" class="num">"GPU-hours"</th><th scope="col" class="num">"Share"</th>
+                    </tr></thead>
+                    <tbody>
+                        {b.buckets().into_iter().map(|(n, v)| view! {
+                            <tr><th scope="row">{n}</th><td class="num">{format!("{v:.2}")}</td>
+                            <td class="num">{units::percent((wall > 0.0).then(|| v / wall))}</td></tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+                <p class="muted">"Definitions, and every job's ledger: "<a href="/reliability">"Reliability"</a>"."</p>
             </section>
         }
         .to_html()

@@ -280,6 +280,31 @@ impl Store {
             .collect()
     }
 
+    /// One group's sums over hours `from_ms <= at_ms < to_ms` (zero when it has no rows).
+    pub async fn report_total(
+        &self,
+        kind: &str,
+        key: &str,
+        from_ms: UnixMs,
+        to_ms: UnixMs,
+    ) -> Result<ReportSums> {
+        let row = sqlx::query(&format!(
+            "SELECT COUNT(*) AS n, {} FROM report_1h \
+             WHERE kind = $1 AND group_key = $2 AND at_ms >= $3 AND at_ms < $4",
+            sums_sql()
+        ))
+        .bind(kind)
+        .bind(key)
+        .bind(from_ms)
+        .bind(to_ms)
+        .fetch_one(&self.pool)
+        .await?;
+        if row.try_get::<i64, _>("n")? == 0 {
+            return Ok(ReportSums::default());
+        }
+        sums(&row)
+    }
+
     /// One group's sums per bucket of `bucket_ms` (a multiple of an hour), oldest first.
     pub async fn report_series(
         &self,

@@ -241,6 +241,24 @@ pub(super) async fn job_detail(
         },
         _ => None,
     };
+    // Its ledger across its runs: the hours since it was first known (a requeue may move
+    // the submit time on), read from the rollups.
+    let first_ms = events
+        .iter()
+        .map(|e| e.at_ms)
+        .chain([job.submit_ms])
+        .min()
+        .unwrap_or(job.submit_ms);
+    let booked = store
+        .report_total(
+            "job",
+            &id.to_string(),
+            first_ms - first_ms.rem_euclid(3_600_000),
+            now_ms + 3_600_000,
+        )
+        .await
+        .map_err(fail)?;
+    let ledger = crate::reliability::ledger::badput(&booked);
     let own = format!("job:{id}");
     let radar: Vec<app::views::AlertItem> = store
         .open_alerts()
@@ -275,6 +293,7 @@ pub(super) async fn job_detail(
         lost_gpu_hours: lost,
         advice_html: app::server_html::advice(checkpoint_advice),
         radar_html: app::server_html::radar(&radar),
+        ledger_html: app::server_html::ledger(Some(&ledger)),
         now_ms,
     }))
 }

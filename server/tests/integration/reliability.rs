@@ -340,6 +340,28 @@ async fn the_page_and_its_csv_show_the_attribution() {
             job.contains("Mean time to interruption at its size"),
             "{who}"
         );
+        // Its page books the same ETTR as the ledger's row for it, with its buckets.
+        let row: Vec<&str> = jobs
+            .lines()
+            .find(|l| l.starts_with(&format!("\"{trained}\",")))
+            .map(|l| l.split(',').collect())
+            .unwrap_or_default();
+        let want: f64 = row
+            .get(3)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{who}: no ledger row for job {trained}"));
+        let got: f64 = job
+            .split("data-test=\"job-ettr\" data-ettr=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{who}: no ETTR on the job page"));
+        assert!(
+            (got - want).abs() < 1e-3,
+            "{who}: page {got}, ledger {want}"
+        );
+        assert!(job.contains("data-test=\"job-ledger-buckets\""), "{who}");
+        assert!(job.contains(">re-execution<"), "{who}: the buckets named");
     }
     // A node not marked has no mark on its page.
     let cookie = support::login(r.addr, "operator1").await;
