@@ -316,7 +316,7 @@ pub struct Config {
     pub listen: SocketAddr,
     /// `sqlite://path` (created if missing, WAL) or `postgres://...`.
     pub database_url: Secret<String>,
-    /// Where `cargo leptos build` put the site (`pkg/` with wasm, js, css).
+    /// Where `cargo xtask site` (or `cargo leptos build`) put the site (`pkg/` with wasm, js, css).
     pub site_root: PathBuf,
     pub cluster_name: String,
     /// How often live views get a delta.

@@ -1,14 +1,12 @@
-//! `cargo xtask bootstrap`: the pinned tools (rustup target, cargo-leptos, wasm-bindgen-cli,
-//! Node and end2end's npm packages), Debian packages on demand, and the cargo-leptos build.
+//! `cargo xtask bootstrap`: the pinned tools (rustup target, wasm-bindgen-cli, Node and
+//! end2end's npm packages) and Debian packages on demand. The build itself is `site.rs`.
 
-use std::env;
 use std::fs;
 use std::path::Path;
 use std::process::Command;
 
 use crate::util::{as_root, cargo, have, is_root, output, root, run_cmd, step, Result};
 
-const CARGO_LEPTOS_VERSION: &str = "0.3.10";
 pub(crate) const WASM_TARGET: &str = "wasm32-unknown-unknown";
 
 /// Installs missing Debian packages (`apt-get`), saying which and why.
@@ -92,21 +90,6 @@ pub(crate) fn bootstrap(node: bool, quiet_ok: bool) -> Result {
                 .current_dir(root()),
         )?;
     }
-    let leptos = output(Command::new("cargo-leptos").arg("--version")).unwrap_or_default();
-    if !leptos.contains(CARGO_LEPTOS_VERSION) {
-        step(&format!(
-            "installing cargo-leptos {CARGO_LEPTOS_VERSION} (builds server and wasm; compiles once, 10-25 min on 2 cores)"
-        ));
-        run_cmd(cargo().args([
-            "install",
-            "cargo-leptos",
-            "--version",
-            CARGO_LEPTOS_VERSION,
-            "--locked",
-            "--features",
-            "no_downloads",
-        ]))?;
-    }
     let wbg = locked_version("wasm-bindgen")?;
     let have_wbg = output(Command::new("wasm-bindgen").arg("--version")).unwrap_or_default();
     if have_wbg.split_whitespace().nth(1) != Some(wbg.as_str()) {
@@ -120,7 +103,7 @@ pub(crate) fn bootstrap(node: bool, quiet_ok: bool) -> Result {
         ensure_node()?;
     }
     if quiet_ok {
-        println!("tools ready: cargo-leptos {CARGO_LEPTOS_VERSION}, wasm-bindgen {wbg}");
+        println!("tools ready: wasm-bindgen {wbg}");
     }
     Ok(())
 }
@@ -139,7 +122,7 @@ fn ensure_node() -> Result {
     let lock = fs::read(e2e.join("package-lock.json"))
         .map_err(|e| format!("end2end/package-lock.json: {e}"))?;
     if fs::read(&stamp).ok().as_deref() != Some(lock.as_slice()) {
-        step("installing end2end npm packages (@playwright/test, binaryen for wasm-opt); no browser download");
+        step("installing end2end npm packages (@playwright/test, axe-core, binaryen for wasm-opt, terser); no browser download");
         run_cmd(
             Command::new("npm")
                 .args(["ci", "--no-audit", "--no-fund"])
@@ -149,36 +132,4 @@ fn ensure_node() -> Result {
         fs::write(&stamp, &lock).map_err(|e| format!("{}: {e}", stamp.display()))?;
     }
     Ok(())
-}
-
-/// PATH with end2end's npm binaries (wasm-opt) in front.
-fn path_with_node_bin() -> std::ffi::OsString {
-    let bin = root().join("end2end").join("node_modules").join(".bin");
-    let mut parts = vec![bin];
-    if let Some(p) = env::var_os("PATH") {
-        parts.extend(env::split_paths(&p));
-    }
-    env::join_paths(parts).unwrap_or_default()
-}
-
-pub(crate) fn leptos_build(release: bool, frontend_only: bool) -> Result {
-    step(&format!(
-        "building with cargo-leptos ({}{})",
-        if release { "release" } else { "dev" },
-        if frontend_only {
-            ", browser bundle only"
-        } else {
-            ", server and browser bundle"
-        }
-    ));
-    let mut c = cargo();
-    c.args(["leptos", "build"])
-        .env("PATH", path_with_node_bin());
-    if release {
-        c.arg("--release");
-    }
-    if frontend_only {
-        c.arg("--frontend-only");
-    }
-    run_cmd(&mut c)
 }

@@ -6,6 +6,8 @@
 //!   fence, unit and integration tests (SQLite and a private PostgreSQL), and Playwright
 //!   in Debian's Chromium, hydrated and with JavaScript off.
 //! - `cargo xtask test --fuzz`: all of the above, then each cargo-fuzz target for 60 s.
+//! - `cargo xtask site [--release]`: build the `gantry` binary and its site (`target/site`)
+//!   with cargo and wasm-bindgen, timing each step (no cargo-leptos needed).
 //! - `cargo xtask bench size`: the release wasm + js, raw and brotli-compressed.
 //! - `cargo xtask bench ingest`: parse throughput on 512 nodes' dcgm-exporter text.
 //! - `cargo xtask bench browser | scale`: the live views in Chromium; 2,048 nodes' CPU and RSS.
@@ -26,6 +28,7 @@ mod bootstrap;
 mod fence;
 mod postgres;
 mod run;
+mod site;
 mod slurm;
 mod soak;
 mod test;
@@ -35,7 +38,7 @@ use std::env;
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench <size | ingest | browser | scale | reports | timeline | login-flood | fanout> | soak [--minutes N] | fence | bootstrap>";
+    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench <size | ingest | browser | scale | reports | timeline | login-flood | fanout> | soak [--minutes N] | site [--release] | fence | bootstrap>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -50,6 +53,10 @@ fn main() -> ExitCode {
         Some("fence") => fence::fence(),
         Some("slurm") => slurm::slurm_cmd(rest),
         Some("bootstrap") => bootstrap::bootstrap(true, true),
+        Some("site") => {
+            let release = rest.iter().any(|a| a == "--release");
+            bootstrap::bootstrap(release, false).and_then(|()| site::build(release, false))
+        }
         _ => Err(USAGE.to_string()),
     };
     match res {

@@ -5,14 +5,14 @@ use std::env;
 use std::fs;
 use std::process::{Command, Stdio};
 
-use crate::bootstrap::{bootstrap, leptos_build};
+use crate::bootstrap::bootstrap;
 use crate::util::{random_password, root, run_cmd, step, target_dir, Result};
 
 pub(crate) fn run(args: &[String]) -> Result {
     let release = args.iter().any(|a| a == "--release");
     let pass: Vec<&String> = args.iter().skip_while(|a| *a != "--").skip(1).collect();
     bootstrap(release, false)?;
-    leptos_build(release, false)?;
+    crate::site::build(release, false)?;
     let data = root().join(".gantry");
     fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
     let exe = target_dir()

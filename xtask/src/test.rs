@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::bootstrap::{bootstrap, ensure_apt, leptos_build, WASM_TARGET};
+use crate::bootstrap::{bootstrap, ensure_apt, WASM_TARGET};
 use crate::fence::fence;
 use crate::postgres::Postgres;
 use crate::slurm::{SlurmCluster, SLURMRESTD_PORT};
@@ -99,7 +99,7 @@ pub(crate) fn test(args: &[String]) -> Result {
     crate::soak::soak(&["--minutes".into(), "1".into()])?;
 
     ensure_apt(&["chromium"], "browser tests run in Debian's Chromium")?;
-    leptos_build(false, false)?;
+    crate::site::build(false, false)?;
     // Slurm and PostgreSQL stay up for the browser tests of the real source and replicas.
     end2end(&slurm.conf, &pg.url)?;
     drop(pg);

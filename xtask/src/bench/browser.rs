@@ -5,7 +5,7 @@ use std::fs;
 use std::net::SocketAddr;
 use std::process::Command;
 
-use crate::bootstrap::{bootstrap, ensure_apt, leptos_build};
+use crate::bootstrap::{bootstrap, ensure_apt};
 use crate::util::{free_port, root, run_cmd, step, target_dir, wait_healthy, Guard, Result};
 
 /// `/racks` (or the live page GANTRY_BENCH_PAGE names) of 2,048 simulated nodes in
@@ -43,7 +43,7 @@ pub(crate) fn browser_bench_gantry(
     extra: &[(&str, String)],
 ) -> Result<(SocketAddr, Guard)> {
     bootstrap(true, true)?;
-    leptos_build(true, false)?;
+    crate::site::build(true, false)?;
     ensure_apt(
         &["chromium"],
         "the browser benchmarks run Debian's Chromium",
