@@ -6,9 +6,10 @@ use std::fs;
 use std::process::{Command, Stdio};
 
 use crate::bootstrap::bootstrap;
-use crate::util::{random_password, root, run_cmd, step, target_dir, Result};
+use crate::util::{http_status, random_password, root, run_cmd, step, target_dir, Result};
 
 pub(crate) fn run(args: &[String]) -> Result {
+    let started = std::time::Instant::now();
     let release = args.iter().any(|a| a == "--release");
     let pass: Vec<&String> = args.iter().skip_while(|a| *a != "--").skip(1).collect();
     bootstrap(release, false)?;
@@ -57,5 +58,30 @@ pub(crate) fn run(args: &[String]) -> Result {
     if env::var_os("GANTRY_SITE_ROOT").is_none() {
         c.env("GANTRY_SITE_ROOT", root().join("target").join("site"));
     }
-    run_cmd(&mut c)
+    let mut child = c
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+    // Say where and when the first page is served: the figure the README quotes.
+    let listen = env::var("GANTRY_LISTEN").unwrap_or_else(|_| "127.0.0.1:3000".into());
+    if let Ok(addr) = listen.parse() {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while http_status(addr, "/healthz") != Some(200)
+            && std::time::Instant::now() < deadline
+            && matches!(child.try_wait(), Ok(None))
+        {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        if http_status(addr, "/") == Some(200) {
+            println!(
+                "\nGantry serves http://{listen}/ ({:.0} s after `cargo xtask run` started); Ctrl-C stops it",
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    let status = child.wait().map_err(|e| e.to_string())?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("gantry ended: {status}"))
+    }
 }

@@ -90,7 +90,7 @@ pub(crate) fn free_port() -> Result<u16> {
     l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }
 
-fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
+pub(crate) fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     write!(
