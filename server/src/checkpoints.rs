@@ -59,6 +59,10 @@ pub struct Found {
     /// Why not complete, in words.
     pub incomplete_reason: Option<String>,
     pub job_id: Option<u64>,
+    /// How many ranks wrote it, where its file names say (DCP shards, DeepSpeed's and
+    /// Megatron's per-rank files).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<u64>,
 }
 
 /// A problem met while scanning: recorded, never fatal.
@@ -166,7 +170,8 @@ fn zero_ranks(entries: &[Entry], suffix: &str) -> Vec<u64> {
 /// data-parallel rank (`[bf16_]zero_pp_rank_N_mp_rank_MM_optim_states.pt`). Each rank
 /// writes its own files without a barrier, so a save that died on a rank lacks that
 /// rank's file: the ranks must run 0..N without a gap, and ZeRO-3's model and optimizer
-/// files must name the same ranks. (A missing highest rank is not seen from names alone.)
+/// files must name the same ranks. (A missing highest rank is not seen from names alone: `judge_siblings` compares the
+/// save with the one before it.)
 fn deepspeed_complete(entries: &[Entry]) -> (bool, Option<String>) {
     let dense = entries
         .iter()
@@ -207,6 +212,108 @@ fn deepspeed_complete(entries: &[Entry]) -> (bool, Option<String>) {
         );
     }
     (true, None)
+}
+
+/// How many ranks wrote a checkpoint of `framework`, where its file names say.
+fn rank_count(framework: &str, entries: &[Entry]) -> Option<u64> {
+    let n = match framework {
+        "deepspeed" => {
+            let dense = entries
+                .iter()
+                .filter(|e| e.name.starts_with("mp_rank_") && e.name.ends_with("_model_states.pt"))
+                .count();
+            zero_ranks(entries, "_optim_states.pt")
+                .len()
+                .max(zero_ranks(entries, "_model_states.pt").len())
+                .max(dense)
+        }
+        "megatron" => {
+            let legacy = entries
+                .iter()
+                .filter(|e| e.is_dir && e.name.starts_with("mp_rank_"))
+                .count();
+            legacy.max(distcp_ranks(entries).len())
+        }
+        "nemo" => entries
+            .iter()
+            .find(|e| e.is_dir && e.name == "weights")
+            .map_or(0, |w| distcp_ranks(&w.children).len()),
+        "torchtitan" | "torch.distributed.checkpoint" => distcp_ranks(entries).len(),
+        _ => 0,
+    };
+    (n > 0).then_some(n as u64)
+}
+
+/// Verdicts that need a checkpoint's siblings (the checkpoints found directly in `dir`,
+/// whose listing is `entries`), applied to those in `found`:
+/// - Megatron writes `latest_checkpointed_iteration.txt` once every rank has saved (after a
+///   barrier; an async save when it is finalised), and its loader loads that iteration: a
+///   directory of a later iteration is a save that has not finished.
+/// - A save whose files name fewer ranks than the closest complete save before it lost the
+///   files of its last ranks (a rank that died, a copy still running), which names alone cannot
+///   show; unless a later complete save has as few (the job restarted on fewer GPUs).
+fn judge_siblings(dir: &Path, entries: &[Entry], found: &mut [Found]) {
+    let here: Vec<usize> = (0..found.len())
+        .filter(|&i| Path::new(&found[i].path).parent() == Some(dir))
+        .collect();
+    if here.len() < 2
+        && !entries
+            .iter()
+            .any(|e| e.name == "latest_checkpointed_iteration.txt")
+    {
+        return;
+    }
+    let tracker: Option<u64> = entries
+        .iter()
+        .find(|e| e.name == "latest_checkpointed_iteration.txt" && !e.is_dir)
+        .and_then(|e| e.text.as_deref()?.trim().parse().ok());
+    // The verdicts as the listings gave them, so that one sibling's new verdict does not
+    // change another's.
+    let seen: Vec<(&'static str, Option<u64>, bool, Option<u64>)> = here
+        .iter()
+        .map(|&i| {
+            (
+                found[i].framework,
+                found[i].step,
+                found[i].complete,
+                found[i].ranks,
+            )
+        })
+        .collect();
+    for (k, &i) in here.iter().enumerate() {
+        let (framework, step, complete, ranks) = seen[k];
+        let (Some(step), true) = (step, complete) else {
+            continue;
+        };
+        let why = if let Some(t) = tracker.filter(|&t| framework == "megatron" && step > t) {
+            Some(format!(
+                "newer than latest_checkpointed_iteration.txt ({t}): Megatron records a save there once every rank has written it, and loads that one"
+            ))
+        } else if let Some(n) = ranks {
+            // The closest complete save before it (its ranks, its step).
+            let earlier = seen
+                .iter()
+                .filter(|s| s.0 == framework && s.2 && s.1.is_some_and(|x| x < step))
+                .filter_map(|s| Some((s.1?, s.3?)))
+                .max()
+                .map(|(at, m)| (m, at));
+            let later_as_few = seen.iter().any(|s| {
+                s.0 == framework && s.2 && s.1.is_some_and(|x| x > step) && s.3 == Some(n)
+            });
+            earlier.filter(|&(m, _)| m > n && !later_as_few).map(|(m, at)| {
+                let of = if n == 1 { "1 rank".to_string() } else { format!("{n} ranks") };
+                format!(
+                    "files of {of}, where the complete save at step {at} had {m}: a rank's save did not finish, or a copy is still running"
+                )
+            })
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            found[i].complete = false;
+            found[i].incomplete_reason = Some(why);
+        }
+    }
 }
 
 fn has(entries: &[Entry], name: &str) -> bool {
@@ -745,6 +852,7 @@ impl Scanner {
                 complete,
                 incomplete_reason: why,
                 job_id: job_id_in(shown),
+                ranks: rank_count(framework, &entries),
             };
             self.known
                 .insert(shown.to_path_buf(), (dir.mtime_ms, f.clone()));
@@ -787,6 +895,7 @@ impl Scanner {
                 });
             }
         }
+        let before = found.len();
         for e in entries.iter().filter(|e| e.is_dir) {
             self.walk(
                 &dir.via.join(&e.name),
@@ -799,6 +908,7 @@ impl Scanner {
                 issues,
             );
         }
+        judge_siblings(shown, &entries, &mut found[before..]);
     }
 }
 
@@ -885,6 +995,115 @@ mod tests {
             text: None,
             children,
         }
+    }
+
+    /// Verdicts from siblings: Megatron's tracker names the last finished save, and a save
+    /// with fewer ranks' files than the complete one before it lost its last ranks, unless
+    /// a later complete save has as few (a restart on fewer GPUs).
+    #[test]
+    fn siblings_judge_what_names_alone_cannot() {
+        use std::fs;
+        let root = std::env::temp_dir().join(format!("gantry-ckpt-sib-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let mk = |rel: &str, files: &[&str]| {
+            let d = root.join(rel);
+            fs::create_dir_all(&d).expect("mkdir");
+            for f in files {
+                fs::write(d.join(f), b"x").expect("write");
+            }
+        };
+        // Megatron legacy, tensor-parallel 4: iteration 300 has two ranks' shards and is
+        // newer than the tracker (200); iteration 250 has all four but is not recorded
+        // either; without a tracker, 300 is judged by its ranks alone.
+        for (run, tracker) in [("mega/5001", Some("200")), ("mega/5002", None)] {
+            for r in 0..4 {
+                mk(
+                    &format!("{run}/iter_0000200/mp_rank_0{r}"),
+                    &["model_optim_rng.pt"],
+                );
+            }
+            for r in 0..2 {
+                mk(
+                    &format!("{run}/iter_0000300/mp_rank_0{r}"),
+                    &["model_optim_rng.pt"],
+                );
+            }
+            if let Some(t) = tracker {
+                fs::write(root.join(run).join("latest_checkpointed_iteration.txt"), t)
+                    .expect("tracker");
+            }
+        }
+        // DeepSpeed ZeRO-2 on 4 data-parallel ranks: step 20 lost rank 3 (the highest, so no
+        // gap shows); `latest` already points at it, as DeepSpeed writes it unbarriered.
+        let ds = |ranks: u32| -> Vec<String> {
+            let mut v: Vec<String> = (0..ranks)
+                .map(|r| format!("bf16_zero_pp_rank_{r}_mp_rank_00_optim_states.pt"))
+                .collect();
+            v.push("mp_rank_00_model_states.pt".into());
+            v
+        };
+        fn files(v: &[String]) -> Vec<&str> {
+            v.iter().map(String::as_str).collect()
+        }
+        mk("ds/6001/global_step10", &files(&ds(4)));
+        mk("ds/6001/global_step20", &files(&ds(3)));
+        fs::write(root.join("ds/6001/latest"), b"global_step20").expect("latest");
+        // The same, then restarted on 3 ranks and saved again: 20 and 30 stand.
+        mk("ds/6002/global_step10", &files(&ds(4)));
+        mk("ds/6002/global_step20", &files(&ds(3)));
+        mk("ds/6002/global_step30", &files(&ds(3)));
+        // torchtitan (DCP) on 2 ranks: step 1000's `.metadata` is there but rank 1's shard
+        // is not yet (a copy still running).
+        mk(
+            "titan/7001/step-500",
+            &[".metadata", "__0_0.distcp", "__1_0.distcp"],
+        );
+        mk("titan/7001/step-1000", &[".metadata", "__0_0.distcp"]);
+        let (found, _) = Scanner::default().scan(std::slice::from_ref(&root), Limits::default());
+        let verdict = |rel: &str| -> (bool, String) {
+            let f = found
+                .iter()
+                .find(|f| f.path == root.join(rel).to_string_lossy())
+                .unwrap_or_else(|| panic!("{rel} not found in {found:?}"));
+            (f.complete, f.incomplete_reason.clone().unwrap_or_default())
+        };
+        assert_eq!(verdict("mega/5001/iter_0000200"), (true, String::new()));
+        let (ok, why) = verdict("mega/5001/iter_0000300");
+        assert!(
+            !ok && why.contains("newer than latest_checkpointed_iteration.txt (200)"),
+            "{why}"
+        );
+        let (ok, why) = verdict("mega/5002/iter_0000300");
+        assert!(
+            !ok && why.contains("files of 2 ranks, where the complete save at step 200 had 4"),
+            "{why}"
+        );
+        assert_eq!(verdict("ds/6001/global_step10"), (true, String::new()));
+        let (ok, why) = verdict("ds/6001/global_step20");
+        assert!(
+            !ok && why.contains("files of 3 ranks") && why.contains("had 4"),
+            "{why}"
+        );
+        assert_eq!(verdict("ds/6002/global_step20"), (true, String::new()));
+        assert_eq!(verdict("ds/6002/global_step30"), (true, String::new()));
+        assert_eq!(verdict("titan/7001/step-500"), (true, String::new()));
+        let (ok, why) = verdict("titan/7001/step-1000");
+        assert!(!ok && why.contains("files of 1 rank,"), "{why}");
+        let ranks: Vec<Option<u64>> = [
+            "ds/6001/global_step10",
+            "mega/5001/iter_0000300",
+            "titan/7001/step-500",
+        ]
+        .iter()
+        .map(|rel| {
+            found
+                .iter()
+                .find(|f| f.path == root.join(rel).to_string_lossy())
+                .and_then(|f| f.ranks)
+        })
+        .collect();
+        assert_eq!(ranks, [Some(4), Some(2), Some(2)]);
+        let _ = fs::remove_dir_all(&root);
     }
 
     /// A Megatron-Core distributed checkpoint is complete only with its `metadata.json`.
@@ -1112,7 +1331,10 @@ mod tests {
             "titan/1042/step-500",
             &[".metadata", "__0_0.distcp", "__1_0.distcp"],
         );
-        mk("titan/1042/step-1000", &[".metadata.tmp", "__0_0.distcp"]);
+        mk(
+            "titan/1042/step-1000",
+            &[".metadata.tmp", "__0_0.distcp", "__1_0.distcp"],
+        );
         mk(
             "mega/2001/iter_0000100",
             &[".metadata", "__0_0.distcp", "common.pt", "metadata.json"],
