@@ -1,6 +1,7 @@
 //! Checkpoints on disk: recognize the layouts of torch.distributed.checkpoint (DCP),
 //! torchtitan, Megatron-LM (legacy and distributed), DeepSpeed (ZeRO 1-3), Hugging Face
-//! Trainer, Accelerate's `save_state` and NeMo 2; size, file count, save duration from file times, completeness (with the reason
+//! Trainer, Accelerate's `save_state`, NeMo 2 and Lightning (`.ckpt` files, and sharded
+//! `.ckpt` directories); size, file count, save duration from file times, completeness (with the reason
 //! when not), and the Slurm job a checkpoint belongs to.
 //!
 //! [`classify`] is pure (a directory's listing in, a verdict out); [`Scanner`] walks roots
@@ -13,8 +14,10 @@
 //! entered only if it is the one listed (device and inode) and is then read through its
 //! open handle; the only files opened are the two markers that point to a step, read in
 //! one place, [`read_marker`], which takes a regular file only and refuses one of more than
-//! `MAX_MARKER_BYTES` after reading no more than that; and no marker's text reaches an issue
-//! or a log (an issue names a step only as rebuilt from a parsed number). The configured
+//! `MAX_MARKER_BYTES` after reading no more than that, and Lightning's `.ckpt` files, of
+//! which [`zip_ends_whole`] reads the last 64 KiB only, opened the same way, to see whether
+//! the archive ends; and no marker's text reaches an issue or a log (an issue names a step
+//! only as rebuilt from a parsed number). The configured
 //! roots are the operator's and may themselves be links.
 
 use std::collections::HashMap;
@@ -214,6 +217,93 @@ fn deepspeed_complete(entries: &[Entry]) -> (bool, Option<String>) {
     (true, None)
 }
 
+/// A file name as Lightning's `ModelCheckpoint` writes them: `last.ckpt` or, from its
+/// default template, one with `epoch=` or `step=` in it (`epoch=0-step=100.ckpt`), with a
+/// `-v{n}` suffix on a clash. Other `.ckpt` files are not taken for Lightning's.
+fn lightning_name(name: &str) -> bool {
+    name.strip_suffix(".ckpt").is_some_and(|stem| {
+        stem == "last"
+            || stem
+                .strip_prefix("last-v")
+                .is_some_and(|v| v.parse::<u32>().is_ok())
+            || stem.contains("epoch=")
+            || stem.contains("step=")
+    })
+}
+
+/// The numbered weight files `{stem}-{i}-of-{n}.safetensors` (Hugging Face's names) as
+/// `(i, n)`, for `model` or, with `shard-{rank}-` before it, per rank.
+fn safetensors_shards(entries: &[Entry]) -> Vec<(Option<u32>, u32, u32)> {
+    entries
+        .iter()
+        .filter_map(|e| {
+            let rest = e.name.strip_suffix(".safetensors")?;
+            let (rank, rest) = match rest.strip_prefix("shard-") {
+                Some(r) => {
+                    let (rank, rest) = r.split_once('-')?;
+                    (Some(rank.parse().ok()?), rest)
+                }
+                None => (None, rest),
+            };
+            let (a, b) = rest.strip_prefix("model-")?.split_once("-of-")?;
+            Some((rank, a.parse().ok()?, b.parse().ok()?))
+        })
+        .collect()
+}
+
+/// A save through torch.distributed.checkpoint's Hugging Face storage writer: rank 0
+/// writes `model-{i}-of-{n}.safetensors` and then, last, `model.safetensors.index.json`
+/// (its `finish`); a distributed save writes `shard-{rank}-model-…` from rank 1 up and no
+/// index. `None`: not such a save.
+fn hf_writer_verdict(entries: &[Entry]) -> Option<(bool, Option<String>)> {
+    let shards = safetensors_shards(entries);
+    let index = has(entries, "model.safetensors.index.json");
+    if shards.is_empty() {
+        return index.then(|| {
+            if has(entries, "model.safetensors") {
+                (true, None)
+            } else {
+                (
+                    false,
+                    Some(
+                        "model.safetensors.index.json names weights that are not here".to_string(),
+                    ),
+                )
+            }
+        });
+    }
+    let full: Vec<(u32, u32)> = shards
+        .iter()
+        .filter(|s| s.0.is_none())
+        .map(|s| (s.1, s.2))
+        .collect();
+    if let Some(&(_, total)) = full.first() {
+        if let Some(m) = (1..=total).find(|i| !full.iter().any(|(a, _)| a == i)) {
+            return Some((false, Some(format!("missing weight shard {m} of {total}"))));
+        }
+        if !index {
+            return Some((
+                false,
+                Some("no model.safetensors.index.json: written last, after every shard".into()),
+            ));
+        }
+        return Some((true, None));
+    }
+    let mut ranks: Vec<u32> = shards.iter().filter_map(|s| s.0).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    let last = ranks.last().copied().unwrap_or(0);
+    if let Some(r) = (1..=last).find(|r| !ranks.contains(r)) {
+        return Some((
+            false,
+            Some(format!(
+                "no files of shard {r} (shard-{r:05}-model-…): that rank's save did not finish"
+            )),
+        ));
+    }
+    Some((true, None))
+}
+
 /// How many ranks wrote a checkpoint of `framework`, where its file names say.
 fn rank_count(framework: &str, entries: &[Entry]) -> Option<u64> {
     let n = match framework {
@@ -238,7 +328,15 @@ fn rank_count(framework: &str, entries: &[Entry]) -> Option<u64> {
             .iter()
             .find(|e| e.is_dir && e.name == "weights")
             .map_or(0, |w| distcp_ranks(&w.children).len()),
-        "torchtitan" | "torch.distributed.checkpoint" => distcp_ranks(entries).len(),
+        "torchtitan" | "torch.distributed.checkpoint" | "lightning" => {
+            let mut shard_ranks: Vec<u32> = safetensors_shards(entries)
+                .iter()
+                .filter_map(|s| s.0)
+                .collect();
+            shard_ranks.sort_unstable();
+            shard_ranks.dedup();
+            distcp_ranks(entries).len().max(shard_ranks.len())
+        }
         _ => 0,
     };
     (n > 0).then_some(n as u64)
@@ -333,10 +431,66 @@ fn distcp_ranks(entries: &[Entry]) -> Vec<u64> {
     ranks
 }
 
+/// The ranks of DCP's per-rank metadata (`__{rank}.metadata`, written instead of one
+/// `.metadata` when a save runs without collectives), and of those still being written
+/// (`__{rank}.metadata.tmp`).
+fn per_rank_metadata(entries: &[Entry]) -> (Vec<u64>, Vec<u64>) {
+    let rank = |e: &Entry, suffix: &str| -> Option<u64> {
+        e.name
+            .strip_prefix("__")?
+            .strip_suffix(suffix)?
+            .parse()
+            .ok()
+    };
+    let mut done: Vec<u64> = entries
+        .iter()
+        .filter_map(|e| rank(e, ".metadata"))
+        .collect();
+    let mut writing: Vec<u64> = entries
+        .iter()
+        .filter_map(|e| rank(e, ".metadata.tmp"))
+        .collect();
+    done.sort_unstable();
+    writing.sort_unstable();
+    (done, writing)
+}
+
 /// DCP completeness: `.metadata` is written last (renamed from `.metadata.tmp`), and the
-/// shard ranks must run from 0 without gaps.
+/// shard ranks must run from 0 without gaps. A save without collectives has no global
+/// `.metadata`: each rank renames its own `__{rank}.metadata` into place after its shards,
+/// and a rank loads from its own; every rank that wrote shards, from 0 up, needs one.
 fn dcp_verdict(entries: &[Entry]) -> (bool, Option<String>) {
     let ranks = distcp_ranks(entries);
+    let (per_rank, writing) = per_rank_metadata(entries);
+    let without_collectives = !per_rank.is_empty() || !writing.is_empty();
+    if without_collectives && !has(entries, ".metadata") {
+        let last = ranks
+            .iter()
+            .chain(&per_rank)
+            .chain(&writing)
+            .max()
+            .copied()
+            .unwrap_or(0);
+        if let Some(r) = (0..=last).find(|r| !per_rank.contains(r)) {
+            let why = if writing.contains(&r) {
+                format!("rank {r}'s metadata still being written (__{r}.metadata.tmp)")
+            } else if ranks.contains(&r) {
+                format!("no __{r}.metadata: rank {r}'s save did not finish")
+            } else {
+                format!("nothing of rank {r} (no __{r}.metadata, no __{r}_*.distcp)")
+            };
+            return (false, Some(why));
+        }
+        if let Some(r) = per_rank.iter().find(|r| !ranks.contains(r)) {
+            return (
+                false,
+                Some(format!(
+                    "__{r}.metadata but no shard of rank {r} (__{r}_*.distcp)"
+                )),
+            );
+        }
+        return (true, None);
+    }
     if !has(entries, ".metadata") {
         let why = if has(entries, ".metadata.tmp") {
             "still being written (.metadata.tmp, no .metadata)"
@@ -363,7 +517,8 @@ pub fn classify(
 ) -> Option<(&'static str, Option<u64>, bool, Option<String>)> {
     let is_dcp = has(entries, ".metadata")
         || has(entries, ".metadata.tmp")
-        || !distcp_ranks(entries).is_empty();
+        || !distcp_ranks(entries).is_empty()
+        || per_rank_metadata(entries) != (vec![], vec![]);
     // NeMo 2: weights/ (a Megatron dist checkpoint) + context/.
     let sub = |n: &str| entries.iter().find(|e| e.is_dir && e.name == n);
     if let (Some(w), Some(_)) = (sub("weights"), sub("context")) {
@@ -380,9 +535,22 @@ pub fn classify(
             let (ok, why) = dcp_verdict(entries);
             return Some(("torchtitan", Some(step), ok, why));
         }
-        if has(entries, "model.safetensors.index.json") {
-            return Some(("torchtitan", Some(step), true, None));
+        if let Some((ok, why)) = hf_writer_verdict(entries) {
+            return Some(("torchtitan", Some(step), ok, why));
         }
+    }
+    // Lightning's sharded (FSDP) checkpoint: a directory named like its file would be,
+    // a DCP save, then `meta.pt`, written last by rank 0.
+    if name.ends_with(".ckpt") && is_dcp {
+        let (ok, why) = dcp_verdict(entries);
+        let (ok, why) = match (ok, has(entries, "meta.pt")) {
+            (true, false) => (
+                false,
+                Some("no meta.pt: Lightning writes it last, after the shards".to_string()),
+            ),
+            _ => (ok, why),
+        };
+        return Some(("lightning", nemo_step(name), ok, why));
     }
     if let Some(iter) = num_after(name, "iter_") {
         if is_dcp || has(entries, "common.pt") || has(entries, "metadata.json") {
@@ -540,6 +708,43 @@ pub enum MarkerError {
     Io(#[from] std::io::Error),
 }
 
+/// The most of a file's end [`zip_ends_whole`] reads: a ZIP end-of-central-directory
+/// record (22 bytes) and the longest comment it may carry.
+const ZIP_TAIL_BYTES: u64 = 22 + 0xFFFF;
+
+/// Whether the regular file at `path` ends in a whole ZIP end-of-central-directory record,
+/// as every `torch.save` archive does once written to the end (a Lightning `.ckpt`). Opened
+/// as [`read_marker`] opens, reading at most [`ZIP_TAIL_BYTES`] of its end; nothing read
+/// is kept or shown.
+pub fn zip_ends_whole(path: &Path) -> Result<bool, MarkerError> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => MarkerError::Link,
+            _ => MarkerError::Io(e),
+        })?;
+    let m = file.metadata()?;
+    if !m.is_file() {
+        return Err(MarkerError::NotRegular);
+    }
+    let len = m.len();
+    if len < 22 {
+        return Ok(false);
+    }
+    let from = len - len.min(ZIP_TAIL_BYTES);
+    file.seek(SeekFrom::Start(from))?;
+    let mut tail = Vec::new();
+    file.take(ZIP_TAIL_BYTES).read_to_end(&mut tail)?;
+    // The record's signature, with its comment length reaching exactly the file's end.
+    Ok((0..=tail.len().saturating_sub(22)).rev().any(|i| {
+        tail[i..].starts_with(b"PK\x05\x06")
+            && i + 22 + usize::from(u16::from_le_bytes([tail[i + 20], tail[i + 21]])) == tail.len()
+    }))
+}
+
 /// Why a directory was not listed; like [`MarkerError`], never anything read from disk.
 #[derive(Debug, thiserror::Error)]
 pub enum DirError {
@@ -691,6 +896,70 @@ impl Scanner {
         }
         found.sort_by(|a: &Found, b| a.path.cmp(&b.path));
         (found, issues)
+    }
+
+    /// Lightning's single-file checkpoints in `dir` (`epoch=E-step=S.ckpt`, `last.ckpt`):
+    /// `torch.save` archives, complete once their ZIP directory ends the file (Lightning
+    /// writes a temporary file and moves it into place, which across file systems is a
+    /// copy, seen half-done). The save began when the file was born (its temporary file's
+    /// birth, kept by a rename), where the file system records it.
+    fn ckpt_files(
+        &mut self,
+        dir: &Dir,
+        shown: &Path,
+        entries: &[Entry],
+        found: &mut Vec<Found>,
+        issues: &mut Vec<ScanIssue>,
+    ) {
+        for e in entries
+            .iter()
+            .filter(|e| !e.is_dir && lightning_name(&e.name))
+        {
+            let path = shown.join(&e.name);
+            if let Some((mt, f)) = self.known.get(&path) {
+                if *mt == e.mtime_ms && f.complete && f.size_bytes == e.size_bytes {
+                    found.push(f.clone());
+                    continue;
+                }
+            }
+            self.about_to_open(&path);
+            let via = dir.via.join(&e.name);
+            let (complete, why) = match zip_ends_whole(&via) {
+                Ok(true) => (true, None),
+                Ok(false) => (
+                    false,
+                    Some("no end of archive yet (torch.save writes it last): still being written or copied".to_string()),
+                ),
+                Err(err) => {
+                    issues.push(ScanIssue {
+                        path: path.to_string_lossy().into(),
+                        problem: err.to_string(),
+                    });
+                    continue;
+                }
+            };
+            let born = std::fs::symlink_metadata(&via)
+                .ok()
+                .and_then(|m| m.created().ok())
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map(|d| d.as_millis() as i64)
+                .filter(|&b| b <= e.mtime_ms);
+            let f = Found {
+                path: path.to_string_lossy().into(),
+                framework: "lightning",
+                step: nemo_step(&e.name),
+                size_bytes: e.size_bytes,
+                files: 1,
+                started_ms: born,
+                finished_ms: Some(e.mtime_ms),
+                complete,
+                incomplete_reason: why,
+                job_id: job_id_in(&path),
+                ranks: None,
+            };
+            self.known.insert(path, (e.mtime_ms, f.clone()));
+            found.push(f);
+        }
     }
 
     #[cfg(test)]
@@ -859,6 +1128,7 @@ impl Scanner {
             found.push(f);
             return;
         }
+        self.ckpt_files(&dir, shown, &entries, found, issues);
         // Pointers to a step: DeepSpeed `latest`, Megatron's tracker. An issue names the
         // step only as rebuilt from a number parsed out of the marker, never the marker's
         // text: the file may be a hard link to something nobody meant Gantry to show.
@@ -995,6 +1265,192 @@ mod tests {
             text: None,
             children,
         }
+    }
+
+    /// torch.distributed.checkpoint without collectives: each rank renames its own
+    /// `__{rank}.metadata` into place, and no `.metadata` is written.
+    #[test]
+    fn dcp_without_collectives_has_a_metadata_per_rank() {
+        let shards = [f("__0_0.distcp"), f("__1_0.distcp")];
+        let mut done = shards.to_vec();
+        done.extend([f("__0.metadata"), f("__1.metadata")]);
+        assert_eq!(
+            classify("run-a", &done),
+            Some(("torch.distributed.checkpoint", None, true, None))
+        );
+        let mut half = shards.to_vec();
+        half.push(f("__0.metadata"));
+        let c = classify("run-a", &half).expect("dcp");
+        assert!(
+            !c.2 && c
+                .3
+                .as_deref()
+                .unwrap_or_default()
+                .contains("no __1.metadata"),
+            "{c:?}"
+        );
+        half.push(f("__1.metadata.tmp"));
+        let c = classify("run-a", &half).expect("dcp");
+        assert!(
+            c.3.as_deref()
+                .unwrap_or_default()
+                .contains("still being written"),
+            "{c:?}"
+        );
+        // A rank's metadata without its shards names what is missing.
+        let odd = [f("__0_0.distcp"), f("__0.metadata"), f("__1.metadata")];
+        let c = classify("run-a", &odd).expect("dcp");
+        assert!(
+            c.3.as_deref()
+                .unwrap_or_default()
+                .contains("no shard of rank 1"),
+            "{c:?}"
+        );
+        // With collectives, one .metadata and its shards, as before.
+        let mut global = shards.to_vec();
+        global.push(f(".metadata"));
+        assert_eq!(classify("run-a", &global).map(|c| c.2), Some(true));
+    }
+
+    /// DCP's Hugging Face storage writer, under torchtitan's `step-N`: rank 0 writes the
+    /// numbered shards, then the index last; a distributed save writes per-rank shards
+    /// and no index.
+    #[test]
+    fn the_hugging_face_storage_writer_writes_its_index_last() {
+        let one = f("model-00001-of-00002.safetensors");
+        let two = f("model-00002-of-00002.safetensors");
+        let index = f("model.safetensors.index.json");
+        assert_eq!(
+            classify("step-500", &[one.clone(), two.clone(), index.clone()]),
+            Some(("torchtitan", Some(500), true, None))
+        );
+        let c = classify("step-500", &[one.clone(), index.clone()]).expect("titan");
+        assert_eq!(c.3.as_deref(), Some("missing weight shard 2 of 2"));
+        let c = classify("step-500", &[one.clone(), two.clone()]).expect("seen before its index");
+        assert!(
+            !c.2 && c
+                .3
+                .unwrap_or_default()
+                .contains("no model.safetensors.index.json")
+        );
+        let c = classify("step-500", std::slice::from_ref(&index)).expect("titan");
+        assert!(!c.2, "an index with no weights");
+        let per_rank = [
+            f("shard-00001-model-00001-of-00001.safetensors"),
+            f("shard-00002-model-00001-of-00001.safetensors"),
+        ];
+        assert_eq!(
+            classify("step-600", &per_rank),
+            Some(("torchtitan", Some(600), true, None))
+        );
+        assert_eq!(rank_count("torchtitan", &per_rank), Some(2));
+        let c = classify("step-600", &per_rank[1..]).expect("titan");
+        assert!(
+            c.3.unwrap_or_default().contains("no files of shard 1"),
+            "rank 1 missing"
+        );
+    }
+
+    /// Lightning's checkpoints: single `.ckpt` files (a torch.save ZIP, whole once its
+    /// end-of-central-directory record ends it), and sharded `.ckpt` directories (DCP,
+    /// then `meta.pt`).
+    #[test]
+    fn lightning_checkpoints_whole_and_half_written() {
+        use std::fs;
+        let root = std::env::temp_dir().join(format!("gantry-ckpt-pl-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let dir = root.join("8123/lightning_logs/version_0/checkpoints");
+        fs::create_dir_all(&dir).expect("mkdir");
+        // A ZIP as torch.save leaves it: entries, the central directory, then the end
+        // record (here with a 3-byte comment, as a writer may add).
+        let mut whole = b"PK\x03\x04".to_vec();
+        whole.extend(std::iter::repeat_n(7u8, 5000));
+        whole.extend(b"PK\x01\x02");
+        whole.extend([0u8; 42]);
+        whole.extend(b"PK\x05\x06");
+        whole.extend([0u8; 16]);
+        whole.extend(3u16.to_le_bytes());
+        whole.extend(b"abc");
+        fs::write(dir.join("epoch=0-step=100.ckpt"), &whole).expect("write");
+        fs::write(
+            dir.join("epoch=1-step=200.ckpt"),
+            &whole[..whole.len() - 30],
+        )
+        .expect("write");
+        fs::write(dir.join("last.ckpt"), &whole).expect("write");
+        fs::write(dir.join("weights.ckpt"), &whole).expect("not Lightning's name");
+        for (name, meta) in [
+            ("epoch=2-step=300.ckpt", true),
+            ("epoch=3-step=400.ckpt", false),
+        ] {
+            let d = dir.join(name);
+            fs::create_dir_all(&d).expect("mkdir");
+            let mut files = vec![".metadata", "__0_0.distcp", "__1_0.distcp"];
+            if meta {
+                files.push("meta.pt");
+            }
+            for f in files {
+                fs::write(d.join(f), b"x").expect("write");
+            }
+        }
+        let (found, issues) =
+            Scanner::default().scan(std::slice::from_ref(&root), Limits::default());
+        assert!(issues.is_empty(), "{issues:?}");
+        let got: Vec<(String, Option<u64>, bool, Option<u64>)> = found
+            .iter()
+            .map(|f| {
+                (
+                    f.path.rsplit('/').next().unwrap_or_default().to_string(),
+                    f.step,
+                    f.complete,
+                    f.job_id,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "epoch=0-step=100.ckpt".to_string(),
+                    Some(100),
+                    true,
+                    Some(8123)
+                ),
+                (
+                    "epoch=1-step=200.ckpt".to_string(),
+                    Some(200),
+                    false,
+                    Some(8123)
+                ),
+                (
+                    "epoch=2-step=300.ckpt".to_string(),
+                    Some(300),
+                    true,
+                    Some(8123)
+                ),
+                (
+                    "epoch=3-step=400.ckpt".to_string(),
+                    Some(400),
+                    false,
+                    Some(8123)
+                ),
+                ("last.ckpt".to_string(), None, true, Some(8123)),
+            ]
+        );
+        assert!(found.iter().all(|f| f.framework == "lightning"));
+        let half = &found[1];
+        assert!(half
+            .incomplete_reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("no end of archive"));
+        assert!(found[3]
+            .incomplete_reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("no meta.pt"));
+        assert_eq!(found[0].size_bytes, whole.len() as u64);
+        let _ = fs::remove_dir_all(&root);
     }
 
     /// Verdicts from siblings: Megatron's tracker names the last finished save, and a save
