@@ -228,6 +228,66 @@ pub fn render(ov: &Overview, by_reason: &[(String, [u32; 5])], now_ms: UnixMs) -
             }
         }
     }
+
+    // Free capacity in segments, per block topology (its base block names it).
+    if !ov.segments.is_empty() {
+        o.family(
+            "gantry_free_segments",
+            "gauge",
+            "Segments of each size (--segment, in nodes) that could start now, summed over a block topology's blocks (base: its base block's nodes).",
+        );
+        for sf in &ov.segments {
+            let base = sf.base.to_string();
+            for (size, n, _) in &sf.sizes {
+                o.sample(
+                    "gantry_free_segments",
+                    &[("base", &base), ("size", &size.to_string())],
+                    f64::from(*n),
+                );
+            }
+        }
+        o.family(
+            "gantry_largest_free_segment_nodes",
+            "gauge",
+            "The largest segment, in nodes, that could start now in a block topology.",
+        );
+        for sf in &ov.segments {
+            o.sample(
+                "gantry_largest_free_segment_nodes",
+                &[("base", &sf.base.to_string())],
+                f64::from(sf.largest_free_segment),
+            );
+        }
+    }
+
+    // The floor's marks: nodes the radar and the lemon ranking flag now.
+    use app::live::marks::{HUNG, LEMON, STRAGGLER};
+    let marks = [("lemon", LEMON), ("straggler", STRAGGLER), ("hung", HUNG)];
+    o.family(
+        "gantry_nodes_marked",
+        "gauge",
+        "Nodes marked on the floor now: mark=\"lemon\" (RMA recommended), \"straggler\" (a GPU under its job's peers), \"hung\" (running a hung job).",
+    );
+    for (mark, bit) in marks {
+        let n = ov.nodes.iter().filter(|t| t.marks & bit != 0).count();
+        o.sample("gantry_nodes_marked", &[("mark", mark)], n as f64);
+    }
+    o.family(
+        "gantry_node_marked",
+        "gauge",
+        "1 for each node and mark it carries now (only marked nodes are listed).",
+    );
+    for t in ov.nodes.iter().filter(|t| t.marks != 0) {
+        for (mark, bit) in marks {
+            if t.marks & bit != 0 {
+                o.sample(
+                    "gantry_node_marked",
+                    &[("node", &t.name), ("mark", mark)],
+                    1.0,
+                );
+            }
+        }
+    }
     o.0
 }
 
@@ -264,6 +324,33 @@ mod tests {
             inlet_limit_celsius: 35.0,
             jobs: vec![],
         });
+        ov.segments.push(app::live::SegmentFree {
+            base: 18,
+            blocks: 2,
+            idle_nodes: 20,
+            largest_free_segment: 16,
+            sizes: vec![(16, 1, 4), (8, 2, 4)],
+            pending: (0, 0, 0),
+        });
+        for (name, marks) in [
+            ("t1", 0),
+            ("t2", app::live::marks::LEMON | app::live::marks::HUNG),
+        ] {
+            ov.nodes.push(app::live::NodeTile {
+                name: name.into(),
+                rack: "R\"1".into(),
+                u_position: 1,
+                u_height: 1,
+                state: app::model::NodeState::Allocated,
+                power_watts: None,
+                gpu_temp_max_celsius: None,
+                sm_active_mean: None,
+                gpus: 4,
+                gpus_throttling: 0,
+                jobs: vec![],
+                marks,
+            });
+        }
         let text = render(&ov, &[("rack:R\"1".into(), [0, 2, 0, 0, 1])], 3_500);
         type Parsed = (String, Vec<(String, String)>, f64);
         let mut samples: Vec<Parsed> = Vec::new();
@@ -303,5 +390,24 @@ mod tests {
             get("gantry_gpus_throttling", Some(("reason", "sw_thermal"))),
             Some(2.0)
         );
+        assert_eq!(get("gantry_free_segments", Some(("size", "8"))), Some(2.0));
+        assert_eq!(get("gantry_largest_free_segment_nodes", None), Some(16.0));
+        assert_eq!(
+            get("gantry_nodes_marked", Some(("mark", "lemon"))),
+            Some(1.0)
+        );
+        assert_eq!(
+            get("gantry_nodes_marked", Some(("mark", "straggler"))),
+            Some(0.0)
+        );
+        let marked: Vec<(&str, &str)> = samples
+            .iter()
+            .filter(|s| s.0 == "gantry_node_marked")
+            .filter_map(|s| {
+                let l = |k: &str| s.1.iter().find(|(lk, _)| lk == k).map(|(_, v)| v.as_str());
+                Some((l("node")?, l("mark")?))
+            })
+            .collect();
+        assert_eq!(marked, [("t2", "lemon"), ("t2", "hung")]);
     }
 }

@@ -355,5 +355,61 @@ async fn derived_figures_read_back_through_a_real_prometheus() {
         one("gantry_cluster_power_watts".into()).await,
         Some(now.summary.power_watts)
     );
+    // The floor's marks and the free segments, as the tick has them.
+    for sf in &now.segments {
+        for (size, n, _) in &sf.sizes {
+            assert_eq!(
+                one(format!(
+                    "gantry_free_segments{{base=\"{}\",size=\"{size}\"}}",
+                    sf.base
+                ))
+                .await,
+                Some(f64::from(*n)),
+                "--segment={size}"
+            );
+        }
+    }
+    assert!(!now.segments.is_empty(), "the simulator has block segments");
+    let lemons = now
+        .nodes
+        .iter()
+        .filter(|t| t.marks & app::live::marks::LEMON != 0)
+        .count();
+    assert_eq!(
+        one("gantry_nodes_marked{mark=\"lemon\"}".into()).await,
+        Some(lemons as f64)
+    );
+
+    // The Grafana dashboard Gantry ships: every query of every panel answers from this
+    // real Prometheus, so no panel names a series Gantry does not write.
+    let dash: serde_json::Value =
+        serde_json::from_str(include_str!("../../dist/grafana-dashboard.json")).expect("JSON");
+    let panels = dash["panels"].as_array().expect("panels");
+    let mut ids = std::collections::HashSet::new();
+    for p in panels {
+        let title = p["title"].as_str().unwrap_or_default();
+        assert!(ids.insert(p["id"].as_u64()), "{title}: a panel id twice");
+        assert_eq!(p["datasource"]["uid"], "${datasource}", "{title}");
+        let targets = p["targets"].as_array().expect("targets");
+        assert!(!targets.is_empty(), "{title}");
+        for t in targets {
+            let expr = t["expr"].as_str().expect("expr");
+            // A rate needs two scrapes in its window: up to 10 s (one a second).
+            let mut answered = false;
+            for _ in 0..50 {
+                let series = prom.query(expr, None).await.expect(expr);
+                answered = series.iter().any(|s| !s.points.is_empty());
+                if answered {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            assert!(answered, "{title}: {expr} gives nothing");
+        }
+    }
+    assert_eq!(
+        dash["templating"]["list"][0]["type"], "datasource",
+        "the Prometheus to read from is chosen on import"
+    );
     r.stop().await.expect("stop");
 }
