@@ -708,17 +708,12 @@ pub enum MarkerError {
     Io(#[from] std::io::Error),
 }
 
-/// The most of a file's end [`zip_ends_whole`] reads: a ZIP end-of-central-directory
-/// record (22 bytes) and the longest comment it may carry.
-const ZIP_TAIL_BYTES: u64 = 22 + 0xFFFF;
-
-/// Whether the regular file at `path` ends in a whole ZIP end-of-central-directory record,
-/// as every `torch.save` archive does once written to the end (a Lightning `.ckpt`). Opened
-/// as [`read_marker`] opens, reading at most [`ZIP_TAIL_BYTES`] of its end; nothing read
-/// is kept or shown.
-pub fn zip_ends_whole(path: &Path) -> Result<bool, MarkerError> {
-    use std::io::{Seek, SeekFrom};
-    let mut file = OpenOptions::new()
+/// Opens the regular file at `path` for reading, never through a link, with its length.
+/// O_NOFOLLOW: a link fails the open with ELOOP. O_NONBLOCK: opening a FIFO does not wait
+/// for a writer (nor a device for its carrier). O_CLOEXEC: the descriptor does not leak
+/// into the Slurm programs Gantry runs.
+fn open_regular(path: &Path) -> Result<(File, u64), MarkerError> {
+    let file = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
@@ -730,7 +725,20 @@ pub fn zip_ends_whole(path: &Path) -> Result<bool, MarkerError> {
     if !m.is_file() {
         return Err(MarkerError::NotRegular);
     }
-    let len = m.len();
+    Ok((file, m.len()))
+}
+
+/// The most of a file's end [`zip_ends_whole`] reads: a ZIP end-of-central-directory
+/// record (22 bytes) and the longest comment it may carry.
+const ZIP_TAIL_BYTES: u64 = 22 + 0xFFFF;
+
+/// Whether the regular file at `path` ends in a whole ZIP end-of-central-directory record,
+/// as every `torch.save` archive does once written to the end (a Lightning `.ckpt`). Opened
+/// as [`read_marker`] opens, reading at most [`ZIP_TAIL_BYTES`] of its end; nothing read
+/// is kept or shown.
+pub fn zip_ends_whole(path: &Path) -> Result<bool, MarkerError> {
+    use std::io::{Seek, SeekFrom};
+    let (mut file, len) = open_regular(path)?;
     if len < 22 {
         return Ok(false);
     }
@@ -766,20 +774,7 @@ pub enum DirError {
 /// `MAX_MARKER_BYTES + 1` bytes are read, so that a bigger file is refused after reading
 /// no more than that, whatever its size claims (sparse, growing, or lying).
 pub fn read_marker(path: &Path) -> Result<String, MarkerError> {
-    // O_NOFOLLOW: a link fails the open with ELOOP. O_NONBLOCK: opening a FIFO does not wait
-    // for a writer (nor a device for its carrier). O_CLOEXEC: the descriptor does not leak
-    // into the Slurm programs Gantry runs.
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => MarkerError::Link,
-            _ => MarkerError::Io(e),
-        })?;
-    if !file.metadata()?.is_file() {
-        return Err(MarkerError::NotRegular);
-    }
+    let (file, _) = open_regular(path)?;
     let mut bytes = Vec::new();
     file.take(MAX_MARKER_BYTES + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_MARKER_BYTES {
