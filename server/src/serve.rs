@@ -106,7 +106,10 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         })?;
     let addr = listener.local_addr()?;
     let site_root = cfg.site_root.to_string_lossy().to_string();
-    if !cfg.site_root.join("pkg").join("gantry.js").exists() {
+    let built = cfg.site_root.join("pkg").join("gantry.js").exists();
+    if !built && crate::web::embedded::carried() {
+        tracing::info!(site_root = %site_root, "no site built there: serving the site this binary carries");
+    } else if !built {
         tracing::warn!(site_root = %site_root, "browser bundle missing: pages render but do not go live (run `cargo xtask run` or `cargo xtask site`)");
     }
     let leptos = LeptosOptions::builder()

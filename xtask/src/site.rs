@@ -20,24 +20,15 @@ use crate::util::{cargo, root, run_cmd, step, target_dir, Result};
 const OUTPUT_NAME: &str = "gantry";
 
 /// Builds the `gantry` binary (unless `frontend_only`) and the site. `release` builds both
-/// optimised: the server with the release profile, the wasm with `wasm-release`.
+/// optimised: the wasm with `wasm-release`, then the server with the release profile,
+/// carrying the site (`GANTRY_EMBED_SITE`, `server/build.rs`), so that every release
+/// gantry xtask builds (benches, the soak, `dist`) serves its site without files beside it.
 pub(crate) fn build(release: bool, frontend_only: bool) -> Result {
     let started = Instant::now();
-    if !frontend_only {
-        timed(
-            &format!(
-                "building the server ({})",
-                if release { "release" } else { "dev" }
-            ),
-            || {
-                let mut c = cargo();
-                c.args(["build", "-p", "server", "--bin", "gantry"]);
-                if release {
-                    c.arg("--release");
-                }
-                run_cmd(&mut c)
-            },
-        )?;
+    if !frontend_only && !release {
+        timed("building the server (dev)", || {
+            run_cmd(cargo().args(["build", "-p", "server", "--bin", "gantry"]))
+        })?;
     }
     let profile = if release { "wasm-release" } else { "dev" };
     timed(&format!("building the browser half ({profile})"), || {
@@ -122,6 +113,15 @@ pub(crate) fn build(release: bool, frontend_only: bool) -> Result {
     fs::copy(&css, pkg.join(format!("{OUTPUT_NAME}.css")))
         .map_err(|e| format!("{}: {e}", css.display()))?;
     copy_tree(&root().join("public"), &site)?;
+    if release && !frontend_only {
+        timed("building the server (release, carrying the site)", || {
+            run_cmd(
+                cargo()
+                    .args(["build", "-p", "server", "--bin", "gantry", "--release"])
+                    .env("GANTRY_EMBED_SITE", &site),
+            )
+        })?;
+    }
     println!(
         "site ready in {} ({:.0} s in all)",
         site.display(),

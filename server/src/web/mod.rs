@@ -52,6 +52,7 @@ mod admin;
 mod alerts;
 mod backend;
 mod cluster;
+pub mod embedded;
 pub mod error;
 mod extract;
 pub mod guard;
@@ -169,7 +170,18 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
         .fallback(leptos_axum::file_and_error_handler_with_context::<
             AppState,
             _,
-        >(page_context, app::shell))
+        >(page_context, app::shell));
+    // The site this binary carries, when none is built under site_root.
+    let on_disk = std::path::Path::new(&*state.leptos.site_root)
+        .join("pkg")
+        .join("gantry.js")
+        .exists();
+    let router = if embedded::carried() && !on_disk {
+        router.layer(axum::middleware::from_fn(embedded::serve))
+    } else {
+        router
+    };
+    let router = router
         .layer(guard)
         .layer(CompressionLayer::new())
         .layer(TimeoutLayer::with_status_code(

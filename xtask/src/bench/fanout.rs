@@ -126,8 +126,8 @@ pub(crate) fn bench_fanout() -> Result {
 /// for many streams, open files to the hard limit), healthy: its guard, pid and address.
 /// Shared by `bench fanout` and `soak`.
 pub(crate) fn busy_gantry(name: &str) -> Result<(Guard, u32, SocketAddr)> {
-    step("building gantry and the load generator (release)");
-    run_cmd(cargo().args(["build", "--release", "-p", "server", "--bin", "gantry"]))?;
+    crate::site::build(true, false)?;
+    step("building the load generator (release)");
     run_cmd(cargo().args(["build", "--release", "-p", "xtask"]))?;
     let dir = target_dir().join(name);
     fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
