@@ -6,6 +6,8 @@
 //!   fence, unit and integration tests (SQLite and a private PostgreSQL), and Playwright
 //!   in Debian's Chromium, hydrated and with JavaScript off.
 //! - `cargo xtask test --fuzz`: all of the above, then each cargo-fuzz target for 60 s.
+//! - `cargo xtask dist [--check]`: a release `gantry` carrying its site, and its Debian
+//!   package (`target/dist/gantry_VERSION_ARCH.deb`); `--check` runs the package's test.
 //! - `cargo xtask site [--release]`: build the `gantry` binary and its site (`target/site`)
 //!   with cargo and wasm-bindgen, timing each step (no cargo-leptos needed).
 //! - `cargo xtask bench size`: the release wasm + js, raw and brotli-compressed.
@@ -25,6 +27,7 @@
 
 mod bench;
 mod bootstrap;
+mod dist;
 mod fence;
 mod postgres;
 mod run;
@@ -38,7 +41,7 @@ use std::env;
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench <size | ingest | browser | scale | reports | timeline | login-flood | fanout> | soak [--minutes N] | site [--release] | fence | bootstrap>";
+    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench <size | ingest | browser | scale | reports | timeline | login-flood | fanout> | soak [--minutes N] | site [--release] | dist [--check] | fence | bootstrap>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -53,6 +56,15 @@ fn main() -> ExitCode {
         Some("fence") => fence::fence(),
         Some("slurm") => slurm::slurm_cmd(rest),
         Some("bootstrap") => bootstrap::bootstrap(true, true),
+        Some("dist") => bootstrap::bootstrap(true, false)
+            .and_then(|()| dist::dist())
+            .and_then(|deb| {
+                if rest.iter().any(|a| a == "--check") {
+                    dist::check_package(&deb)?;
+                }
+                println!("\n{}", deb.display());
+                Ok(())
+            }),
         Some("site") => {
             let release = rest.iter().any(|a| a == "--release");
             bootstrap::bootstrap(release, false).and_then(|()| site::build(release, false))

@@ -97,6 +97,10 @@ pub(crate) fn test(args: &[String]) -> Result {
     ]))?;
     // The soak for one minute: a busy release server answers everything (errors fail it).
     crate::soak::soak(&["--minutes".into(), "1".into()])?;
+    // The Debian package of that release binary (it carries its site), installed into a
+    // scratch root and started as its systemd unit would.
+    let deb = crate::dist::package()?;
+    crate::dist::check_package(&deb)?;
 
     ensure_apt(&["chromium"], "browser tests run in Debian's Chromium")?;
     crate::site::build(false, false)?;
