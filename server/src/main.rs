@@ -11,7 +11,7 @@ usage: gantry [serve] [--config FILE]
        gantry inspect topology FILE
        gantry inspect slurm-nodes FILE|-
        gantry inspect slurm-jobs FILE|-
-       gantry inspect checkpoints DIR
+       gantry inspect checkpoints DIR|FILE.ckpt
        gantry user add NAME --role viewer|operator|manager|admin [--config FILE]
        gantry user list|passwd NAME|role NAME ROLE|disable NAME|enable NAME|delete NAME
        gantry token add NAME [--account ACCOUNT]|list|revoke NAME [--config FILE]
@@ -36,9 +36,10 @@ inspect slurm-nodes, inspect slurm-jobs
          v0.0.37 to v0.0.44) as Gantry normalizes it: states, hostlists expanded, GPUs.
 inspect checkpoints
          Prints, as JSON, the checkpoints found under DIR (torch.distributed.checkpoint,
-         torchtitan, Megatron-LM, DeepSpeed, Hugging Face Trainer, Accelerate, NeMo): framework, step,
-         size, files, save times, complete or why not, the job id in the path; and what
-         could not be read. Symlinks are not followed.
+         torchtitan, Megatron-LM, DeepSpeed, Hugging Face Trainer, Accelerate, NeMo,
+         Lightning), or the one Lightning FILE.ckpt named: framework, step, ranks, size,
+         files, save times, complete or why not, the job id in the path; and what could
+         not be read. Symlinks are not followed.
 user add Creates a user in the configured database, or sets a new password and role for an
          existing one. The password is read from $GANTRY_PASSWORD, or else as one line of
          standard input (at least 10 characters); it is stored only as an argon2id hash.
@@ -95,19 +96,43 @@ fn main() -> ExitCode {
         && all.get(1).map(String::as_str) == Some("checkpoints")
     {
         let Some(dir) = all.get(2).filter(|_| all.len() == 3) else {
-            return usage_error("inspect checkpoints takes one DIR");
+            return usage_error("inspect checkpoints takes one DIR (or one .ckpt file)");
         };
-        if !std::path::Path::new(dir).is_dir() {
-            return fail(dir, &"not a directory");
+        let path = std::path::Path::new(dir);
+        // One file: a Lightning checkpoint, judged among the files beside it.
+        let file = path.is_file();
+        if !file && !path.is_dir() {
+            return fail(dir, &"no such directory or file");
         }
         // `.` or `..` would name no directory: the absolute path keeps the checkpoint's
         // name (its step) and the job id its parents carry.
-        let root = match std::fs::canonicalize(dir) {
+        let target = match std::fs::canonicalize(dir) {
             Ok(p) => p,
             Err(e) => return fail(dir, &e),
         };
-        let (found, issues) = server::checkpoints::Scanner::default()
-            .scan(&[root], server::checkpoints::Limits::default());
+        let root = match (file, target.parent()) {
+            (true, Some(parent)) => parent.to_path_buf(),
+            _ => target.clone(),
+        };
+        let limits = server::checkpoints::Limits {
+            max_depth: if file {
+                0
+            } else {
+                server::checkpoints::Limits::default().max_depth
+            },
+            ..server::checkpoints::Limits::default()
+        };
+        let (mut found, issues) = server::checkpoints::Scanner::default().scan(&[root], limits);
+        if file {
+            let want = target.to_string_lossy();
+            found.retain(|f| f.path == want);
+            if found.is_empty() {
+                return fail(
+                    dir,
+                    &"not a checkpoint Gantry knows (Lightning's epoch=…-step=….ckpt or last.ckpt)",
+                );
+            }
+        }
         return print_json(&serde_json::json!({ "checkpoints": found, "problems": issues }));
     }
     if all.first().map(String::as_str) == Some("inspect") {

@@ -279,7 +279,7 @@ fn inspect_checkpoints_reports_frameworks_and_what_is_missing() {
         .output()
         .expect("run");
     assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a directory"));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no such directory or file"));
     let _ = std::fs::remove_dir_all(&root);
 }
 
@@ -724,6 +724,59 @@ fn inspect_checkpoints_inside_a_checkpoint_keeps_its_name() {
         ),
         (Some("deepspeed"), Some(300), Some(4242)),
         "{v}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// One Lightning checkpoint file, named on the command line: judged by its archive's end.
+#[test]
+fn inspect_checkpoints_of_one_lightning_file() {
+    let root = std::env::temp_dir().join(format!("gantry-cli-ckpt-pl-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let dir = root.join("7007/checkpoints");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    // An empty ZIP archive: its end-of-central-directory record alone.
+    let mut zip = b"PK\x05\x06".to_vec();
+    zip.extend([0u8; 18]);
+    std::fs::write(dir.join("epoch=3-step=1200.ckpt"), &zip).expect("write");
+    std::fs::write(dir.join("epoch=4-step=1600.ckpt"), &zip[..10]).expect("write");
+    let run = |name: &str| {
+        Command::new(BIN)
+            .args(["inspect", "checkpoints"])
+            .arg(dir.join(name))
+            .output()
+            .expect("run")
+    };
+    let v = json_of(&run("epoch=3-step=1200.ckpt"));
+    let c = &v["checkpoints"];
+    assert_eq!(
+        c.as_array().map(Vec::len),
+        Some(1),
+        "only the file named: {v}"
+    );
+    assert_eq!(
+        (
+            c[0]["framework"].as_str(),
+            c[0]["step"].as_u64(),
+            c[0]["complete"].as_bool(),
+            c[0]["job_id"].as_u64()
+        ),
+        (Some("lightning"), Some(1200), Some(true), Some(7007)),
+        "{v}"
+    );
+    let v = json_of(&run("epoch=4-step=1600.ckpt"));
+    assert_eq!(
+        v["checkpoints"][0]["complete"].as_bool(),
+        Some(false),
+        "{v}"
+    );
+    std::fs::write(dir.join("notes.txt"), b"x").expect("write");
+    let out = run("notes.txt");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a checkpoint"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
     let _ = std::fs::remove_dir_all(&root);
 }
