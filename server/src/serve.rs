@@ -780,8 +780,6 @@ fn sqlite_serving_lock(url: &str) -> Result<Option<std::fs::File>, ServeError> {
     }
 }
 
-/// Keeps rollups for their configured days (counted in source time, which the rollups are
-/// stamped with) and drops expired sessions; once at start, then hourly.
 /// Keeps the floor's lemon marks: the recent reliability's RMA marks, looked at every
 /// 15 s (the answer itself is rebuilt only every 10 minutes of source time).
 async fn lemon_marks(
@@ -808,6 +806,8 @@ async fn lemon_marks(
     }
 }
 
+/// Keeps rollups for their configured days (counted in source time, which the rollups are
+/// stamped with) and drops expired sessions; once at start, then hourly.
 async fn retention(
     store: Store,
     live: Arc<Live>,
