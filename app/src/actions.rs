@@ -262,6 +262,9 @@ pub struct UserInfo {
     pub created_ms: UnixMs,
     /// Sessions valid now.
     pub sessions: u64,
+    /// `local` (a password here), `ldap` or `oidc` (the directory gives the role).
+    #[serde(default)]
+    pub origin: String,
 }
 
 /// A session as listed (`/admin`, `GET /api/admin/sessions`): its opaque id, never the

@@ -20,10 +20,11 @@ use http::Method;
 use sha2::{Digest, Sha256};
 
 use crate::live::wall_now_ms;
-use crate::store::{Store, StoreError, UserRow};
+use crate::store::{DirectoryPut, Origin, Store, StoreError, UserRow};
 
 mod sign_in;
 pub use sign_in::{Busy, HashPool, Throttle, ThrottlePolicy};
+pub mod ldap;
 mod lifecycle;
 pub use lifecycle::{
     add_ingest_token, change_password, change_role, delete_user, revoke_ingest_token,
@@ -241,23 +242,81 @@ pub enum SignInError {
     Busy(#[from] Busy),
     #[error("{0}")]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Directory(#[from] ldap::LdapError),
 }
 
-/// Signs `name` in if `password` is theirs and they are not disabled: the user, or `None`.
-/// An invalid or unknown name is verified against a decoy hash, and a disabled user's
-/// password is verified all the same, so that a wrong name, a wrong password and a
-/// disabled user take the same time.
+/// What a sign-in came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SignIn {
+    /// Signed in as this user.
+    User(UserRow),
+    /// A wrong name or password, or a disabled user.
+    Refused,
+    /// The directory knows the user and their password, but no group of theirs has a role.
+    NoRole,
+}
+
+impl SignIn {
+    /// The user signed in, if any.
+    pub fn user(self) -> Option<UserRow> {
+        match self {
+            SignIn::User(u) => Some(u),
+            SignIn::Refused | SignIn::NoRole => None,
+        }
+    }
+}
+
+/// Signs `name` in if `password` is theirs and they are not disabled.
+///
+/// A local user (`gantry user add`) is checked against their hash only, so local admins
+/// sign in whether or not the directory answers. Any other name goes to the directory when
+/// one is configured ([`ldap::Directory::verify`]); its role is recorded at each sign-in.
+/// Without a directory, an invalid or unknown name is verified against a decoy hash, and a
+/// disabled user's password is verified all the same, so that a wrong name, a wrong
+/// password and a disabled user take the same time.
 pub async fn authenticate(
     store: &Store,
     pool: &HashPool,
+    directory: Option<&ldap::Directory>,
     name: &str,
     password: String,
-) -> Result<Option<UserRow>, SignInError> {
+) -> Result<SignIn, SignInError> {
     let user = if validate_user_name(name).is_ok() {
         store.user(name).await?
     } else {
         None
     };
+    if let Some(dir) = directory {
+        let local = user.as_ref().is_some_and(|u| u.origin == Origin::Local);
+        if !local && validate_user_name(name).is_ok() {
+            return match dir.verify(name, &password).await? {
+                ldap::Verdict::Refused => Ok(SignIn::Refused),
+                ldap::Verdict::NoRole => Ok(SignIn::NoRole),
+                ldap::Verdict::Member(role) => {
+                    match store
+                        .put_directory_user(name, Origin::Ldap, role, wall_now_ms())
+                        .await?
+                    {
+                        DirectoryPut::Taken(o) => {
+                            tracing::warn!(
+                                origin = o.as_str(),
+                                "a directory user's name is taken by another origin: not signed in"
+                            );
+                            Ok(SignIn::Refused)
+                        }
+                        DirectoryPut::RoleChanged(was) => {
+                            tracing::info!(user = %name, was = was.as_str(), now = role.as_str(), "role changed by the directory's groups");
+                            Ok(signed_in(store.user(name).await?))
+                        }
+                        DirectoryPut::Added | DirectoryPut::Same => {
+                            Ok(signed_in(store.user(name).await?))
+                        }
+                    }
+                }
+            };
+        }
+    }
     let hash = user.as_ref().map(|u| u.password_hash.clone());
     // The decoy is made (once) on the pool too: never on a request's thread.
     let ok = pool
@@ -270,7 +329,45 @@ pub async fn authenticate(
         })
         .await?
         .unwrap_or(false);
-    Ok(user.filter(|u| ok && !u.disabled))
+    Ok(signed_in(user.filter(|_| ok)))
+}
+
+fn signed_in(user: Option<UserRow>) -> SignIn {
+    match user {
+        Some(u) if !u.disabled => SignIn::User(u),
+        _ => SignIn::Refused,
+    }
+}
+
+/// Looks every signed-in directory user up again: a user the directory no longer knows,
+/// or no longer gives a role, has their sessions ended; a changed role is recorded. A
+/// directory that does not answer ends nothing (the error is returned, to be logged).
+/// How many users' sessions ended.
+pub async fn check_directory_users(
+    store: &Store,
+    dir: &ldap::Directory,
+) -> Result<u64, SignInError> {
+    let mut ended = 0;
+    for (name, role) in store
+        .directory_users_signed_in(Origin::Ldap, wall_now_ms())
+        .await?
+    {
+        match dir.lookup(&name).await? {
+            None => {
+                let n = store.end_sessions(&name).await?;
+                tracing::info!(user = %name, sessions = n, "the directory no longer gives this user a role: sessions ended");
+                ended += 1;
+            }
+            Some(now) if now != role => {
+                store
+                    .put_directory_user(&name, Origin::Ldap, now, wall_now_ms())
+                    .await?;
+                tracing::info!(user = %name, was = role.as_str(), now = now.as_str(), "role changed by the directory's groups");
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(ended)
 }
 
 /// A new session of `user` from `now_ms`, ending `ttl_ms` later or when unused for

@@ -170,6 +170,8 @@ pub struct AuthConfig {
     /// and its longest wait (it starts at one second and doubles).
     pub login_free_failures: u32,
     pub login_backoff_max_seconds: u64,
+    /// `[auth.ldap]`: sign directory users in (local users still sign in without it).
+    pub ldap: Option<crate::auth::ldap::LdapConfig>,
 }
 
 impl Default for AuthConfig {
@@ -189,6 +191,7 @@ impl Default for AuthConfig {
             hash_queue: 16,
             login_free_failures: 5,
             login_backoff_max_seconds: 900,
+            ldap: None,
         }
     }
 }
@@ -653,6 +656,12 @@ impl SlurmConfig {
 
 impl AuthConfig {
     fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(ldap) = &self.ldap {
+            if let Some(p) = ldap.problems().into_iter().next() {
+                let (field, message) = p.split_once(": ").unwrap_or(("auth.ldap", p.as_str()));
+                return Err(invalid(field, message));
+            }
+        }
         if let Some(h) = &self.proxy_header {
             if axum::http::HeaderName::from_bytes(h.as_bytes()).is_err() {
                 return Err(invalid("auth.proxy_header", "is not a valid header name"));

@@ -88,6 +88,14 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
     let store = Store::connect(cfg.database_url.expose()).await?;
     // What every outbound https:// connection trusts: the system's CAs or tls.ca_bundle.
     let tls = crate::tls::client_config(cfg.tls.ca_bundle.as_deref())?;
+    // `[auth.ldap]`: its TLS settings are read here, so a bad CA file stops start-up.
+    let directory = match &cfg.auth.ldap {
+        Some(l) => Some(Arc::new(crate::auth::ldap::Directory::new(
+            l.clone(),
+            cfg.tls.ca_bundle.as_deref(),
+        )?)),
+        None => None,
+    };
     let metrics = Arc::new(Metrics::default());
     let live = Live::new(Arc::clone(&metrics));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -193,6 +201,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
             cfg.limits.live_streams_per_user as usize,
         ),
         recent: Arc::clone(&recent),
+        directory: directory.clone(),
     };
     let streams = std::sync::Arc::clone(&state.streams);
     let (app, paths) = router_with_paths(state);
@@ -242,6 +251,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         lease,
         interval_ms,
         recent,
+        directory,
     });
     let supervisor = tokio::spawn(supervise(work, shutdown_rx.clone()));
     Ok(Running {
@@ -275,6 +285,8 @@ struct Work {
     interval_ms: u64,
     /// The last 30 days' reliability, shared with the pages (the floor's lemon marks).
     recent: Arc<crate::reliability::Recent>,
+    /// `[auth.ldap]`, whose signed-in users the leader looks up again.
+    directory: Option<Arc<crate::auth::ldap::Directory>>,
 }
 
 /// Tasks started for one role, and how to stop them.
@@ -450,6 +462,13 @@ async fn start_term(work: &Work, f: &Fence) -> Started {
         Arc::clone(live),
         stop_rx.clone(),
     )));
+    if let Some(dir) = &work.directory {
+        tasks.push(tokio::spawn(directory_check(
+            Arc::clone(dir),
+            work.store.clone(),
+            stop_rx.clone(),
+        )));
+    }
     // What a stopped server or a dead replica left unfinished, settled by reading the
     // scheduler back.
     tasks.push(tokio::spawn(
@@ -690,6 +709,15 @@ pub fn check(cfg: &Config) -> Result<Vec<String>, ServeError> {
         crate::tls::server_config(cert, key)?;
         checked.push(format!("serving HTTPS with {}", cert.display()));
     }
+    if let Some(l) = &cfg.auth.ldap {
+        // The directory is not called: a check must not depend on it being up.
+        crate::auth::ldap::Directory::new(l.clone(), cfg.tls.ca_bundle.as_deref())?;
+        checked.push(format!(
+            "LDAP sign-in at {} ({} groups mapped to roles)",
+            l.url,
+            l.roles.len()
+        ));
+    }
     match cfg.source {
         SourceKind::Simulator => {
             checked.push(format!("source: the simulator, {} nodes", cfg.sim.nodes))
@@ -776,6 +804,22 @@ fn sqlite_serving_lock(url: &str) -> Result<Option<std::fs::File>, ServeError> {
         ))),
         Err(std::fs::TryLockError::Error(e)) => {
             Err(ServeError::InUse(format!("cannot lock {lock_path}: {e}")))
+        }
+    }
+}
+
+/// Looks the signed-in LDAP users up again every `check_seconds` (the leader only): a
+/// user the directory no longer knows, or no longer gives a role, is signed out everywhere.
+async fn directory_check(
+    dir: Arc<crate::auth::ldap::Directory>,
+    store: Store,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut ticker = tokio::time::interval(dir.check_every());
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while crate::live::next_tick(&mut ticker, &mut shutdown).await {
+        if let Err(e) = crate::auth::check_directory_users(&store, &dir).await {
+            tracing::warn!(error = %e, "the directory check could not finish: no session ended by it");
         }
     }
 }

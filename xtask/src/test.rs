@@ -61,6 +61,10 @@ pub(crate) fn test(args: &[String]) -> Result {
         &["prometheus"],
         "the PromQL source is tested against a real Prometheus",
     )?;
+    ensure_apt(
+        &["slapd"],
+        "LDAP sign-in is tested against a real OpenLDAP (the tests start their own slapd)",
+    )?;
     let pg = Postgres::start()?;
     let slurm = SlurmCluster::start(false)?;
     step("unit and integration tests (SQLite, PostgreSQL, Prometheus, Slurm)");

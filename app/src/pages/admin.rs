@@ -52,7 +52,11 @@ fn tables(v: &crate::actions::AdminView) -> String {
              <td>{role}</td><td>{state}</td><td>{created}</td><td class=\"num\">{sessions}</td>\
              <td class=\"actions\"><form method=\"post\" action=\"{base}/role\" class=\"inline\">\
              <label for=\"role-{n}\" class=\"sr-only\">Role of {n}</label><select id=\"role-{n}\" name=\"role\">",
-            role = u.role.as_str(),
+            role = match u.origin.as_str() {
+                "ldap" => format!("{} (from LDAP)", u.role.as_str()),
+                "oidc" => format!("{} (from sign-on)", u.role.as_str()),
+                _ => u.role.as_str().to_string(),
+            },
             state = if u.disabled { "disabled" } else { "enabled" },
             created = esc(&utc(u.created_ms)),
             sessions = u.sessions,
@@ -134,6 +138,7 @@ mod tests {
                 disabled_ms: None,
                 created_ms: 0,
                 sessions: 2,
+                origin: "local".into(),
             }],
             sessions: vec![SessionInfo {
                 id: "0123abcd".into(),

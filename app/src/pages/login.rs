@@ -7,7 +7,9 @@ use leptos_router::hooks::use_query_map;
 #[component]
 pub fn LoginPage() -> impl IntoView {
     let q = use_query_map();
-    let failed = move || q.with(|q| q.get("error").is_some());
+    // `error=1`: wrong name or password; `norole`: the directory knows the user but gives
+    // no role; `directory`: the directory did not answer (local accounts still work).
+    let failed = move || q.with(|q| q.get("error"));
     let next = move || {
         q.with(|q| q.get("next"))
             .and_then(|n| crate::nav::safe_next(&n))
@@ -17,11 +19,14 @@ pub fn LoginPage() -> impl IntoView {
         <Title text="Sign in"/>
         <div class="login">
             <h1>"Sign in to Gantry"</h1>
-            <Show when=failed>
-                <p class="error" role="alert" data-test="login-error">
-                    "Wrong user name or password."
-                </p>
-            </Show>
+            {move || failed().map(|e| {
+                let text = match e.as_str() {
+                    "norole" => "Your directory account has no Gantry role: ask a Gantry admin to map one of your groups to a role.",
+                    "directory" => "The directory cannot be reached now: try again shortly. Local accounts can still sign in.",
+                    _ => "Wrong user name or password.",
+                };
+                view! { <p class="error" role="alert" data-test="login-error">{text}</p> }
+            })}
             <form method="post" action="/auth/login" class="login-form">
                 <input type="hidden" name="next" value=next/>
                 <label for="login-name">"User name"</label>

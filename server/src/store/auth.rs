@@ -21,6 +21,57 @@ pub struct UserRow {
     pub role: Role,
     /// A disabled user cannot sign in, and a proxy naming one gets no role.
     pub disabled: bool,
+    /// Where the user comes from: a local password, or a directory that says who they are.
+    pub origin: Origin,
+}
+
+/// Where a user comes from (`users.origin`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A password hash here (`gantry user add`).
+    Local,
+    /// An LDAP directory: the role follows its groups at each sign-in and check.
+    Ldap,
+    /// An OpenID provider: the role follows its claim at each sign-in.
+    Oidc,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Local => "local",
+            Origin::Ldap => "ldap",
+            Origin::Oidc => "oidc",
+        }
+    }
+
+    fn parse(s: &str) -> Result<Origin> {
+        match s {
+            "local" => Ok(Origin::Local),
+            "ldap" => Ok(Origin::Ldap),
+            "oidc" => Ok(Origin::Oidc),
+            _ => Err(StoreError::Corrupt(format!("unknown user origin {s:?}"))),
+        }
+    }
+
+    /// The password hash of a directory user: not a PHC string, so it never verifies.
+    fn marker(self) -> String {
+        format!("!{}", self.as_str())
+    }
+}
+
+/// What [`Store::put_directory_user`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DirectoryPut {
+    /// The user is new here.
+    Added,
+    /// The role changed (from the one given).
+    RoleChanged(Role),
+    /// Nothing changed.
+    Same,
+    /// A user of that name comes from elsewhere (a local user, or the other directory):
+    /// nothing was written.
+    Taken(Origin),
 }
 
 pub use app::actions::{SessionInfo, UserInfo};
@@ -85,7 +136,8 @@ impl Store {
             .is_some();
         sqlx::query(
             "INSERT INTO users (name, password_hash, role, created_ms) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash, role = excluded.role",
+             ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash, role = excluded.role, \
+             origin = 'local'",
         )
         .bind(name)
         .bind(password_hash)
@@ -107,20 +159,123 @@ impl Store {
     }
 
     pub async fn user(&self, name: &str) -> Result<Option<UserRow>> {
-        let row =
-            sqlx::query("SELECT name, password_hash, role, disabled FROM users WHERE name = $1")
-                .bind(name)
-                .fetch_optional(&self.pool)
-                .await?;
+        let row = sqlx::query(
+            "SELECT name, password_hash, role, disabled, origin FROM users WHERE name = $1",
+        )
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?;
         row.map(|r| {
             Ok(UserRow {
                 name: r.try_get("name")?,
                 password_hash: r.try_get("password_hash")?,
                 role: role_of(&r.try_get::<String, _>("role")?)?,
                 disabled: r.try_get::<i64, _>("disabled")? != 0,
+                origin: Origin::parse(&r.try_get::<String, _>("origin")?)?,
             })
         })
         .transpose()
+    }
+
+    /// Records a user whom `origin` has just vouched for, with the role it gives: added if
+    /// new, its role updated if changed (its sessions then carry the new role at once; a
+    /// role change bumps the epoch so that live streams recheck). A local user of that
+    /// name is never overwritten by a directory.
+    pub async fn put_directory_user(
+        &self,
+        name: &str,
+        origin: Origin,
+        role: Role,
+        now_ms: UnixMs,
+    ) -> Result<DirectoryPut> {
+        let mut tx = self.pool.begin().await?;
+        // A write first (see `put_user`): the role, if this is that directory's user.
+        let before =
+            sqlx::query("SELECT role FROM users WHERE name = $1 AND origin = $2 AND role <> $3")
+                .bind(name)
+                .bind(origin.as_str())
+                .bind(role.as_str())
+                .fetch_optional(&mut *tx)
+                .await?;
+        let changed = sqlx::query(
+            "UPDATE users SET role = $3 WHERE name = $1 AND origin = $2 AND role <> $3",
+        )
+        .bind(name)
+        .bind(origin.as_str())
+        .bind(role.as_str())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if changed > 0 {
+            bump_epoch(&mut tx).await?;
+            tx.commit().await?;
+            let was = match before {
+                Some(r) => role_of(&r.try_get::<String, _>("role")?)?,
+                None => role,
+            };
+            return Ok(DirectoryPut::RoleChanged(was));
+        }
+        let existing = sqlx::query("SELECT origin FROM users WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some(r) = existing {
+            let theirs = Origin::parse(&r.try_get::<String, _>("origin")?)?;
+            tx.rollback().await?;
+            return Ok(if theirs == origin {
+                DirectoryPut::Same
+            } else {
+                DirectoryPut::Taken(theirs)
+            });
+        }
+        sqlx::query(
+            "INSERT INTO users (name, password_hash, role, created_ms, origin) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(name)
+        .bind(origin.marker())
+        .bind(role.as_str())
+        .bind(now_ms)
+        .bind(origin.as_str())
+        .execute(&mut *tx)
+        .await?;
+        bump_epoch(&mut tx).await?;
+        tx.commit().await?;
+        Ok(DirectoryPut::Added)
+    }
+
+    /// The users of `origin` that hold a session valid at `now_ms`: whom a directory check
+    /// looks up again.
+    pub async fn directory_users_signed_in(
+        &self,
+        origin: Origin,
+        now_ms: UnixMs,
+    ) -> Result<Vec<(String, Role)>> {
+        let rows = sqlx::query(&format!(
+            "SELECT DISTINCT u.name, u.role FROM users u JOIN sessions s ON s.user_name = u.name \
+             WHERE u.origin = $2 AND {} ORDER BY u.name",
+            valid_at("$1")
+        ))
+        .bind(now_ms)
+        .bind(origin.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("name")?,
+                    role_of(&r.try_get::<String, _>("role")?)?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Ends every session of `name` (a directory no longer vouches for them), bumping the
+    /// epoch; how many ended.
+    pub async fn end_sessions(&self, name: &str) -> Result<u64> {
+        let mut tx = self.pool.begin().await?;
+        let n = end_sessions_of(&mut tx, name).await?;
+        tx.commit().await?;
+        Ok(n)
     }
 
     pub async fn user_count(&self) -> Result<u64> {
@@ -133,7 +288,7 @@ impl Store {
     /// Every user, by name, with how many sessions each has valid at `now_ms`.
     pub async fn users(&self, now_ms: UnixMs) -> Result<Vec<UserInfo>> {
         let rows = sqlx::query(&format!(
-            "SELECT u.name, u.role, u.disabled, u.disabled_ms, u.created_ms, \
+            "SELECT u.name, u.role, u.disabled, u.disabled_ms, u.created_ms, u.origin, \
              (SELECT COUNT(*) FROM sessions s WHERE s.user_name = u.name AND {}) AS sessions \
              FROM users u ORDER BY u.name",
             valid_at("$1")
@@ -150,6 +305,7 @@ impl Store {
                     disabled_ms: r.try_get("disabled_ms")?,
                     created_ms: r.try_get("created_ms")?,
                     sessions: super::u64_of(r.try_get("sessions")?, "session count")?,
+                    origin: r.try_get("origin")?,
                 })
             })
             .collect()

@@ -33,7 +33,9 @@ mod rollups;
 mod tokens;
 pub use actions::{StoredAction, StoredTarget};
 pub use alerts::NewAlert;
-pub use auth::{SessionInfo, UserInfo, UserRow, AUDIT_MAX_ROWS, LAST_SEEN_EVERY_MS};
+pub use auth::{
+    DirectoryPut, Origin, SessionInfo, UserInfo, UserRow, AUDIT_MAX_ROWS, LAST_SEEN_EVERY_MS,
+};
 pub use jobs::JobEvent;
 pub use lease::{ActionTurn, Fence, LeaseView, Role};
 pub use reliability::{EvidenceRow, NodeEventRow, XidRow};

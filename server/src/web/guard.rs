@@ -283,9 +283,36 @@ pub async fn login(
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return Ok(try_later(&headers, wait, false));
     }
-    let user = match crate::auth::authenticate(&st.store, &st.hash_pool, &f.name, f.password).await
-    {
-        Ok(u) => u,
+    let signed = crate::auth::authenticate(
+        &st.store,
+        &st.hash_pool,
+        st.directory.as_deref(),
+        &f.name,
+        f.password,
+    )
+    .await;
+    let next = safe_next(f.next.as_deref());
+    let refused = |st: &AppState, why: &str| {
+        st.throttle.failed(addr, &f.name, std::time::Instant::now());
+        st.live
+            .metrics
+            .sign_ins_failed_total
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // The name as typed is not logged: a password typed into the name field would be.
+        tracing::info!(client = %addr, why, "sign-in refused");
+    };
+    let user = match signed {
+        Ok(crate::auth::SignIn::User(u)) => u,
+        Ok(crate::auth::SignIn::Refused) => {
+            refused(&st, "wrong name or password");
+            let to = format!("/login?error=1&next={}", urlencode(&next));
+            return Ok(Redirect::to(&to).into_response());
+        }
+        Ok(crate::auth::SignIn::NoRole) => {
+            refused(&st, "no group of the user's maps to a role");
+            let to = format!("/login?error=norole&next={}", urlencode(&next));
+            return Ok(Redirect::to(&to).into_response());
+        }
         Err(crate::auth::SignInError::Busy(_)) => {
             st.live
                 .metrics
@@ -294,18 +321,12 @@ pub async fn login(
             return Ok(try_later(&headers, std::time::Duration::from_secs(1), true));
         }
         Err(crate::auth::SignInError::Store(e)) => return Err(ApiError::Storage(e)),
-    };
-    let next = safe_next(f.next.as_deref());
-    let Some(user) = user else {
-        st.throttle.failed(addr, &f.name, std::time::Instant::now());
-        st.live
-            .metrics
-            .sign_ins_failed_total
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // The name as typed is not logged: a password typed into the name field would be.
-        tracing::info!(client = %addr, "sign-in refused");
-        let to = format!("/login?error=1&next={}", urlencode(&next));
-        return Ok(Redirect::to(&to).into_response());
+        Err(crate::auth::SignInError::Directory(e)) => {
+            // Logged once here; the browser learns only that the directory is down.
+            tracing::warn!(error = %e, "LDAP sign-in failed");
+            let to = format!("/login?error=directory&next={}", urlencode(&next));
+            return Ok(Redirect::to(&to).into_response());
+        }
     };
     st.throttle.succeeded(addr, &user.name);
     let ttl_ms = st.auth.session_hours as i64 * 3_600_000;

@@ -88,6 +88,8 @@ pub struct AppState {
     /// Failed sign-ins, and the threads that check passwords.
     pub throttle: Arc<crate::auth::Throttle>,
     pub hash_pool: Arc<crate::auth::HashPool>,
+    /// `[auth.ldap]`: where names that are not local users are checked.
+    pub directory: Option<Arc<crate::auth::ldap::Directory>>,
     /// Open live streams, capped in all and per user.
     pub streams: Arc<live::StreamSlots>,
     /// The last 30 days' reliability, reused for minutes (checkpoint advice, lemon marks).

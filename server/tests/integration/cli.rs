@@ -410,11 +410,13 @@ async fn user_commands(url: String) {
     assert!(auth::authenticate(
         &store,
         &server::auth::HashPool::new(1, 4),
+        None,
         "alice",
         "another fine password".into()
     )
     .await
     .expect("auth")
+    .user()
     .is_some());
     let short = gantry(&url, &["user", "passwd", "alice"], Some("short"), "");
     assert!(err_out(&short, 1).contains("password must be"));
@@ -430,11 +432,13 @@ async fn user_commands(url: String) {
     assert!(auth::authenticate(
         &store,
         &server::auth::HashPool::new(1, 4),
+        None,
         "alice",
         "another fine password".into()
     )
     .await
     .expect("auth")
+    .user()
     .is_none());
     let list = ok_out(&gantry(&url, &["user", "list"], None, ""));
     assert!(
@@ -446,11 +450,13 @@ async fn user_commands(url: String) {
     assert!(auth::authenticate(
         &store,
         &server::auth::HashPool::new(1, 4),
+        None,
         "alice",
         "another fine password".into()
     )
     .await
     .expect("auth")
+    .user()
     .is_some());
 
     // The last admin is kept; delete removes; an unknown user is a clear error, exit 1.

@@ -17,6 +17,8 @@
 //! - `crash`: the `gantry` binary killed with SIGKILL mid-action, 50 times, on that Slurm.
 //! - `security`: sign-in under a flood, redirects, security headers and the CSP nonce,
 //!   connection and stream limits.
+//! - `ldap`: sign-in through a real OpenLDAP (`slapd`) the test starts: groups to roles, a
+//!   user moved or removed, the directory down, `ldaps://` and StartTLS.
 //! - `tls`: HTTPS to an exporter, slurmrestd and a webhook receiver with certificates from
 //!   a CA the test makes: good ones accepted, a wrong name or an unknown CA refused.
 
@@ -28,6 +30,7 @@ mod cli;
 mod crash;
 mod faults;
 mod http;
+mod ldap;
 mod ledger;
 mod promql;
 mod radar;

@@ -651,20 +651,24 @@ async fn user_lifecycle(url: &str) {
     assert!(auth::authenticate(
         &store,
         &server::auth::HashPool::new(1, 4),
+        None,
         "alice",
         support::PASSWORD.into()
     )
     .await
     .expect("auth")
+    .user()
     .is_none());
     assert!(auth::authenticate(
         &store,
         &server::auth::HashPool::new(1, 4),
+        None,
         "alice",
         "a brand new password".into()
     )
     .await
     .expect("auth")
+    .user()
     .is_some());
     // `user add` over an existing user is a password change too.
     let a4 = start("alice").await;
@@ -688,11 +692,13 @@ async fn user_lifecycle(url: &str) {
     assert!(auth::authenticate(
         &store,
         &server::auth::HashPool::new(1, 4),
+        None,
         "alice",
         support::PASSWORD.into()
     )
     .await
     .expect("auth")
+    .user()
     .is_none());
     let a6 = start("alice").await;
     assert!(user_of(&a6, now + 1000).await.is_none(), "disabled user");
@@ -720,11 +726,13 @@ async fn user_lifecycle(url: &str) {
     assert!(auth::authenticate(
         &store,
         &server::auth::HashPool::new(1, 4),
+        None,
         "alice",
         support::PASSWORD.into()
     )
     .await
     .expect("auth")
+    .user()
     .is_some());
     assert!(
         user_of(&a6, now + 1000).await.is_none(),

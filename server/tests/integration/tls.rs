@@ -13,13 +13,13 @@ use server::slurm::rest::{Address, Rest, RestError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A CA of this test's own, in a fresh directory (`ca.pem`), and the leaves it signs.
-struct Pki {
+pub(crate) struct Pki {
     dir: PathBuf,
     issuer: Issuer<'static, KeyPair>,
 }
 
 impl Pki {
-    fn new(tag: &str) -> Pki {
+    pub(crate) fn new(tag: &str) -> Pki {
         let dir = std::env::temp_dir().join(format!("gantry-it-tls-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let key = KeyPair::generate().expect("key");
@@ -36,12 +36,12 @@ impl Pki {
         }
     }
 
-    fn ca(&self) -> PathBuf {
+    pub(crate) fn ca(&self) -> PathBuf {
         self.dir.join("ca.pem")
     }
 
     /// A certificate valid for `names`, and its key: their files.
-    fn leaf(&self, names: &[&str]) -> (PathBuf, PathBuf) {
+    pub(crate) fn leaf(&self, names: &[&str]) -> (PathBuf, PathBuf) {
         let key = KeyPair::generate().expect("key");
         let sans: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         let mut params = CertificateParams::new(sans).expect("params");
