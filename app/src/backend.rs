@@ -79,6 +79,8 @@ pub trait Backend: Send + Sync + 'static {
     fn audit<'a>(&'a self, f: &'a AuditFilter) -> BackendFuture<'a, Vec<AuditEntry>>;
     /// Every user and valid session (admins only; the guard checks the route).
     fn admin_view(&self) -> BackendFuture<'_, AdminView>;
+    /// The single sign-on button's words, when an OpenID provider is configured.
+    fn single_sign_on(&self) -> Option<String>;
 }
 
 /// The handle provided as Leptos context.

@@ -71,3 +71,16 @@ mod tests {
         }
     }
 }
+
+/// `s` percent-encoded for a query value (unreserved characters and `/` kept).
+pub fn query_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

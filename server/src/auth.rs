@@ -26,6 +26,7 @@ mod sign_in;
 pub use sign_in::{Busy, HashPool, Throttle, ThrottlePolicy};
 pub mod ldap;
 mod lifecycle;
+pub mod oidc;
 pub use lifecycle::{
     add_ingest_token, change_password, change_role, delete_user, revoke_ingest_token,
     revoke_session, set_disabled, validate_account, Actor, IngestScope,
@@ -483,6 +484,11 @@ pub fn access_for(method: &Method, path: &str) -> Access {
             | "/login"
             | "/auth/login"
             | "/auth/logout"
+            // OpenID Connect: the redirect to the provider, and its return.
+            | "/auth/oidc/login"
+            | "/auth/oidc/callback"
+            // The sign-in page's server function: whether single sign-on is offered.
+            | "/api/sign_in_options"
             | "/robots.txt"
             | "/favicon.svg"
     ) || path.starts_with("/pkg/")

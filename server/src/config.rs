@@ -172,6 +172,8 @@ pub struct AuthConfig {
     pub login_backoff_max_seconds: u64,
     /// `[auth.ldap]`: sign directory users in (local users still sign in without it).
     pub ldap: Option<crate::auth::ldap::LdapConfig>,
+    /// `[auth.oidc]`: sign in through an OpenID provider (local users still sign in).
+    pub oidc: Option<crate::auth::oidc::OidcConfig>,
 }
 
 impl Default for AuthConfig {
@@ -192,6 +194,7 @@ impl Default for AuthConfig {
             login_free_failures: 5,
             login_backoff_max_seconds: 900,
             ldap: None,
+            oidc: None,
         }
     }
 }
@@ -659,6 +662,12 @@ impl AuthConfig {
         if let Some(ldap) = &self.ldap {
             if let Some(p) = ldap.problems().into_iter().next() {
                 let (field, message) = p.split_once(": ").unwrap_or(("auth.ldap", p.as_str()));
+                return Err(invalid(field, message));
+            }
+        }
+        if let Some(oidc) = &self.oidc {
+            if let Some(p) = oidc.problems().into_iter().next() {
+                let (field, message) = p.split_once(": ").unwrap_or(("auth.oidc", p.as_str()));
                 return Err(invalid(field, message));
             }
         }

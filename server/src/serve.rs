@@ -96,6 +96,11 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         )?)),
         None => None,
     };
+    let oidc = cfg
+        .auth
+        .oidc
+        .clone()
+        .map(|o| Arc::new(crate::auth::oidc::Provider::new(o, Arc::clone(&tls))));
     let metrics = Arc::new(Metrics::default());
     let live = Live::new(Arc::clone(&metrics));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -202,6 +207,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         ),
         recent: Arc::clone(&recent),
         directory: directory.clone(),
+        oidc,
     };
     let streams = std::sync::Arc::clone(&state.streams);
     let (app, paths) = router_with_paths(state);

@@ -108,8 +108,9 @@ pub(crate) fn bootstrap(node: bool, quiet_ok: bool) -> Result {
     Ok(())
 }
 
-/// Node, npm and end2end/node_modules (Playwright, binaryen's wasm-opt), installed when
-/// missing or when package-lock.json changed.
+/// Node, npm and the npm packages of end2end/ (Playwright, binaryen's wasm-opt) and of
+/// server/tests/oidc/ (the OpenID provider the OIDC test runs), each installed when
+/// missing or when its package-lock.json changed.
 fn ensure_node() -> Result {
     if !have("node") || !have("npm") {
         ensure_apt(
@@ -117,16 +118,28 @@ fn ensure_node() -> Result {
             "browser tests and wasm-opt run on Node.js",
         )?;
     }
-    let e2e = root().join("end2end");
-    let stamp = e2e.join("node_modules").join(".gantry-lock");
-    let lock = fs::read(e2e.join("package-lock.json"))
-        .map_err(|e| format!("end2end/package-lock.json: {e}"))?;
+    npm_ci(
+        "end2end",
+        "end2end npm packages (@playwright/test, axe-core, binaryen for wasm-opt, terser); no browser download",
+    )?;
+    npm_ci(
+        "server/tests/oidc",
+        "the OpenID provider of the OIDC sign-in test (oidc-provider, needs Node.js 20.18 or newer)",
+    )
+}
+
+/// `npm ci` in `dir` (under the checkout) unless its node_modules matches its lock file.
+fn npm_ci(dir: &str, what: &str) -> Result {
+    let at = root().join(dir);
+    let stamp = at.join("node_modules").join(".gantry-lock");
+    let lock = fs::read(at.join("package-lock.json"))
+        .map_err(|e| format!("{dir}/package-lock.json: {e}"))?;
     if fs::read(&stamp).ok().as_deref() != Some(lock.as_slice()) {
-        step("installing end2end npm packages (@playwright/test, axe-core, binaryen for wasm-opt, terser); no browser download");
+        step(&format!("installing {what}"));
         run_cmd(
             Command::new("npm")
                 .args(["ci", "--no-audit", "--no-fund"])
-                .current_dir(&e2e)
+                .current_dir(&at)
                 .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1"),
         )?;
         fs::write(&stamp, &lock).map_err(|e| format!("{}: {e}", stamp.display()))?;

@@ -4,8 +4,16 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
+/// The single sign-on button's words, or `None` when no OpenID provider is configured
+/// (public: the sign-in page asks before anyone is signed in).
+#[server(endpoint = "sign_in_options")]
+pub async fn sign_in_options() -> Result<Option<String>, ServerFnError> {
+    Ok(crate::backend::backend()?.single_sign_on())
+}
+
 #[component]
 pub fn LoginPage() -> impl IntoView {
+    let sso = Resource::new(|| (), |_| sign_in_options());
     let q = use_query_map();
     // `error=1`: wrong name or password; `norole`: the directory knows the user but gives
     // no role; `directory`: the directory did not answer (local accounts still work).
@@ -22,6 +30,8 @@ pub fn LoginPage() -> impl IntoView {
             {move || failed().map(|e| {
                 let text = match e.as_str() {
                     "norole" => "Your directory account has no Gantry role: ask a Gantry admin to map one of your groups to a role.",
+                "sso" => "Single sign-on could not finish: try again. Local accounts can still sign in.",
+                "denied" => "Single sign-on was cancelled or refused at the provider.",
                     "directory" => "The directory cannot be reached now: try again shortly. Local accounts can still sign in.",
                     _ => "Wrong user name or password.",
                 };
@@ -35,6 +45,16 @@ pub fn LoginPage() -> impl IntoView {
                 <input id="login-password" name="password" type="password" autocomplete="current-password" required/>
                 <button type="submit" class="primary">"Sign in"</button>
             </form>
+            <Suspense fallback=|| ()>
+                {move || Suspend::new(async move {
+                    sso.await.ok().flatten().map(|label| {
+                        let href = format!("/auth/oidc/login?next={}", crate::nav::query_encode(&next()));
+                        view! {
+                            <p class="sso"><a class="button" href=href rel="external" data-test="sso">{label}</a></p>
+                        }
+                    })
+                })}
+            </Suspense>
         </div>
     }
 }

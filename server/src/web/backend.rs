@@ -17,6 +17,8 @@ pub(super) struct LiveBackend {
     store: Store,
     rates: Arc<app::reports::Rates>,
     recent: Arc<crate::reliability::Recent>,
+    /// The single sign-on button's words, when `[auth.oidc]` is set.
+    sso_label: Option<String>,
 }
 
 impl LiveBackend {
@@ -27,6 +29,7 @@ impl LiveBackend {
             store: st.store.clone(),
             rates: Arc::clone(&st.rates),
             recent: Arc::clone(&st.recent),
+            sso_label: st.oidc.as_ref().map(|p| p.label().to_string()),
         }
     }
 }
@@ -272,6 +275,10 @@ impl Backend for LiveBackend {
                 "storage unavailable".to_string()
             })
         })
+    }
+
+    fn single_sign_on(&self) -> Option<String> {
+        self.sso_label.clone()
     }
 
     fn admin_view(&self) -> app::backend::BackendFuture<'_, app::actions::AdminView> {

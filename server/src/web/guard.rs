@@ -32,6 +32,8 @@ pub(super) fn routes() -> Routes {
     vec![
         ("/auth/login", post(login)),
         ("/auth/logout", post(logout)),
+        ("/auth/oidc/login", get(super::oidc::begin)),
+        ("/auth/oidc/callback", get(super::oidc::callback)),
         ("/api/whoami", get(whoami)),
     ]
 }
@@ -195,7 +197,7 @@ pub(super) fn urlencode(s: &str) -> String {
 }
 
 /// Where to go after signing in: a path of Gantry's own (never another site).
-fn safe_next(next: Option<&str>) -> String {
+pub(super) fn safe_next(next: Option<&str>) -> String {
     next.and_then(app::nav::safe_next)
         .unwrap_or_else(|| "/".into())
 }
@@ -209,7 +211,7 @@ pub struct LoginForm {
 
 /// The address a sign-in comes from: the peer, or the client a trusted proxy names in
 /// `X-Forwarded-For` (its last entry, the one that proxy added).
-fn client_addr(
+pub(super) fn client_addr(
     st: &AppState,
     headers: &HeaderMap,
     peer: Option<std::net::IpAddr>,
@@ -233,7 +235,7 @@ fn client_addr(
 
 /// A sign-in refused for now: 429 with `Retry-After`, or 503 when the checker is busy; a
 /// plain page for a browser's form, the error envelope for anything else.
-fn try_later(headers: &HeaderMap, wait: std::time::Duration, busy: bool) -> Response {
+pub(super) fn try_later(headers: &HeaderMap, wait: std::time::Duration, busy: bool) -> Response {
     let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
     let message = if busy {
         "Sign-in is busy checking other sign-ins. Try again in a moment.".to_string()
@@ -329,20 +331,7 @@ pub async fn login(
         }
     };
     st.throttle.succeeded(addr, &user.name);
-    let ttl_ms = st.auth.session_hours as i64 * 3_600_000;
-    let idle_ms = st.auth.session_idle_minutes as i64 * 60_000;
-    let token =
-        crate::auth::start_session(&st.store, &user.name, wall_now_ms(), ttl_ms, idle_ms).await?;
-    tracing::info!(user = %user.name, role = user.role.as_str(), "signed in");
-    let cookie = format!(
-        "{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
-        ttl_ms / 1000,
-        if st.auth.secure_cookies || st.tls {
-            "; Secure"
-        } else {
-            ""
-        }
-    );
+    let cookie = start_session_cookie(&st, &user).await?;
     let mut resp = Redirect::to(&next).into_response();
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         resp.headers_mut().insert(header::SET_COOKIE, v);
@@ -350,17 +339,58 @@ pub async fn login(
     Ok(resp)
 }
 
+/// Starts a session of `user` (logged as signed in): its `Set-Cookie` value.
+pub(super) async fn start_session_cookie(
+    st: &AppState,
+    user: &crate::store::UserRow,
+) -> Result<String, ApiError> {
+    let ttl_ms = st.auth.session_hours as i64 * 3_600_000;
+    let idle_ms = st.auth.session_idle_minutes as i64 * 60_000;
+    let token =
+        crate::auth::start_session(&st.store, &user.name, wall_now_ms(), ttl_ms, idle_ms).await?;
+    tracing::info!(user = %user.name, role = user.role.as_str(), origin = user.origin.as_str(), "signed in");
+    Ok(format!(
+        "{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
+        ttl_ms / 1000,
+        secure_attr(st)
+    ))
+}
+
+/// `; Secure` when cookies must be (HTTPS here or at a proxy in front).
+pub(super) fn secure_attr(st: &AppState) -> &'static str {
+    if st.auth.secure_cookies || st.tls {
+        "; Secure"
+    } else {
+        ""
+    }
+}
+
 /// `POST /auth/logout`: ends the session.
 pub async fn logout(State(st): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
     if !same_origin(&headers) {
         return Err(ApiError::Forbidden("cross-site request refused"));
     }
+    let mut to = "/login".to_string();
     if let Some(token) = cookie_token(&headers) {
+        // A user who came through the OpenID provider is signed out there too.
+        if let Some(p) = &st.oidc {
+            let caller = crate::auth::session_caller(&st.store, &token, wall_now_ms())
+                .await
+                .map_err(ApiError::Storage)?;
+            if let Some(name) = caller.user {
+                let user = st.store.user(&name).await.map_err(ApiError::Storage)?;
+                if user.is_some_and(|u| u.origin == crate::store::Origin::Oidc) {
+                    if let Some(url) = p.logout_url().await {
+                        to = url;
+                    }
+                }
+            }
+        }
         crate::auth::end_session(&st.store, &token)
             .await
             .map_err(ApiError::Storage)?;
     }
-    let mut resp = Redirect::to("/login").into_response();
+    let mut resp = Redirect::to(&to).into_response();
     resp.headers_mut().insert(
         header::SET_COOKIE,
         HeaderValue::from_static("gantry_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"),

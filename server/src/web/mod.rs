@@ -60,6 +60,7 @@ pub mod headers;
 mod health;
 mod ingest;
 pub mod live;
+mod oidc;
 mod reliability;
 mod reports;
 mod sim;
@@ -90,6 +91,8 @@ pub struct AppState {
     pub hash_pool: Arc<crate::auth::HashPool>,
     /// `[auth.ldap]`: where names that are not local users are checked.
     pub directory: Option<Arc<crate::auth::ldap::Directory>>,
+    /// `[auth.oidc]`: the OpenID provider users may sign in through.
+    pub oidc: Option<Arc<crate::auth::oidc::Provider>>,
     /// Open live streams, capped in all and per user.
     pub streams: Arc<live::StreamSlots>,
     /// The last 30 days' reliability, reused for minutes (checkpoint advice, lemon marks).

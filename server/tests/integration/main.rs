@@ -19,6 +19,9 @@
 //!   connection and stream limits.
 //! - `ldap`: sign-in through a real OpenLDAP (`slapd`) the test starts: groups to roles, a
 //!   user moved or removed, the directory down, `ldaps://` and StartTLS.
+//! - `oidc`: single sign-on through a real OpenID provider (npm's `oidc-provider`, in
+//!   server/tests/oidc) driven as a browser: roles from the groups claim, state checks,
+//!   logout at the provider, the provider down.
 //! - `tls`: HTTPS to an exporter, slurmrestd and a webhook receiver with certificates from
 //!   a CA the test makes: good ones accepted, a wrong name or an unknown CA refused.
 
@@ -32,6 +35,7 @@ mod faults;
 mod http;
 mod ldap;
 mod ledger;
+mod oidc;
 mod promql;
 mod radar;
 mod reliability;
