@@ -7,6 +7,7 @@ use crate::model::UnixMs;
 
 /// What a user may do. Ordered: each role can do everything the ones before it can.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// Reads every page.
@@ -54,6 +55,7 @@ impl Role {
 
 /// Who is looking at the page.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Me {
     /// `None` when anonymous read-only viewing is on and nobody is signed in.
     pub user: Option<String>,
@@ -68,6 +70,7 @@ impl Me {
 
 /// The actions Gantry can take on the scheduler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ActionKind {
     Drain,
@@ -114,6 +117,7 @@ impl ActionKind {
 
 /// One request: an action on nodes (given by name, or all nodes of a rack) or on jobs.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct ActionTargets {
     #[serde(default)]
     pub nodes: Vec<String>,
@@ -129,6 +133,7 @@ pub struct ActionTargets {
 
 /// A job an action would touch.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct AffectedJob {
     pub id: u64,
     pub name: String,
@@ -144,6 +149,7 @@ pub struct AffectedJob {
 
 /// What an action would do, shown before the confirm button.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Preview {
     pub action: ActionKind,
     /// The nodes or job ids acted on, resolved (a rack expanded to its nodes).
@@ -160,6 +166,7 @@ pub struct Preview {
 
 /// One target of an action, as far as it has run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct TargetOutcome {
     pub target: String,
     /// `pending` (recorded, not yet called), `calling` (the call may have been sent), then
@@ -181,6 +188,7 @@ impl TargetOutcome {
 /// An action as recorded and as far as it has run: what `POST /api/actions/*` answers
 /// (202 while it runs, with `url` to follow) and `GET /api/actions/{id}` shows.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct ActionStatus {
     pub id: i64,
     pub action: ActionKind,
@@ -224,6 +232,7 @@ impl ActionStatus {
 
 /// One row of the audit log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct AuditEntry {
     pub id: i64,
     pub at_ms: UnixMs,
@@ -241,6 +250,7 @@ pub struct AuditEntry {
 
 /// Filters of the audit log.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct AuditFilter {
     #[serde(default)]
     pub user: Option<String>,
@@ -254,6 +264,7 @@ pub struct AuditFilter {
 
 /// A user as listed (`gantry user list`, `/admin`, `GET /api/admin/users`): never the hash.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct UserInfo {
     pub name: String,
     pub role: Role,
@@ -270,6 +281,7 @@ pub struct UserInfo {
 /// A session as listed (`/admin`, `GET /api/admin/sessions`): its opaque id, never the
 /// token or its digest.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct SessionInfo {
     pub id: String,
     pub user: String,
@@ -284,6 +296,7 @@ pub struct SessionInfo {
 
 /// What `/admin` shows: every user and every valid session.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct AdminView {
     pub users: Vec<UserInfo>,
     pub sessions: Vec<SessionInfo>,

@@ -11,6 +11,7 @@ use crate::model::{Cooling, DomainKind, NodeState, UnixMs};
 
 /// GPUs by what they can do now. `allocated + idle + drained + down == total`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct GpuCounts {
     pub total: u32,
     pub allocated: u32,
@@ -23,6 +24,7 @@ pub struct GpuCounts {
 
 /// The cluster-wide numbers of the overview.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Summary {
     pub gpus: GpuCounts,
     /// Mean SM activity over allocated GPUs with a reading, 0.0 to 1.0.
@@ -41,6 +43,7 @@ pub struct Summary {
 
 /// One rack of the mini-map.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct RackTile {
     pub name: String,
     pub row: String,
@@ -88,6 +91,7 @@ impl RackTile {
 
 /// The fixed severity palette of the UI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     Ok,
@@ -110,6 +114,7 @@ impl Severity {
 /// the node page has the exact values. Short field
 /// names: at 2,048 nodes these are most of a delta's bytes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct NodeTile {
     #[serde(rename = "n")]
     pub name: String,
@@ -171,6 +176,7 @@ pub mod marks {
 
 /// GPUs throttling by one cause.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct ReasonCount {
     /// NVML's name: `sw_thermal`, `hw_thermal`, `sw_power_cap`, `hw_slowdown`,
     /// `hw_power_brake`.
@@ -180,6 +186,7 @@ pub struct ReasonCount {
 
 /// A running job with throttled GPUs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct JobThrottle {
     pub id: u64,
     pub name: String,
@@ -191,6 +198,7 @@ pub struct JobThrottle {
 
 /// Thermal and power throttling now.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Thermal {
     pub by_reason: Vec<ReasonCount>,
     pub by_job: Vec<JobThrottle>,
@@ -203,6 +211,7 @@ pub struct Thermal {
 
 /// One switch domain's GPUs now.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct DomainTile {
     pub name: String,
     pub kind: DomainKind,
@@ -226,6 +235,7 @@ pub struct DomainTile {
 
 /// A running job spread over more leaf switches (or blocks) than its size needs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct FragmentedJob {
     pub id: u64,
     pub name: String,
@@ -242,6 +252,7 @@ pub struct FragmentedJob {
 /// Free capacity of one Slurm block topology in the units jobs ask for (`--segment`):
 /// what could start now, by segment size.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct SegmentFree {
     /// The base block (segments fit in one), in nodes.
     pub base: u32,
@@ -256,6 +267,7 @@ pub struct SegmentFree {
 
 /// Everything the live pages show, as of `at_ms`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Overview {
     pub cluster: String,
     /// Increases by one per tick; deltas name the sequence they lead to.
@@ -287,6 +299,7 @@ pub struct Overview {
 
 /// What changed between two overviews.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct OverviewDelta {
     /// The sequence this delta applies to.
     pub from_seq: u64,
@@ -438,6 +451,7 @@ impl Overview {
 /// An overview with the server's clock at the moment it was sent, so the client can tell
 /// how old the data was on arrival without trusting its own clock against the server's.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct LiveSnapshot {
     pub server_now_ms: UnixMs,
     pub overview: Overview,

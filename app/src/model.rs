@@ -11,6 +11,7 @@ pub type UnixMs = i64;
 
 /// How a rack is cooled; liquid-cooled racks take far higher power limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Cooling {
     Air,
@@ -19,6 +20,7 @@ pub enum Cooling {
 
 /// A rack on the floor.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Rack {
     pub name: String,
     pub row: String,
@@ -32,6 +34,7 @@ pub struct Rack {
 
 /// A GPU as inventory (not its readings).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Gpu {
     pub index: u32,
     pub uuid: String,
@@ -41,6 +44,7 @@ pub struct Gpu {
 
 /// A node: a server in a rack, known to Slurm by `name`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Node {
     pub name: String,
     pub rack: String,
@@ -54,6 +58,7 @@ pub struct Node {
 
 /// Kinds of switch domain: sets of nodes that share a switch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DomainKind {
     /// An NVLink/NVSwitch domain (one HGX board, or an NVL72 rack).
@@ -68,6 +73,7 @@ pub enum DomainKind {
 
 /// A switch domain and what is under it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct SwitchDomain {
     pub name: String,
     pub kind: DomainKind,
@@ -84,6 +90,7 @@ pub struct SwitchDomain {
 
 /// A cluster's inventory: what exists, as opposed to what it is doing.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Inventory {
     pub cluster: String,
     pub rows: Vec<String>,
@@ -136,6 +143,7 @@ impl Inventory {
 
 /// A node's scheduler state, normalized across Slurm versions and transports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum NodeState {
     Idle,
@@ -198,6 +206,7 @@ impl NodeState {
 
 /// A job's state, normalized.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
     Pending,
@@ -257,6 +266,7 @@ impl JobState {
 
 /// A Slurm job as Gantry keeps it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Job {
     pub id: u64,
     pub name: String,
@@ -273,6 +283,7 @@ pub struct Job {
 
 /// Clock-event ("throttle") reasons, DCGM field 112, bit for bit as NVML defines them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(transparent)]
 pub struct ThrottleReasons(pub u64);
 
@@ -336,6 +347,7 @@ impl ThrottleReasons {
 
 /// One GPU's readings at one instant. A missing value is `None`, never 0.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct GpuReading {
     pub node: String,
     pub index: u32,
@@ -386,6 +398,7 @@ pub struct GpuReading {
 
 /// One rack's readings: its nodes' power summed, and its inlet temperature.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct RackReading {
     pub rack: String,
     /// The sum of the rack's nodes' power as their BMCs report it (GPUs and hosts; not a
@@ -397,6 +410,7 @@ pub struct RackReading {
 
 /// A checkpoint of a training job.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Checkpoint {
     pub job_id: u64,
     pub step: u64,

@@ -11,6 +11,7 @@ use crate::reports::ReportQuery;
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
     /// A GPU failed (fell off the bus, its system processor stopped, an engine halted).
@@ -96,6 +97,7 @@ impl Cause {
 
 /// One interruption with its attributed cause.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Interruption {
     pub job_id: u64,
     pub job_name: String,
@@ -119,6 +121,7 @@ pub struct Interruption {
 
 /// Interruptions of one cause in a group.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct CauseCount {
     pub cause: Cause,
     pub count: u32,
@@ -128,6 +131,7 @@ pub struct CauseCount {
 
 /// A row of a "by something" table: the group and its interruptions by cause.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct GroupCauses {
     pub group: String,
     pub total: u32,
@@ -137,6 +141,7 @@ pub struct GroupCauses {
 
 /// Mean time between interruptions for jobs of one size.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct SizeRate {
     /// Jobs of `gpus_from..=gpus_to` GPUs.
     pub gpus_from: u32,
@@ -152,6 +157,7 @@ pub struct SizeRate {
 
 /// Time out of service of one node in the period.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct NodeRepair {
     pub node: String,
     /// Times it went out of service (down, drained, not responding) and came back.
@@ -164,6 +170,7 @@ pub struct NodeRepair {
 /// A node's case for being a lemon over the period: what it did, its score, and whether
 /// it is marked for RMA or deep diagnostics.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Lemon {
     pub node: String,
     pub rack: Option<String>,
@@ -211,6 +218,7 @@ pub const LEMON_RMA_CLEAR: f64 = 6.0;
 
 /// `/reliability`: interruptions by cause and the rates, for a period.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Reliability {
     pub query: ReportQuery,
     pub from_ms: UnixMs,
@@ -246,6 +254,7 @@ pub struct Reliability {
 /// Allocated GPU-hours by what they did (the server's `reports::ledger` defines each).
 /// Every bucket but `restart_wait_gh` is a part of `allocated_gh`, and they add up to it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Badput {
     pub allocated_gh: f64,
     pub productive_gh: f64,
@@ -296,6 +305,7 @@ impl Badput {
 
 /// One line of a ledger table: a period's start, an account or a job.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct LedgerRow {
     /// The bucket's start (over time), the account, or the job id.
     pub key: String,
@@ -308,6 +318,7 @@ pub struct LedgerRow {
 
 /// The period's ledger: the cluster's, over time, per account and per job.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Ledger {
     pub cluster: Badput,
     /// `day` or `week`: the length of each over-time row.
@@ -328,6 +339,7 @@ pub const SIZE_BUCKETS: [u32; 7] = [1, 9, 65, 257, 1025, 4097, 16385];
 /// How often a job should checkpoint, from what it does and how often jobs of its size are
 /// interrupted.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct CheckpointAdvice {
     /// Mean save time of its last complete checkpoints (at most [`ADVICE_SAVES`]), seconds.
     pub save_s: f64,

@@ -13,6 +13,7 @@ use crate::units;
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum GroupBy {
     #[default]
@@ -71,6 +72,7 @@ pub const UNALLOCATED: &str = "(unallocated)";
 
 /// How long a report runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Period {
     #[default]
@@ -117,6 +119,7 @@ const DAY_MS: i64 = 86_400_000;
 /// A report's question, as in its URL: `?period=week&at=2026-11-29&group=rack`, or
 /// `?period=custom&from=2026-11-01&to=2026-11-15`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct ReportQuery {
     pub period: Period,
     pub group: GroupBy,
@@ -214,6 +217,7 @@ impl ReportQuery {
 
 /// Where GPU-hours went, and energy. All in GPU-hours except `energy_kwh`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Usage {
     /// What the group had: every GPU's hours for racks and domains; hours held for jobs.
     pub capacity_gh: f64,
@@ -237,6 +241,7 @@ pub struct Usage {
 
 /// What the hours cost, in the configured currency.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Cost {
     /// GPU purchase amortized over the configured years, for the capacity's hours.
     pub capex: f64,
@@ -257,6 +262,7 @@ pub struct Cost {
 
 /// One group's line.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct ReportRow {
     pub key: String,
     pub usage: Usage,
@@ -265,6 +271,7 @@ pub struct ReportRow {
 
 /// The rates costs are computed with (from the server's `[reports]` config), shown on the page.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Rates {
     pub currency: String,
     /// Purchase price of one GPU (with its share of the server), in `currency`.
@@ -299,6 +306,7 @@ impl Default for Rates {
 
 /// One chart of a report, drawn on the server.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct ReportChart {
     /// Its name in download URLs: `utilization`, `goodput`, `cost`.
     pub name: String,
@@ -308,6 +316,7 @@ pub struct ReportChart {
 
 /// A computed report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Report {
     pub query: ReportQuery,
     pub from_ms: UnixMs,

@@ -13,6 +13,7 @@ use crate::units::xml_escape;
 
 /// One run of a job: its node rows and when.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct TimelineRun {
     pub job_id: u64,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -28,6 +29,7 @@ pub struct TimelineRun {
 
 /// How the Gantt's rows are grouped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Grouping {
     /// By rack, in floor order, top of the rack first.
@@ -54,6 +56,7 @@ impl Grouping {
 
 /// Everything the Gantt of one window shows.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct TimelineData {
     pub from_ms: UnixMs,
     pub to_ms: UnixMs,

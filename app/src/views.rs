@@ -8,6 +8,7 @@ use crate::model::{Checkpoint, GpuReading, Job, JobState, NodeState, UnixMs};
 
 /// One node as the scheduler last reported it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct NodeRow {
     pub name: String,
     pub rack: String,
@@ -22,6 +23,7 @@ pub struct NodeRow {
 
 /// A pending or running job.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct JobRow {
     pub id: u64,
     pub name: String,
@@ -36,6 +38,7 @@ pub struct JobRow {
 
 /// The nodes page's data.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct NodesView {
     pub me: Me,
     /// The source's time of the poll.
@@ -53,6 +56,7 @@ pub struct NodesView {
 
 /// An XID seen on a GPU.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct XidSeen {
     pub gpu: u32,
     pub xid: u32,
@@ -61,6 +65,7 @@ pub struct XidSeen {
 
 /// The node page's data.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct NodeDetail {
     pub me: Me,
     pub name: String,
@@ -85,6 +90,7 @@ pub struct NodeDetail {
 
 /// One alert, for the alerts page.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct AlertItem {
     pub id: i64,
     pub rule: String,
@@ -104,6 +110,7 @@ pub struct AlertItem {
 
 /// The alerts page's data.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct AlertsView {
     pub me: Me,
     pub server_now_ms: UnixMs,
@@ -112,6 +119,7 @@ pub struct AlertsView {
 
 /// Filters and page of the job history.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct JobFilter {
     pub state: Option<String>,
     pub user: Option<String>,
@@ -127,6 +135,7 @@ pub struct JobFilter {
 
 /// One state transition of a job.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct JobTransition {
     pub at_ms: UnixMs,
     pub state: JobState,
@@ -136,6 +145,7 @@ pub struct JobTransition {
 
 /// The job page's data.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct JobDetail {
     pub me: Me,
     pub job: Job,

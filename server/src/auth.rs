@@ -489,6 +489,8 @@ pub fn access_for(method: &Method, path: &str) -> Access {
             | "/auth/oidc/callback"
             // The sign-in page's server function: whether single sign-on is offered.
             | "/api/sign_in_options"
+            // The API's description (no data).
+            | "/api/openapi.json"
             | "/robots.txt"
             | "/favicon.svg"
     ) || path.starts_with("/pkg/")
@@ -512,7 +514,12 @@ pub fn access_for(method: &Method, path: &str) -> Access {
     {
         return Access::Report;
     }
-    if path == "/reliability" || path == "/api/reliability" || path == "/api/reliability_view" {
+    if path == "/reliability"
+        || path == "/api/reliability"
+        || path == "/api/reliability_view"
+        // Its charts (ETTR, the ledger) show what the page does.
+        || path.starts_with("/api/reliability/")
+    {
         return Access::Reliability;
     }
     if path.starts_with("/api/actions/")
@@ -654,6 +661,10 @@ mod tests {
             Access::Reliability
         );
         assert_eq!(access_for(&Method::POST, "/api/report"), Access::Report);
+        assert_eq!(
+            access_for(&Method::GET, "/api/reliability/charts/ettr.svg"),
+            Access::Reliability
+        );
         assert_eq!(
             access_for(&Method::GET, "/api/reports/charts/cost.png"),
             Access::Report

@@ -10,7 +10,7 @@ use app::model::{Job, NodeState};
 use futures_util::future::BoxFuture;
 
 /// A node as the scheduler reports it, normalized.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct SchedNode {
     pub name: String,
     pub state: NodeState,
@@ -23,7 +23,7 @@ pub struct SchedNode {
 }
 
 /// A job as the scheduler reports it, normalized.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct SchedJob {
     pub job: Job,
     pub raw_state: Vec<String>,

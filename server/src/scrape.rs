@@ -244,7 +244,9 @@ fn gunzip(raw: &[u8], max: usize) -> Result<Vec<u8>, ScrapeError> {
 }
 
 /// A target's health, for the targets view and for backoff.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 pub struct TargetHealth {
     pub url: String,
     pub last_attempt_ms: Option<UnixMs>,

@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::scheduler::{SchedJob, SchedNode};
 
 /// Per segment size: how many could start now, and the idle nodes they cannot use.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct SizeFree {
     pub size: u32,
     pub segments: u32,
@@ -26,7 +26,7 @@ pub struct SizeFree {
 }
 
 /// One block: its nodes, the idle ones, and the segments of each size it could hold now.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct BlockFree {
     pub name: String,
     pub nodes: u32,
@@ -35,7 +35,7 @@ pub struct BlockFree {
 }
 
 /// A pending job that asks for segments, and whether it has a target now.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct PendingSegmentJob {
     pub id: u64,
     pub name: String,
@@ -49,7 +49,7 @@ pub struct PendingSegmentJob {
 }
 
 /// The blocks that share one set of sizes (one block topology).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct BlockSet {
     /// The base block (the planning unit), in nodes.
     pub base: u32,
@@ -67,7 +67,7 @@ pub struct BlockSet {
     pub idle_nodes: u32,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Segments {
     pub sets: Vec<BlockSet>,
     pub pending: Vec<PendingSegmentJob>,

@@ -15,7 +15,9 @@ use app::model::{Inventory, UnixMs};
 use crate::aggregate::Readings;
 
 /// What a series measures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     PowerWatts,

@@ -108,8 +108,9 @@ pub(crate) fn bootstrap(node: bool, quiet_ok: bool) -> Result {
     Ok(())
 }
 
-/// Node, npm and the npm packages of end2end/ (Playwright, binaryen's wasm-opt) and of
-/// server/tests/oidc/ (the OpenID provider the OIDC test runs), each installed when
+/// Node, npm and the npm packages of end2end/ (Playwright, binaryen's wasm-opt), of
+/// server/tests/oidc/ (the OpenID provider the OIDC test runs) and of server/tests/openapi/
+/// (the OpenAPI schema validator), each installed when
 /// missing or when its package-lock.json changed.
 fn ensure_node() -> Result {
     if !have("node") || !have("npm") {
@@ -125,6 +126,10 @@ fn ensure_node() -> Result {
     npm_ci(
         "server/tests/oidc",
         "the OpenID provider of the OIDC sign-in test (oidc-provider, needs Node.js 20.18 or newer)",
+    )?;
+    npm_ci(
+        "server/tests/openapi",
+        "the OpenAPI 3.1 schema validator of the API description test",
     )
 }
 

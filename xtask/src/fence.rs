@@ -18,6 +18,8 @@ const FENCED: &[&str] = &[
     "hyper-rustls",
     "rustls-native-certs",
     "ring",
+    "ldap3",
+    "utoipa",
 ];
 
 pub(crate) fn fence() -> Result {

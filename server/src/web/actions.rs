@@ -33,8 +33,9 @@ pub(super) fn routes() -> Routes {
 }
 
 /// The body of every action: targets, plus a reason (drain) or hold (requeue).
-#[derive(Deserialize)]
-struct ActionBody {
+/// An action's request: the action (for a preview), its targets, and why.
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(super) struct ActionBody {
     /// Only for `/api/actions/preview`.
     action: Option<app::actions::ActionKind>,
     #[serde(flatten)]
@@ -44,6 +45,10 @@ struct ActionBody {
     hold: bool,
 }
 
+/// What an action would do, without doing it (a drain on block topology says what it costs
+/// in free segments).
+#[utoipa::path(post, path = "/api/actions/preview", tag = "actions", request_body = ActionBody,
+    responses((status = 200, description = "what the action would do", body = app::actions::Preview)))]
 async fn action_preview(
     State(st): State<AppState>,
     JsonBody(b): JsonBody<ActionBody>,
@@ -57,8 +62,11 @@ async fn action_preview(
 /// The longest a request waits on an action (inside the default 30 s request timeout).
 const MAX_WAIT: Duration = Duration::from_secs(20);
 
-#[derive(Deserialize)]
-struct WaitQuery {
+/// How long to wait for the action to move on (seconds, at most 20), and how many of its
+/// targets the caller has seen end.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct WaitQuery {
     /// Seconds to wait for the action to move on.
     wait: Option<f64>,
     /// How many targets had ended when the caller last looked.
@@ -115,6 +123,10 @@ async fn run_action(
 }
 
 /// `GET /api/actions/{id}?wait=&seen=`: an action as far as it has run.
+/// An action as far as it has run, waiting up to `wait` seconds for it to move on.
+#[utoipa::path(get, path = "/api/actions/{id}", tag = "actions",
+    params(("id" = i64, Path, description = "the action's id"), WaitQuery),
+    responses((status = 200, description = "the action", body = app::actions::ActionStatus)))]
 async fn action_status(
     State(st): State<AppState>,
     Path(id): Path<String>,
@@ -135,6 +147,11 @@ async fn action_status(
     Ok(Json(s).into_response())
 }
 
+/// Drains nodes: recorded first, then run detached from the request, and verified.
+#[utoipa::path(post, path = "/api/actions/drain", tag = "actions", request_body = ActionBody, params(WaitQuery),
+    responses((status = 200, description = "finished, every target as asked", body = app::actions::ActionStatus),
+        (status = 202, description = "still running (Location: its status)", body = app::actions::ActionStatus),
+        (status = 207, description = "finished, some targets failed", body = app::actions::ActionStatus)))]
 async fn action_drain(
     State(st): State<AppState>,
     c: Caller,
@@ -144,6 +161,11 @@ async fn action_drain(
     run_action(&st, &c, app::actions::ActionKind::Drain, &b, &q).await
 }
 
+/// Resumes drained nodes (recorded, run detached, verified).
+#[utoipa::path(post, path = "/api/actions/resume", tag = "actions", request_body = ActionBody, params(WaitQuery),
+    responses((status = 200, description = "finished", body = app::actions::ActionStatus),
+        (status = 202, description = "still running", body = app::actions::ActionStatus),
+        (status = 207, description = "some targets failed", body = app::actions::ActionStatus)))]
 async fn action_resume(
     State(st): State<AppState>,
     c: Caller,
@@ -153,6 +175,11 @@ async fn action_resume(
     run_action(&st, &c, app::actions::ActionKind::Resume, &b, &q).await
 }
 
+/// Requeues jobs (recorded, run detached, verified).
+#[utoipa::path(post, path = "/api/actions/requeue", tag = "actions", request_body = ActionBody, params(WaitQuery),
+    responses((status = 200, description = "finished", body = app::actions::ActionStatus),
+        (status = 202, description = "still running", body = app::actions::ActionStatus),
+        (status = 207, description = "some targets failed", body = app::actions::ActionStatus)))]
 async fn action_requeue(
     State(st): State<AppState>,
     c: Caller,
@@ -167,6 +194,12 @@ async fn action_requeue(
     run_action(&st, &c, kind, &b, &q).await
 }
 
+/// `GET /api/audit` as JSON.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(super) struct AuditAnswer {
+    entries: Vec<app::actions::AuditEntry>,
+}
+
 #[derive(Deserialize)]
 struct AuditQuery {
     #[serde(flatten)]
@@ -175,6 +208,15 @@ struct AuditQuery {
 }
 
 /// `GET /api/audit?user=&action=&target=&limit=&format=csv`.
+/// The audit log, newest first (`format=csv` for a download).
+#[utoipa::path(get, path = "/api/audit", tag = "actions",
+    params(("user" = Option<String>, Query, description = "only this user's"),
+        ("action" = Option<String>, Query, description = "only this action"),
+        ("target" = Option<String>, Query, description = "only actions on this node or job"),
+        ("limit" = Option<u32>, Query, description = "at most this many"),
+        ("format" = Option<String>, Query, description = "`csv` for a download")),
+    responses((status = 200, description = "audit entries, or CSV with format=csv",
+        content((AuditAnswer = "application/json"), (String = "text/csv")))))]
 async fn audit(
     State(st): State<AppState>,
     Query(q): Query<AuditQuery>,
@@ -202,5 +244,5 @@ async fn audit(
         }
         return Ok(super::download(super::CSV, "gantry-audit.csv", out));
     }
-    Ok(Json(serde_json::json!({ "entries": rows })).into_response())
+    Ok(Json(AuditAnswer { entries: rows }).into_response())
 }

@@ -13,7 +13,6 @@ use axum::routing::{get, post};
 use axum::{Form, Json};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use serde_json::{json, Value};
 
 use super::error::ApiError;
 use super::guard::urlencode;
@@ -73,7 +72,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for Change<T>
 struct Nothing {}
 
 /// The answer to a change: JSON, or for a form a redirect to `/admin` with the outcome.
-fn answer(form: bool, done: String, r: Result<Value, ApiError>) -> Response {
+fn answer(form: bool, done: String, r: Result<ChangeAnswer, ApiError>) -> Response {
     match (form, r) {
         (false, Ok(v)) => Json(v).into_response(),
         (false, Err(e)) => e.into_response(),
@@ -104,21 +103,66 @@ fn actor(c: &Caller) -> Result<Actor, ApiError> {
 }
 
 /// `GET /api/admin/users`: every user with role, disabled, created, and valid sessions.
-async fn users(State(st): State<AppState>) -> Result<Json<Value>, ApiError> {
+/// `GET /api/admin/users`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(super) struct UsersAnswer {
+    users: Vec<app::actions::UserInfo>,
+}
+
+/// Every user, with how many sessions each has open.
+#[utoipa::path(get, path = "/api/admin/users", tag = "admin",
+    responses((status = 200, description = "users", body = UsersAnswer)))]
+async fn users(State(st): State<AppState>) -> Result<Json<UsersAnswer>, ApiError> {
     let users = st
         .store
         .users(wall_now_ms())
         .await
         .map_err(ApiError::Storage)?;
-    Ok(Json(json!({ "users": users })))
+    Ok(Json(UsersAnswer { users }))
 }
 
-#[derive(Default, Deserialize)]
+/// What a change to a user or session did (the fields that apply).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(super) struct ChangeAnswer {
+    user: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<app::actions::Role>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    disabled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deleted: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    revoked: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sessions_ended: Option<u64>,
+}
+
+impl ChangeAnswer {
+    fn of(user: &str) -> ChangeAnswer {
+        ChangeAnswer {
+            user: user.to_string(),
+            role: None,
+            disabled: None,
+            deleted: None,
+            id: None,
+            revoked: None,
+            sessions_ended: None,
+        }
+    }
+}
+
+#[derive(Default, Deserialize, utoipa::ToSchema)]
 struct RoleBody {
     role: String,
 }
 
 /// `POST /api/admin/users/{name}/role` `{"role": "operator"}`: ends the user's sessions.
+/// Changes a user's role (their sessions end). JSON, or a form from `/admin`.
+#[utoipa::path(post, path = "/api/admin/users/{name}/role", tag = "admin", request_body = RoleBody,
+    params(("name" = String, Path, description = "the user")),
+    responses((status = 200, description = "the new role", body = ChangeAnswer)))]
 async fn role(
     State(st): State<AppState>,
     c: Caller,
@@ -131,13 +175,21 @@ async fn role(
             ApiError::BadRequest("role is one of: viewer, operator, manager, admin".into())
         })?;
         let n = crate::auth::change_role(&st.store, &actor(&c)?, &name, role).await?;
-        Ok(json!({ "user": name, "role": role, "sessions_ended": n }))
+        Ok(ChangeAnswer {
+            role: Some(role),
+            sessions_ended: Some(n),
+            ..ChangeAnswer::of(&name)
+        })
     }
     .await;
     answer(b.form, done, r)
 }
 
 /// `POST /api/admin/users/{name}/disable`: signs them out and keeps them out.
+/// Disables a user (signed out everywhere; they cannot sign in).
+#[utoipa::path(post, path = "/api/admin/users/{name}/disable", tag = "admin",
+    params(("name" = String, Path, description = "the user")),
+    responses((status = 200, description = "disabled", body = ChangeAnswer)))]
 async fn disable(
     State(st): State<AppState>,
     c: Caller,
@@ -146,13 +198,21 @@ async fn disable(
 ) -> Response {
     let r = async {
         let n = crate::auth::set_disabled(&st.store, &actor(&c)?, &name, true).await?;
-        Ok(json!({ "user": name, "disabled": true, "sessions_ended": n }))
+        Ok(ChangeAnswer {
+            disabled: Some(true),
+            sessions_ended: Some(n),
+            ..ChangeAnswer::of(&name)
+        })
     }
     .await;
     answer(b.form, format!("{name} is disabled and signed out"), r)
 }
 
 /// `POST /api/admin/users/{name}/enable`.
+/// Enables a disabled user.
+#[utoipa::path(post, path = "/api/admin/users/{name}/enable", tag = "admin",
+    params(("name" = String, Path, description = "the user")),
+    responses((status = 200, description = "enabled", body = ChangeAnswer)))]
 async fn enable(
     State(st): State<AppState>,
     c: Caller,
@@ -161,19 +221,26 @@ async fn enable(
 ) -> Response {
     let r = async {
         crate::auth::set_disabled(&st.store, &actor(&c)?, &name, false).await?;
-        Ok(json!({ "user": name, "disabled": false }))
+        Ok(ChangeAnswer {
+            disabled: Some(false),
+            ..ChangeAnswer::of(&name)
+        })
     }
     .await;
     answer(b.form, format!("{name} is enabled"), r)
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, utoipa::ToSchema)]
 struct DeleteBody {
     /// A form must say `yes` (its checkbox); JSON needs nothing.
     confirm: Option<String>,
 }
 
 /// `POST /api/admin/users/{name}/delete`: the user and their sessions.
+/// Deletes a user (their sessions end; the last enabled admin is kept).
+#[utoipa::path(post, path = "/api/admin/users/{name}/delete", tag = "admin",
+    params(("name" = String, Path, description = "the user")),
+    responses((status = 200, description = "deleted", body = ChangeAnswer)))]
 async fn delete(
     State(st): State<AppState>,
     c: Caller,
@@ -187,7 +254,11 @@ async fn delete(
             )));
         }
         let n = crate::auth::delete_user(&st.store, &actor(&c)?, &name).await?;
-        Ok(json!({ "user": name, "deleted": true, "sessions_ended": n }))
+        Ok(ChangeAnswer {
+            deleted: Some(true),
+            sessions_ended: Some(n),
+            ..ChangeAnswer::of(&name)
+        })
     }
     .await;
     answer(b.form, format!("{name} is deleted"), r)
@@ -195,16 +266,29 @@ async fn delete(
 
 /// `GET /api/admin/sessions`: valid sessions by opaque id, user, created, last seen and
 /// when they end.
-async fn sessions(State(st): State<AppState>) -> Result<Json<Value>, ApiError> {
+/// `GET /api/admin/sessions`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(super) struct SessionsAnswer {
+    sessions: Vec<app::actions::SessionInfo>,
+}
+
+/// Every valid session (by its random id, never its token).
+#[utoipa::path(get, path = "/api/admin/sessions", tag = "admin",
+    responses((status = 200, description = "sessions", body = SessionsAnswer)))]
+async fn sessions(State(st): State<AppState>) -> Result<Json<SessionsAnswer>, ApiError> {
     let sessions = st
         .store
         .sessions(wall_now_ms())
         .await
         .map_err(ApiError::Storage)?;
-    Ok(Json(json!({ "sessions": sessions })))
+    Ok(Json(SessionsAnswer { sessions }))
 }
 
 /// `POST /api/admin/sessions/{id}/revoke`.
+/// Ends one session.
+#[utoipa::path(post, path = "/api/admin/sessions/{id}/revoke", tag = "admin",
+    params(("id" = String, Path, description = "the session's id")),
+    responses((status = 200, description = "revoked", body = ChangeAnswer)))]
 async fn revoke(
     State(st): State<AppState>,
     c: Caller,
@@ -215,7 +299,11 @@ async fn revoke(
     let r = async {
         let user = crate::auth::revoke_session(&st.store, &actor(&c)?, &id).await?;
         who = user.clone();
-        Ok(json!({ "id": id, "user": user, "revoked": true }))
+        Ok(ChangeAnswer {
+            id: Some(id.clone()),
+            revoked: Some(true),
+            ..ChangeAnswer::of(&user)
+        })
     }
     .await;
     answer(b.form, format!("{who}'s session is revoked"), r)

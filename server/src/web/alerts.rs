@@ -38,12 +38,24 @@ pub(super) fn silence_until(minutes: u32, now_ms: UnixMs) -> Result<UnixMs, &'st
     Ok(now_ms + i64::from(minutes) * 60_000)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct AlertsQuery {
     limit: Option<u32>,
 }
 
 /// `GET /api/alerts`: firing alerts first, then recent history.
+/// `GET /api/alerts`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(super) struct AlertsAnswer {
+    /// Alerts firing and not silenced.
+    firing: u32,
+    alerts: Vec<app::views::AlertItem>,
+}
+
+/// Firing alerts first, then recent ones (`limit`, default 200).
+#[utoipa::path(get, path = "/api/alerts", tag = "alerts", params(AlertsQuery),
+    responses((status = 200, description = "alerts", body = AlertsAnswer)))]
 async fn alerts_list(
     State(st): State<AppState>,
     Query(q): Query<AlertsQuery>,
@@ -53,19 +65,24 @@ async fn alerts_list(
         .alerts(q.limit.unwrap_or(200).clamp(1, 5000))
         .await
         .map_err(ApiError::Storage)?;
-    Ok(
-        Json(serde_json::json!({ "firing": st.live.alerts_firing(), "alerts": rows }))
-            .into_response(),
-    )
+    Ok(Json(AlertsAnswer {
+        firing: st.live.alerts_firing(),
+        alerts: rows,
+    })
+    .into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct AckBody {
     #[serde(default)]
     note: String,
 }
 
 /// `POST /api/alerts/{id}/ack` `{"note": "…"}`: who acknowledged, when, why.
+/// Acknowledges an alert, with a note.
+#[utoipa::path(post, path = "/api/alerts/{id}/ack", tag = "alerts", request_body = AckBody,
+    params(("id" = i64, Path, description = "the alert")),
+    responses((status = 200, description = "the alert", body = Option<app::views::AlertItem>)))]
 async fn alert_ack(
     State(st): State<AppState>,
     c: Caller,
@@ -86,12 +103,16 @@ async fn alert_ack(
     Ok(Json(row).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct SilenceBody {
     minutes: u32,
 }
 
 /// `POST /api/alerts/{id}/silence` `{"minutes": 60}`: no deliveries or badge until then.
+/// Silences an alert for `minutes` (1 to 10080).
+#[utoipa::path(post, path = "/api/alerts/{id}/silence", tag = "alerts", request_body = SilenceBody,
+    params(("id" = i64, Path, description = "the alert")),
+    responses((status = 200, description = "the alert", body = Option<app::views::AlertItem>)))]
 async fn alert_silence(
     State(st): State<AppState>,
     Path(id): Path<i64>,

@@ -24,12 +24,22 @@ pub(super) fn routes() -> Routes {
     ]
 }
 
-/// Health of every scrape target: last success, last error, duration, samples.
-async fn targets(State(st): State<AppState>) -> impl IntoResponse {
-    Json(serde_json::json!({ "targets": &*st.live.targets() }))
+/// `GET /api/targets`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(super) struct TargetsAnswer<'a> {
+    targets: &'a [crate::scrape::TargetHealth],
 }
 
-#[derive(Deserialize)]
+/// Health of every scrape target: last success, last error, duration, samples.
+#[utoipa::path(get, path = "/api/targets", tag = "cluster",
+    responses((status = 200, description = "scrape targets", body = TargetsAnswer)))]
+async fn targets(State(st): State<AppState>) -> impl IntoResponse {
+    let t = st.live.targets();
+    Json(TargetsAnswer { targets: &t }).into_response()
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct HistoryQuery {
     scope: String,
     metric: String,
@@ -38,6 +48,17 @@ struct HistoryQuery {
 
 /// A series of the hot window: `?scope=cluster|rack:A01|node:gpu001|gpu:gpu001:3
 /// &metric=power_watts|temp_celsius|sm_active_ratio|sm_clock_mhz|inlet_celsius|gpus_throttling`.
+/// `GET /api/history`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(super) struct HistoryAnswer {
+    scope: String,
+    metric: crate::window::Metric,
+    /// `[unix ms, value]` pairs, oldest first (`null` where nothing was read).
+    points: Vec<(i64, Option<f32>)>,
+}
+
+#[utoipa::path(get, path = "/api/history", tag = "cluster", params(HistoryQuery),
+    responses((status = 200, description = "the series", body = HistoryAnswer)))]
 async fn history(
     State(st): State<AppState>,
     Query(q): Query<HistoryQuery>,
@@ -56,14 +77,18 @@ async fn history(
         .live
         .history(&scope, metric, q.since_ms.unwrap_or(0))
         .ok_or(ApiError::NotFound)?;
-    Ok(
-        Json(serde_json::json!({ "scope": q.scope, "metric": metric, "points": points }))
-            .into_response(),
-    )
+    Ok(Json(HistoryAnswer {
+        scope: q.scope,
+        metric,
+        points,
+    })
+    .into_response())
 }
 
 /// `GET /api/charts/history.svg?scope=S&metric=M`: the same series as `/api/history`, as
 /// an SVG line chart (plotters), titled and labelled with units and UTC times.
+#[utoipa::path(get, path = "/api/charts/history.svg", tag = "charts", params(HistoryQuery),
+    responses((status = 200, description = "an SVG line chart", content_type = "image/svg+xml", body = String)))]
 async fn history_svg(
     State(st): State<AppState>,
     Query(q): Query<HistoryQuery>,
@@ -103,7 +128,8 @@ async fn history_svg(
     Ok(svg_response(svg))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ThrottlingQuery {
     /// `cluster` or `rack:NAME`.
     scope: Option<String>,
@@ -112,6 +138,8 @@ struct ThrottlingQuery {
 
 /// `GET /api/charts/throttling.svg?scope=cluster&hours=24`: GPUs throttling, the most in
 /// each minute, from the one-minute rollups.
+#[utoipa::path(get, path = "/api/charts/throttling.svg", tag = "charts", params(ThrottlingQuery),
+    responses((status = 200, description = "an SVG chart", content_type = "image/svg+xml", body = String)))]
 async fn throttling_svg(
     State(st): State<AppState>,
     Query(q): Query<ThrottlingQuery>,
@@ -160,6 +188,9 @@ fn svg_response(svg: String) -> Response {
 
 /// `GET /api/charts/job/{id}/activity.svg`: the job's mean SM activity per minute since it
 /// started (at most 7 days), from the one-minute rollups.
+#[utoipa::path(get, path = "/api/charts/job/{id}/activity.svg", tag = "charts",
+    params(("id" = u64, Path, description = "the Slurm job id")),
+    responses((status = 200, description = "an SVG chart of the job's GPUs", content_type = "image/svg+xml", body = String)))]
 async fn job_activity_svg(
     State(st): State<AppState>,
     Path(id): Path<u64>,
@@ -197,40 +228,72 @@ async fn job_activity_svg(
     Ok(svg_response(svg))
 }
 
-/// `GET /api/nodes`: every node as of the last scheduler poll.
+/// `GET /api/nodes`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(super) struct NodesAnswer<'a> {
+    /// The source's time of the poll, and when it was made (unix ms).
+    at_ms: i64,
+    polled_ms: i64,
+    nodes: &'a [crate::scheduler::SchedNode],
+}
+
+/// `GET /api/jobs`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(super) struct JobsAnswer<'a> {
+    at_ms: i64,
+    polled_ms: i64,
+    jobs: &'a [crate::scheduler::SchedJob],
+}
+
+/// `GET /api/segments`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(super) struct SegmentsAnswer {
+    at_ms: i64,
+    polled_ms: i64,
+    sets: Vec<crate::segments::BlockSet>,
+    pending: Vec<crate::segments::PendingSegmentJob>,
+}
+
+/// Every node as of the last scheduler poll.
+#[utoipa::path(get, path = "/api/nodes", tag = "cluster",
+    responses((status = 200, description = "nodes", body = NodesAnswer)))]
 async fn nodes(State(st): State<AppState>) -> Result<Response, ApiError> {
     let s = st.live.sched().ok_or(ApiError::NotReady)?;
-    Ok(Json(serde_json::json!({
-        "at_ms": s.at_ms,
-        "polled_ms": s.polled_ms,
-        "nodes": &s.nodes,
-    }))
+    Ok(Json(NodesAnswer {
+        at_ms: s.at_ms,
+        polled_ms: s.polled_ms,
+        nodes: &s.nodes,
+    })
     .into_response())
 }
 
-/// `GET /api/jobs`: pending and running jobs as of the last scheduler poll.
+/// Pending and running jobs as of the last scheduler poll.
+#[utoipa::path(get, path = "/api/jobs", tag = "cluster",
+    responses((status = 200, description = "jobs", body = JobsAnswer)))]
 async fn jobs(State(st): State<AppState>) -> Result<Response, ApiError> {
     let s = st.live.sched().ok_or(ApiError::NotReady)?;
-    Ok(Json(serde_json::json!({
-        "at_ms": s.at_ms,
-        "polled_ms": s.polled_ms,
-        "jobs": &s.jobs,
-    }))
+    Ok(Json(JobsAnswer {
+        at_ms: s.at_ms,
+        polled_ms: s.polled_ms,
+        jobs: &s.jobs,
+    })
     .into_response())
 }
 
 /// `GET /api/segments`: free capacity of Slurm's block topology in the units jobs ask for
 /// (`--segment`), per block and over the blocks, and the pending jobs that ask for a
 /// segment size with whether a target exists for them now; as of the last scheduler poll.
+#[utoipa::path(get, path = "/api/segments", tag = "cluster",
+    responses((status = 200, description = "free segments", body = SegmentsAnswer)))]
 async fn segments(State(st): State<AppState>) -> Result<Response, ApiError> {
     let s = st.live.sched().ok_or(ApiError::NotReady)?;
     let inv = st.live.inventory().ok_or(ApiError::NotReady)?;
     let seg = crate::segments::segments(&inv, &s.nodes, &s.jobs);
-    Ok(Json(serde_json::json!({
-        "at_ms": s.at_ms,
-        "polled_ms": s.polled_ms,
-        "sets": seg.sets,
-        "pending": seg.pending,
-    }))
+    Ok(Json(SegmentsAnswer {
+        at_ms: s.at_ms,
+        polled_ms: s.polled_ms,
+        sets: seg.sets,
+        pending: seg.pending,
+    })
     .into_response())
 }

@@ -38,6 +38,20 @@ pub enum ApiError {
     Internal(String),
 }
 
+/// The error envelope every JSON route answers with when it refuses or fails.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    /// The HTTP status, repeated.
+    pub status: u16,
+    /// What went wrong, in words for a person (never internal details).
+    pub message: String,
+}
+
 impl From<crate::actions::ActionError> for ApiError {
     fn from(e: crate::actions::ActionError) -> ApiError {
         use crate::actions::ActionError as A;
@@ -103,7 +117,12 @@ impl IntoResponse for ApiError {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
         };
-        let body = serde_json::json!({ "error": { "status": status.as_u16(), "message": self.to_string() } });
+        let body = ErrorBody {
+            error: ErrorDetail {
+                status: status.as_u16(),
+                message: self.to_string(),
+            },
+        };
         let mut resp = (status, Json(body)).into_response();
         if matches!(self, ApiError::Busy(_) | ApiError::NotReady) {
             resp.headers_mut().insert(

@@ -399,6 +399,8 @@ pub async fn logout(State(st): State<AppState>, headers: HeaderMap) -> Result<Re
 }
 
 /// `GET /api/whoami`: the caller.
+#[utoipa::path(get, path = "/api/whoami", tag = "session",
+    responses((status = 200, description = "who is signed in (both null when anonymous)", body = app::actions::Me)))]
 pub async fn whoami(c: Caller) -> Json<Me> {
     Json(c.me())
 }

@@ -39,6 +39,23 @@ async fn cluster_figures(State(st): State<AppState>) -> Result<Response, ApiErro
         .into_response())
 }
 
+/// `GET /healthz`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(super) struct Health {
+    /// `ok`.
+    status: &'static str,
+    /// The sequence number of the newest tick.
+    seq: u64,
+    /// How old the newest tick is (ms).
+    data_age_ms: i64,
+    /// `leader` (polls, scrapes, alerts) or `standby` (shows the leader's data).
+    role: &'static str,
+    term: u64,
+}
+
+/// Whether this replica serves data: the store answers and a tick was published.
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, description = "healthy", body = Health)))]
 async fn healthz(State(st): State<AppState>) -> Result<Response, ApiError> {
     st.store.ping().await.map_err(ApiError::Storage)?;
     let tick = st.live.current().ok_or(ApiError::NotReady)?;
@@ -48,14 +65,14 @@ async fn healthz(State(st): State<AppState>) -> Result<Response, ApiError> {
         .metrics
         .leader_term
         .load(std::sync::atomic::Ordering::Relaxed);
-    Ok(Json(serde_json::json!({
-        "status": "ok",
-        "seq": tick.overview.seq,
-        "data_age_ms": age_ms,
+    Ok(Json(Health {
+        status: "ok",
+        seq: tick.overview.seq,
+        data_age_ms: age_ms,
         // Which replica leads (polls, scrapes, alerts); a standby shows the leader's data.
-        "role": if term > 0 { "leader" } else { "standby" },
-        "term": term,
-    }))
+        role: if term > 0 { "leader" } else { "standby" },
+        term,
+    })
     .into_response())
 }
 

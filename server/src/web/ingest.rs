@@ -93,7 +93,7 @@ async fn job_for(st: &AppState, scope: &IngestScope, id: u64) -> Result<(), ApiE
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct CheckpointEvent {
     job_id: u64,
     step: u64,
@@ -106,7 +106,16 @@ struct CheckpointEvent {
     started_ms: Option<i64>,
 }
 
+/// What an ingest call answers.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(super) struct Recorded {
+    recorded: bool,
+}
+
 /// `POST /api/ingest/checkpoint`: a training job reports a checkpoint save.
+#[utoipa::path(post, path = "/api/ingest/checkpoint", tag = "ingest", request_body = CheckpointEvent,
+    security(("ingest_token" = [])),
+    responses((status = 201, description = "recorded", body = Recorded)))]
 async fn ingest_checkpoint(
     State(st): State<AppState>,
     headers: HeaderMap,
@@ -148,14 +157,10 @@ async fn ingest_checkpoint(
         st.live
             .checkpoint_seen(c.job_id, c.started_ms + c.duration_ms);
     }
-    Ok((
-        StatusCode::CREATED,
-        Json(serde_json::json!({"recorded": true})),
-    )
-        .into_response())
+    Ok((StatusCode::CREATED, Json(Recorded { recorded: true })).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct NcclEvent {
     job_id: u64,
     step: u64,
@@ -165,6 +170,9 @@ struct NcclEvent {
 }
 
 /// `POST /api/ingest/nccl`: one step's all-reduce latency.
+#[utoipa::path(post, path = "/api/ingest/nccl", tag = "ingest", request_body = NcclEvent,
+    security(("ingest_token" = [])),
+    responses((status = 201, description = "recorded", body = Recorded)))]
 async fn ingest_nccl(
     State(st): State<AppState>,
     headers: HeaderMap,
@@ -188,9 +196,5 @@ async fn ingest_nccl(
         )
         .await
         .map_err(ApiError::Storage)?;
-    Ok((
-        StatusCode::CREATED,
-        Json(serde_json::json!({"recorded": true})),
-    )
-        .into_response())
+    Ok((StatusCode::CREATED, Json(Recorded { recorded: true })).into_response())
 }

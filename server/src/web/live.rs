@@ -286,6 +286,9 @@ struct StreamState {
 
 /// `/api/live`: a snapshot first, then one delta per tick. A client that falls behind
 /// gets a fresh snapshot; every stream ends when the server shuts down.
+#[utoipa::path(get, path = "/api/live", tag = "cluster",
+    responses((status = 200, description = "server-sent events: `snapshot` (a LiveSnapshot as JSON), then `delta` once a tick",
+        content_type = "text/event-stream", body = app::live::LiveSnapshot)))]
 async fn live_sse(
     State(st): State<AppState>,
     caller: Caller,

@@ -61,6 +61,7 @@ mod health;
 mod ingest;
 pub mod live;
 mod oidc;
+pub mod openapi;
 mod reliability;
 mod reports;
 mod sim;
@@ -140,6 +141,7 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
         alerts::routes(),
         ingest::routes(),
         admin::routes(),
+        openapi::routes(),
     ];
     if state.simulated {
         areas.push(sim::routes());

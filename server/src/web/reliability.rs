@@ -52,6 +52,18 @@ pub(super) async fn answer(
 /// JSON, or one table as CSV (`table`: causes, groups, models, nodes, sizes, repairs,
 /// lemons, interruptions, ledger, ledger_accounts, ledger_jobs; interruptions and
 /// ledger_jobs have every one of the period).
+/// Interruptions and their causes, lemon nodes, the badput ledger and ETTR for a period
+/// (`format=csv&table=...`: one of its tables as a download).
+#[utoipa::path(get, path = "/api/reliability", tag = "reliability",
+    params(("period" = Option<String>, Query, description = "`day`, `week`, `month` (default) or `custom`"),
+        ("group" = Option<String>, Query, description = "`account` (default), `partition`, `user`, `rack` or `domain`"),
+        ("at" = Option<String>, Query, description = "a date in the period (YYYY-MM-DD), default today"),
+        ("from" = Option<String>, Query, description = "a custom period's first day (YYYY-MM-DD)"),
+        ("to" = Option<String>, Query, description = "a custom period's last day (YYYY-MM-DD)"),
+        ("format" = Option<String>, Query, description = "`json` (default) or `csv`"),
+        ("table" = Option<String>, Query, description = "with format=csv: causes, groups, models, nodes, sizes, repairs, lemons, interruptions (default), ledger, ledger_accounts or ledger_jobs")),
+    responses((status = 200, description = "reliability, or a CSV table",
+        content((app::reliability::Reliability = "application/json"), (String = "text/csv")))))]
 async fn reliability_get(
     State(st): State<AppState>,
     Query(pairs): Query<Vec<(String, String)>>,
@@ -92,6 +104,15 @@ async fn reliability_get(
 
 /// `GET /api/reliability/charts/{ettr|ledger}.{svg|png}?period=...`: ETTR over time, or
 /// the ledger's buckets stacked over time, for the same query words as the page.
+/// The ETTR or the ledger chart (`ettr` or `ledger`, `.svg` or `.png`).
+#[utoipa::path(get, path = "/api/reliability/charts/{file}", tag = "charts",
+    params(("file" = String, Path, description = "ettr.svg, ettr.png, ledger.svg or ledger.png"), ("period" = Option<String>, Query, description = "`day`, `week`, `month` (default) or `custom`"),
+        ("group" = Option<String>, Query, description = "`account` (default), `partition`, `user`, `rack` or `domain`"),
+        ("at" = Option<String>, Query, description = "a date in the period (YYYY-MM-DD), default today"),
+        ("from" = Option<String>, Query, description = "a custom period's first day (YYYY-MM-DD)"),
+        ("to" = Option<String>, Query, description = "a custom period's last day (YYYY-MM-DD)")),
+    responses((status = 200, description = "the chart",
+        content((String = "image/svg+xml"), (Vec<u8> = "image/png")))))]
 async fn reliability_chart(
     State(st): State<AppState>,
     Path(file): Path<String>,

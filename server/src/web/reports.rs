@@ -33,6 +33,17 @@ pub(super) fn report_query(
 
 /// `GET /api/reports?period=&group=&at=&from=&to=[&format=csv]`: the report as JSON (with
 /// its charts as SVG) or as CSV (one line per group, then unallocated and total).
+/// Utilization and cost for a period, per account, partition or user (`format=csv`: a
+/// download).
+#[utoipa::path(get, path = "/api/reports", tag = "reports",
+    params(("period" = Option<String>, Query, description = "`day`, `week`, `month` (default) or `custom`"),
+        ("group" = Option<String>, Query, description = "`account` (default), `partition`, `user`, `rack` or `domain`"),
+        ("at" = Option<String>, Query, description = "a date in the period (YYYY-MM-DD), default today"),
+        ("from" = Option<String>, Query, description = "a custom period's first day (YYYY-MM-DD)"),
+        ("to" = Option<String>, Query, description = "a custom period's last day (YYYY-MM-DD)"),
+        ("format" = Option<String>, Query, description = "`json` (default) or `csv`")),
+    responses((status = 200, description = "the report, or CSV with format=csv",
+        content((app::reports::Report = "application/json"), (String = "text/csv")))))]
 async fn report_get(
     State(st): State<AppState>,
     Query(pairs): Query<Vec<(String, String)>>,
@@ -67,6 +78,15 @@ async fn report_get(
 
 /// `GET /api/reports/charts/{utilization|goodput|cost}.{svg|png}?period=...`: one chart
 /// of a report, as a download.
+/// One of the report's charts as a download (`utilization`, `cost`, ... `.svg` or `.png`).
+#[utoipa::path(get, path = "/api/reports/charts/{file}", tag = "charts",
+    params(("file" = String, Path, description = "CHART.svg or CHART.png"), ("period" = Option<String>, Query, description = "`day`, `week`, `month` (default) or `custom`"),
+        ("group" = Option<String>, Query, description = "`account` (default), `partition`, `user`, `rack` or `domain`"),
+        ("at" = Option<String>, Query, description = "a date in the period (YYYY-MM-DD), default today"),
+        ("from" = Option<String>, Query, description = "a custom period's first day (YYYY-MM-DD)"),
+        ("to" = Option<String>, Query, description = "a custom period's last day (YYYY-MM-DD)")),
+    responses((status = 200, description = "the chart",
+        content((String = "image/svg+xml"), (Vec<u8> = "image/png")))))]
 async fn report_chart(
     State(st): State<AppState>,
     Path(file): Path<String>,

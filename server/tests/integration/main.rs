@@ -22,6 +22,8 @@
 //! - `oidc`: single sign-on through a real OpenID provider (npm's `oidc-provider`, in
 //!   server/tests/oidc) driven as a browser: roles from the groups claim, state checks,
 //!   logout at the provider, the provider down.
+//! - `openapi`: `/api/openapi.json` describes every JSON route with the roles the guard
+//!   applies (each GET called as each role), valid against the OpenAPI 3.1 schema.
 //! - `tls`: HTTPS to an exporter, slurmrestd and a webhook receiver with certificates from
 //!   a CA the test makes: good ones accepted, a wrong name or an unknown CA refused.
 
@@ -36,6 +38,7 @@ mod http;
 mod ldap;
 mod ledger;
 mod oidc;
+mod openapi;
 mod promql;
 mod radar;
 mod reliability;
