@@ -45,6 +45,29 @@ pub struct Entry {
     /// For a subdirectory: its own listing's names (one level), for layouts that keep
     /// shards in subdirectories (Megatron `mp_rank_*`, NeMo `weights/`).
     pub children: Vec<Entry>,
+    /// For a manifest (DCP's `.metadata`, `__{rank}.metadata`) or a `.safetensors` file:
+    /// what its bytes say, read by [`read_facts`].
+    pub facts: Option<Facts>,
+}
+
+/// What Gantry reads in a save's own manifests, to judge it as its loader would.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Facts {
+    /// The data files a DCP manifest names (`__{rank}_{n}.distcp`): its loader opens every
+    /// one of them.
+    pub names: Vec<String>,
+    /// Whether a DCP manifest holds training state (optimizer moments, a train state)
+    /// besides weights.
+    pub training_state: bool,
+    /// The size a `.safetensors` file's header gives it: 8 + header + the end of its last
+    /// tensor's data.
+    pub expected_size: Option<u64>,
+    /// For a per-rank `torch.save` archive (DeepSpeed's `*_states.pt`, Megatron's
+    /// `model_optim_rng.pt` and `common.pt`): whether it ends in its ZIP directory.
+    pub zip_whole: Option<bool>,
+    /// For Accelerate's `random_states_0.pkl`: the `step` it records (`Accelerator.step`,
+    /// the optimizer step when gradients are not accumulated).
+    pub step: Option<u64>,
 }
 
 /// A checkpoint found on disk.
@@ -66,6 +89,10 @@ pub struct Found {
     /// Megatron's per-rank files).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ranks: Option<u64>,
+    /// Whether its DCP manifest holds training state besides weights, where it has one
+    /// (for the sibling pass: a weights-only save cannot be resumed from).
+    #[serde(skip)]
+    pub training_state: Option<bool>,
 }
 
 /// A problem met while scanning: recorded, never fatal.
@@ -132,6 +159,12 @@ fn accelerate_complete(entries: &[Entry]) -> (bool, Option<String>) {
         );
     }
     let ranks = accelerate_ranks(entries);
+    if ranks.is_empty() {
+        return (
+            false,
+            Some("no random_states_0.pkl: each process writes its own last, so no process's save finished (a load would lose the RNG state and the step count)".into()),
+        );
+    }
     let missing: Vec<String> = (0..ranks.last().map_or(0, |m| m + 1))
         .filter(|r| !ranks.contains(r))
         .map(|r| r.to_string())
@@ -378,8 +411,23 @@ fn judge_siblings(dir: &Path, entries: &[Entry], found: &mut [Found]) {
             )
         })
         .collect();
+    // Steps of complete saves that hold training state (torchtitan's full saves).
+    let resumable: Vec<u64> = here
+        .iter()
+        .filter(|&&i| found[i].complete && found[i].training_state == Some(true))
+        .filter_map(|&i| found[i].step)
+        .collect();
     for (k, &i) in here.iter().enumerate() {
         let (framework, step, complete, ranks) = seen[k];
+        if let (Some(s), true, Some(false)) = (step, complete, found[i].training_state) {
+            if let Some(before) = resumable.iter().filter(|&&r| r < s).max() {
+                found[i].complete = false;
+                found[i].incomplete_reason = Some(format!(
+                    "weights only (no optimizer or training state, as torchtitan's last_save_model_only writes): training cannot resume from it; the last save to resume from is step {before}"
+                ));
+                continue;
+            }
+        }
         let (Some(step), true) = (step, complete) else {
             continue;
         };
@@ -481,6 +529,9 @@ fn dcp_verdict(entries: &[Entry]) -> (bool, Option<String>) {
             };
             return (false, Some(why));
         }
+        if let Some(why) = manifest_gap(entries) {
+            return (false, Some(why));
+        }
         if let Some(r) = per_rank.iter().find(|r| !ranks.contains(r)) {
             return (
                 false,
@@ -490,6 +541,9 @@ fn dcp_verdict(entries: &[Entry]) -> (bool, Option<String>) {
             );
         }
         return (true, None);
+    }
+    if let Some(why) = manifest_gap(entries) {
+        return (false, Some(why));
     }
     if !has(entries, ".metadata") {
         let why = if has(entries, ".metadata.tmp") {
@@ -510,8 +564,72 @@ fn dcp_verdict(entries: &[Entry]) -> (bool, Option<String>) {
     (true, None)
 }
 
+/// The first data file a DCP manifest here names that is not here: `torch.distributed.
+/// checkpoint.load` opens every file the manifest names, so one missing (a copy still
+/// running, a rank whose write was lost) fails the load.
+fn manifest_gap(entries: &[Entry]) -> Option<String> {
+    entries.iter().find_map(|m| {
+        let f = m.facts.as_ref()?;
+        let missing = f.names.iter().find(|n| !has(entries, n))?;
+        Some(format!(
+            "{} names {missing}, which is not here: a rank's write was lost, or a copy is still running",
+            m.name
+        ))
+    })
+}
+
+/// Whether the save's DCP manifest holds training state (`None`: no manifest read).
+fn training_state(entries: &[Entry]) -> Option<bool> {
+    let f = entries
+        .iter()
+        .filter(|e| {
+            e.name == ".metadata" || (e.name.starts_with("__") && e.name.ends_with(".metadata"))
+        })
+        .find_map(|e| e.facts.as_ref())?;
+    Some(f.training_state)
+}
+
+/// A file here cut short: a `.safetensors` shorter or longer than its header says, or a
+/// per-rank `torch.save` archive without its end (a copy still running, or a write that
+/// died; the loader refuses either).
+fn file_cut(entries: &[Entry]) -> Option<String> {
+    entries
+        .iter()
+        .flat_map(|e| std::iter::once(e).chain(e.children.iter()))
+        .find_map(|e| {
+            let f = e.facts.as_ref()?;
+            if f.zip_whole == Some(false) {
+                return Some(format!(
+                    "{} has no end of archive (torch.save writes it last): a rank's write died, or a copy is still running",
+                    e.name
+                ));
+            }
+            let want = f.expected_size?;
+            (want != e.size_bytes).then(|| {
+                format!(
+                    "{} is {} bytes where its header says {want}: cut short (a copy still running, or a write that died)",
+                    e.name, e.size_bytes
+                )
+            })
+        })
+}
+
 /// What kind of checkpoint a directory named `name` holding `entries` is, if any.
 pub fn classify(
+    name: &str,
+    entries: &[Entry],
+) -> Option<(&'static str, Option<u64>, bool, Option<String>)> {
+    let (framework, step, ok, why) = classify_layout(name, entries)?;
+    if ok {
+        if let Some(cut) = file_cut(entries) {
+            return Some((framework, step, false, Some(cut)));
+        }
+    }
+    Some((framework, step, ok, why))
+}
+
+/// [`classify`] by the layout's own rules, before the checks every layout shares.
+fn classify_layout(
     name: &str,
     entries: &[Entry],
 ) -> Option<(&'static str, Option<u64>, bool, Option<String>)> {
@@ -565,6 +683,19 @@ pub fn classify(
                     Some("no metadata.json: Megatron-Core writes it last and will not load without it".into()),
                 ));
             }
+            // Rank 0 saves the common state (common.pt) in every save; the loader reads it
+            // first.
+            if !has(entries, "common.pt") {
+                return Some((
+                    "megatron",
+                    Some(iter),
+                    false,
+                    Some(
+                        "no common.pt: Megatron-Core's loader reads rank 0's common state first"
+                            .into(),
+                    ),
+                ));
+            }
             let (ok, why) = dcp_verdict(entries);
             return Some(("megatron", Some(iter), ok, why));
         }
@@ -595,10 +726,22 @@ pub fn classify(
     }
     // Accelerate's `save_state`: `checkpoint_N` by its automatic naming (N counts saves),
     // any name otherwise; told from a Trainer checkpoint by its per-process RNG files.
-    if let Some(step) = num_after(name, "checkpoint_").or_else(|| num_after(name, "checkpoint-")) {
-        if !has(entries, "trainer_state.json") && !accelerate_ranks(entries).is_empty() {
+    // `checkpoint_N` counts saves, not steps: no step is known from it.
+    let auto = num_after(name, "checkpoint_");
+    if let Some(n) = auto.or_else(|| num_after(name, "checkpoint-")) {
+        let accelerate = !accelerate_ranks(entries).is_empty()
+            || ["optimizer.bin", "scheduler.bin", "sampler.bin"]
+                .iter()
+                .any(|f| has(entries, f));
+        if !has(entries, "trainer_state.json") && accelerate {
             let (complete, why) = accelerate_complete(entries);
-            return Some(("accelerate", Some(step), complete, why));
+            // The name's number where it is a step; else the step process 0 recorded.
+            let recorded = entries
+                .iter()
+                .find(|e| e.name == "random_states_0.pkl")
+                .and_then(|e| e.facts.as_ref()?.step);
+            let step = if auto.is_none() { Some(n) } else { recorded };
+            return Some(("accelerate", step, complete, why));
         }
     }
     if let Some(step) = num_after(name, "checkpoint-") {
@@ -742,6 +885,13 @@ pub fn zip_ends_whole(path: &Path) -> Result<bool, MarkerError> {
     if len < 22 {
         return Ok(false);
     }
+    // Most archives carry no comment: the record is the last 22 bytes.
+    file.seek(SeekFrom::Start(len - 22))?;
+    let mut last = [0u8; 22];
+    file.read_exact(&mut last)?;
+    if last.starts_with(b"PK\x05\x06") && last[20..22] == [0, 0] {
+        return Ok(true);
+    }
     let from = len - len.min(ZIP_TAIL_BYTES);
     file.seek(SeekFrom::Start(from))?;
     let mut tail = Vec::new();
@@ -751,6 +901,89 @@ pub fn zip_ends_whole(path: &Path) -> Result<bool, MarkerError> {
         tail[i..].starts_with(b"PK\x05\x06")
             && i + 22 + usize::from(u16::from_le_bytes([tail[i + 20], tail[i + 21]])) == tail.len()
     }))
+}
+
+/// The most of a `.ckpt` archive's start read for its `data.pkl`.
+const CKPT_HEAD_BYTES: u64 = 1 << 20;
+
+/// A Lightning `.ckpt`'s `global_step`: `torch.save` writes `data.pkl` (the checkpoint
+/// dict's pickle) as the archive's first entry, stored uncompressed, and Lightning's dict
+/// starts with `epoch` and `global_step`. Read from at most [`CKPT_HEAD_BYTES`] of the
+/// file's start, opened as [`read_marker`] opens; `None` when not found there.
+pub fn ckpt_global_step(path: &Path) -> Result<Option<u64>, MarkerError> {
+    let (file, _) = open_regular(path)?;
+    let mut head = Vec::new();
+    file.take(CKPT_HEAD_BYTES).read_to_end(&mut head)?;
+    let u16_at = |i: usize| {
+        head.get(i..i + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
+    };
+    let u32_at = |i: usize| {
+        head.get(i..i + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    };
+    let mut at = 0;
+    // Local file headers, in order, up to `data.pkl`.
+    while head.get(at..at + 4) == Some(&b"PK\x03\x04"[..]) {
+        let (Some(size), Some(nlen), Some(elen)) =
+            (u32_at(at + 18), u16_at(at + 26), u16_at(at + 28))
+        else {
+            return Ok(None);
+        };
+        let name = head.get(at + 30..at + 30 + nlen).unwrap_or_default();
+        let data = at + 30 + nlen + elen;
+        if name.ends_with(b"data.pkl") {
+            let end = if size == 0 {
+                head.len()
+            } else {
+                (data + size).min(head.len())
+            };
+            return Ok(pickle_int_after(
+                head.get(data..end).unwrap_or_default(),
+                b"global_step",
+            ));
+        }
+        if size == 0 {
+            return Ok(None);
+        }
+        at = data + size;
+    }
+    Ok(None)
+}
+
+/// The integer a pickle stores under the string key `key` (its first occurrence): the
+/// key's string, memo opcodes, then `BININT1`, `BININT2`, `BININT` or `LONG1`.
+fn pickle_int_after(pkl: &[u8], key: &[u8]) -> Option<u64> {
+    let mut i = find(pkl, key)? + key.len();
+    loop {
+        match *pkl.get(i)? {
+            b'q' => i += 2,
+            b'r' => i += 5,
+            0x94 => i += 1,
+            _ => break,
+        }
+    }
+    let arg = |n: usize| pkl.get(i + 1..i + 1 + n);
+    match pkl[i] {
+        b'K' => arg(1).map(|b| u64::from(b[0])),
+        b'M' => arg(2).map(|b| u64::from(u16::from_le_bytes([b[0], b[1]]))),
+        b'J' => arg(4)
+            .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .and_then(|v| u64::try_from(v).ok()),
+        0x8a => {
+            let n = usize::from(*arg(1)?.first()?);
+            let b = pkl.get(i + 2..i + 2 + n)?;
+            if n > 8 || b.last().is_some_and(|&x| x & 0x80 != 0) {
+                return None;
+            }
+            Some(
+                b.iter()
+                    .rev()
+                    .fold(0u64, |acc, &x| (acc << 8) | u64::from(x)),
+            )
+        }
+        _ => None,
+    }
 }
 
 /// Why a directory was not listed; like [`MarkerError`], never anything read from disk.
@@ -781,6 +1014,140 @@ pub fn read_marker(path: &Path) -> Result<String, MarkerError> {
         return Err(MarkerError::TooBig);
     }
     String::from_utf8(bytes).map_err(|_| MarkerError::NotUtf8)
+}
+
+/// The most of a DCP manifest read; a bigger one is not judged by what it names.
+const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+/// The most of a `.safetensors` header read (the format caps it at 100 MB; real ones are a
+/// few hundred KB).
+const MAX_SAFETENSORS_HEADER: u64 = 16 << 20;
+
+/// Whether the scanner reads the file `name` for [`Facts`].
+fn wants_facts(name: &str) -> bool {
+    name == ".metadata"
+        || (name.starts_with("__") && name.ends_with(".metadata"))
+        || name.ends_with(".safetensors")
+        || is_rank_archive(name)
+        || name == "random_states_0.pkl"
+}
+
+/// The per-rank `torch.save` archives whose end the scanner checks: each rank writes its own
+/// without a barrier, so one cut short is what a rank killed mid-write leaves.
+fn is_rank_archive(name: &str) -> bool {
+    name.ends_with("_states.pt") || name == "model_optim_rng.pt" || name == "common.pt"
+}
+
+/// Reads what a manifest or a `.safetensors` header says, opened as [`read_marker`] opens
+/// (regular file, no link) and bounded; `None` when too big to judge or not of its format
+/// (nothing is read past the bound, and no byte of it is ever shown).
+pub fn read_facts(path: &Path, name: &str) -> Result<Option<Facts>, MarkerError> {
+    if is_rank_archive(name) {
+        return Ok(Some(Facts {
+            zip_whole: Some(zip_ends_whole(path)?),
+            ..Facts::default()
+        }));
+    }
+    let (file, len) = open_regular(path)?;
+    if name == "random_states_0.pkl" {
+        // `{"step": N, "random_state": ...}`: the key comes first, in the first bytes.
+        let mut head = Vec::new();
+        file.take(4096).read_to_end(&mut head)?;
+        let step = [&b"\x8c\x04step"[..], b"X\x04\x00\x00\x00step"]
+            .iter()
+            .find_map(|k| pickle_int_after(&head, k));
+        return Ok(Some(Facts {
+            step,
+            ..Facts::default()
+        }));
+    }
+    if name.ends_with(".safetensors") {
+        let mut head = Vec::new();
+        let mut file = file;
+        (&mut file).take(8).read_to_end(&mut head)?;
+        let Ok(n) = <[u8; 8]>::try_from(head.as_slice()).map(u64::from_le_bytes) else {
+            // Shorter than its own header's length: cut short.
+            return Ok(Some(Facts {
+                expected_size: Some(len.max(8) + 1),
+                ..Facts::default()
+            }));
+        };
+        if n > MAX_SAFETENSORS_HEADER {
+            return Ok(None);
+        }
+        let mut header = Vec::new();
+        file.take(n).read_to_end(&mut header)?;
+        let end = if header.len() as u64 == n {
+            let Ok(serde_json::Value::Object(h)) = serde_json::from_slice(&header) else {
+                return Ok(None);
+            };
+            h.iter()
+                .filter(|(k, _)| k.as_str() != "__metadata__")
+                .filter_map(|(_, v)| v["data_offsets"][1].as_u64())
+                .max()
+                .unwrap_or(0)
+        } else {
+            // The header itself is cut: longer than the file.
+            n
+        };
+        return Ok(Some(Facts {
+            expected_size: Some(8 + n + end),
+            ..Facts::default()
+        }));
+    }
+    if len > MAX_MANIFEST_BYTES {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_MANIFEST_BYTES).read_to_end(&mut bytes)?;
+    Ok(Some(dcp_facts(&bytes)))
+}
+
+/// What a DCP `.metadata` (a pickle) names: each `__{rank}_{n}.distcp` written in it (a
+/// name repeated is memoised, so each appears whole at least once), and whether any key is
+/// training state.
+fn dcp_facts(bytes: &[u8]) -> Facts {
+    let mut names: Vec<String> = Vec::new();
+    let mut i = 0;
+    while let Some(at) = find(&bytes[i..], b"__").map(|a| a + i) {
+        i = at + 2;
+        let rest = &bytes[at..bytes.len().min(at + 48)];
+        let Some(end) = find(rest, b".distcp") else {
+            continue;
+        };
+        let mid = &rest[2..end];
+        let mut parts = mid.split(|&b| b == b'_');
+        let ok = matches!(
+            (parts.next(), parts.next(), parts.next()),
+            (Some(a), Some(b), None)
+                if !a.is_empty() && !b.is_empty()
+                    && a.iter().chain(b).all(u8::is_ascii_digit)
+        );
+        if ok {
+            let n = String::from_utf8_lossy(&rest[..end + 7]).into_owned();
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+    }
+    names.sort();
+    let training_state = [
+        &b"optimizer"[..],
+        b"exp_avg",
+        b"momentum_buffer",
+        b"train_state",
+        b"optim.",
+    ]
+    .iter()
+    .any(|k| find(bytes, k).is_some());
+    Facts {
+        names,
+        training_state,
+        ..Facts::default()
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// A directory open for the scan, and the path that reaches what is in it through the open
@@ -942,7 +1309,12 @@ impl Scanner {
             let f = Found {
                 path: path.to_string_lossy().into(),
                 framework: "lightning",
-                step: nemo_step(&e.name),
+                // `last.ckpt` names no step: its archive's `global_step` says it.
+                step: nemo_step(&e.name).or_else(|| {
+                    complete
+                        .then(|| ckpt_global_step(&via).ok().flatten())
+                        .flatten()
+                }),
                 size_bytes: e.size_bytes,
                 files: 1,
                 started_ms: born,
@@ -951,6 +1323,7 @@ impl Scanner {
                 incomplete_reason: why,
                 job_id: job_id_in(&path),
                 ranks: None,
+                training_state: None,
             };
             self.known.insert(path, (e.mtime_ms, f.clone()));
             found.push(f);
@@ -1021,6 +1394,21 @@ impl Scanner {
             } else {
                 None
             };
+            let facts = if m.is_file() && wants_facts(&name) {
+                self.about_to_open(&shown.join(&name));
+                match read_facts(&e.path(), &name) {
+                    Ok(f) => f,
+                    Err(err) => {
+                        issues.push(ScanIssue {
+                            path: shown.join(&name).to_string_lossy().into(),
+                            problem: err.to_string(),
+                        });
+                        None
+                    }
+                }
+            } else {
+                None
+            };
             let children = if with_children
                 && m.is_dir()
                 && (name.starts_with("mp_rank_") || name == "weights" || name == "context")
@@ -1050,6 +1438,7 @@ impl Scanner {
                 id: (m.dev(), m.ino()),
                 text,
                 children,
+                facts,
             });
         }
         Some(out)
@@ -1117,6 +1506,7 @@ impl Scanner {
                 incomplete_reason: why,
                 job_id: job_id_in(shown),
                 ranks: rank_count(framework, &entries),
+                training_state: training_state(&entries),
             };
             self.known
                 .insert(shown.to_path_buf(), (dir.mtime_ms, f.clone()));
@@ -1239,6 +1629,18 @@ pub async fn run_scanner(
 mod tests {
     use super::*;
 
+    /// What a test tree's file holds: an empty ZIP archive (its end record alone) for a
+    /// `torch.save` file, whose end the scanner checks; a byte otherwise.
+    fn file_bytes(name: &str) -> &'static [u8] {
+        if name.ends_with(".pt") {
+            &[
+                b'P', b'K', 5, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            ]
+        } else {
+            b"x"
+        }
+    }
+
     fn f(name: &str) -> Entry {
         Entry {
             name: name.into(),
@@ -1247,6 +1649,7 @@ mod tests {
             mtime_ms: 0,
             id: (0, 0),
             text: None,
+            facts: None,
             children: vec![],
         }
     }
@@ -1258,6 +1661,7 @@ mod tests {
             mtime_ms: 0,
             id: (0, 0),
             text: None,
+            facts: None,
             children,
         }
     }
@@ -1385,7 +1789,7 @@ mod tests {
                 files.push("meta.pt");
             }
             for f in files {
-                fs::write(d.join(f), b"x").expect("write");
+                fs::write(d.join(f), file_bytes(f)).expect("write");
             }
         }
         let (found, issues) =
@@ -1460,7 +1864,7 @@ mod tests {
             let d = root.join(rel);
             fs::create_dir_all(&d).expect("mkdir");
             for f in files {
-                fs::write(d.join(f), b"x").expect("write");
+                fs::write(d.join(f), file_bytes(f)).expect("write");
             }
         };
         // Megatron legacy, tensor-parallel 4: iteration 300 has two ranks' shards and is
@@ -1591,9 +1995,10 @@ mod tests {
             f("random_states_0.pkl"),
             f("random_states_1.pkl"),
         ];
+        // `checkpoint_N` counts saves (Accelerate's automatic naming), not steps.
         assert_eq!(
             classify("checkpoint_3", &state),
-            Some(("accelerate", Some(3), true, None))
+            Some(("accelerate", None, true, None))
         );
         assert_eq!(
             classify("checkpoint-30", &state),
@@ -1775,7 +2180,7 @@ mod tests {
             let d = root.join(rel);
             fs::create_dir_all(&d).expect("mkdir");
             for f in files {
-                fs::write(d.join(f), b"x").expect("write");
+                fs::write(d.join(f), file_bytes(f)).expect("write");
             }
         };
         mk(
@@ -2049,7 +2454,7 @@ mod tests {
         let mk = |d: &Path, files: &[&str]| {
             fs::create_dir_all(d).expect("mkdir");
             for f in files {
-                fs::write(d.join(f), b"x").expect("write");
+                fs::write(d.join(f), file_bytes(f)).expect("write");
             }
         };
         let ckpt = [".metadata", "__0_0.distcp"];

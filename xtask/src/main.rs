@@ -8,6 +8,9 @@
 //! - `cargo xtask test --fuzz`: all of the above, then each cargo-fuzz target for 60 s.
 //! - `cargo xtask dist [--check]`: a release `gantry` carrying its site, and its Debian
 //!   package (`target/dist/gantry_VERSION_ARCH.deb`); `--check` runs the package's test.
+//! - `cargo xtask fixtures checkpoints`: save real checkpoints with the real frameworks
+//!   (PyPI, in a virtual environment outside the checkout) into
+//!   server/tests/fixtures/checkpoints, each with its loader's verdict; on demand, not in CI.
 //! - `cargo xtask site [--release]`: build the `gantry` binary and its site (`target/site`)
 //!   with cargo and wasm-bindgen, timing each step (no cargo-leptos needed).
 //! - `cargo xtask bench size`: the release wasm + js, raw and brotli-compressed.
@@ -29,6 +32,7 @@ mod bench;
 mod bootstrap;
 mod dist;
 mod fence;
+mod fixtures;
 mod postgres;
 mod run;
 mod site;
@@ -41,7 +45,7 @@ use std::env;
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench <size | ingest | browser | scale | reports | timeline | login-flood | fanout> | soak [--minutes N] | site [--release] | dist [--check] | fence | bootstrap>";
+    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench <size | ingest | browser | scale | reports | timeline | login-flood | fanout> | soak [--minutes N] | site [--release] | dist [--check] | fixtures checkpoints | fence | bootstrap>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -54,6 +58,7 @@ fn main() -> ExitCode {
         // The load generator `soak` runs (a process of its own, release).
         Some("soak-load") => soak::soak_load(rest),
         Some("fence") => fence::fence(),
+        Some("fixtures") => fixtures::fixtures(rest),
         Some("slurm") => slurm::slurm_cmd(rest),
         Some("bootstrap") => bootstrap::bootstrap(true, true),
         Some("dist") => bootstrap::bootstrap(true, false)

@@ -215,11 +215,20 @@ fn bad_usage_exits_2_with_usage() {
 fn inspect_checkpoints_reports_frameworks_and_what_is_missing() {
     let root = std::env::temp_dir().join(format!("gantry-cli-ckpt-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
+    // A `torch.save` file is a ZIP archive, whose end Gantry checks: an empty one.
+    let empty_zip: [u8; 22] = [
+        b'P', b'K', 5, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
     let mk = |rel: &str, files: &[&str]| {
         let d = root.join(rel);
         std::fs::create_dir_all(&d).expect("mkdir");
         for f in files {
-            std::fs::write(d.join(f), b"data").expect("write");
+            let bytes: &[u8] = if f.ends_with(".pt") {
+                &empty_zip
+            } else {
+                b"data"
+            };
+            std::fs::write(d.join(f), bytes).expect("write");
         }
     };
     mk(
@@ -255,7 +264,7 @@ fn inspect_checkpoints_reports_frameworks_and_what_is_missing() {
         (Some(300), Some(4242), Some(true))
     );
     assert_eq!(ds["files"], 2);
-    assert_eq!(ds["size_bytes"], 8);
+    assert_eq!(ds["size_bytes"], 44);
     let hf = c
         .iter()
         .find(|x| x["framework"] == "huggingface")

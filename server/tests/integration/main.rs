@@ -17,6 +17,8 @@
 //! - `crash`: the `gantry` binary killed with SIGKILL mid-action, 50 times, on that Slurm.
 //! - `security`: sign-in under a flood, redirects, security headers and the CSP nonce,
 //!   connection and stream limits.
+//! - `frameworks`: checkpoints the real frameworks wrote (committed fixtures), judged as
+//!   each framework's own loader judged them.
 //! - `ldap`: sign-in through a real OpenLDAP (`slapd`) the test starts: groups to roles, a
 //!   user moved or removed, the directory down, `ldaps://` and StartTLS.
 //! - `oidc`: single sign-on through a real OpenID provider (npm's `oidc-provider`, in
@@ -34,6 +36,7 @@ mod alerts;
 mod cli;
 mod crash;
 mod faults;
+mod frameworks;
 mod http;
 mod ldap;
 mod ledger;
