@@ -17,31 +17,7 @@ use toml::{Table, Value};
 use crate::alerts::{AlertConfig, WebhookFormat};
 use crate::ingest::PowerMapping;
 
-/// A value that must never be printed: `Debug` shows `"[redacted]"`.
-#[derive(Clone, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
-pub struct Secret<T>(T);
-
-impl<T> Secret<T> {
-    pub fn new(v: T) -> Self {
-        Secret(v)
-    }
-    pub fn expose(&self) -> &T {
-        &self.0
-    }
-}
-
-impl<T> From<T> for Secret<T> {
-    fn from(v: T) -> Self {
-        Secret(v)
-    }
-}
-
-impl<T> fmt::Debug for Secret<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("\"[redacted]\"")
-    }
-}
+pub use crate::secret::Secret;
 
 /// `[tls]`: serving HTTPS, and the CAs outbound HTTPS trusts (see `tls.rs`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]

@@ -20,6 +20,7 @@ pub mod replica;
 pub mod reports;
 pub mod scheduler;
 pub mod scrape;
+pub mod secret;
 pub mod segments;
 pub mod serve;
 pub mod sim;
