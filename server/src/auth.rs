@@ -349,11 +349,13 @@ pub async fn check_directory_users(
     dir: &ldap::Directory,
 ) -> Result<u64, SignInError> {
     let mut ended = 0;
-    for (name, role) in store
+    let users = store
         .directory_users_signed_in(Origin::Ldap, wall_now_ms())
-        .await?
-    {
-        match dir.lookup(&name).await? {
+        .await?;
+    let names: Vec<String> = users.iter().map(|(n, _)| n.clone()).collect();
+    let now = dir.lookup_all(&names).await?;
+    for ((name, role), now) in users.into_iter().zip(now) {
+        match now {
             None => {
                 let n = store.end_sessions(&name).await?;
                 tracing::info!(user = %name, sessions = n, "the directory no longer gives this user a role: sessions ended");

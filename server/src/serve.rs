@@ -724,6 +724,14 @@ pub fn check(cfg: &Config) -> Result<Vec<String>, ServeError> {
             l.roles.len()
         ));
     }
+    if let Some(o) = &cfg.auth.oidc {
+        // Nor the provider: its discovery is read at the first sign-in.
+        checked.push(format!(
+            "OpenID Connect sign-in through {} ({} claim values mapped to roles)",
+            o.issuer,
+            o.roles.len()
+        ));
+    }
     match cfg.source {
         SourceKind::Simulator => {
             checked.push(format!("source: the simulator, {} nodes", cfg.sim.nodes))

@@ -1,7 +1,7 @@
 //! LDAP sign-in (`[auth.ldap]`): search the user as Gantry's service account (or
 //! anonymously), bind as the user with their password, then read their groups and map
 //! them to a role. A sign-in records the user (origin `ldap`) with that role, so the role
-//! follows the directory's groups at each sign-in; a periodic check ([`Directory::lookup`]
+//! follows the directory's groups at each sign-in; a periodic check ([`Directory::lookup_all`]
 //! per signed-in user) ends the sessions of users the directory no longer knows or no
 //! longer gives a role.
 //!
@@ -21,7 +21,7 @@ use ldap3::{
 use rustls::ClientConfig;
 use serde::Deserialize;
 
-use crate::config::Secret;
+use crate::secret::Secret;
 
 /// LDAP result codes (RFC 4511, 4.1.9) this module tells apart.
 const INVALID_CREDENTIALS: u32 = 49;
@@ -30,6 +30,9 @@ const NO_SUCH_OBJECT: u32 = 32;
 
 /// Groups read per user at most.
 const MAX_GROUPS: i32 = 1000;
+/// Sign-ins talking to the directory at once; past it a sign-in is answered "busy" at once
+/// (as the password checker's queue is), so a flood of names holds no more connections.
+const MAX_CONCURRENT: usize = 16;
 
 /// `[auth.ldap]`.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -165,6 +168,8 @@ pub enum LdapError {
     PasswordFile { path: String, reason: String },
     #[error("the directory took longer than {0:?}")]
     Timeout(Duration),
+    #[error("{MAX_CONCURRENT} sign-ins are talking to the directory already")]
+    Busy,
 }
 
 /// What the directory says of a name and password.
@@ -182,6 +187,7 @@ pub enum Verdict {
 pub struct Directory {
     cfg: LdapConfig,
     tls: Option<Arc<ClientConfig>>,
+    slots: tokio::sync::Semaphore,
 }
 
 impl Directory {
@@ -198,7 +204,11 @@ impl Directory {
         } else {
             None
         };
-        Ok(Directory { cfg, tls })
+        Ok(Directory {
+            cfg,
+            tls,
+            slots: tokio::sync::Semaphore::new(MAX_CONCURRENT),
+        })
     }
 
     pub fn check_every(&self) -> Duration {
@@ -216,6 +226,7 @@ impl Directory {
         if password.is_empty() {
             return Ok(Verdict::Refused);
         }
+        let _slot = self.slots.try_acquire().map_err(|_| LdapError::Busy)?;
         let t = self.timeout();
         // One deadline over the whole exchange, besides each operation's own.
         tokio::time::timeout(t * 4, async {
@@ -256,25 +267,25 @@ impl Directory {
         .map_err(|_| LdapError::Timeout(t * 4))?
     }
 
-    /// The role the directory gives `name` now, without their password: `None` when it no
-    /// longer knows them or gives them no role.
-    pub async fn lookup(&self, name: &str) -> Result<Option<Role>, LdapError> {
-        let t = self.timeout();
-        tokio::time::timeout(t * 4, async {
-            let mut ldap = self.connect().await?;
-            let res = async {
-                self.service_bind(&mut ldap).await?;
-                match self.find_user(&mut ldap, name).await? {
-                    Some(dn) => self.role_of(&mut ldap, &dn, name).await,
-                    None => Ok(None),
-                }
+    /// The role the directory gives each of `names` now, without their passwords, over one
+    /// connection: `None` for one it no longer knows or gives no role. Each operation is
+    /// bounded by the timeout.
+    pub async fn lookup_all(&self, names: &[String]) -> Result<Vec<Option<Role>>, LdapError> {
+        let mut ldap = self.connect().await?;
+        let res = async {
+            self.service_bind(&mut ldap).await?;
+            let mut out = Vec::with_capacity(names.len());
+            for name in names {
+                out.push(match self.find_user(&mut ldap, name).await? {
+                    Some(dn) => self.role_of(&mut ldap, &dn, name).await?,
+                    None => None,
+                });
             }
-            .await;
-            let _ = ldap.unbind().await;
-            res
-        })
-        .await
-        .map_err(|_| LdapError::Timeout(t * 4))?
+            Ok(out)
+        }
+        .await;
+        let _ = ldap.unbind().await;
+        res
     }
 
     fn unreachable(&self, e: impl std::fmt::Display) -> LdapError {

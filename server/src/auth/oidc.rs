@@ -25,12 +25,15 @@ use hyper_util::rt::TokioExecutor;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use crate::config::Secret;
+use crate::secret::Secret;
 
 /// The largest answer read from the provider (discovery, JWKS, token).
 const MAX_BODY: usize = 256 * 1024;
 /// How long the provider's metadata and keys are reused.
 const META_TTL: Duration = Duration::from_secs(3600);
+/// After the provider's metadata could not be read, how long sign-ins fail at once rather
+/// than ask again (a flood of sign-ins does not become a flood of requests to it).
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(10);
 /// Clock skew allowed on `exp` and `iat`.
 const SKEW_MS: i64 = 60_000;
 /// How long a sign-in may stay at the provider.
@@ -274,8 +277,15 @@ pub struct Identity {
 pub struct Provider {
     cfg: OidcConfig,
     http: HyperClient<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
-    meta: tokio::sync::Mutex<Option<(Instant, Discovery)>>,
+    meta: tokio::sync::Mutex<Meta>,
     keys: tokio::sync::Mutex<Option<(Instant, Vec<Jwk>)>>,
+}
+
+/// The provider's metadata as last read, or when reading it last failed.
+#[derive(Default)]
+struct Meta {
+    read: Option<(Instant, Discovery)>,
+    failed: Option<Instant>,
 }
 
 impl Provider {
@@ -292,7 +302,7 @@ impl Provider {
         Provider {
             cfg,
             http: HyperClient::builder(TokioExecutor::new()).build(connector),
-            meta: tokio::sync::Mutex::new(None),
+            meta: tokio::sync::Mutex::new(Meta::default()),
             keys: tokio::sync::Mutex::new(None),
         }
     }
@@ -358,13 +368,37 @@ impl Provider {
 
     /// The provider's metadata, fetched at most once an hour (again at once after a failed
     /// sign-in asked for it).
-    async fn discovery(&self, fresh: bool) -> Result<Discovery, OidcError> {
+    async fn discovery(&self) -> Result<Discovery, OidcError> {
         let mut meta = self.meta.lock().await;
-        if let Some((at, d)) = meta.as_ref() {
-            if !fresh && at.elapsed() < META_TTL {
+        if let Some((at, d)) = meta.read.as_ref() {
+            if at.elapsed() < META_TTL {
                 return Ok(d.clone());
             }
         }
+        if meta
+            .failed
+            .is_some_and(|f| f.elapsed() < RETRY_AFTER_FAILURE)
+        {
+            return Err(OidcError::Unreachable {
+                what: "discovery document",
+                reason: format!("it failed less than {RETRY_AFTER_FAILURE:?} ago"),
+            });
+        }
+        let d = self.read_discovery().await;
+        match &d {
+            Ok(d) => {
+                *meta = Meta {
+                    read: Some((Instant::now(), d.clone())),
+                    failed: None,
+                }
+            }
+            Err(_) => meta.failed = Some(Instant::now()),
+        }
+        d
+    }
+
+    /// Reads and checks the discovery document.
+    async fn read_discovery(&self) -> Result<Discovery, OidcError> {
         let url = format!(
             "{}/.well-known/openid-configuration",
             self.cfg.issuer.trim_end_matches('/')
@@ -409,7 +443,6 @@ impl Provider {
                 });
             }
         }
-        *meta = Some((Instant::now(), d.clone()));
         Ok(d)
     }
 
@@ -439,7 +472,7 @@ impl Provider {
     /// Begins a sign-in that returns to `next`: the provider's authorization URL to send
     /// the browser to, and what the cookie must carry until it returns.
     pub async fn begin(&self, next: &str) -> Result<(String, Pending), OidcError> {
-        let d = self.discovery(false).await?;
+        let d = self.discovery().await?;
         let p = Pending::new(next);
         let challenge = B64.encode(Sha256::digest(p.verifier.as_bytes()));
         let query = [
@@ -497,7 +530,7 @@ impl Provider {
                 "the answer came from another issuer (RFC 9207)".into(),
             ));
         }
-        let d = self.discovery(false).await?;
+        let d = self.discovery().await?;
         let form = [
             ("grant_type", "authorization_code"),
             ("code", code),
@@ -647,7 +680,7 @@ impl Provider {
     /// (RP-Initiated Logout 1.0) with the configured return, or `None` (Gantry only).
     pub async fn logout_url(&self) -> Option<String> {
         let back = self.cfg.post_logout_redirect_url.as_ref()?;
-        let d = match self.discovery(false).await {
+        let d = match self.discovery().await {
             Ok(d) => d,
             Err(e) => {
                 tracing::warn!(error = %e, "signed out of Gantry only: the OpenID provider cannot be reached");
@@ -665,7 +698,7 @@ impl Provider {
 
     /// Forgets the metadata and keys (a sign-in failed on them: read them again next time).
     pub async fn forget(&self) {
-        *self.meta.lock().await = None;
+        *self.meta.lock().await = Meta::default();
         *self.keys.lock().await = None;
     }
 }

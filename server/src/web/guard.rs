@@ -323,6 +323,13 @@ pub async fn login(
             return Ok(try_later(&headers, std::time::Duration::from_secs(1), true));
         }
         Err(crate::auth::SignInError::Store(e)) => return Err(ApiError::Storage(e)),
+        Err(crate::auth::SignInError::Directory(crate::auth::ldap::LdapError::Busy)) => {
+            st.live
+                .metrics
+                .sign_ins_throttled_total
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Ok(try_later(&headers, std::time::Duration::from_secs(1), true));
+        }
         Err(crate::auth::SignInError::Directory(e)) => {
             // Logged once here; the browser learns only that the directory is down.
             tracing::warn!(error = %e, "LDAP sign-in failed");
