@@ -55,11 +55,7 @@ pub(super) async fn answer(
 /// Interruptions and their causes, lemon nodes, the badput ledger and ETTR for a period
 /// (`format=csv&table=...`: one of its tables as a download).
 #[utoipa::path(get, path = "/api/reliability", tag = "reliability",
-    params(("period" = Option<String>, Query, description = "`day`, `week`, `month` (default) or `custom`"),
-        ("group" = Option<String>, Query, description = "`account` (default), `partition`, `user`, `rack` or `domain`"),
-        ("at" = Option<String>, Query, description = "a date in the period (YYYY-MM-DD), default today"),
-        ("from" = Option<String>, Query, description = "a custom period's first day (YYYY-MM-DD)"),
-        ("to" = Option<String>, Query, description = "a custom period's last day (YYYY-MM-DD)"),
+    params(super::reports::ReportParams,
         ("format" = Option<String>, Query, description = "`json` (default) or `csv`"),
         ("table" = Option<String>, Query, description = "with format=csv: causes, groups, models, nodes, sizes, repairs, lemons, interruptions (default), ledger, ledger_accounts or ledger_jobs")),
     responses((status = 200, description = "reliability, or a CSV table",
@@ -106,11 +102,7 @@ async fn reliability_get(
 /// the ledger's buckets stacked over time, for the same query words as the page.
 /// The ETTR or the ledger chart (`ettr` or `ledger`, `.svg` or `.png`).
 #[utoipa::path(get, path = "/api/reliability/charts/{file}", tag = "charts",
-    params(("file" = String, Path, description = "ettr.svg, ettr.png, ledger.svg or ledger.png"), ("period" = Option<String>, Query, description = "`day`, `week`, `month` (default) or `custom`"),
-        ("group" = Option<String>, Query, description = "`account` (default), `partition`, `user`, `rack` or `domain`"),
-        ("at" = Option<String>, Query, description = "a date in the period (YYYY-MM-DD), default today"),
-        ("from" = Option<String>, Query, description = "a custom period's first day (YYYY-MM-DD)"),
-        ("to" = Option<String>, Query, description = "a custom period's last day (YYYY-MM-DD)")),
+    params(("file" = String, Path, description = "ettr.svg, ettr.png, ledger.svg or ledger.png"), super::reports::ReportParams),
     responses((status = 200, description = "the chart",
         content((String = "image/svg+xml"), (Vec<u8> = "image/png")))))]
 async fn reliability_chart(

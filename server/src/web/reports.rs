@@ -16,6 +16,25 @@ pub(super) fn routes() -> Routes {
     ]
 }
 
+/// The words of a report's query, as `report_query` reads them (for the API's description;
+/// the handlers read the pairs themselves, to tell each bad word apart).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+// Never built: only its description is used.
+#[allow(dead_code)]
+pub(super) struct ReportParams {
+    /// `day`, `week`, `month` (default) or `custom`.
+    period: Option<String>,
+    /// `account` (default), `partition`, `user`, `rack` or `domain`.
+    group: Option<String>,
+    /// A date in the period (YYYY-MM-DD), default today.
+    at: Option<String>,
+    /// A custom period's first day (YYYY-MM-DD).
+    from: Option<String>,
+    /// A custom period's last day (YYYY-MM-DD).
+    to: Option<String>,
+}
+
 /// The report query of a request's URL (`period`, `group`, `at`, `from`, `to`), and its
 /// `format`.
 pub(super) fn report_query(
@@ -36,11 +55,7 @@ pub(super) fn report_query(
 /// Utilization and cost for a period, per account, partition or user (`format=csv`: a
 /// download).
 #[utoipa::path(get, path = "/api/reports", tag = "reports",
-    params(("period" = Option<String>, Query, description = "`day`, `week`, `month` (default) or `custom`"),
-        ("group" = Option<String>, Query, description = "`account` (default), `partition`, `user`, `rack` or `domain`"),
-        ("at" = Option<String>, Query, description = "a date in the period (YYYY-MM-DD), default today"),
-        ("from" = Option<String>, Query, description = "a custom period's first day (YYYY-MM-DD)"),
-        ("to" = Option<String>, Query, description = "a custom period's last day (YYYY-MM-DD)"),
+    params(super::reports::ReportParams,
         ("format" = Option<String>, Query, description = "`json` (default) or `csv`")),
     responses((status = 200, description = "the report, or CSV with format=csv",
         content((app::reports::Report = "application/json"), (String = "text/csv")))))]
@@ -80,11 +95,7 @@ async fn report_get(
 /// of a report, as a download.
 /// One of the report's charts as a download (`utilization`, `cost`, ... `.svg` or `.png`).
 #[utoipa::path(get, path = "/api/reports/charts/{file}", tag = "charts",
-    params(("file" = String, Path, description = "CHART.svg or CHART.png"), ("period" = Option<String>, Query, description = "`day`, `week`, `month` (default) or `custom`"),
-        ("group" = Option<String>, Query, description = "`account` (default), `partition`, `user`, `rack` or `domain`"),
-        ("at" = Option<String>, Query, description = "a date in the period (YYYY-MM-DD), default today"),
-        ("from" = Option<String>, Query, description = "a custom period's first day (YYYY-MM-DD)"),
-        ("to" = Option<String>, Query, description = "a custom period's last day (YYYY-MM-DD)")),
+    params(("file" = String, Path, description = "CHART.svg or CHART.png"), super::reports::ReportParams),
     responses((status = 200, description = "the chart",
         content((String = "image/svg+xml"), (Vec<u8> = "image/png")))))]
 async fn report_chart(

@@ -10,15 +10,12 @@ use crate::support::{self, get};
 
 fn prometheus() -> Option<&'static str> {
     let bin = "/usr/bin/prometheus";
-    if std::path::Path::new(bin).exists() {
-        return Some(bin);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "Debian's prometheus must be installed in CI"
-    );
-    eprintln!("prometheus not installed: PromQL test skipped (apt-get install prometheus)");
-    None
+    support::installed(
+        std::path::Path::new(bin),
+        "Debian's prometheus",
+        "apt-get install prometheus",
+    )
+    .then_some(bin)
 }
 
 fn free_port() -> u16 {

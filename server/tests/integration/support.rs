@@ -17,6 +17,20 @@ fn unique(prefix: &str) -> String {
     )
 }
 
+/// Whether `path` (a program or an installed package of a real component) is here. Under CI
+/// it must be (the test fails); elsewhere its test is skipped, saying how to install it.
+pub fn installed(path: &std::path::Path, what: &str, install: &str) -> bool {
+    if path.exists() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{what} must be installed in CI ({install})"
+    );
+    eprintln!("{what} not installed: its test skipped ({install})");
+    false
+}
+
 /// A fresh SQLite database file in a fresh temporary directory.
 pub fn sqlite_url() -> String {
     let dir = std::env::temp_dir().join(unique("gantry_test"));
