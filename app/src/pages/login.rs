@@ -5,8 +5,9 @@ use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
 /// The single sign-on button's words, or `None` when no OpenID provider is configured
-/// (public: the sign-in page asks before anyone is signed in).
-#[server(endpoint = "sign_in_options")]
+/// (public, and a GET: the sign-in page asks before anyone is signed in, and public routes
+/// only read).
+#[server(endpoint = "sign_in_options", input = leptos::server_fn::codec::GetUrl)]
 pub async fn sign_in_options() -> Result<Option<String>, ServerFnError> {
     Ok(crate::backend::backend()?.single_sign_on())
 }
