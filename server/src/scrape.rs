@@ -88,16 +88,7 @@ pub struct Client {
 impl Client {
     /// `tls` verifies `https://` targets ([`crate::tls::client_config`]).
     pub fn new(cfg: ScrapeConfig, tls: Arc<rustls::ClientConfig>) -> Client {
-        let mut http = HttpConnector::new();
-        http.set_connect_timeout(Some(cfg.timeout));
-        http.set_nodelay(true);
-        // The HTTPS connector hands it `https://` URIs too, for the TCP part.
-        http.enforce_http(false);
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config((*tls).clone())
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+        let connector = crate::tls::https_connector(&tls, cfg.timeout);
         let inner = HyperClient::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
             // Real exporters are one per host, so this only matters where many share a

@@ -100,6 +100,24 @@ fn system_roots() -> RootCertStore {
     roots
 }
 
+/// The HTTPS (and plain HTTP) connector every outbound client of Gantry's uses: `tls`
+/// verifies `https://` peers, and a connection not made within `connect_timeout` fails.
+pub fn https_connector(
+    tls: &Arc<ClientConfig>,
+    connect_timeout: std::time::Duration,
+) -> hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector> {
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.set_connect_timeout(Some(connect_timeout));
+    http.set_nodelay(true);
+    // The HTTPS connector hands it `https://` URIs too, for the TCP part.
+    http.enforce_http(false);
+    hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config((**tls).clone())
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http)
+}
+
 /// The server configuration for serving HTTPS: `cert` is a PEM chain (the server's own
 /// certificate first, then any intermediates), `key` its private key in PEM (PKCS#8
 /// `PRIVATE KEY`, PKCS#1 `RSA PRIVATE KEY` or SEC1 `EC PRIVATE KEY`; not encrypted). ALPN

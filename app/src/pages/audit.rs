@@ -25,17 +25,7 @@ pub async fn audit_entries(filter: AuditFilter) -> Result<Vec<AuditEntry>, Serve
     backend.audit(&filter).await.map_err(ServerFnError::new)
 }
 
-fn enc(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
+use crate::nav::encode_component as enc;
 
 #[component]
 pub fn AuditPage() -> impl IntoView {

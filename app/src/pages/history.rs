@@ -19,17 +19,7 @@ pub async fn get_job_history(filter: JobFilter) -> Result<(Vec<Job>, u64), Serve
         .map_err(ServerFnError::new)
 }
 
-fn enc(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
+use crate::nav::encode_component as enc;
 
 #[component]
 pub fn JobHistory() -> impl IntoView {

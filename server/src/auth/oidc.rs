@@ -15,6 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use app::actions::Role;
+// `application/x-www-form-urlencoded` of one value: unreserved characters kept.
+use app::nav::encode_component as form_encode;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;
 use bytes::Bytes;
@@ -291,14 +293,7 @@ struct Meta {
 impl Provider {
     /// `tls` is what outbound HTTPS trusts ([`crate::tls::client_config`]).
     pub fn new(cfg: OidcConfig, tls: Arc<rustls::ClientConfig>) -> Provider {
-        let mut http = HttpConnector::new();
-        http.set_connect_timeout(Some(Duration::from_secs(cfg.timeout_seconds)));
-        http.enforce_http(false);
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config((*tls).clone())
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+        let connector = crate::tls::https_connector(&tls, Duration::from_secs(cfg.timeout_seconds));
         Provider {
             cfg,
             http: HyperClient::builder(TokioExecutor::new()).build(connector),
@@ -744,19 +739,6 @@ fn verify_signature(alg: &str, key: &Jwk, msg: &[u8], sig: &[u8]) -> Result<(), 
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// `application/x-www-form-urlencoded` of one value (unreserved characters kept).
-fn form_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// The highest role that any of `values` maps to (exact match: claims are case-sensitive).

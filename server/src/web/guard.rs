@@ -42,15 +42,19 @@ pub(super) fn routes() -> Routes {
 /// rechecks a long request's session: `auth::token_digest` of it is what
 /// `Store::sessions_valid` takes).
 pub(super) fn cookie_token(headers: &HeaderMap) -> Option<String> {
+    cookie(headers, COOKIE).filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// The value of the request's cookie `name`, if it sent one.
+pub(super) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == COOKIE)
+        .find(|(k, _)| *k == name)
         .map(|(_, v)| v.to_string())
-        .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// Whether a state-changing request comes from Gantry's own pages: a browser sends
@@ -184,17 +188,7 @@ pub async fn guard(State(st): State<AppState>, mut req: Request, next: Next) -> 
 }
 
 /// `s` percent-encoded for a query value or path (`/` kept).
-pub(super) fn urlencode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
+pub(super) use app::nav::query_encode as urlencode;
 
 /// Where to go after signing in: a path of Gantry's own (never another site).
 pub(super) fn safe_next(next: Option<&str>) -> String {

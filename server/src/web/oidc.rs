@@ -85,14 +85,7 @@ fn clear_pending(st: &AppState, resp: &mut Response) {
 }
 
 fn pending_of(headers: &HeaderMap) -> Option<Pending> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == COOKIE)
-        .and_then(|(_, v)| Pending::from_cookie(v))
+    Pending::from_cookie(&super::guard::cookie(headers, COOKIE)?)
 }
 
 /// `GET /auth/oidc/callback?code=…&state=…`: the provider's answer.

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use app::actions::Role;
+use app::nav::encode_component as enc;
 use server::auth::oidc::OidcConfig;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
@@ -233,18 +234,6 @@ fn form_value(body: &str, name: &str) -> Option<String> {
     let v = &body[at..];
     let start = v.find("value=\"")? + 7;
     Some(v[start..start + v[start..].find('"')?].to_string())
-}
-
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 /// Signs in through the provider as `user`: the provider's form (when it asks), then back
