@@ -306,8 +306,9 @@ pub async fn authenticate(
                             );
                             Ok(SignIn::Refused)
                         }
-                        DirectoryPut::RoleChanged(was) => {
-                            tracing::info!(user = %name, was = was.as_str(), now = role.as_str(), "role changed by the directory's groups");
+                        DirectoryPut::RoleChanged => {
+                            let was = user.as_ref().map_or("none", |u| u.role.as_str());
+                            tracing::info!(user = %name, was, now = role.as_str(), "role changed by the directory's groups");
                             Ok(signed_in(store.user(name).await?))
                         }
                         DirectoryPut::Added | DirectoryPut::Same => {

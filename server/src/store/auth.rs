@@ -65,8 +65,8 @@ impl Origin {
 pub enum DirectoryPut {
     /// The user is new here.
     Added,
-    /// The role changed (from the one given).
-    RoleChanged(Role),
+    /// The role changed.
+    RoleChanged,
     /// Nothing changed.
     Same,
     /// A user of that name comes from elsewhere (a local user, or the other directory):
@@ -189,14 +189,8 @@ impl Store {
         now_ms: UnixMs,
     ) -> Result<DirectoryPut> {
         let mut tx = self.pool.begin().await?;
-        // A write first (see `put_user`): the role, if this is that directory's user.
-        let before =
-            sqlx::query("SELECT role FROM users WHERE name = $1 AND origin = $2 AND role <> $3")
-                .bind(name)
-                .bind(origin.as_str())
-                .bind(role.as_str())
-                .fetch_optional(&mut *tx)
-                .await?;
+        // A write first (see `put_user`; an UPDATE takes SQLite's write lock whether or not
+        // it matches a row): the role, if this is that directory's user.
         let changed = sqlx::query(
             "UPDATE users SET role = $3 WHERE name = $1 AND origin = $2 AND role <> $3",
         )
@@ -209,11 +203,7 @@ impl Store {
         if changed > 0 {
             bump_epoch(&mut tx).await?;
             tx.commit().await?;
-            let was = match before {
-                Some(r) => role_of(&r.try_get::<String, _>("role")?)?,
-                None => role,
-            };
-            return Ok(DirectoryPut::RoleChanged(was));
+            return Ok(DirectoryPut::RoleChanged);
         }
         let existing = sqlx::query("SELECT origin FROM users WHERE name = $1")
             .bind(name)

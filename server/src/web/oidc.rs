@@ -185,8 +185,8 @@ pub async fn callback(
             failed("the name is another origin's user");
             return Ok(to_login(&st, "sso", &next));
         }
-        DirectoryPut::RoleChanged(was) => {
-            tracing::info!(user = %name, was = was.as_str(), now = role.as_str(), "role changed by the provider's claim");
+        DirectoryPut::RoleChanged => {
+            tracing::info!(user = %name, now = role.as_str(), "role changed by the provider's claim");
         }
         DirectoryPut::Added | DirectoryPut::Same => {}
     }

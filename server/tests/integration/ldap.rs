@@ -319,6 +319,16 @@ async fn directory_users_sign_in_with_the_role_their_groups_give() {
             Some("admin")
         );
 
+        // Sign-ins of one directory user at once (each records the user): all succeed.
+        let at_once: Vec<_> = (0..8)
+            .map(|_| tokio::spawn(async move { sign_in(addr, "bob", BOB_PW).await }))
+            .collect();
+        for t in at_once {
+            let (to, cookie) = t.await.expect("sign-in task");
+            assert_eq!(to, "/", "concurrent sign-in of bob");
+            assert!(cookie.is_some());
+        }
+
         // Wrong password, unknown user, a filter's metacharacters, an empty password: refused.
         for (name, pw) in [
             ("alice", BOB_PW),
