@@ -353,6 +353,10 @@ pub async fn check_directory_users(
     let users = store
         .directory_users_signed_in(Origin::Ldap, wall_now_ms())
         .await?;
+    if users.is_empty() {
+        // Nobody to look up: the directory is not called.
+        return Ok(0);
+    }
     let names: Vec<String> = users.iter().map(|(n, _)| n.clone()).collect();
     let now = dir.lookup_all(&names).await?;
     for ((name, role), now) in users.into_iter().zip(now) {
