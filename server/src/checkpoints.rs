@@ -1150,6 +1150,20 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
+/// What a file's bytes say, or an issue naming the file (never anything it read).
+fn or_issue<T>(r: Result<T, MarkerError>, path: &Path, issues: &mut Vec<ScanIssue>) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(err) => {
+            issues.push(ScanIssue {
+                path: path.to_string_lossy().into(),
+                problem: err.to_string(),
+            });
+            None
+        }
+    }
+}
+
 /// A directory open for the scan, and the path that reaches what is in it through the open
 /// handle.
 struct Dir {
@@ -1381,31 +1395,13 @@ impl Scanner {
             let name = e.file_name().to_string_lossy().into_owned();
             let text = if m.is_file() && MARKERS.contains(&name.as_str()) {
                 self.about_to_open(&shown.join(&name));
-                match read_marker(&e.path()) {
-                    Ok(t) => Some(t),
-                    Err(err) => {
-                        issues.push(ScanIssue {
-                            path: shown.join(&name).to_string_lossy().into(),
-                            problem: err.to_string(),
-                        });
-                        None
-                    }
-                }
+                or_issue(read_marker(&e.path()), &shown.join(&name), issues)
             } else {
                 None
             };
             let facts = if m.is_file() && wants_facts(&name) {
                 self.about_to_open(&shown.join(&name));
-                match read_facts(&e.path(), &name) {
-                    Ok(f) => f,
-                    Err(err) => {
-                        issues.push(ScanIssue {
-                            path: shown.join(&name).to_string_lossy().into(),
-                            problem: err.to_string(),
-                        });
-                        None
-                    }
-                }
+                or_issue(read_facts(&e.path(), &name), &shown.join(&name), issues).flatten()
             } else {
                 None
             };

@@ -12,7 +12,7 @@ use app::actions::Role;
 use ldap3::{LdapConnAsync, Mod};
 use server::auth::ldap::LdapConfig;
 
-use crate::support::{self, get_with, request};
+use crate::support::{self, get_with};
 use crate::tls::Pki;
 
 const SLAPD: &str = "/usr/sbin/slapd";
@@ -231,15 +231,7 @@ async fn sign_in(
     name: &str,
     password: &str,
 ) -> (String, Option<String>) {
-    let form = format!("name={name}&password={}&next=/", password.replace(' ', "+"));
-    let r = request(
-        addr,
-        "POST",
-        "/auth/login",
-        &[],
-        Some(("application/x-www-form-urlencoded", form.as_bytes())),
-    )
-    .await;
+    let r = support::post_sign_in(addr, name, password).await;
     assert_eq!(r.status, 303, "sign-in of {name}: {}", r.text());
     let to = r.header("location").unwrap_or_default().to_string();
     let cookie = r

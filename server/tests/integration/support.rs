@@ -210,17 +210,22 @@ pub async fn add_users(store: &server::store::Store) {
     }
 }
 
-/// Signs in through the form; returns the `Cookie` header value.
-pub async fn login(addr: std::net::SocketAddr, name: &str) -> String {
-    let form = format!("name={name}&password={}&next=/", PASSWORD.replace(' ', "+"));
-    let r = request(
+/// Posts the sign-in form as a browser would (to `/`); Gantry's answer.
+pub async fn post_sign_in(addr: std::net::SocketAddr, name: &str, password: &str) -> Resp {
+    let form = format!("name={name}&password={}&next=/", password.replace(' ', "+"));
+    request(
         addr,
         "POST",
         "/auth/login",
         &[],
         Some(("application/x-www-form-urlencoded", form.as_bytes())),
     )
-    .await;
+    .await
+}
+
+/// Signs in through the form; returns the `Cookie` header value.
+pub async fn login(addr: std::net::SocketAddr, name: &str) -> String {
+    let r = post_sign_in(addr, name, PASSWORD).await;
     assert_eq!(r.status, 303, "sign-in of {name}: {}", r.text());
     let set = r.header("set-cookie").expect("a session cookie");
     set.split(';').next().expect("cookie").to_string()
