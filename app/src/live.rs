@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Cooling, DomainKind, NodeState, UnixMs};
+use crate::model::{Cooling, DomainKind, LeakState, NodeState, UnixMs};
 
 /// GPUs by what they can do now. `allocated + idle + drained + down == total`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,6 +67,43 @@ pub struct RackTile {
     /// Running jobs with GPUs in this rack, most GPUs first (who draws its power).
     #[serde(default)]
     pub jobs: Vec<u64>,
+    /// A liquid rack's coolant loop; `None` for air-cooled racks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coolant: Option<CoolantTile>,
+}
+
+/// A liquid rack's coolant loop now, from its trays' BMCs: temperatures to 0.1 °C and
+/// flow to 0.1 L/min (the display's precision), and the trays in trouble by name.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct CoolantTile {
+    /// Mean over the trays that report it.
+    pub supply_celsius: Option<f64>,
+    pub return_celsius: Option<f64>,
+    /// Return minus supply.
+    pub delta_t_celsius: Option<f64>,
+    /// Summed over the trays that report it, litres per minute.
+    pub flow_lpm: Option<f64>,
+    /// Trays reporting any coolant reading.
+    pub trays_reporting: u32,
+    /// The worst leak detector of the rack.
+    pub leak: LeakState,
+    /// Trays whose leak detector is not OK, in inventory order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leaking: Vec<String>,
+    /// Trays whose flow is under the rack's limit, in inventory order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub low_flow: Vec<String>,
+    /// The rack's limits (from the layout), where set.
+    pub flow_min_lpm: Option<f64>,
+    pub delta_t_max_celsius: Option<f64>,
+}
+
+impl CoolantTile {
+    /// Return over supply by more than the limit.
+    pub fn delta_t_high(&self) -> bool {
+        matches!((self.delta_t_celsius, self.delta_t_max_celsius), (Some(d), Some(m)) if d > m)
+    }
 }
 
 impl RackTile {
@@ -77,9 +114,21 @@ impl RackTile {
             .map(|p| p / self.power_limit_watts)
     }
 
-    /// The rack's severity for colour: over its power limit or inlet limit is critical,
-    /// above 90% of its power limit or throttling GPUs is a warning.
+    /// The rack's severity for colour: a critical leak or over its power limit is
+    /// critical; a leak warning, a tray short of coolant flow, coolant delta-T over its
+    /// limit, above 90% of its power limit or throttling GPUs is a warning.
     pub fn severity(&self) -> Severity {
+        if let Some(c) = &self.coolant {
+            if c.leak == LeakState::Critical {
+                return Severity::Critical;
+            }
+            if c.leak == LeakState::Warning || !c.low_flow.is_empty() || c.delta_t_high() {
+                return match self.load_ratio() {
+                    Some(r) if r > 1.0 => Severity::Critical,
+                    _ => Severity::Warning,
+                };
+            }
+        }
         match self.load_ratio() {
             Some(r) if r > 1.0 => Severity::Critical,
             Some(r) if r > 0.9 => Severity::Warning,
@@ -493,6 +542,7 @@ mod tests {
             gpu_temp_max_celsius: None,
             inlet_limit_celsius: 35.0,
             jobs: Vec::new(),
+            coolant: None,
         }
     }
 

@@ -30,6 +30,64 @@ pub struct Rack {
     pub cooling: Cooling,
     /// The inlet temperature above which GPUs in this rack are expected to throttle.
     pub inlet_limit_celsius: f64,
+    /// Liquid racks: the coolant flow through one tray (node) below which it is starved,
+    /// in litres per minute; `None`: not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coolant_flow_min_lpm: Option<f64>,
+    /// Liquid racks: the rise of coolant return over supply temperature above which the
+    /// loop carries more heat than its flow is sized for; `None`: not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coolant_delta_t_max_celsius: Option<f64>,
+}
+
+/// A leak detector's state, in Redfish's words (`LeakDetector.DetectorState`: OK,
+/// Warning, Critical); BMC exporters print it as a sensor state 0, 1, 2.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum LeakState {
+    #[default]
+    Ok,
+    Warning,
+    Critical,
+}
+
+impl LeakState {
+    /// From a sensor state as exporters print it (0 nominal, 1 warning, 2 critical).
+    pub fn from_sensor(v: f64) -> Option<LeakState> {
+        match v {
+            0.0 => Some(LeakState::Ok),
+            1.0 => Some(LeakState::Warning),
+            2.0 => Some(LeakState::Critical),
+            _ => None,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            LeakState::Ok => "OK",
+            LeakState::Warning => "Warning",
+            LeakState::Critical => "Critical",
+        }
+    }
+}
+
+/// One tray's (node's) liquid-cooling readings from its BMC. A missing value is `None`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct CoolantReading {
+    pub supply_celsius: Option<f64>,
+    pub return_celsius: Option<f64>,
+    /// Litres per minute through the tray.
+    pub flow_lpm: Option<f64>,
+    /// The worst of its leak detectors.
+    pub leak: Option<LeakState>,
+}
+
+impl CoolantReading {
+    pub fn is_empty(&self) -> bool {
+        *self == CoolantReading::default()
+    }
 }
 
 /// A GPU as inventory (not its readings).

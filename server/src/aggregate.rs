@@ -139,6 +139,10 @@ pub struct Readings {
     /// or `None` where no exporter reports it.
     #[serde(default)]
     pub node_ib_link_downed_total: Vec<Option<u64>>,
+    /// Each node's coolant readings from its BMC (liquid-cooled trays), in the order of
+    /// `nodes`; empty or `None` where none is reported.
+    #[serde(default)]
+    pub node_coolant: Vec<Option<app::model::CoolantReading>>,
 }
 
 /// The overview of `inv` from `r`, numbered `seq`.
@@ -243,6 +247,7 @@ pub fn overview(
         .iter()
         .map(|x| (x.rack.as_str(), (x.nodes_power_watts, x.inlet_celsius)))
         .collect();
+    let mut coolant = coolant_tiles(inv, r, &ix, &rack_of);
     let racks: Vec<RackTile> = inv
         .racks
         .iter()
@@ -268,6 +273,7 @@ pub fn overview(
                 gpu_temp_max_celsius: None,
                 inlet_limit_celsius: rack.inlet_limit_celsius,
                 jobs: Vec::new(),
+                coolant: coolant[i].take(),
             }
         })
         .collect();
@@ -303,6 +309,85 @@ pub fn overview(
     ov
 }
 
+/// Each liquid rack's coolant loop from its trays' readings (`None` for air racks):
+/// supply and return as means over the trays that report them, flow summed, the worst
+/// leak detector, and the trays leaking or under the rack's flow limit, in inventory
+/// order. Rounded to the display's 0.1.
+fn coolant_tiles(
+    inv: &Inventory,
+    r: &Readings,
+    ix: &HashMap<&str, usize>,
+    rack_of: &[Option<usize>],
+) -> Vec<Option<app::live::CoolantTile>> {
+    let mut tiles: Vec<Option<app::live::CoolantTile>> = inv
+        .racks
+        .iter()
+        .map(|rack| {
+            (rack.cooling == app::model::Cooling::Liquid).then(|| app::live::CoolantTile {
+                flow_min_lpm: rack.coolant_flow_min_lpm,
+                delta_t_max_celsius: rack.coolant_delta_t_max_celsius,
+                ..Default::default()
+            })
+        })
+        .collect();
+    if tiles.iter().all(Option::is_none) {
+        return tiles;
+    }
+    // Per rack: sums and counts of supply, return and flow; trays in trouble by index.
+    let mut acc = vec![[(0.0f64, 0u32); 3]; inv.racks.len()];
+    let mut leaking: Vec<Vec<usize>> = vec![Vec::new(); inv.racks.len()];
+    let mut low: Vec<Vec<usize>> = vec![Vec::new(); inv.racks.len()];
+    for ((name, _), c) in r.nodes.iter().zip(&r.node_coolant) {
+        let (Some(c), Some(&ni)) = (c, ix.get(name.as_str())) else {
+            continue;
+        };
+        let Some(ri) = rack_of[ni] else { continue };
+        let Some(t) = tiles[ri].as_mut() else {
+            continue;
+        };
+        t.trays_reporting += 1;
+        for (k, v) in [c.supply_celsius, c.return_celsius, c.flow_lpm]
+            .into_iter()
+            .enumerate()
+        {
+            if let Some(v) = v {
+                acc[ri][k].0 += v;
+                acc[ri][k].1 += 1;
+            }
+        }
+        if let Some(l) = c.leak {
+            t.leak = t.leak.max(l);
+            if l != app::model::LeakState::Ok {
+                leaking[ri].push(ni);
+            }
+        }
+        if let (Some(f), Some(min)) = (c.flow_lpm, t.flow_min_lpm) {
+            if f < min {
+                low[ri].push(ni);
+            }
+        }
+    }
+    let round = |x: f64| (x * 10.0).round() / 10.0;
+    let names = |mut v: Vec<usize>| {
+        v.sort_unstable();
+        v.into_iter().map(|i| inv.nodes[i].name.clone()).collect()
+    };
+    for (ri, t) in tiles.iter_mut().enumerate() {
+        let Some(t) = t.as_mut() else { continue };
+        let mean = |(sum, n): (f64, u32)| (n > 0).then(|| sum / f64::from(n));
+        t.supply_celsius = mean(acc[ri][0]).map(round);
+        t.return_celsius = mean(acc[ri][1]).map(round);
+        t.delta_t_celsius = t
+            .supply_celsius
+            .zip(t.return_celsius)
+            .map(|(s, r)| round(r - s));
+        t.flow_lpm = (acc[ri][2].1 > 0).then(|| round(acc[ri][2].0));
+        t.leaking = names(std::mem::take(&mut leaking[ri]));
+        t.low_flow = names(std::mem::take(&mut low[ri]));
+    }
+    tiles
+}
+
 /// Display hysteresis for the floor, against the previous published overview: a node's
 /// power, hottest GPU and SM activity, and a rack's power and temperatures, keep their
 /// shown value until they move by more than about one display step (0.1 kW for a node,
@@ -336,6 +421,17 @@ pub fn steady(prev: &Overview, next: &mut Overview) {
             // reading that flips between two neighbours is noise, not news.
             hold(o.inlet_celsius, &mut n.inlet_celsius, 1.0);
             hold(o.gpu_temp_max_celsius, &mut n.gpu_temp_max_celsius, 1.0);
+            if let (Some(oc), Some(nc)) = (&o.coolant, n.coolant.as_mut()) {
+                // Coolant moves slowly: within 0.3 °C and 2% of flow is sensor noise.
+                hold(oc.supply_celsius, &mut nc.supply_celsius, 0.3);
+                hold(oc.return_celsius, &mut nc.return_celsius, 0.3);
+                let step = oc.flow_lpm.unwrap_or(0.0) * 0.02;
+                hold(oc.flow_lpm, &mut nc.flow_lpm, step);
+                nc.delta_t_celsius = nc
+                    .supply_celsius
+                    .zip(nc.return_celsius)
+                    .map(|(s, r)| ((r - s) * 10.0).round() / 10.0);
+            }
         }
     }
     if prev.domains.len() == next.domains.len() {

@@ -270,6 +270,10 @@ pub enum TelemetryKind {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SimConfig {
+    /// `hgx` (the default) or `nvl72`.
+    #[serde(deserialize_with = "sim_profile")]
+    pub profile: crate::sim::Profile,
+    /// Nodes (NVL72: trays, rounded up to whole racks of 18).
     pub nodes: u32,
     pub seed: u64,
     /// Simulated seconds per real second.
@@ -281,6 +285,7 @@ pub struct SimConfig {
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
+            profile: crate::sim::Profile::Hgx,
             nodes: 64,
             seed: 42,
             speed: 1.0,
@@ -387,6 +392,13 @@ impl Default for Config {
 // checks these are exactly their fields, and their own `Default` gives the defaults. Those
 // modules know nothing of TOML.
 
+fn sim_profile<'de, D: serde::Deserializer<'de>>(d: D) -> Result<crate::sim::Profile, D::Error> {
+    let s = String::deserialize(d)?;
+    crate::sim::Profile::parse(&s).ok_or_else(|| {
+        serde::de::Error::custom(format!("{s:?} is not a profile: \"hgx\" or \"nvl72\""))
+    })
+}
+
 /// `[power_mapping]`: metric names, and `label=value` sensor pickers (empty: none).
 #[derive(Deserialize)]
 #[serde(
@@ -401,6 +413,18 @@ struct PowerMappingKeys {
     inlet_metric: String,
     #[serde(deserialize_with = "label_picker")]
     inlet_label: Option<(String, String)>,
+    coolant_supply_metric: String,
+    #[serde(deserialize_with = "label_picker")]
+    coolant_supply_label: Option<(String, String)>,
+    coolant_return_metric: String,
+    #[serde(deserialize_with = "label_picker")]
+    coolant_return_label: Option<(String, String)>,
+    coolant_flow_metric: String,
+    #[serde(deserialize_with = "label_picker")]
+    coolant_flow_label: Option<(String, String)>,
+    leak_metric: String,
+    #[serde(deserialize_with = "label_picker")]
+    leak_label: Option<(String, String)>,
 }
 
 /// `[alerts]`: durations in whole minutes in the file, milliseconds in `AlertConfig`.

@@ -323,6 +323,7 @@ mod tests {
             gpu_temp_max_celsius: None,
             inlet_limit_celsius: 35.0,
             jobs: vec![],
+            coolant: None,
         });
         ov.segments.push(app::live::SegmentFree {
             base: 18,

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use futures_util::stream::{self, StreamExt};
 
-use app::model::{GpuReading, Inventory, Job, NodeState, RackReading, UnixMs};
+use app::model::{
+    CoolantReading, GpuReading, Inventory, Job, LeakState, NodeState, RackReading, UnixMs,
+};
 
 use crate::aggregate::Readings;
 use crate::promql::{PromError, PromQl};
@@ -17,8 +19,9 @@ pub use crate::scrape::RoundStats;
 use crate::scrape::{Client, ScrapeError, TargetHealth};
 use crate::telemetry::{dcgm, exposition};
 
-/// Which metrics of the BMC/PDU exporter carry node power and inlet temperature: a site
-/// maps its own exporter's names here (defaults: ipmi_exporter's).
+/// Which metrics of the BMC/PDU exporter carry node power, inlet temperature and, on
+/// liquid-cooled trays, the coolant loop: a site maps its own exporter's names here
+/// (defaults: ipmi_exporter's, its generic sensors for flow and leak state).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PowerMapping {
     pub power_metric: String,
@@ -27,16 +30,52 @@ pub struct PowerMapping {
     pub inlet_metric: String,
     /// The label that picks the inlet sensor among the temperature sensors, if any.
     pub inlet_label: Option<(String, String)>,
+    /// Coolant supply (into the tray) and return temperatures, in °C.
+    pub coolant_supply_metric: String,
+    pub coolant_supply_label: Option<(String, String)>,
+    pub coolant_return_metric: String,
+    pub coolant_return_label: Option<(String, String)>,
+    /// Coolant flow through the tray, in litres per minute.
+    pub coolant_flow_metric: String,
+    pub coolant_flow_label: Option<(String, String)>,
+    /// Leak detector state: 0 OK, 1 warning, 2 critical (ipmi_exporter's sensor states,
+    /// Redfish's `DetectorState`); the worst of the matching series counts.
+    pub leak_metric: String,
+    pub leak_label: Option<(String, String)>,
 }
 
 impl Default for PowerMapping {
     fn default() -> Self {
+        let name = |v: &str| Some(("name".to_string(), v.to_string()));
         PowerMapping {
             power_metric: "ipmi_dcmi_power_consumption_watts".into(),
             power_label: None,
             inlet_metric: "ipmi_temperature_celsius".into(),
-            inlet_label: Some(("name".into(), "Inlet Temp".into())),
+            inlet_label: name("Inlet Temp"),
+            coolant_supply_metric: "ipmi_temperature_celsius".into(),
+            coolant_supply_label: name("Coolant Supply Temp"),
+            coolant_return_metric: "ipmi_temperature_celsius".into(),
+            coolant_return_label: name("Coolant Return Temp"),
+            coolant_flow_metric: "ipmi_sensor_value".into(),
+            coolant_flow_label: name("Coolant Flow"),
+            leak_metric: "ipmi_sensor_state".into(),
+            leak_label: name("Leak Detector"),
         }
+    }
+}
+
+impl PowerMapping {
+    /// Every (metric, label picker) the mapping reads, for PromQL selectors and for
+    /// `gantry inspect metrics`: power, inlet, supply, return, flow, leak.
+    pub fn pickers(&self) -> [(&str, &Option<(String, String)>); 6] {
+        [
+            (&self.power_metric, &self.power_label),
+            (&self.inlet_metric, &self.inlet_label),
+            (&self.coolant_supply_metric, &self.coolant_supply_label),
+            (&self.coolant_return_metric, &self.coolant_return_label),
+            (&self.coolant_flow_metric, &self.coolant_flow_label),
+            (&self.leak_metric, &self.leak_label),
+        ]
     }
 }
 
@@ -45,27 +84,52 @@ impl Default for PowerMapping {
 pub struct BmcReading {
     pub power_watts: Option<f64>,
     pub inlet_celsius: Option<f64>,
+    pub coolant: CoolantReading,
     pub report: exposition::Report,
 }
 
-/// Reads node power and inlet temperature from a BMC or PDU exporter's text: the last
-/// finite sample of each mapped metric whose label (if the mapping names one) matches.
+/// Puts one mapped sample (`which`: the index in [`PowerMapping::pickers`]) into `out`:
+/// the last finite one of each reading, the worst leak state.
+fn bmc_sample(which: usize, v: f64, out: &mut (Option<f64>, Option<f64>, CoolantReading)) {
+    if !v.is_finite() {
+        return;
+    }
+    match which {
+        0 => out.0 = Some(v),
+        1 => out.1 = Some(v),
+        2 => out.2.supply_celsius = Some(v),
+        3 => out.2.return_celsius = Some(v),
+        4 if v >= 0.0 => out.2.flow_lpm = Some(v),
+        5 => {
+            if let Some(l) = LeakState::from_sensor(v) {
+                out.2.leak = Some(out.2.leak.map_or(l, |o| o.max(l)));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Reads node power, inlet temperature and the coolant loop from a BMC or PDU exporter's
+/// text: the last finite sample of each mapped metric whose label (if the mapping names
+/// one) matches; of leak detectors, the worst state.
 pub fn read_bmc(body: &[u8], m: &PowerMapping) -> BmcReading {
-    let (mut power, mut inlet) = (None, None);
+    let mut out = (None, None, CoolantReading::default());
+    let pickers = m.pickers();
     let report = exposition::parse(body, |s| {
-        let picks = |want: &Option<(String, String)>| {
-            want.as_ref()
-                .is_none_or(|(k, v)| s.label(k) == Some(v.as_str()))
-        };
-        if s.name == m.power_metric && s.value.is_finite() && picks(&m.power_label) {
-            power = Some(s.value);
-        } else if s.name == m.inlet_metric && s.value.is_finite() && picks(&m.inlet_label) {
-            inlet = Some(s.value);
+        for (i, (metric, label)) in pickers.iter().enumerate() {
+            let picked = s.name == *metric
+                && label
+                    .as_ref()
+                    .is_none_or(|(k, v)| s.label(k) == Some(v.as_str()));
+            if picked {
+                bmc_sample(i, s.value, &mut out);
+            }
         }
     });
     BmcReading {
-        power_watts: power,
-        inlet_celsius: inlet,
+        power_watts: out.0,
+        inlet_celsius: out.1,
+        coolant: out.2,
         report,
     }
 }
@@ -153,7 +217,7 @@ pub const IB_LINK_DOWNED_PROMQL: &str =
 pub const IB_RATE_PROMQL: &str = "sum without (device, port) (rate(node_infiniband_port_data_received_bytes_total[2m])) + sum without (device, port) (rate(node_infiniband_port_data_transmitted_bytes_total[2m]))";
 
 /// Queries per PromQL round (counted as targets in the scrape metrics).
-pub const PROMQL_QUERIES: usize = 5;
+pub const PROMQL_QUERIES: usize = 6;
 
 /// Adds each node's node_exporter URL from `template` (`{node}` is the node name).
 pub fn with_node_exporter(mut targets: Vec<NodeTarget>, template: Option<&str>) -> Vec<NodeTarget> {
@@ -185,6 +249,7 @@ struct NodeLatest {
     bmc_at_ms: Option<UnixMs>,
     power_watts: Option<f64>,
     inlet_celsius: Option<f64>,
+    coolant: CoolantReading,
     node_at_ms: Option<UnixMs>,
     /// The InfiniBand counters (received plus sent, over every port) at the last scrape.
     ib_total: Option<(f64, UnixMs)>,
@@ -444,6 +509,7 @@ impl Ingest {
                 let b = read_bmc(body, &self.mapping);
                 latest.power_watts = b.power_watts;
                 latest.inlet_celsius = b.inlet_celsius;
+                latest.coolant = b.coolant;
                 latest.bmc_at_ms = Some(now_ms);
                 (b.report.samples, b.report.error_count)
             }
@@ -491,6 +557,20 @@ impl Ingest {
         let inlet = prom
             .query(&selector(&m.inlet_metric, &m.inlet_label), None)
             .await?;
+        // The coolant loop's four readings in one query: an air-cooled cluster has none of
+        // them, which is no error; a failure of this query loses only them.
+        let coolant_selector = m.pickers()[2..]
+            .iter()
+            .map(|(metric, label)| selector(metric, label))
+            .collect::<Vec<_>>()
+            .join(" or ");
+        let (coolant, coolant_failed) = match prom.query(&coolant_selector, None).await {
+            Ok(c) => (c, 0),
+            Err(e) => {
+                tracing::warn!(error = %e, "PromQL coolant query failed; coolant shows as missing");
+                (Vec::new(), 1)
+            }
+        };
         let (ib, ib_failed) = match prom.query(IB_RATE_PROMQL, None).await {
             Ok(ib) => {
                 self.ib_failing = false;
@@ -556,6 +636,33 @@ impl Ingest {
                 l.bmc_at_ms = Some(now_ms);
             }
         }
+        let pickers = m.pickers();
+        let mut coolant_by_node: HashMap<String, (Option<f64>, Option<f64>, CoolantReading)> =
+            HashMap::new();
+        for s in &coolant {
+            let Some(&(_, v)) = s.points.last() else {
+                continue;
+            };
+            let name = s.labels.get("__name__").map(String::as_str).unwrap_or("");
+            let which = pickers
+                .iter()
+                .enumerate()
+                .skip(2)
+                .find(|(_, (metric, label))| {
+                    name == *metric
+                        && label
+                            .as_ref()
+                            .is_none_or(|(k, want)| s.labels.get(k) == Some(want))
+                });
+            if let Some((i, _)) = which {
+                bmc_sample(i, v, coolant_by_node.entry(node_of(s)).or_default());
+            }
+        }
+        for (node, (_, _, c)) in coolant_by_node {
+            let l = self.latest.entry(node).or_default();
+            l.coolant = c;
+            l.bmc_at_ms = Some(now_ms);
+        }
         for s in &ib {
             if let Some(&(_, v)) = s.points.last().filter(|(_, v)| v.is_finite() && *v >= 0.0) {
                 let l = self.latest.entry(node_of(s)).or_default();
@@ -572,8 +679,13 @@ impl Ingest {
         }
         Ok(RoundStats {
             targets: PROMQL_QUERIES,
-            failed: ib_failed + downs_failed,
-            samples: gpu_series.len() + power.len() + inlet.len() + ib.len() + downs.len(),
+            failed: ib_failed + downs_failed + coolant_failed,
+            samples: gpu_series.len()
+                + power.len()
+                + inlet.len()
+                + coolant.len()
+                + ib.len()
+                + downs.len(),
             line_errors: 0,
         })
     }
@@ -599,6 +711,7 @@ impl Ingest {
         let mut node_power = Vec::with_capacity(nodes.len());
         let mut ib_rate = Vec::with_capacity(nodes.len());
         let mut ib_downs = Vec::with_capacity(nodes.len());
+        let mut coolant = Vec::with_capacity(nodes.len());
         let mut rack_power: HashMap<&str, f64> = HashMap::new();
         let mut rack_inlet: HashMap<&str, f64> = HashMap::new();
         let inv_node: HashMap<&str, &app::model::Node> =
@@ -618,6 +731,7 @@ impl Ingest {
             let bmc = l.filter(|l| fresh(l.bmc_at_ms));
             let power = bmc.and_then(|l| l.power_watts);
             node_power.push(power);
+            coolant.push(bmc.map(|l| l.coolant).filter(|c| !c.is_empty()));
             let node_exp = l.filter(|l| fresh(l.node_at_ms));
             ib_rate.push(node_exp.and_then(|l| l.ib_bytes_per_second));
             ib_downs.push(node_exp.and_then(|l| l.ib_link_downed));
@@ -650,6 +764,7 @@ impl Ingest {
             node_ib_bytes_per_second: ib_rate,
             node_ib_bytes_total: Vec::new(),
             node_ib_link_downed_total: ib_downs,
+            node_coolant: coolant,
         }
     }
 }
@@ -764,6 +879,7 @@ mod tests {
             power_label: Some(("sensor".into(), "power1".into())),
             inlet_metric: "node_hwmon_temp_celsius".into(),
             inlet_label: Some(("sensor".into(), "temp1".into())),
+            ..PowerMapping::default()
         };
         let mut ing = Ingest::new(
             Client::new(

@@ -10,6 +10,8 @@
 //! power_limit_kw = 40
 //! cooling = "air"               # or "liquid"
 //! inlet_limit_celsius = 35      # default 35
+//! coolant_flow_min_lpm = 1.5    # liquid only: per tray (node); unset: not judged
+//! coolant_delta_t_max_celsius = 12  # liquid only: return over supply; unset: not judged
 //! pdu = "pdu-a01"
 //! nodes = "gpu[001-008]"        # hostlist, bottom to top
 //! u_start = 2                   # U of the first node (default 1)
@@ -56,6 +58,8 @@ struct FileRack {
     power_limit_kw: f64,
     cooling: Option<String>,
     inlet_limit_celsius: Option<f64>,
+    coolant_flow_min_lpm: Option<f64>,
+    coolant_delta_t_max_celsius: Option<f64>,
     pdu: Option<String>,
     #[serde(default)]
     nodes: String,
@@ -104,6 +108,19 @@ pub fn parse(cluster: &str, text: &str, topo: Option<(&str, &str)>) -> Result<La
             Some("liquid") => Cooling::Liquid,
             Some(_) => return Err(bad("cooling is \"air\" or \"liquid\"")),
         };
+        for (key, v) in [
+            ("coolant_flow_min_lpm", r.coolant_flow_min_lpm),
+            ("coolant_delta_t_max_celsius", r.coolant_delta_t_max_celsius),
+        ] {
+            if let Some(v) = v {
+                if cooling != Cooling::Liquid {
+                    return Err(bad(&format!("{key} is for liquid-cooled racks")));
+                }
+                if !(v.is_finite() && v > 0.0 && v <= 1000.0) {
+                    return Err(bad(&format!("{key} must be above 0 and at most 1000")));
+                }
+            }
+        }
         if !rows.contains(&r.row) {
             rows.push(r.row.clone());
         }
@@ -115,6 +132,8 @@ pub fn parse(cluster: &str, text: &str, topo: Option<(&str, &str)>) -> Result<La
             power_limit_watts: r.power_limit_kw * 1000.0,
             cooling,
             inlet_limit_celsius: r.inlet_limit_celsius.unwrap_or(35.0),
+            coolant_flow_min_lpm: r.coolant_flow_min_lpm,
+            coolant_delta_t_max_celsius: r.coolant_delta_t_max_celsius,
         });
         *pos += 1;
         if let Some(p) = r.pdu {
@@ -262,6 +281,8 @@ pub fn place(layout: &Layout, slurm: &[(String, u32)]) -> Inventory {
             power_limit_watts: 0.0,
             cooling: Cooling::Air,
             inlet_limit_celsius: 35.0,
+            coolant_flow_min_lpm: None,
+            coolant_delta_t_max_celsius: None,
         });
         for (i, (name, g)) in extra.into_iter().enumerate() {
             inv.nodes.push(Node {

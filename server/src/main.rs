@@ -470,8 +470,7 @@ fn inspect(args: &[String]) -> ExitCode {
             let bmc = server::ingest::read_bmc(&body, &mapping);
             let (ib_total, _) = server::ingest::read_ib_total(&body);
             let read_elsewhere = |name: &str| {
-                name == mapping.power_metric
-                    || name == mapping.inlet_metric
+                mapping.pickers().iter().any(|(m, _)| *m == name)
                     || server::ingest::IB_METRICS.contains(&name)
             };
             let ignored: Vec<&String> = scrape
@@ -498,17 +497,27 @@ fn inspect(args: &[String]) -> ExitCode {
                     "memory_temp_celsius": "°C", "sm_clock_mhz": "MHz", "*_ratio": "0..1",
                     "gpu_util_percent": "%", "*_bytes_per_second": "B/s",
                     "total_energy_millijoules": "mJ", "node_power_watts": "W",
-                    "inlet_celsius": "°C", "infiniband_bytes_total": "B"
+                    "inlet_celsius": "°C", "infiniband_bytes_total": "B",
+                    "supply_celsius": "°C", "return_celsius": "°C", "flow_lpm": "L/min"
                 },
                 "gpus": gpus,
                 "bmc": {
                     "node_power_watts": bmc.power_watts,
                     "inlet_celsius": bmc.inlet_celsius,
+                    "coolant": bmc.coolant,
                     "mapping": {
                         "power_metric": mapping.power_metric,
                         "power_label": label(&mapping.power_label),
                         "inlet_metric": mapping.inlet_metric,
                         "inlet_label": label(&mapping.inlet_label),
+                        "coolant_supply_metric": mapping.coolant_supply_metric,
+                        "coolant_supply_label": label(&mapping.coolant_supply_label),
+                        "coolant_return_metric": mapping.coolant_return_metric,
+                        "coolant_return_label": label(&mapping.coolant_return_label),
+                        "coolant_flow_metric": mapping.coolant_flow_metric,
+                        "coolant_flow_label": label(&mapping.coolant_flow_label),
+                        "leak_metric": mapping.leak_metric,
+                        "leak_label": label(&mapping.leak_label),
                     },
                 },
                 "node_exporter": { "infiniband_bytes_total": ib_total },

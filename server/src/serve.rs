@@ -508,13 +508,14 @@ async fn start_sim_source(
     let live = &work.live;
     let addr = work.addr;
     let start_ms = cfg.sim.start_ms.unwrap_or_else(live::wall_now_ms);
-    let (nodes, seed, name) = (
+    let (profile, nodes, seed, name) = (
+        cfg.sim.profile,
         cfg.sim.nodes as usize,
         cfg.sim.seed,
         cfg.cluster_name.clone(),
     );
     let sim = match tokio::task::spawn_blocking(move || {
-        let mut sim = Sim::new(nodes, seed, &name, start_ms);
+        let mut sim = Sim::with_profile(profile, nodes, seed, &name, start_ms);
         sim.track_ledgers();
         sim
     })
@@ -733,9 +734,11 @@ pub fn check(cfg: &Config) -> Result<Vec<String>, ServeError> {
         ));
     }
     match cfg.source {
-        SourceKind::Simulator => {
-            checked.push(format!("source: the simulator, {} nodes", cfg.sim.nodes))
-        }
+        SourceKind::Simulator => checked.push(format!(
+            "source: the simulator ({}), {} nodes",
+            cfg.sim.profile.name(),
+            cfg.sim.nodes
+        )),
         SourceKind::Slurm => {
             if let Some(l) = slurm_layout(cfg)? {
                 checked.push(format!(

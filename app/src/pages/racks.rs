@@ -955,6 +955,7 @@ mod tests {
             gpu_temp_max_celsius: None,
             inlet_limit_celsius: 42.0,
             jobs: vec![7, 9],
+            coolant: None,
         }
     }
 

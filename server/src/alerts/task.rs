@@ -98,9 +98,12 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
                 *e = (*e).max(end);
             }
         }
+        let inventory = live.inventory();
         let facts = Facts {
             readings: latest.as_ref().map(|l| l.readings()),
             jobs,
+            inventory: inventory.as_deref(),
+            nodes: sched.as_ref().map(|s| s.nodes.as_slice()).unwrap_or(&[]),
             targets: &targets,
             nccl,
             last_checkpoint_ms,
@@ -199,7 +202,11 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
 }
 
 fn static_rule(rule: &str) -> &'static str {
-    const RULES: [&str; 12] = [
+    const RULES: [&str; 16] = [
+        "coolant_leak",
+        "coolant_leak_warning",
+        "coolant_flow_low",
+        "coolant_delta_t_high",
         "ecc_double_bit",
         "xid",
         "thermal_throttling",

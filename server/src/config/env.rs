@@ -46,6 +46,7 @@ pub(super) const ENV: &[(&str, &str, Kind)] = &[
     ("GANTRY_SCRAPE_CONCURRENCY", "scrape_concurrency", Kind::Int(int::<usize>, "a count")),
     ("GANTRY_INGEST_TOKEN",       "ingest_token",       Kind::Str),
 
+    ("GANTRY_SIM_PROFILE",  "sim.profile",  Kind::Str),
     ("GANTRY_SIM_NODES",    "sim.nodes",    Kind::Int(int::<u32>, "a node count")),
     ("GANTRY_SIM_SEED",     "sim.seed",     Kind::Int(int::<u64>, "an integer seed")),
     ("GANTRY_SIM_SPEED",    "sim.speed",    Kind::Float("a number")),

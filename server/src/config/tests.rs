@@ -269,6 +269,9 @@ fn misspelt_keys_are_refused_in_every_section() {
             "{text:?}: {e}"
         );
     }
+    // A profile the simulator does not know is named with the ones it does.
+    let e = load_err("[sim]\nprofile = \"gb300\"\n", &[]);
+    assert!(e.contains("sim.profile") && e.contains("nvl72"), "{e}");
     // [slurm]'s choices are named as the file writes them.
     let e = load_err("[slurm]\nrest_uri = \"http://h:6820\"\n", &[]);
     assert!(e.contains("`rest_url`") && !e.contains("`rest`"), "{e}");
@@ -366,6 +369,7 @@ fn every_variable_reaches_its_field() {
         ("GANTRY_SCRAPE_CONCURRENCY", "1004", |c| c.scrape_concurrency == 1004),
         ("GANTRY_INGEST_TOKEN", "0123456789abcdef", |c| c.ingest_token.is_some()),
         ("GANTRY_SIM_NODES", "1005", |c| c.sim.nodes == 1005),
+        ("GANTRY_SIM_PROFILE", "nvl72", |c| c.sim.profile == crate::sim::Profile::Nvl72),
         ("GANTRY_SIM_SEED", "1006", |c| c.sim.seed == 1006),
         ("GANTRY_SIM_SPEED", "1007.5", |c| c.sim.speed == 1007.5),
         ("GANTRY_SIM_START_MS", "-1008", |c| c.sim.start_ms == Some(-1008)),

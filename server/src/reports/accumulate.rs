@@ -519,6 +519,8 @@ mod tests {
                 power_limit_watts: 1.0,
                 cooling: app::model::Cooling::Air,
                 inlet_limit_celsius: 35.0,
+                coolant_flow_min_lpm: None,
+                coolant_delta_t_max_celsius: None,
             }],
             nodes: vec![Node {
                 name: "n1".into(),

@@ -3,7 +3,7 @@
 
 use app::model::{JobState, NodeState};
 
-use super::{Sim, SimEvent, GPUS_PER_NODE};
+use super::{Sim, SimEvent};
 use crate::scheduler::{SchedJob, SchedNode};
 
 /// Slurm's base state and flags for a simulated node.
@@ -44,12 +44,8 @@ impl Sim {
                 raw_state: raw_state(s.state),
                 reason: s.reason.clone(),
                 partitions: vec!["gpu".into()],
-                gpus_total: Some(GPUS_PER_NODE as u32),
-                gpus_used: Some(if s.job.is_some() {
-                    GPUS_PER_NODE as u32
-                } else {
-                    0
-                }),
+                gpus_total: Some(self.gpn as u32),
+                gpus_used: Some(if s.job.is_some() { self.gpn as u32 } else { 0 }),
             })
             .collect()
     }
@@ -74,7 +70,7 @@ impl Sim {
                 restart_count: j.restart_count,
                 exit_code: None,
                 node_count: j.nodes_needed as u32,
-                segment_size: None,
+                segment_size: j.segment.map(|s| s as u32),
             })
             .collect()
     }

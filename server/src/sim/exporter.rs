@@ -296,30 +296,67 @@ pub fn render_ipmi(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
         .iter()
         .find(|x| x.rack == n.rack)
         .and_then(|x| x.inlet_celsius)?;
-    let mut out = String::with_capacity(512);
-    let mut gauge = |name: &str, help: &str, labels: &str, value: i64| {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{labels} {value}"
-        );
+    // A liquid-cooled tray's BMC adds its coolant sensors (names as the default
+    // `[power_mapping]` reads them) and its leak detector's state.
+    let coolant = r
+        .nodes
+        .iter()
+        .position(|(x, _)| x == node)
+        .and_then(|i| r.node_coolant.get(i).copied().flatten());
+    let mut out = String::with_capacity(1024);
+    let mut family = |name: &str, help: &str, samples: &[(&str, String)]| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "{name}{labels} {value}");
+        }
     };
-    gauge(
+    family(
         "ipmi_dcmi_power_consumption_watts",
         "Current power consumption in Watts.",
-        "",
-        watts.round() as i64,
+        &[("", (watts.round() as i64).to_string())],
     );
-    gauge(
+    let mut temps = vec![(
+        "{id=\"1\",name=\"Inlet Temp\"}",
+        (inlet.round() as i64).to_string(),
+    )];
+    if let Some(c) = coolant {
+        if let Some(v) = c.supply_celsius {
+            temps.push(("{id=\"41\",name=\"Coolant Supply Temp\"}", go_float(v)));
+        }
+        if let Some(v) = c.return_celsius {
+            temps.push(("{id=\"42\",name=\"Coolant Return Temp\"}", go_float(v)));
+        }
+    }
+    family(
         "ipmi_temperature_celsius",
         "Temperature reading in degree Celsius.",
-        "{id=\"1\",name=\"Inlet Temp\"}",
-        inlet.round() as i64,
+        &temps,
     );
-    gauge(
+    if let Some(c) = coolant {
+        if let Some(v) = c.flow_lpm {
+            family(
+                "ipmi_sensor_value",
+                "Generic data read from an IPMI sensor of unknown type, relying on labels for context.",
+                &[("{id=\"43\",name=\"Coolant Flow\",type=\"Cooling Device\"}", go_float(v))],
+            );
+        }
+        if let Some(l) = c.leak {
+            let state = match l {
+                app::model::LeakState::Ok => 0,
+                app::model::LeakState::Warning => 1,
+                app::model::LeakState::Critical => 2,
+            };
+            family(
+                "ipmi_sensor_state",
+                "Indicates the severity of the state reported by an IPMI sensor (0=nominal, 1=warning, 2=critical).",
+                &[("{id=\"44\",name=\"Leak Detector\",type=\"Cooling Device\"}", state.to_string())],
+            );
+        }
+    }
+    family(
         "ipmi_up",
         "'1' if a scrape of the IPMI device was successful, '0' otherwise.",
-        "{collector=\"dcmi\"}",
-        1,
+        &[("{collector=\"dcmi\"}", "1".into())],
     );
     Some(out)
 }
@@ -577,5 +614,33 @@ mod tests {
                 tr.name
             );
         }
+    }
+
+    #[test]
+    fn a_liquid_trays_coolant_and_leak_round_trip_through_the_bmc_mapping() {
+        let mut sim = Sim::with_profile(crate::sim::Profile::Nvl72, 144, 42, "t", T0);
+        let sc = sim.coolant_scenario().cloned().expect("scenario");
+        sim.advance_to(sc.leak_critical_ms + 1_000);
+        let r = sim.readings();
+        let mapping = crate::ingest::PowerMapping::default();
+        let mut seen = 0;
+        for (i, n) in sim.inventory().nodes.iter().enumerate() {
+            let Some(text) = render_ipmi(sim.inventory(), &r, &n.name) else {
+                continue;
+            };
+            let b = crate::ingest::read_bmc(text.as_bytes(), &mapping);
+            assert_eq!(b.report.error_count, 0, "{text}");
+            assert_eq!(Some(b.coolant), r.node_coolant[i], "{}", n.name);
+            seen += 1;
+        }
+        assert!(seen > 100);
+        let leak = &sim.inventory().nodes[sc.leak_trays[0]].name;
+        let b = crate::ingest::read_bmc(
+            render_ipmi(sim.inventory(), &r, leak)
+                .expect("text")
+                .as_bytes(),
+            &mapping,
+        );
+        assert_eq!(b.coolant.leak, Some(app::model::LeakState::Critical));
     }
 }

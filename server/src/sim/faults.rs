@@ -13,7 +13,7 @@ use app::model::{JobState, NodeState, UnixMs};
 use app::reliability::Cause;
 use serde::Serialize;
 
-use super::{Sim, SimEvent, GPUS_PER_NODE, MIN_MS};
+use super::{Sim, SimEvent, MIN_MS};
 
 /// Mean GPU-hours of job runs between interruptions by default: one every few hours at
 /// 512 GPUs, about 25 times Llama 3's rate (50,700 GPU-hours), so a demo shows some.
@@ -151,7 +151,7 @@ impl Sim {
         });
         let g = pf
             .gpu
-            .unwrap_or_else(|| self.fault_rng.below(GPUS_PER_NODE as u64) as usize);
+            .unwrap_or_else(|| self.fault_rng.below(self.gpn as u64) as usize);
         let node_name = self.inv.nodes[i].name.clone();
         let xid = |sim: &mut Sim, x: u32| {
             sim.nodes[i].last_xid[g] = Some(x);

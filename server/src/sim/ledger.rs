@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use app::model::{JobState, UnixMs};
 
-use super::{Sim, SimJob, GPUS_PER_NODE};
+use super::{Sim, SimJob};
 
 /// The integration step of throttling.
 const STEP_MS: i64 = 10_000;
@@ -222,8 +222,8 @@ impl Sim {
                 }
                 let mut d = 0.0;
                 for &i in &sj.node_idx {
-                    let inlet = self.inlet_celsius(self.nodes[i].rack, at);
-                    for g in 0..GPUS_PER_NODE {
+                    let inlet = self.gpu_inlet_celsius(i, at, Some(sj));
+                    for g in 0..self.gpn {
                         let s = self.gpu_state(i, g, inlet, Some(sj));
                         if s.busy {
                             d += 1.0 - s.clock_factor;

@@ -36,8 +36,61 @@ use workload::{long_run_nodes, max_random_job_nodes, mean_random_duration_ms, RA
 
 pub use crate::aggregate::Readings;
 
-/// GPUs per node and the H100 SXM's numbers the model uses.
+/// GPUs per HGX node (the most any simulated node has) and the H100 SXM's numbers the
+/// model uses.
 pub const GPUS_PER_NODE: usize = 8;
+
+/// Which cluster the simulator builds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Profile {
+    /// HGX H100 nodes of 8 GPUs, 8 to an air-cooled rack (one liquid), blocks of 16.
+    #[default]
+    Hgx,
+    /// GB200 NVL72 racks: 18 compute trays of 4 GPUs per liquid-cooled rack on a 132 kW
+    /// bus bar, one NVLink domain and one Slurm block (`BlockSizes=18`) per rack, jobs
+    /// that ask for segments; a rack whose coolant flow drops and a leak.
+    Nvl72,
+}
+
+impl Profile {
+    /// `hgx` or `nvl72`.
+    pub fn parse(s: &str) -> Option<Profile> {
+        match s {
+            "hgx" => Some(Profile::Hgx),
+            "nvl72" => Some(Profile::Nvl72),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Hgx => "hgx",
+            Profile::Nvl72 => "nvl72",
+        }
+    }
+
+    pub fn gpus_per_node(self) -> usize {
+        match self {
+            Profile::Hgx => GPUS_PER_NODE,
+            Profile::Nvl72 => 4,
+        }
+    }
+}
+
+/// The NVL72 profile's coolant trouble, relative to the simulator's start: one rack's flow
+/// falls to 40% five minutes in; two trays of another rack report a leak ten minutes in
+/// (a warning), critical two minutes later.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CoolantScenario {
+    pub flow_rack: usize,
+    pub flow_from_ms: UnixMs,
+    pub flow_factor: f64,
+    pub leak_rack: usize,
+    /// Node indices of the leaking trays.
+    pub leak_trays: Vec<usize>,
+    pub leak_warning_ms: UnixMs,
+    pub leak_critical_ms: UnixMs,
+}
 pub const GPU_MAX_POWER_WATTS: f64 = 700.0;
 pub const GPU_IDLE_POWER_WATTS: f64 = 70.0;
 pub const GPU_BOOST_CLOCK_MHZ: f64 = 1980.0;
@@ -97,6 +150,8 @@ impl SimNode {
 struct SimJob {
     job: Job,
     nodes_needed: usize,
+    /// `--segment`: its nodes come in groups of this many, each inside one block (rack).
+    segment: Option<usize>,
     node_idx: Vec<usize>,
     duration_ms: i64,
     /// How hard it drives its GPUs, 0.0 to 1.0.
@@ -138,6 +193,11 @@ impl SimJob {
 /// The simulated cluster.
 pub struct Sim {
     seed: u64,
+    profile: Profile,
+    /// GPUs per node of the profile.
+    gpn: usize,
+    /// The NVL72 profile's coolant trouble.
+    coolant: Option<CoolantScenario>,
     rng: Rng,
     inv: Inventory,
     t_ms: UnixMs,
@@ -172,8 +232,38 @@ impl Sim {
     /// A cluster of `nodes` nodes (1 to 2,048) whose history starts 24 h before `start_ms`
     /// so that at `start_ms` it is already busy, with jobs of every age.
     pub fn new(nodes: usize, seed: u64, cluster: &str, start_ms: UnixMs) -> Sim {
+        Sim::with_profile(Profile::Hgx, nodes, seed, cluster, start_ms)
+    }
+
+    /// A cluster of `profile`; NVL72 rounds `nodes` up to whole racks of 18 trays.
+    pub fn with_profile(
+        profile: Profile,
+        nodes: usize,
+        seed: u64,
+        cluster: &str,
+        start_ms: UnixMs,
+    ) -> Sim {
         let nodes = nodes.clamp(1, 2048);
-        let inv = layout(nodes, cluster);
+        let inv = match profile {
+            Profile::Hgx => layout(nodes, cluster),
+            Profile::Nvl72 => model::layout_nvl72(nodes, cluster),
+        };
+        let nodes = inv.nodes.len();
+        let gpn = profile.gpus_per_node();
+        let coolant = (profile == Profile::Nvl72).then(|| {
+            let racks = inv.racks.len();
+            let per_rack = model::NVL72_TRAYS;
+            let leak_rack = racks.saturating_sub(1).min(5);
+            CoolantScenario {
+                flow_rack: if racks > 2 { 2 } else { 0 },
+                flow_from_ms: start_ms + 5 * MIN_MS,
+                flow_factor: 0.4,
+                leak_rack,
+                leak_trays: vec![leak_rack * per_rack + 6, leak_rack * per_rack + 7],
+                leak_warning_ms: start_ms + 10 * MIN_MS,
+                leak_critical_ms: start_ms + 12 * MIN_MS,
+            }
+        });
         let mut rng = Rng::new(seed);
         let warmup_from = start_ms - 24 * HOUR_MS;
         let mut sim_nodes: Vec<SimNode> = inv
@@ -216,11 +306,14 @@ impl Sim {
             .map(|&k| k.min(max_job) as f64)
             .sum::<f64>()
             / RANDOM_JOB_NODES.len() as f64;
-        let mean_job_gpu_ms = mean_nodes * GPUS_PER_NODE as f64 * mean_random_duration_ms();
-        let arrival_mean_ms = mean_job_gpu_ms / (0.85 * (left_nodes * GPUS_PER_NODE) as f64);
+        let mean_job_gpu_ms = mean_nodes * gpn as f64 * mean_random_duration_ms();
+        let arrival_mean_ms = mean_job_gpu_ms / (0.85 * (left_nodes * gpn) as f64);
         let first_arrival = warmup_from + (rng.exp(arrival_mean_ms) as i64);
         let mut sim = Sim {
             seed,
+            profile,
+            gpn,
+            coolant,
             rng,
             inv,
             t_ms: warmup_from,
@@ -259,7 +352,7 @@ impl Sim {
                 continue;
             }
             let need = self.active[j].nodes_needed;
-            let Some(picked) = self.pick_nodes(need) else {
+            let Some(picked) = self.pick_nodes(need, self.active[j].segment) else {
                 continue;
             };
             let id = self.active[j].job.id;
@@ -312,14 +405,17 @@ impl Sim {
             .collect()
     }
 
-    fn pick_nodes(&self, need: usize) -> Option<Vec<usize>> {
+    /// Idle nodes for a job of `need` nodes, from the racks with the most free first; with
+    /// a segment, whole segments each inside one rack (the NVL72 profile's block), as
+    /// slurmctld places `--segment` jobs, or none.
+    fn pick_nodes(&self, need: usize, segment: Option<usize>) -> Option<Vec<usize>> {
         let free: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.nodes[i].state == NodeState::Idle && self.nodes[i].job.is_none())
             .collect();
         if free.len() < need {
             return None;
         }
-        // Group free nodes by rack (= leaf switch); fill from the fullest free rack.
+        // Group free nodes by rack (= leaf switch, or block); fill from the fullest.
         let racks = self.inv.racks.len();
         let mut by_rack: Vec<Vec<usize>> = vec![Vec::new(); racks];
         for &i in &free {
@@ -327,17 +423,32 @@ impl Sim {
         }
         let mut order: Vec<usize> = (0..racks).collect();
         order.sort_by_key(|&r| (std::cmp::Reverse(by_rack[r].len()), r));
+        let group = segment.unwrap_or(1).max(1);
         let mut out = Vec::with_capacity(need);
         for r in order {
-            for &i in &by_rack[r] {
+            let whole = by_rack[r].len() / group * group;
+            for &i in &by_rack[r][..whole] {
                 if out.len() == need {
                     break;
                 }
                 out.push(i);
             }
         }
+        if out.len() < need {
+            return None;
+        }
         out.sort_unstable();
         Some(out)
+    }
+
+    /// The profile the simulator was built with.
+    pub fn profile(&self) -> Profile {
+        self.profile
+    }
+
+    /// The NVL72 profile's coolant trouble, if any.
+    pub fn coolant_scenario(&self) -> Option<&CoolantScenario> {
+        self.coolant.as_ref()
     }
 
     /// Frees a job's nodes at `t` (a draining node becomes drained) and banks the energy

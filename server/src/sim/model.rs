@@ -16,6 +16,120 @@ const NODES_PER_BLOCK: usize = 16;
 /// The blocks' `BlockSizes`: the 16-node base block, aggregated by 2 and 4.
 const BLOCK_SIZES: [u32; 3] = [16, 32, 64];
 
+/// Compute trays per NVL72 rack (each a Slurm node of 4 GPUs), and its 9 NVLink switch
+/// trays between them.
+pub const NVL72_TRAYS: usize = 18;
+const NVL72_SWITCH_TRAYS: u32 = 9;
+/// A tray's coolant flow when all is well, its limit, and the loop's delta-T limit.
+pub const NVL72_TRAY_FLOW_LPM: f64 = 6.0;
+const NVL72_FLOW_MIN_LPM: f64 = 4.5;
+const NVL72_DELTA_T_MAX_CELSIUS: f64 = 10.0;
+
+/// The floor and fabric of a simulated GB200 NVL72 cluster of `nodes` trays, rounded up
+/// to whole racks: per rack 18 compute trays of 4 GPUs (8 below the 9 NVLink switch
+/// trays, 10 above), one liquid-cooled 132 kW bus bar, one NVLink domain and one Slurm
+/// block (`BlockSizes=18`), eight racks to a row, two racks to an InfiniBand leaf.
+pub fn layout_nvl72(nodes: usize, cluster: &str) -> Inventory {
+    let racks_n = nodes.div_ceil(NVL72_TRAYS).clamp(1, 2048 / NVL72_TRAYS);
+    let rows_n = racks_n.div_ceil(8);
+    let row_name = |r: usize| format!("{}", (b'A' + (r % 26) as u8) as char);
+    let rows: Vec<String> = (0..rows_n).map(row_name).collect();
+    let racks: Vec<Rack> = (0..racks_n)
+        .map(|i| Rack {
+            name: format!("{}{:02}", row_name(i / 8), i % 8 + 1),
+            row: row_name(i / 8),
+            position: (i % 8) as u32,
+            power_limit_watts: 132_000.0,
+            cooling: Cooling::Liquid,
+            inlet_limit_celsius: 35.0,
+            coolant_flow_min_lpm: Some(NVL72_FLOW_MIN_LPM),
+            coolant_delta_t_max_celsius: Some(NVL72_DELTA_T_MAX_CELSIUS),
+        })
+        .collect();
+    let total = racks_n * NVL72_TRAYS;
+    let node_name = |i: usize| format!("gb{:04}", i + 1);
+    let node_list: Vec<Node> = (0..total)
+        .map(|i| {
+            let (rack, tray) = (i / NVL72_TRAYS, i % NVL72_TRAYS);
+            Node {
+                name: node_name(i),
+                rack: racks[rack].name.clone(),
+                // Trays 0-7 below the switch trays, 8-17 above them.
+                u_position: if tray < 8 {
+                    2 + tray as u32
+                } else {
+                    2 + NVL72_SWITCH_TRAYS + tray as u32
+                },
+                u_height: 1,
+                gpus: (0..4u32)
+                    .map(|g| Gpu {
+                        index: g,
+                        uuid: format!(
+                            "GPU-{:08x}-{:04x}-4000-8000-{:012x}",
+                            i as u64 * 7919 + 1,
+                            g,
+                            i * 4 + g as usize
+                        ),
+                        model: "NVIDIA GB200".into(),
+                        max_power_watts: GPU_MAX_POWER_WATTS,
+                    })
+                    .collect(),
+                domains: vec![
+                    format!("nvl72-{}", racks[rack].name.to_ascii_lowercase()),
+                    format!("leaf{:02}", rack / 2 + 1),
+                    format!("b{:02}", rack + 1),
+                ],
+            }
+        })
+        .collect();
+    let members = |from: usize, n: usize| -> Vec<String> {
+        node_list
+            .iter()
+            .skip(from)
+            .take(n)
+            .map(|n| n.name.clone())
+            .collect()
+    };
+    let mut domains = Vec::new();
+    for (r, rack) in racks.iter().enumerate() {
+        domains.push(SwitchDomain {
+            name: format!("nvl72-{}", rack.name.to_ascii_lowercase()),
+            kind: DomainKind::Nvlink,
+            parent: None,
+            nodes: members(r * NVL72_TRAYS, NVL72_TRAYS),
+            oversubscription: 1.0,
+            block_sizes: Vec::new(),
+        });
+    }
+    for l in 0..racks_n.div_ceil(2) {
+        domains.push(SwitchDomain {
+            name: format!("leaf{:02}", l + 1),
+            kind: DomainKind::Leaf,
+            parent: None,
+            nodes: members(l * 2 * NVL72_TRAYS, 2 * NVL72_TRAYS),
+            oversubscription: 1.0,
+            block_sizes: Vec::new(),
+        });
+    }
+    for r in 0..racks_n {
+        domains.push(SwitchDomain {
+            name: format!("b{:02}", r + 1),
+            kind: DomainKind::Block,
+            parent: None,
+            nodes: members(r * NVL72_TRAYS, NVL72_TRAYS),
+            oversubscription: 1.0,
+            block_sizes: vec![NVL72_TRAYS as u32],
+        });
+    }
+    Inventory {
+        cluster: cluster.into(),
+        rows,
+        racks,
+        nodes: node_list,
+        domains,
+    }
+}
+
 /// The floor and fabric of a simulated cluster of `nodes` nodes: 8 nodes (8 x H100 SXM
 /// each, one NVSwitch domain per node) per rack and per IB leaf switch, leaves under
 /// spines at 2:1, Slurm blocks of 16 nodes (`BlockSizes=16,32,64`), air-cooled racks
@@ -52,6 +166,8 @@ pub fn layout(nodes: usize, cluster: &str) -> Inventory {
                     Cooling::Air
                 },
                 inlet_limit_celsius: 35.0,
+                coolant_flow_min_lpm: None,
+                coolant_delta_t_max_celsius: None,
             }
         })
         .collect();
@@ -186,6 +302,23 @@ pub struct TruthRack {
     pub power_limit_watts: f64,
     pub inlet_celsius: f64,
     pub gpus_throttling: u32,
+    /// Liquid racks: the share of nominal coolant flow it gets, and its trays whose leak
+    /// detector is not OK with their state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow_factor: Option<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub leaking: Vec<(String, app::model::LeakState)>,
+}
+
+/// Free segments as the simulator's own node states give them, per block topology (one
+/// set of block sizes): per segment size, how many could start now.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TruthSegments {
+    pub base: u32,
+    pub idle_nodes: u32,
+    pub largest_free_segment: u32,
+    /// (size, segments that could start now).
+    pub sizes: Vec<(u32, u32)>,
 }
 
 /// One switch domain's truth: GPUs of nodes running a job.
@@ -247,6 +380,8 @@ pub struct SimTruth {
     /// Badput ledgers as the simulator knows them (when it keeps them): the running jobs'
     /// so far and the newest finished ones'.
     pub ledgers: Vec<super::TruthLedger>,
+    /// Free segments of each block topology, from node states (empty without blocks).
+    pub segments: Vec<TruthSegments>,
 }
 
 /// Finished jobs' ledgers in each truth.
@@ -262,7 +397,7 @@ fn shared_list<S: serde::Serializer>(
 pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
     let mut gpus = GpuCounts::default();
     for n in &sim.nodes {
-        let k = GPUS_PER_NODE as u32;
+        let k = sim.gpn as u32;
         gpus.total += k;
         match (n.job.is_some(), n.state) {
             (true, _) => gpus.allocated += k,
@@ -283,16 +418,25 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
             power_limit_watts: r.power_limit_watts,
             inlet_celsius: rr.inlet_celsius.unwrap_or(0.0),
             gpus_throttling: 0,
+            flow_factor: None,
+            leaking: Vec::new(),
         })
         .collect();
+    for (ri, r) in racks.iter_mut().enumerate() {
+        if sim.inv.racks[ri].cooling == Cooling::Liquid {
+            r.flow_factor = Some(sim.flow_factor(ri, sim.t_ms));
+        }
+    }
+    for (i, n) in sim.nodes.iter().enumerate() {
+        if let Some(l) = sim.leak_state(i, sim.t_ms) {
+            racks[n.rack]
+                .leaking
+                .push((sim.inv.nodes[i].name.clone(), l));
+        }
+    }
     let mut throttling = 0;
     for (i, n) in sim.nodes.iter().enumerate() {
-        for g in readings
-            .gpus
-            .iter()
-            .skip(i * GPUS_PER_NODE)
-            .take(GPUS_PER_NODE)
-        {
+        for g in readings.gpus.iter().skip(i * sim.gpn).take(sim.gpn) {
             if g.throttle.is_some_and(|t| t.is_throttling()) {
                 throttling += 1;
                 racks[n.rack].gpus_throttling += 1;
@@ -316,7 +460,7 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
             TruthDomain {
                 name: d.name.clone(),
                 gpus_allocated: members.iter().filter(|m| busy.contains(*m)).count() as u32
-                    * GPUS_PER_NODE as u32,
+                    * sim.gpn as u32,
             }
         })
         .collect();
@@ -325,7 +469,7 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
         .iter()
         .zip(&sim.inv.nodes)
         .flat_map(|(n, inv)| {
-            (0..GPUS_PER_NODE).filter_map(move |g| {
+            (0..sim.gpn).filter_map(move |g| {
                 n.xid_at(g, sim.t_ms).map(|xid| TruthXid {
                     node: inv.name.clone(),
                     gpu: g as u32,
@@ -335,6 +479,7 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
         })
         .collect();
     SimTruth {
+        segments: truth_segments(sim),
         xids,
         interruptions: std::sync::Arc::clone(&sim.interruptions),
         lemons: sim.lemons(),
@@ -387,4 +532,42 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
             })
             .collect(),
     }
+}
+
+/// Free segments from the simulator's own node states: per block set, each block's idle
+/// nodes (idle in state, no job) divided by each size from 1 up to the base.
+fn truth_segments(sim: &Sim) -> Vec<TruthSegments> {
+    let idle_of = |name: &str| {
+        sim.inv
+            .nodes
+            .iter()
+            .position(|n| n.name == name)
+            .is_some_and(|i| sim.nodes[i].state == NodeState::Idle && sim.nodes[i].job.is_none())
+    };
+    let mut sets: Vec<(Vec<u32>, Vec<u32>)> = Vec::new();
+    for d in sim
+        .inv
+        .domains
+        .iter()
+        .filter(|d| d.kind == DomainKind::Block && !d.block_sizes.is_empty())
+    {
+        let idle = d.nodes.iter().filter(|n| idle_of(n)).count() as u32;
+        match sets.iter_mut().find(|(s, _)| *s == d.block_sizes) {
+            Some((_, v)) => v.push(idle),
+            None => sets.push((d.block_sizes.clone(), vec![idle])),
+        }
+    }
+    sets.into_iter()
+        .map(|(sizes, idle)| {
+            let base = sizes[0];
+            TruthSegments {
+                base,
+                idle_nodes: idle.iter().sum(),
+                largest_free_segment: idle.iter().map(|&i| i.min(base)).max().unwrap_or(0),
+                sizes: (1..=base)
+                    .map(|s| (s, idle.iter().map(|&i| i / s).sum()))
+                    .collect(),
+            }
+        })
+        .collect()
 }

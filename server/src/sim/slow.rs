@@ -9,7 +9,7 @@ use app::model::UnixMs;
 use serde::Serialize;
 
 use super::faults::{Fault, PlannedFault};
-use super::{Sim, GPUS_PER_NODE, MIN_MS};
+use super::{Sim, MIN_MS};
 
 /// Share of multi-node runs with a straggling GPU, and with a hang, in percent.
 pub const STRAGGLE_PERCENT: u64 = 15;
@@ -59,7 +59,7 @@ impl Sim {
             let from_ms = t + (10 + self.slow_rng.below(111) as i64) * MIN_MS;
             let to_ms = (from_ms + (20 + self.slow_rng.below(71) as i64) * MIN_MS).min(end);
             let k = self.slow_rng.below(self.active[j].node_idx.len() as u64) as usize;
-            let gpu = self.slow_rng.below(GPUS_PER_NODE as u64) as usize;
+            let gpu = self.slow_rng.below(self.gpn as u64) as usize;
             let node = self.active[j].node_idx[k];
             if from_ms < to_ms {
                 self.active[j].straggle = Some(Straggle {

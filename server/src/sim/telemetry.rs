@@ -3,7 +3,9 @@
 //! so a reading costs O(GPUs) however far time jumped. Energy and InfiniBand counters add
 //! what ended jobs drew (banked on release) to what the running job has drawn so far.
 
-use app::model::{GpuReading, NodeState, RackReading, ThrottleReasons, UnixMs};
+use app::model::{
+    CoolantReading, GpuReading, LeakState, NodeState, RackReading, ThrottleReasons, UnixMs,
+};
 
 use super::rng::hash_unit;
 use super::{
@@ -83,6 +85,21 @@ impl Sim {
         Some((total, IB_IDLE_BYTES_PER_SECOND + rate))
     }
 
+    /// The temperature GPUs of `node` are cooled from: the rack's inlet air, or on the
+    /// NVL72 profile's cold plates the coolant 8 °C below supply plus the tray's rise, so a
+    /// tray short of flow runs its GPUs hot.
+    pub(super) fn gpu_inlet_celsius(&self, node: usize, t: UnixMs, job: Option<&SimJob>) -> f64 {
+        let rack = self.nodes[node].rack;
+        if self.coolant.is_none() {
+            return self.inlet_celsius(rack, t);
+        }
+        let c = self.tray_coolant(node, t, job);
+        match (c.supply_celsius, c.return_celsius) {
+            (Some(s), Some(r)) => s - 8.0 + (r - s),
+            _ => self.inlet_celsius(rack, t),
+        }
+    }
+
     /// Rack inlet temperature: a daily cycle peaking at 15:00 UTC; the weak-cooling rack
     /// (the sixth, or the last of small clusters) climbs about 17 °C higher in warm hours.
     pub(super) fn inlet_celsius(&self, rack: usize, t: UnixMs) -> f64 {
@@ -93,6 +110,66 @@ impl Sim {
         22.0 + 3.0 * day
             + extra
             + 0.5 * (hash_unit(self.seed, t / 1000, 1_000_000 + rack as u64) - 0.5)
+    }
+
+    /// The share of its nominal coolant flow liquid rack `rack` gets at `t` (the NVL72
+    /// scenario's drop; 1 otherwise).
+    pub(super) fn flow_factor(&self, rack: usize, t: UnixMs) -> f64 {
+        match &self.coolant {
+            Some(c) if c.flow_rack == rack && t >= c.flow_from_ms => c.flow_factor,
+            _ => 1.0,
+        }
+    }
+
+    /// Tray `node`'s leak detector at `t`, when not OK.
+    pub(super) fn leak_state(&self, node: usize, t: UnixMs) -> Option<LeakState> {
+        let c = self.coolant.as_ref()?;
+        if !c.leak_trays.contains(&node) || t < c.leak_warning_ms {
+            return None;
+        }
+        Some(if t >= c.leak_critical_ms {
+            LeakState::Critical
+        } else {
+            LeakState::Warning
+        })
+    }
+
+    /// Heat a liquid-cooled tray puts into its coolant, in watts, from its job's intensity
+    /// (85% of the tray's power; the rest leaves as air).
+    fn tray_heat_watts(&self, job: Option<&SimJob>) -> f64 {
+        let load = job.map_or(0.0, |j| j.intensity);
+        let gpus = self.gpn as f64 * (GPU_IDLE_POWER_WATTS + job_extra_watts(load));
+        0.85 * (gpus + HOST_IDLE_WATTS + HOST_LOAD_WATTS * load)
+    }
+
+    /// A liquid-cooled tray's coolant at `t`: supply (facility water near 30 °C), flow
+    /// (nominal times the rack's flow factor), return (supply plus the heat the flow
+    /// carries: delta-T = P / (4186 J/(L K) x L/s)), and its leak detector; to the 0.1 the
+    /// BMC prints.
+    pub(super) fn tray_coolant(
+        &self,
+        node: usize,
+        t: UnixMs,
+        job: Option<&SimJob>,
+    ) -> CoolantReading {
+        let rack = self.nodes[node].rack;
+        let round = |x: f64| (x * 10.0).round() / 10.0;
+        let hour = (t.rem_euclid(24 * HOUR_MS)) as f64 / HOUR_MS as f64;
+        let day = (std::f64::consts::TAU * (hour - 9.0) / 24.0).sin();
+        let supply = 30.0
+            + 0.8 * day
+            + 0.2 * (hash_unit(self.seed, t / 1000, 2_000_000 + rack as u64) - 0.5);
+        let noise = hash_unit(self.seed, t / 1000, 3_000_000 + node as u64) - 0.5;
+        let flow = round(
+            super::model::NVL72_TRAY_FLOW_LPM * self.flow_factor(rack, t) * (1.0 + 0.02 * noise),
+        );
+        let rise = self.tray_heat_watts(job) * 60.0 / (4186.0 * flow.max(0.1));
+        CoolantReading {
+            supply_celsius: Some(round(supply)),
+            return_celsius: Some(round(supply + rise)),
+            flow_lpm: Some(flow),
+            leak: Some(self.leak_state(node, t).unwrap_or_default()),
+        }
     }
 
     /// What GPU `g` of `node` is doing at the current time (responding nodes only): how
@@ -277,7 +354,7 @@ impl Sim {
             .iter()
             .filter(|j| j.job.start_ms.is_some() && j.node_idx.len() >= 2)
         {
-            let mut paces = Vec::with_capacity(j.node_idx.len() * GPUS_PER_NODE);
+            let mut paces = Vec::with_capacity(j.node_idx.len() * self.gpn);
             let mut computing = true;
             for &i in &j.node_idx {
                 if matches!(
@@ -286,8 +363,8 @@ impl Sim {
                 ) {
                     continue;
                 }
-                let inlet = self.inlet_celsius(self.nodes[i].rack, self.t_ms);
-                for g in 0..GPUS_PER_NODE {
+                let inlet = self.gpu_inlet_celsius(i, self.t_ms, Some(j));
+                for g in 0..self.gpn {
                     let st = self.gpu_state(i, g, inlet, Some(j));
                     computing &= st.busy;
                     paces.push((i, g, st.load * st.clock_factor));
@@ -310,7 +387,7 @@ impl Sim {
 
     /// Every reading at the current time, as exporters would report them.
     pub fn readings(&self) -> Readings {
-        let mut gpus = Vec::with_capacity(self.nodes.len() * GPUS_PER_NODE);
+        let mut gpus = Vec::with_capacity(self.nodes.len() * self.gpn);
         let mut racks: Vec<RackReading> = self
             .inv
             .racks
@@ -330,15 +407,20 @@ impl Sim {
         let (mut ib_total, mut ib_rate, mut ib_downs) = (Vec::new(), Vec::new(), Vec::new());
         let jobs_by_id: std::collections::HashMap<u64, &SimJob> =
             self.active.iter().map(|j| (j.job.id, j)).collect();
+        let mut coolant = Vec::with_capacity(self.nodes.len());
         for (i, n) in self.nodes.iter().enumerate() {
-            let inlet = inlets[n.rack];
             let job = n.job.and_then(|id| jobs_by_id.get(&id).copied());
+            let inlet = if self.coolant.is_some() {
+                self.gpu_inlet_celsius(i, self.t_ms, job)
+            } else {
+                inlets[n.rack]
+            };
             let mut node_gpu_watts = 0.0;
             let mut load = 0.0;
-            for g in 0..GPUS_PER_NODE {
+            for g in 0..self.gpn {
                 let r = self.gpu_reading(i, g, inlet, job);
                 node_gpu_watts += r.power_watts.unwrap_or(0.0);
-                load += r.sm_active_ratio.unwrap_or(0.0) / GPUS_PER_NODE as f64;
+                load += r.sm_active_ratio.unwrap_or(0.0) / self.gpn as f64;
                 gpus.push(r);
             }
             let responding = !matches!(n.state, NodeState::Down | NodeState::NotResponding);
@@ -349,6 +431,9 @@ impl Sim {
                 *racks[n.rack].nodes_power_watts.get_or_insert(0.0) += w;
             }
             node_power.push(node_watts);
+            // A liquid rack's trays report their coolant from their BMC, when it answers.
+            let liquid = self.inv.racks[n.rack].cooling == app::model::Cooling::Liquid;
+            coolant.push((liquid && responding).then(|| self.tray_coolant(i, self.t_ms, job)));
             let ib = self.ib(i, job);
             ib_total.push(ib.map(|x| x.0));
             ib_rate.push(ib.map(|x| x.1));
@@ -371,6 +456,7 @@ impl Sim {
             node_ib_bytes_per_second: ib_rate,
             node_ib_bytes_total: ib_total,
             node_ib_link_downed_total: ib_downs,
+            node_coolant: coolant,
         }
     }
 

@@ -280,3 +280,111 @@ fn faults_come_in_published_proportions_and_leave_their_evidence() {
     let truth: Vec<(u64, i64)> = all.iter().map(|i| (i.job, i.at_ms)).collect();
     assert_eq!(ended, truth);
 }
+
+#[test]
+fn the_nvl72_profile_is_racks_of_18_trays_with_a_block_and_an_nvlink_domain_each() {
+    let s = Sim::with_profile(Profile::Nvl72, 144, 1, "c", T0);
+    let inv = s.inventory();
+    assert_eq!(inv.nodes.len(), 144);
+    assert_eq!(inv.gpu_count(), 576);
+    assert_eq!(inv.racks.len(), 8);
+    assert!(inv
+        .racks
+        .iter()
+        .all(|r| r.cooling == app::model::Cooling::Liquid
+            && r.power_limit_watts == 132_000.0
+            && r.coolant_flow_min_lpm.is_some()));
+    for kind in [
+        app::model::DomainKind::Nvlink,
+        app::model::DomainKind::Block,
+    ] {
+        let ds: Vec<_> = inv.domains.iter().filter(|d| d.kind == kind).collect();
+        assert_eq!(ds.len(), 8, "{kind:?}");
+        assert!(ds.iter().all(|d| d.nodes.len() == 18));
+    }
+    // Rounded up to whole racks; every tray of a rack in its rack's block.
+    let r = Sim::with_profile(Profile::Nvl72, 20, 1, "c", T0);
+    assert_eq!(r.inventory().nodes.len(), 36);
+    // Multi-node jobs ask for segments that divide their size, and run inside blocks.
+    let jobs = s.slurm_jobs();
+    assert!(
+        jobs.iter().any(|j| j.segment_size.is_some()),
+        "no segment job"
+    );
+    let rack_of: std::collections::HashMap<&str, &str> = inv
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.rack.as_str()))
+        .collect();
+    for j in jobs.iter().filter(|j| j.job.state == JobState::Running) {
+        let Some(seg) = j.segment_size else { continue };
+        assert_eq!(j.node_count % seg, 0, "job {}", j.job.id);
+        let mut per_rack: std::collections::HashMap<&str, u32> = Default::default();
+        for n in &j.job.nodes {
+            *per_rack.entry(rack_of[n.as_str()]).or_default() += 1;
+        }
+        assert!(
+            per_rack.values().all(|k| k % seg == 0),
+            "job {} of segment {seg} split {per_rack:?}",
+            j.job.id
+        );
+    }
+}
+
+#[test]
+fn the_nvl72_coolant_scenario_shows_in_readings_and_truth() {
+    let mut s = Sim::with_profile(Profile::Nvl72, 144, 1, "c", T0);
+    let sc = s.coolant_scenario().cloned().expect("scenario");
+    let r = s.readings();
+    let c: Vec<_> = r.node_coolant.iter().flatten().collect();
+    let responding = r
+        .nodes
+        .iter()
+        .filter(|(_, st)| !matches!(st, NodeState::Down | NodeState::NotResponding))
+        .count();
+    assert_eq!(
+        c.len(),
+        responding,
+        "every responding tray reports its coolant"
+    );
+    assert!(c.iter().all(|c| c.leak == Some(app::model::LeakState::Ok)));
+    assert!(c.iter().all(|c| c.flow_lpm.is_some_and(|f| f > 5.0)));
+    s.advance_to(sc.flow_from_ms + 1000);
+    let r = s.readings();
+    let rack_nodes = |rack: usize| rack * 18..(rack + 1) * 18;
+    for i in rack_nodes(sc.flow_rack) {
+        if let Some(c) = r.node_coolant[i] {
+            assert!(c.flow_lpm.is_some_and(|f| f < 3.0), "{c:?}");
+        }
+    }
+    s.advance_to(sc.leak_critical_ms + 1000);
+    let r = s.readings();
+    let t = s.truth();
+    let leaking: Vec<&str> = t.racks[sc.leak_rack]
+        .leaking
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let names: Vec<&str> = sc
+        .leak_trays
+        .iter()
+        .map(|&i| s.inventory().nodes[i].name.as_str())
+        .collect();
+    assert_eq!(leaking, names);
+    for &i in &sc.leak_trays {
+        assert_eq!(
+            r.node_coolant[i].and_then(|c| c.leak),
+            Some(app::model::LeakState::Critical)
+        );
+    }
+    // The truth's free segments: per size, the blocks' idle nodes divided down.
+    let seg = &t.segments[0];
+    assert_eq!(seg.base, 18);
+    let idle: u32 = t
+        .nodes
+        .iter()
+        .filter(|(_, st)| *st == NodeState::Idle)
+        .count() as u32;
+    assert!(seg.idle_nodes <= idle);
+    assert_eq!(seg.sizes[0], (1, seg.idle_nodes));
+}

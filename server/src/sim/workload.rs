@@ -4,7 +4,7 @@
 
 use app::model::{Job, JobState};
 
-use super::{Sim, SimEvent, SimJob, GPUS_PER_NODE, HOUR_MS, MIN_MS};
+use super::{Sim, SimEvent, SimJob, HOUR_MS, MIN_MS};
 
 impl Sim {
     /// A few multi-day training runs, present from the start of history.
@@ -36,7 +36,16 @@ impl Sim {
         } else {
             accounts[1 + self.rng.below(3) as usize]
         };
-        let gpus = (nodes_needed * GPUS_PER_NODE) as u32;
+        let gpus = (nodes_needed * self.gpn) as u32;
+        // On NVL72 racks multi-node jobs ask for segments (`--segment`): the largest size
+        // up to 16 (CoreWeave's advice) that divides their node count.
+        let segment = (self.profile == super::Profile::Nvl72 && nodes_needed > 1)
+            .then(|| {
+                (1..=16.min(nodes_needed))
+                    .rev()
+                    .find(|s| nodes_needed.is_multiple_of(*s))
+            })
+            .flatten();
         // Checkpoint every 30 to 60 minutes; the save takes about 45 s at 256 GPUs.
         let ckpt_interval_ms = (30 + self.rng.below(31) as i64) * MIN_MS;
         self.active.push(SimJob {
@@ -54,6 +63,7 @@ impl Sim {
                 end_ms: None,
             },
             nodes_needed,
+            segment,
             node_idx: Vec::new(),
             duration_ms,
             // 0.45 to 0.9: a full rack of busy nodes runs near, not past, a 40 kW limit.

@@ -31,6 +31,8 @@ pub fn inventory_from_nodes(cluster: &str, nodes: &[SchedNode]) -> Inventory {
             power_limit_watts: 44_000.0,
             cooling: Cooling::Air,
             inlet_limit_celsius: 35.0,
+            coolant_flow_min_lpm: None,
+            coolant_delta_t_max_celsius: None,
         })
         .collect();
     let nodes = names

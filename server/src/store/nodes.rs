@@ -67,6 +67,10 @@ impl Store {
                     power_limit_watts: r.try_get("power_limit_watts")?,
                     cooling,
                     inlet_limit_celsius: r.try_get("inlet_limit_celsius")?,
+                    // Coolant limits judge live readings only, from the layout the
+                    // source holds; history does not keep them.
+                    coolant_flow_min_lpm: None,
+                    coolant_delta_t_max_celsius: None,
                 })
             })
             .collect()

@@ -28,6 +28,8 @@ fn inventory() -> Arc<Inventory> {
         power_limit_watts: 40_000.0,
         cooling: Cooling::Air,
         inlet_limit_celsius: 35.0,
+        coolant_flow_min_lpm: None,
+        coolant_delta_t_max_celsius: None,
     };
     let node = |i: u32, rack: &str, leaf: &str| Node {
         name: format!("n{i}"),

@@ -253,3 +253,132 @@ fn nccl_latency_against_a_threshold_and_a_baseline() {
     slow.extend([95.0, 96.0, 97.0]);
     assert!(run(slow), "over 1.3 x 70 us for 3 steps");
 }
+
+#[test]
+fn a_leak_names_its_rack_trays_jobs_and_segments_and_low_flow_its_trays() {
+    let mut sim = Sim::with_profile(crate::sim::Profile::Nvl72, 144, 42, "t", T0);
+    let sc = sim.coolant_scenario().cloned().expect("scenario");
+    sim.advance_to(sc.leak_warning_ms + 1_000);
+    let eval = |sim: &Sim| {
+        let r = sim.readings();
+        let ov = crate::aggregate::overview(sim.inventory(), &r, 1, 1000, sim.now_ms());
+        let (nodes, jobs) = (sim.slurm_nodes(), sim.slurm_jobs());
+        let c = evaluate(
+            &AlertConfig::default(),
+            &ov,
+            &Facts {
+                readings: Some(&r),
+                jobs: &jobs,
+                inventory: Some(sim.inventory()),
+                nodes: &nodes,
+                ..Default::default()
+            },
+            &mut RuleState::default(),
+        );
+        (c, ov, nodes, jobs)
+    };
+    let rack = sim.inventory().racks[sc.leak_rack].name.clone();
+    let (c, ..) = eval(&sim);
+    assert!(
+        rules(&c).contains(&("coolant_leak_warning", format!("rack:{rack}"))),
+        "{c:?}"
+    );
+    assert!(!rules(&c).iter().any(|(r, _)| *r == "coolant_leak"));
+    sim.advance_to(sc.leak_critical_ms + 1_000);
+    let (c, ov, nodes, jobs) = eval(&sim);
+    let leak = c
+        .iter()
+        .find(|c| c.rule == "coolant_leak" && c.subject == format!("rack:{rack}"))
+        .expect("a critical leak alert");
+    assert_eq!(leak.severity, "critical");
+    for &i in &sc.leak_trays {
+        assert!(
+            leak.summary.contains(&sim.inventory().nodes[i].name),
+            "{}",
+            leak.summary
+        );
+    }
+    // Every job running in the rack, by the scheduler's own node lists.
+    let rack_nodes: Vec<String> = sim
+        .inventory()
+        .nodes
+        .iter()
+        .filter(|n| n.rack == rack)
+        .map(|n| n.name.clone())
+        .collect();
+    for j in jobs.iter().filter(|j| j.job.state == JobState::Running) {
+        if j.job.nodes.iter().any(|n| rack_nodes.contains(n)) {
+            assert!(
+                leak.summary.contains(&j.job.id.to_string()),
+                "{} not in {}",
+                j.job.id,
+                leak.summary
+            );
+        }
+    }
+    for line in crate::segments::drain_impact(sim.inventory(), &nodes, &jobs, &rack_nodes) {
+        assert!(
+            leak.summary.contains(&line),
+            "{line:?} not in {}",
+            leak.summary
+        );
+    }
+    // The rack short of flow: every tray that reports is under the limit, by name.
+    let flow_rack = &sim.inventory().racks[sc.flow_rack].name;
+    let low = c
+        .iter()
+        .find(|c| c.rule == "coolant_flow_low" && c.subject == format!("rack:{flow_rack}"))
+        .expect("a low-flow alert");
+    let tile = ov
+        .racks
+        .iter()
+        .find(|r| &r.name == flow_rack)
+        .expect("tile");
+    let coolant = tile.coolant.as_ref().expect("coolant");
+    assert_eq!(coolant.low_flow.len() as u32, coolant.trays_reporting);
+    assert!(low.summary.contains(&coolant.low_flow[0]));
+    assert_eq!(tile.severity(), app::live::Severity::Warning);
+    // Racks with neither trouble fire none of the coolant rules.
+    assert!(c
+        .iter()
+        .filter(|c| c.rule.starts_with("coolant"))
+        .all(|c| c.subject == format!("rack:{rack}") || c.subject == format!("rack:{flow_rack}")));
+}
+
+#[test]
+fn delta_t_over_its_limit_is_a_warning() {
+    let (_, r, mut ov) = base();
+    ov.racks[0].coolant = Some(app::live::CoolantTile {
+        supply_celsius: Some(30.0),
+        return_celsius: Some(42.5),
+        delta_t_celsius: Some(12.5),
+        delta_t_max_celsius: Some(10.0),
+        trays_reporting: 8,
+        ..Default::default()
+    });
+    let c = evaluate(
+        &AlertConfig::default(),
+        &ov,
+        &Facts {
+            readings: Some(&r),
+            ..Default::default()
+        },
+        &mut RuleState::default(),
+    );
+    let name = ov.racks[0].name.clone();
+    assert!(
+        rules(&c).contains(&("coolant_delta_t_high", format!("rack:{name}"))),
+        "{c:?}"
+    );
+    ov.racks[0].coolant.as_mut().expect("tile").delta_t_celsius = Some(9.9);
+    let c = evaluate(
+        &AlertConfig::default(),
+        &ov,
+        &Facts {
+            readings: Some(&r),
+            ..Default::default()
+        },
+        &mut RuleState::default(),
+    );
+    assert!(!rules(&c).iter().any(|(r, _)| *r == "coolant_delta_t_high"));
+}
