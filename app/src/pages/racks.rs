@@ -464,20 +464,64 @@ fn head_view(r: &RackTile) -> HeadView {
             units::power(Some(r.power_limit_watts)),
             units::percent(r.load_ratio())
         ),
-        inlet: format!(
-            "inlet {} · {}",
-            units::celsius(r.inlet_celsius),
-            match r.cooling {
-                crate::model::Cooling::Air => "air",
-                crate::model::Cooling::Liquid => "liquid",
-            }
-        ),
+        inlet: match &r.coolant {
+            Some(c) => coolant_words(c, r.inlet_celsius),
+            None => format!(
+                "inlet {} · {}",
+                units::celsius(r.inlet_celsius),
+                match r.cooling {
+                    crate::model::Cooling::Air => "air",
+                    crate::model::Cooling::Liquid => "liquid",
+                }
+            ),
+        },
         not_reporting: r.nodes_not_reporting,
-        jobs: if near {
+        // Who runs there: when it is near its power limit, or its coolant leaks.
+        jobs: if near || r.coolant.as_ref().is_some_and(|c| !c.leaking.is_empty()) {
             r.jobs.iter().take(5).copied().collect()
         } else {
             Vec::new()
         },
+    }
+}
+
+/// A liquid rack's head line: a leak first (state and trays), then the coolant's rise
+/// and flow, trays short of flow, and the inlet air last.
+pub(crate) fn coolant_words(c: &crate::live::CoolantTile, inlet: Option<f64>) -> String {
+    let mut w = Vec::new();
+    if c.leak != crate::model::LeakState::Ok {
+        w.push(format!(
+            "LEAK ({}) at {}",
+            c.leak.label(),
+            if c.leaking.is_empty() {
+                "-".to_string()
+            } else {
+                c.leaking.join(", ")
+            }
+        ));
+    }
+    w.push(format!(
+        "coolant ΔT {}{} · flow {}",
+        tenths(c.delta_t_celsius, "°C"),
+        if c.delta_t_high() {
+            " (over limit)"
+        } else {
+            ""
+        },
+        tenths(c.flow_lpm, "L/min")
+    ));
+    if !c.low_flow.is_empty() {
+        w.push(format!("low flow at {}", c.low_flow.join(", ")));
+    }
+    w.push(format!("inlet {} · liquid", units::celsius(inlet)));
+    w.join(" · ")
+}
+
+/// A value to 0.1 with its unit, or `-`.
+pub(crate) fn tenths(v: Option<f64>, unit: &str) -> String {
+    match v {
+        Some(v) if v.is_finite() => format!("{v:.1} {unit}"),
+        _ => "-".into(),
     }
 }
 
@@ -1023,5 +1067,31 @@ mod tests {
         silent.power_watts = None;
         assert_eq!(bucket(Metric::Power, &silent), None, "missing is not zero");
         assert_eq!(Metric::parse("nonsense"), Metric::Power);
+    }
+
+    #[test]
+    fn a_liquid_racks_head_leads_with_a_leak_then_its_coolant() {
+        let mut r = rack("B06");
+        r.cooling = crate::model::Cooling::Liquid;
+        r.coolant = Some(crate::live::CoolantTile {
+            supply_celsius: Some(30.04),
+            return_celsius: Some(41.0),
+            delta_t_celsius: Some(10.96),
+            flow_lpm: Some(43.2),
+            trays_reporting: 18,
+            leak: crate::model::LeakState::Critical,
+            leaking: vec!["gb0097".into(), "gb0098".into()],
+            low_flow: vec!["gb0099".into()],
+            flow_min_lpm: Some(4.5),
+            delta_t_max_celsius: Some(10.0),
+        });
+        let v = head_view(&r);
+        assert_eq!(
+            v.inlet,
+            "LEAK (Critical) at gb0097, gb0098 · coolant ΔT 11.0 °C (over limit) · flow 43.2 L/min · low flow at gb0099 · inlet 24 °C · liquid"
+        );
+        assert_eq!(v.severity, "critical");
+        // Who runs in a leaking rack is shown, whatever its power.
+        assert_eq!(v.jobs, vec![7, 9]);
     }
 }

@@ -89,6 +89,19 @@ fn Thermal(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
     // The reasons and the jobs are redrawn when they changed, not on every tick.
     let by_reason = Memo::new(move |_| state.with(|s| s.thermal.by_reason.clone()));
     let by_job = Memo::new(move |_| state.with(|s| s.thermal.by_job.clone()));
+    // Liquid racks' coolant loops, redrawn when one changed (held to sensor steps).
+    let coolant = Memo::new(move |_| {
+        state.with(|s| {
+            s.racks
+                .iter()
+                .filter_map(|r| {
+                    r.coolant
+                        .clone()
+                        .map(|c| (r.name.clone(), r.inlet_celsius, c))
+                })
+                .collect::<Vec<_>>()
+        })
+    });
     view! {
         <div class:stale=move || stale.get()>
             <dl class="stats">
@@ -128,6 +141,46 @@ fn Thermal(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
                     }}
                 </tbody>
             </table>
+            {move || {
+                let racks = coolant.get();
+                (!racks.is_empty()).then(|| view! {
+                    <h2 id="liquid">"Liquid cooling"</h2>
+                    <table class="grid compact" aria-labelledby="liquid" data-test="thermal-coolant">
+                        <thead><tr>
+                            <th scope="col">"Rack"</th><th scope="col">"Leak detectors"</th>
+                            <th scope="col" class="num">"Supply"</th><th scope="col" class="num">"Return"</th>
+                            <th scope="col" class="num">"ΔT (limit)"</th><th scope="col" class="num">"Flow"</th>
+                            <th scope="col">"Trays short of flow (limit per tray)"</th><th scope="col" class="num">"Inlet air"</th>
+                        </tr></thead>
+                        <tbody>
+                            {racks.into_iter().map(|(name, inlet, c)| {
+                                let leak = c.leak != crate::model::LeakState::Ok;
+                                let warn = c.delta_t_high() || !c.low_flow.is_empty();
+                                let key = name.clone();
+                                view! {
+                                    <tr data-rack=key class:crit=leak class:warn=warn>
+                                        <th scope="row"><a href="/racks">{name}</a></th>
+                                        <td data-test="coolant-leak">{if leak {
+                                            format!("{} at {}", c.leak.label(), c.leaking.join(", "))
+                                        } else {
+                                            format!("OK ({} trays reporting)", c.trays_reporting)
+                                        }}</td>
+                                        <td class="num">{super::racks::tenths(c.supply_celsius, "°C")}</td>
+                                        <td class="num">{super::racks::tenths(c.return_celsius, "°C")}</td>
+                                        <td class="num">{format!("{} ({})", super::racks::tenths(c.delta_t_celsius, "°C"), super::racks::tenths(c.delta_t_max_celsius, "°C"))}</td>
+                                        <td class="num">{super::racks::tenths(c.flow_lpm, "L/min")}</td>
+                                        <td data-test="coolant-low-flow">{format!("{} ({})",
+                                            if c.low_flow.is_empty() { "none".to_string() } else { c.low_flow.join(", ") },
+                                            super::racks::tenths(c.flow_min_lpm, "L/min"))}</td>
+                                        <td class="num">{units::celsius(inlet)}</td>
+                                    </tr>
+                                }
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                    <p class="muted">"Supply and return are means over the trays that report them; flow is their sum. A liquid rack is judged by its coolant first: inlet air is secondary."</p>
+                })
+            }}
             <h2 id="by-job">"By job"</h2>
             {move || {
                 let jobs = by_job.get();

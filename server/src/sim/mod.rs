@@ -24,7 +24,9 @@ mod workload;
 
 pub use faults::{Fault, TruthInterruption, DEFAULT_MEAN_GPU_HOURS};
 pub use ledger::TruthLedger;
-pub use model::{layout, SimEvent, SimTruth, TruthDomain, TruthJob, TruthRack};
+pub use model::{
+    layout, layout_nvl72, SimEvent, SimTruth, TruthDomain, TruthJob, TruthRack, TruthSegments,
+};
 pub use slow::TruthSlowdown;
 pub use telemetry::weak_rack;
 

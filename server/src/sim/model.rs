@@ -308,6 +308,8 @@ pub struct TruthRack {
     pub flow_factor: Option<f64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub leaking: Vec<(String, app::model::LeakState)>,
+    /// Running jobs with a node in the rack, by id.
+    pub jobs: Vec<u64>,
 }
 
 /// Free segments as the simulator's own node states give them, per block topology (one
@@ -319,6 +321,8 @@ pub struct TruthSegments {
     pub largest_free_segment: u32,
     /// (size, segments that could start now).
     pub sizes: Vec<(u32, u32)>,
+    /// Each block's idle nodes, in inventory order.
+    pub blocks: Vec<(String, u32)>,
 }
 
 /// One switch domain's truth: GPUs of nodes running a job.
@@ -420,8 +424,21 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
             gpus_throttling: 0,
             flow_factor: None,
             leaking: Vec::new(),
+            jobs: Vec::new(),
         })
         .collect();
+    for j in sim
+        .active
+        .iter()
+        .filter(|j| j.job.state == app::model::JobState::Running)
+    {
+        for &i in &j.node_idx {
+            let rack = &mut racks[sim.nodes[i].rack].jobs;
+            if !rack.contains(&j.job.id) {
+                rack.push(j.job.id);
+            }
+        }
+    }
     for (ri, r) in racks.iter_mut().enumerate() {
         if sim.inv.racks[ri].cooling == Cooling::Liquid {
             r.flow_factor = Some(sim.flow_factor(ri, sim.t_ms));
@@ -544,7 +561,9 @@ fn truth_segments(sim: &Sim) -> Vec<TruthSegments> {
             .position(|n| n.name == name)
             .is_some_and(|i| sim.nodes[i].state == NodeState::Idle && sim.nodes[i].job.is_none())
     };
-    let mut sets: Vec<(Vec<u32>, Vec<u32>)> = Vec::new();
+    // Per set of block sizes: each block's name and idle nodes.
+    type Set = (Vec<u32>, Vec<(String, u32)>);
+    let mut sets: Vec<Set> = Vec::new();
     for d in sim
         .inv
         .domains
@@ -552,14 +571,16 @@ fn truth_segments(sim: &Sim) -> Vec<TruthSegments> {
         .filter(|d| d.kind == DomainKind::Block && !d.block_sizes.is_empty())
     {
         let idle = d.nodes.iter().filter(|n| idle_of(n)).count() as u32;
+        let entry = (d.name.clone(), idle);
         match sets.iter_mut().find(|(s, _)| *s == d.block_sizes) {
-            Some((_, v)) => v.push(idle),
-            None => sets.push((d.block_sizes.clone(), vec![idle])),
+            Some((_, v)) => v.push(entry),
+            None => sets.push((d.block_sizes.clone(), vec![entry])),
         }
     }
     sets.into_iter()
-        .map(|(sizes, idle)| {
+        .map(|(sizes, blocks)| {
             let base = sizes[0];
+            let idle: Vec<u32> = blocks.iter().map(|b| b.1).collect();
             TruthSegments {
                 base,
                 idle_nodes: idle.iter().sum(),
@@ -567,6 +588,7 @@ fn truth_segments(sim: &Sim) -> Vec<TruthSegments> {
                 sizes: (1..=base)
                     .map(|s| (s, idle.iter().map(|&i| i / s).sum()))
                     .collect(),
+                blocks,
             }
         })
         .collect()

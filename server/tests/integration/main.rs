@@ -40,6 +40,7 @@ mod frameworks;
 mod http;
 mod ldap;
 mod ledger;
+mod nvl72;
 mod oidc;
 mod openapi;
 mod promql;

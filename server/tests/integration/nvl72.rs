@@ -1,0 +1,218 @@
+//! The NVL72 profile's truth tests, on the running server: the coolant leak alert fires
+//! within two live intervals of the tick whose truth first has it, naming the rack, the
+//! trays and the jobs the truth has there and what taking the rack out costs in free
+//! segments; the live free segments per size and the largest free segment equal the
+//! truth's at the same tick; a rack's drain preview says what the truth's idle nodes say.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use server::sim::{SimTruth, TruthSegments};
+
+use crate::support::{self, add_users, login, post_json};
+
+async fn start(speed: f64, interval_ms: u64) -> server::serve::Running {
+    let mut cfg = support::test_config(support::sqlite_url(), 144, speed, interval_ms);
+    cfg.sim.profile = server::sim::Profile::Nvl72;
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    r
+}
+
+/// What draining every node of `rack` costs, in the words of the preview and the leak
+/// alert, from the truth's idle nodes per block (the NVL72 profile: one block per rack).
+fn expected_drain_words(t: &TruthSegments, block: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let idle = t.blocks.iter().find(|b| b.0 == block).map_or(0, |b| b.1);
+    if idle > 0 {
+        out.push(format!("block {block} goes from {idle} to 0 free nodes"));
+    }
+    let after = t
+        .blocks
+        .iter()
+        .filter(|b| b.0 != block)
+        .map(|b| b.1.min(t.base))
+        .max()
+        .unwrap_or(0);
+    if after < t.largest_free_segment {
+        out.push(format!(
+            "the largest free segment goes from {} to {after} nodes",
+            t.largest_free_segment
+        ));
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_coolant_leak_fires_within_two_intervals_naming_rack_trays_jobs_and_segments() {
+    // 60x: the scenario's leak warns 10 simulated minutes in (10 s), critical at 12.
+    let interval_ms = 1_000;
+    let r = start(60.0, interval_ms).await;
+    let inv = r.live.inventory().expect("inventory");
+    let mut truths: BTreeMap<u64, (i64, Arc<SimTruth>)> = BTreeMap::new();
+    let mut first_critical: Option<(u64, i64, usize)> = None;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let alert = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no leak alert in 90 s: {first_critical:?}"
+        );
+        if let Some(tick) = r.live.current() {
+            let seq = tick.overview.seq;
+            if let (false, Some(t)) = (truths.contains_key(&seq), r.live.truth(Some(seq))) {
+                if first_critical.is_none() {
+                    if let Some(i) = t.racks.iter().position(|x| {
+                        x.leaking
+                            .iter()
+                            .any(|(_, s)| *s == app::model::LeakState::Critical)
+                    }) {
+                        first_critical = Some((seq, tick.overview.published_ms, i));
+                    }
+                }
+                truths.insert(seq, (tick.overview.published_ms, t));
+            }
+        }
+        if let Some((_, _, i)) = first_critical {
+            let subject = format!("rack:{}", inv.racks[i].name);
+            let open = r.store.open_alerts().await.expect("alerts");
+            if let Some(a) = open
+                .into_iter()
+                .find(|a| a.rule == "coolant_leak" && a.subject == subject)
+            {
+                break a;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let (seq0, published0, rack_i) = first_critical.expect("critical");
+    let rack = &inv.racks[rack_i].name;
+    assert_eq!(alert.severity, "critical");
+    assert!(
+        alert.started_ms - published0 <= 2 * interval_ms as i64,
+        "fired {} ms after the tick that first had the leak (seq {seq0})",
+        alert.started_ms - published0
+    );
+    // The tick the alert was fired on: the newest published no later than its firing.
+    let (_, fired_truth) = truths
+        .values()
+        .rfind(|(p, _)| *p <= alert.started_ms)
+        .expect("a tick before the alert");
+    let tr = &fired_truth.racks[rack_i];
+    let trays: Vec<&str> = tr.leaking.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(!trays.is_empty());
+    assert!(
+        alert
+            .summary
+            .contains(&format!("at tray {};", trays.join(", "))),
+        "{}",
+        alert.summary
+    );
+    let named: BTreeSet<u64> = alert
+        .summary
+        .split("running jobs: ")
+        .nth(1)
+        .and_then(|s| s.split(';').next())
+        .expect("jobs part")
+        .split(", ")
+        .filter_map(|j| j.trim().parse().ok())
+        .collect();
+    let truth_jobs: BTreeSet<u64> = tr.jobs.iter().copied().collect();
+    assert_eq!(named, truth_jobs, "{}", alert.summary);
+    let block = format!("b{:02}", rack_i + 1);
+    for words in expected_drain_words(&fired_truth.segments[0], &block) {
+        assert!(
+            alert.summary.contains(&words),
+            "{words:?} not in {}",
+            alert.summary
+        );
+    }
+    // The rack short of flow is a warning of its own, naming its trays.
+    let open = r.store.open_alerts().await.expect("alerts");
+    assert!(
+        open.iter().any(|a| a.rule == "coolant_flow_low"),
+        "{:?}",
+        open.iter()
+            .map(|a| (&a.rule, &a.subject))
+            .collect::<Vec<_>>()
+    );
+    assert!(!open
+        .iter()
+        .any(|a| a.rule == "coolant_leak" && a.subject != format!("rack:{rack}")));
+    r.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn free_segments_and_a_racks_drain_preview_equal_the_truth() {
+    // 600x: jobs start and end under the test's eyes.
+    let r = start(600.0, 250).await;
+    let mut compared = 0;
+    let mut last = None;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while compared < 20 && Instant::now() < deadline {
+        let Some(tick) = r.live.current() else {
+            continue;
+        };
+        let ov = &tick.overview;
+        if last == Some(ov.seq) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        }
+        last = Some(ov.seq);
+        let Some(t) = r.live.truth(Some(ov.seq)) else {
+            continue;
+        };
+        let (live, truth) = (&ov.segments[0], &t.segments[0]);
+        assert_eq!((live.base, live.blocks), (18, 8));
+        assert_eq!(live.idle_nodes, truth.idle_nodes, "seq {}", ov.seq);
+        assert_eq!(live.largest_free_segment, truth.largest_free_segment);
+        for &(size, segments, _) in &live.sizes {
+            let want = truth
+                .sizes
+                .iter()
+                .find(|x| x.0 == size)
+                .map(|x| x.1)
+                .expect("a size the truth counts");
+            assert_eq!(segments, want, "size {size} at seq {}", ov.seq);
+        }
+        compared += 1;
+    }
+    assert_eq!(compared, 20, "too few ticks compared");
+    r.stop().await.expect("stop");
+
+    // The preview reads the scheduler when asked: at 1x the cluster holds still between
+    // the truth and the answer (retried when a job started or ended in between).
+    let r = start(1.0, 250).await;
+    add_users(&r.store).await;
+    let op = login(r.addr, "operator1").await;
+    let mut checked = false;
+    for _ in 0..5 {
+        let before = r.live.truth(None).expect("truth");
+        let p = post_json(
+            r.addr,
+            "/api/actions/preview",
+            Some(&op),
+            &json!({"action": "drain", "rack": "A01"}),
+        )
+        .await;
+        assert_eq!(p.status, 200, "{}", p.text());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let after = r.live.truth(None).expect("truth");
+        if before.segments != after.segments {
+            continue;
+        }
+        let summary = p.json()["summary"].as_str().expect("summary").to_string();
+        let words = expected_drain_words(&before.segments[0], "b01");
+        for w in &words {
+            assert!(summary.contains(w), "{w:?} not in {summary}");
+        }
+        if words.is_empty() {
+            assert!(!summary.contains("Segments:"), "{summary}");
+        }
+        checked = true;
+        break;
+    }
+    assert!(checked, "the cluster never held still for a preview");
+    r.stop().await.expect("stop");
+}
