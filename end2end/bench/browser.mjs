@@ -138,3 +138,9 @@ console.log(`  wall time, and the thread's CPU time within it (${cpus().length} 
 console.log(`  first ${secs} s after going live: ${windowLine(start)}`);
 console.log(`  the next ${secs} s:               ${windowLine(start + secs * 1e6)}`);
 console.log(`bytes per SSE update:        average ${kb(avg(sizes.delta))} KB, max ${kb(Math.max(0, ...sizes.delta))} KB over ${sizes.delta.length} deltas; ${sizes.snapshot.length ? `snapshot ${kb(Math.max(...sizes.snapshot))} KB` : "no snapshot (the page's sequence was current)"}   (goal: under 64 KB)`);
+// One line for xtask to compare runs by (bench browser with GANTRY_BENCH_PROFILE=nvl72).
+{
+  const steady = perUpdate.filter(([t]) => t >= start + secs * 1e6 && t < start + 2 * secs * 1e6).map(([, m]) => m);
+  const figures = { fcp_ms: fcp ?? NaN, steady_avg_ms: avg(steady), steady_p95_ms: p95Of(steady), delta_kb_avg: avg(sizes.delta) / 1024, html_kb: htmlBytes / 1024 };
+  console.log(`BENCH ${Object.entries(figures).map(([k, v]) => `${k}=${v}`).join(" ")}`);
+}

@@ -5,8 +5,12 @@
 // The policy is enforced (Playwright's `bypassCSP` stays off): every violation the browser
 // reports (`securitypolicyviolation`, seen by a script the browser runs outside the page's
 // policy) fails the test, unless the test takes it as expected from `cspViolations`.
+import { ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
-import { test as base } from "@playwright/test";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test as base, expect as expectOf } from "@playwright/test";
 
 export { expect } from "@playwright/test";
 export type { Page } from "@playwright/test";
@@ -49,4 +53,42 @@ export async function freePort(): Promise<number> {
       s.close(() => (a && typeof a === "object" ? resolve(a.port) : reject(new Error("no port"))));
     });
   });
+}
+
+/** A Gantry of a test's own (the binary `cargo xtask test` passes in GANTRY_BIN) on a free
+ * port with its own SQLite database, anonymous read on, `env` over that; `log()` is what it
+ * printed so far, `stop()` ends it and removes its directory. */
+export interface OwnGantry {
+  base: string;
+  log: () => string;
+  stop: () => void;
+}
+
+export async function ownGantry(name: string, env: Record<string, string>): Promise<OwnGantry> {
+  const bin = process.env.GANTRY_BIN;
+  expectOf(bin, "GANTRY_BIN: the gantry binary (cargo xtask test sets it)").toBeTruthy();
+  const dir = mkdtempSync(join(tmpdir(), `gantry-${name}-`));
+  const port = await freePort();
+  let log = "";
+  const child: ChildProcess = spawn(bin!, [], {
+    env: {
+      ...process.env,
+      GANTRY_LISTEN: `127.0.0.1:${port}`,
+      GANTRY_DATABASE_URL: `sqlite://${join(dir, "gantry.db")}`,
+      GANTRY_ANONYMOUS_READ: "true",
+      RUST_LOG: "warn",
+      ...env,
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  child.stdout?.on("data", (d) => (log += d));
+  child.stderr?.on("data", (d) => (log += d));
+  return {
+    base: `http://127.0.0.1:${port}`,
+    log: () => log,
+    stop: () => {
+      child.kill("SIGTERM");
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }

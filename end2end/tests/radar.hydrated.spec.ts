@@ -4,43 +4,23 @@
 // straggler comes about 4.4 simulated hours in, so this test starts a Gantry of its own
 // 600 times faster than the wall clock (about 26 s); `cargo xtask test` passes the binary
 // in GANTRY_BIN.
-import { ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { expect, freePort, test } from "./fixtures";
+import { expect, ownGantry, OwnGantry, test } from "./fixtures";
 
-let gantry: ChildProcess | undefined;
-let dir = "";
+let gantry: OwnGantry | undefined;
 let base = "";
-let log = "";
+const log = () => gantry?.log() ?? "";
 
 test.beforeAll(async () => {
-  const bin = process.env.GANTRY_BIN;
-  expect(bin, "GANTRY_BIN: the gantry binary (cargo xtask test sets it)").toBeTruthy();
-  dir = mkdtempSync(join(tmpdir(), "gantry-radar-"));
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  gantry = spawn(bin!, [], {
-    env: {
-      ...process.env,
-      GANTRY_LISTEN: `127.0.0.1:${port}`,
-      GANTRY_DATABASE_URL: `sqlite://${join(dir, "gantry.db")}`,
-      GANTRY_SIM_SPEED: "600",
-      GANTRY_SIM_START_MS: "1795968000000",
-      GANTRY_LIVE_INTERVAL_MS: "200",
-      GANTRY_ANONYMOUS_READ: "true",
-      RUST_LOG: "warn",
-    },
-    stdio: ["ignore", "pipe", "pipe"],
+  gantry = await ownGantry("radar", {
+    GANTRY_SIM_SPEED: "600",
+    GANTRY_SIM_START_MS: "1795968000000",
+    GANTRY_LIVE_INTERVAL_MS: "200",
   });
-  gantry.stdout?.on("data", (d) => (log += d));
-  gantry.stderr?.on("data", (d) => (log += d));
+  base = gantry.base;
 });
 
 test.afterAll(async () => {
-  gantry?.kill("SIGTERM");
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  gantry?.stop();
 });
 
 test("a straggling GPU marks its node on the live floor, and only the simulator's stragglers are marked", async ({ page, request }) => {
@@ -48,7 +28,7 @@ test("a straggling GPU marks its node on the live floor, and only the simulator'
   await expect
     .poll(async () => (await request.get(`${base}/healthz`).catch(() => undefined))?.status(), {
       timeout: 20_000,
-      message: `gantry did not start; log:\n${log}`,
+      message: `gantry did not start; log:\n${log()}`,
     })
     .toBe(200);
   // Every node the simulator has slowed so far, read all along (a straggle ends, and its
@@ -73,7 +53,7 @@ test("a straggling GPU marks its node on the live floor, and only the simulator'
     const marked = page.locator('[data-test="floor-node"].straggler');
     // The live page marks a cell once the radar's alert is open (the server wrote none
     // marked: the first straggle starts after the page loaded).
-    await expect(marked.first(), `no straggler marked; gantry log:\n${log.slice(-4000)}`).toBeVisible({ timeout: 120_000 });
+    await expect(marked.first(), `no straggler marked; gantry log:\n${log().slice(-4000)}`).toBeVisible({ timeout: 120_000 });
     const node = await marked.first().getAttribute("data-node");
     expect(node).toBeTruthy();
     await expect(marked.first()).toHaveAttribute("title", /a straggling GPU/);

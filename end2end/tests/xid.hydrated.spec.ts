@@ -3,46 +3,24 @@
 // Gantry of its own with the simulation 20,000 times faster than the wall clock (the shared
 // server runs at wall-clock speed for every other test). `cargo xtask test` passes the
 // binary in GANTRY_BIN.
-import { ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { expect, freePort, test } from "./fixtures";
+import { expect, ownGantry, OwnGantry, test } from "./fixtures";
 
 /** What NVIDIA's XID catalog says of the XIDs the simulator throws, and their action. */
 const CATALOG: Record<number, { meaning: RegExp; action: RegExp }> = {
   48: { meaning: /Double-bit ECC error/i, action: /drain/i },
 };
 
-let gantry: ChildProcess | undefined;
-let dir = "";
+let gantry: OwnGantry | undefined;
 let base = "";
-let log = "";
+const log = () => gantry?.log() ?? "";
 
 test.beforeAll(async () => {
-  const bin = process.env.GANTRY_BIN;
-  expect(bin, "GANTRY_BIN: the gantry binary (cargo xtask test sets it)").toBeTruthy();
-  dir = mkdtempSync(join(tmpdir(), "gantry-xid-"));
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  gantry = spawn(bin!, [], {
-    env: {
-      ...process.env,
-      GANTRY_LISTEN: `127.0.0.1:${port}`,
-      GANTRY_DATABASE_URL: `sqlite://${join(dir, "gantry.db")}`,
-      GANTRY_SIM_SPEED: "20000",
-      GANTRY_ANONYMOUS_READ: "true",
-      RUST_LOG: "warn",
-    },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  gantry.stdout?.on("data", (d) => (log += d));
-  gantry.stderr?.on("data", (d) => (log += d));
+  gantry = await ownGantry("xid", { GANTRY_SIM_SPEED: "20000" });
+  base = gantry.base;
 });
 
 test.afterAll(async () => {
-  gantry?.kill("SIGTERM");
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  gantry?.stop();
 });
 
 test("a node's XID shows the catalog's meaning and action, as the simulator threw it", async ({ page, request }) => {
@@ -57,7 +35,7 @@ test("a node's XID shows the catalog's meaning and action, as the simulator thre
         xids = (await r.json()).truth.xids;
         return xids.length;
       },
-      { timeout: 90_000, intervals: [500], message: `no XID from the fast simulation; gantry log:\n${log}` },
+      { timeout: 90_000, intervals: [500], message: `no XID from the fast simulation; gantry log:\n${log()}` },
     )
     .toBeGreaterThan(0);
   const { node, gpu, xid } = xids[0];

@@ -6,11 +6,13 @@ use std::net::SocketAddr;
 use std::process::Command;
 
 use crate::bootstrap::{bootstrap, ensure_apt};
-use crate::util::{free_port, root, run_cmd, step, target_dir, wait_healthy, Guard, Result};
+use crate::util::{free_port, root, step, target_dir, wait_healthy, Guard, Result};
 
 /// `/racks` (or the live page GANTRY_BENCH_PAGE names) of 2,048 simulated nodes in
 /// headless Chromium (release builds): first contentful paint, main-thread time per 1 Hz
-/// update, bytes per SSE update.
+/// update, bytes per SSE update. With `GANTRY_BENCH_PROFILE=nvl72`, the same page of 64
+/// GB200 NVL72 racks (1,152 trays, 4,608 GPUs; coolant on every rack head) is measured
+/// after the HGX floor in the same run, and their ratios printed.
 pub(crate) fn bench_browser() -> Result {
     let secs = env::var("GANTRY_BENCH_SECONDS").unwrap_or_else(|_| "60".into());
     let page = env::var("GANTRY_BENCH_PAGE").unwrap_or_else(|_| "/racks".into());
@@ -19,20 +21,80 @@ pub(crate) fn bench_browser() -> Result {
             "GANTRY_BENCH_PAGE must be a path such as /topology, not {page:?}"
         ));
     }
-    let (addr, server) = browser_bench_gantry("browser.db", &[])?;
+    let profile = env::var("GANTRY_BENCH_PROFILE").unwrap_or_else(|_| "hgx".into());
+    if !["hgx", "nvl72"].contains(&profile.as_str()) {
+        return Err(format!(
+            "GANTRY_BENCH_PROFILE is hgx or nvl72, not {profile:?}"
+        ));
+    }
+    let hgx = measure(&page, &secs, "HGX, 2,048 nodes (16,384 GPUs)", &[])?;
+    if profile == "hgx" {
+        return Ok(());
+    }
+    let nvl72 = measure(
+        &page,
+        &secs,
+        "GB200 NVL72, 64 racks (1,152 trays, 4,608 GPUs)",
+        &[
+            ("GANTRY_SIM_PROFILE", "nvl72".into()),
+            ("GANTRY_SIM_NODES", "1152".into()),
+        ],
+    )?;
+    step(&format!("{page}: NVL72 against HGX, measured in this run"));
+    for key in ["steady_avg_ms", "steady_p95_ms", "delta_kb_avg", "fcp_ms", "html_kb"] {
+        let (a, b) = (figure(&nvl72, key), figure(&hgx, key));
+        match (a, b) {
+            (Some(a), Some(b)) if b > 0.0 => {
+                println!("  {key:<14} NVL72 {a:>8.1}  HGX {b:>8.1}  ratio {:.2}", a / b)
+            }
+            _ => println!("  {key:<14} NVL72 {a:?}  HGX {b:?}"),
+        }
+    }
+    Ok(())
+}
+
+/// One figure of a `BENCH key=value ...` line.
+fn figure(line: &str, key: &str) -> Option<f64> {
+    line.split(' ')
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+        .filter(|v: &f64| v.is_finite())
+}
+
+/// One run of `bench/browser.mjs` against a fresh release gantry with `extra`
+/// environment: its report printed, its figures returned.
+fn measure(
+    page: &str,
+    secs: &str,
+    what: &str,
+    extra: &[(&str, String)],
+) -> Result<String> {
+    let (addr, server) = browser_bench_gantry("browser.db", extra)?;
     step(&format!(
-        "measuring {page} in Chromium: two windows of {secs} s (after going live, then steady)"
+        "measuring {page} of {what} in Chromium: two windows of {secs} s (after going live, then steady)"
     ));
-    let res = run_cmd(
-        Command::new("node")
-            .arg("bench/browser.mjs")
-            .current_dir(root().join("end2end"))
-            .env("GANTRY_URL", format!("http://{addr}"))
-            .env("GANTRY_BENCH_SECONDS", &secs)
-            .env("GANTRY_BENCH_PAGE", &page),
-    );
+    let out = Command::new("node")
+        .arg("bench/browser.mjs")
+        .current_dir(root().join("end2end"))
+        .env("GANTRY_URL", format!("http://{addr}"))
+        .env("GANTRY_BENCH_SECONDS", secs)
+        .env("GANTRY_BENCH_PAGE", page)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run node bench/browser.mjs: {e}"))?;
     drop(server);
-    res
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut figures = None;
+    for line in text.lines() {
+        match line.strip_prefix("BENCH ") {
+            Some(f) => figures = Some(f.to_string()),
+            None => println!("{line}"),
+        }
+    }
+    if !out.status.success() {
+        return Err(format!("bench/browser.mjs failed ({})", out.status));
+    }
+    figures.ok_or_else(|| "bench/browser.mjs printed no figures".to_string())
 }
 
 /// For the Chromium benchmarks: release builds, Debian's Chromium, and a release gantry
@@ -54,7 +116,13 @@ pub(crate) fn browser_bench_gantry(
     for suffix in ["", "-wal", "-shm"] {
         let _ = fs::remove_file(format!("{}{suffix}", dir.join(db).display()));
     }
-    step("starting gantry (release) with 2,048 simulated nodes (16,384 GPUs)");
+    step(&format!(
+        "starting gantry (release) with 2,048 simulated nodes (16,384 GPUs){}",
+        extra
+            .iter()
+            .map(|(k, v)| format!(", {k}={v}"))
+            .collect::<String>()
+    ));
     let mut c = Command::new(target_dir().join("release").join("gantry"));
     c.current_dir(root())
         .env("GANTRY_LISTEN", addr.to_string())

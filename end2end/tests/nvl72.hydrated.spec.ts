@@ -1,0 +1,116 @@
+// The GB200 NVL72 profile in the browser, against the simulator's truth: /topology's free
+// segments per size and its largest free segment, live, equal the truth's at the sequence
+// the page shows; a coolant leak reaches /racks (the rack's head names its trays and is
+// critical) and /alerts (the alert names the rack, the trays and the jobs the truth has
+// there) within two live intervals of the tick whose truth first has it critical. A Gantry
+// of its own: 144 trays at 60x, so the leak turns critical 12 s after start.
+import { audit } from "./a11y";
+import { expect, ownGantry, OwnGantry, test } from "./fixtures";
+
+let gantry: OwnGantry | undefined;
+let base = "";
+const INTERVAL_MS = 1000;
+
+test.beforeAll(async () => {
+  gantry = await ownGantry("nvl72", {
+    GANTRY_SIM_PROFILE: "nvl72",
+    GANTRY_SIM_NODES: "144",
+    GANTRY_SIM_SPEED: "60",
+    GANTRY_SIM_START_MS: "1795968000000",
+    GANTRY_LIVE_INTERVAL_MS: String(INTERVAL_MS),
+  });
+  base = gantry.base;
+});
+
+test.afterAll(async () => {
+  gantry?.stop();
+});
+
+async function started(request: any) {
+  await expect
+    .poll(async () => (await request.get(`${base}/healthz`).catch(() => undefined))?.status(), {
+      timeout: 30_000,
+      message: `gantry did not start; log:\n${gantry?.log()}`,
+    })
+    .toBe(200);
+}
+
+test("NVL72: free segments per size and the largest free segment are the truth's, live", async ({ page, request }) => {
+  test.setTimeout(60_000);
+  await started(request);
+  await page.goto(`${base}/topology`);
+  await expect(page.locator('[data-test="live-status"]')).toHaveClass(/\blive\b/, { timeout: 15_000 });
+  for (let round = 0; round < 3; round++) {
+    const before = Number(await page.locator("[data-seq]").first().getAttribute("data-seq"));
+    await expect.poll(async () => Number(await page.locator("[data-seq]").first().getAttribute("data-seq")), { timeout: 10_000 }).toBeGreaterThan(before);
+    const shown = await page.evaluate(() => ({
+      seq: document.querySelector("[data-seq]")?.getAttribute("data-seq") ?? "",
+      largest: document.querySelector('[data-test="segments-largest"]')?.textContent?.trim(),
+      sizes: [...document.querySelectorAll('[data-test="segments"] tr[data-size]')].map((r) => ({
+        size: Number(r.getAttribute("data-size")),
+        free: r.querySelector('[data-test="segments-free"]')?.textContent?.trim(),
+      })),
+    }));
+    const r = await request.get(`${base}/sim/truth?seq=${shown.seq}`);
+    expect(r.status(), `truth of seq ${shown.seq}`).toBe(200);
+    const seg = (await r.json()).truth.segments[0];
+    expect(seg.base).toBe(18);
+    expect(shown.largest).toBe(String(seg.largest_free_segment));
+    // 1, 2, 4, 8, 16 and the base, and the sizes pending jobs ask for.
+    for (const s of [1, 2, 4, 8, 16, 18]) expect(shown.sizes.map((x) => x.size)).toContain(s);
+    for (const s of shown.sizes) {
+      const want = (seg.sizes as [number, number][]).find(([size]) => size === s.size);
+      expect(want, `size ${s.size}`).toBeTruthy();
+      expect(s.free, `size ${s.size} at seq ${shown.seq}`).toBe(String(want![1]));
+    }
+  }
+});
+
+test("NVL72: a coolant leak shows on /racks and fires an alert naming rack, trays and jobs within two intervals", async ({ page, request }) => {
+  test.setTimeout(90_000);
+  await started(request);
+  // Watch the truth each tick: when a rack's leak first turns critical, and which jobs run
+  // in that rack at every tick from then.
+  type Rack = { name: string; leaking?: [string, string][]; jobs: number[] };
+  let critical: { at: number; rack: Rack } | undefined;
+  const jobsSeen: string[] = [];
+  await page.goto(`${base}/racks`);
+  await expect(page.locator('[data-test="live-status"]')).toHaveClass(/\blive\b/, { timeout: 15_000 });
+  await expect
+    .poll(
+      async () => {
+        const r = await request.get(`${base}/sim/truth`).catch(() => undefined);
+        if (r?.status() !== 200) return false;
+        const racks: Rack[] = (await r.json()).truth.racks;
+        const rack = racks.find((x) => (x.leaking ?? []).some(([, s]) => s === "critical"));
+        if (rack && !critical) critical = { at: Date.now(), rack };
+        if (critical) {
+          const now = racks.find((x) => x.name === critical!.rack.name)!;
+          jobsSeen.push([...now.jobs].sort((a, b) => a - b).join(","));
+        }
+        return critical !== undefined && Date.now() - critical.at >= 2 * INTERVAL_MS;
+      },
+      { timeout: 60_000, intervals: [100], message: `no critical leak in the truth; log:\n${gantry?.log().slice(-3000)}` },
+    )
+    .toBe(true);
+  const { rack } = critical!;
+  const trays = (rack.leaking ?? []).map(([n]) => n);
+  // Two intervals on: the live floor already says so.
+  const head = page.locator(`[data-test="floor-rack"][data-rack="${rack.name}"] [data-test="floor-rack-head"]`);
+  // (An off-screen rack is painted every second tick: one interval of slack.)
+  await expect(head).toHaveClass(/sev-critical/, { timeout: INTERVAL_MS });
+  await expect(head).toContainText(`LEAK (Critical) at ${trays.join(", ")}`, { timeout: INTERVAL_MS });
+  // And the alert is open, in the store: /alerts lists it.
+  await page.goto(`${base}/alerts`);
+  const row = page.locator(`[data-test="alert"][data-rule="coolant_leak"][data-subject="rack:${rack.name}"]`);
+  await expect(row).toHaveCount(1, { timeout: 1 });
+  const text = (await row.textContent()) ?? "";
+  expect(text).toContain(`at tray ${trays.join(", ")};`);
+  const named = (text.split("running jobs: ")[1] ?? "").split(";")[0].split(", ").map(Number).filter((x) => x > 0).sort((a, b) => a - b).join(",");
+  expect(jobsSeen, `the alert names jobs ${named}`).toContain(named);
+  expect(await page.locator('[data-test="alert"][data-rule="coolant_leak"]').count()).toBe(1);
+  // The pages in their leak and low-flow states pass the accessibility audit too.
+  const found: string[] = [];
+  for (const path of ["/racks", "/thermal", "/alerts"]) found.push(...(await audit(page, `${base}${path}`)));
+  expect(found, found.join("\n")).toEqual([]);
+});
