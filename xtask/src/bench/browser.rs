@@ -41,11 +41,20 @@ pub(crate) fn bench_browser() -> Result {
         ],
     )?;
     step(&format!("{page}: NVL72 against HGX, measured in this run"));
-    for key in ["steady_avg_ms", "steady_p95_ms", "delta_kb_avg", "fcp_ms", "html_kb"] {
+    for key in [
+        "steady_avg_ms",
+        "steady_p95_ms",
+        "delta_kb_avg",
+        "fcp_ms",
+        "html_kb",
+    ] {
         let (a, b) = (figure(&nvl72, key), figure(&hgx, key));
         match (a, b) {
             (Some(a), Some(b)) if b > 0.0 => {
-                println!("  {key:<14} NVL72 {a:>8.1}  HGX {b:>8.1}  ratio {:.2}", a / b)
+                println!(
+                    "  {key:<14} NVL72 {a:>8.1}  HGX {b:>8.1}  ratio {:.2}",
+                    a / b
+                )
             }
             _ => println!("  {key:<14} NVL72 {a:?}  HGX {b:?}"),
         }
@@ -63,12 +72,7 @@ fn figure(line: &str, key: &str) -> Option<f64> {
 
 /// One run of `bench/browser.mjs` against a fresh release gantry with `extra`
 /// environment: its report printed, its figures returned.
-fn measure(
-    page: &str,
-    secs: &str,
-    what: &str,
-    extra: &[(&str, String)],
-) -> Result<String> {
+fn measure(page: &str, secs: &str, what: &str, extra: &[(&str, String)]) -> Result<String> {
     let (addr, server) = browser_bench_gantry("browser.db", extra)?;
     step(&format!(
         "measuring {page} of {what} in Chromium: two windows of {secs} s (after going live, then steady)"
