@@ -5,7 +5,8 @@
 // The policy is enforced (Playwright's `bypassCSP` stays off): every violation the browser
 // reports (`securitypolicyviolation`, seen by a script the browser runs outside the page's
 // policy) fails the test, unless the test takes it as expected from `cspViolations`.
-import { ChildProcess, spawn } from "node:child_process";
+import { ChildProcess, execFileSync, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -56,25 +57,39 @@ export async function freePort(): Promise<number> {
 }
 
 /** A Gantry of a test's own (the binary `cargo xtask test` passes in GANTRY_BIN) on a free
- * port with its own SQLite database, anonymous read on, `env` over that; `log()` is what it
- * printed so far, `stop()` ends it and removes its directory. */
+ * port with its own SQLite database, anonymous read on, `env` over that, and `users` (name,
+ * role) added with `gantry user add` before it starts, all with `password`; `log()` is what
+ * it printed so far, `stop()` ends it and removes its directory. */
 export interface OwnGantry {
   base: string;
+  password: string;
   log: () => string;
   stop: () => void;
 }
 
-export async function ownGantry(name: string, env: Record<string, string>): Promise<OwnGantry> {
+export async function ownGantry(
+  name: string,
+  env: Record<string, string>,
+  users: [string, string][] = [],
+): Promise<OwnGantry> {
   const bin = process.env.GANTRY_BIN;
   expectOf(bin, "GANTRY_BIN: the gantry binary (cargo xtask test sets it)").toBeTruthy();
   const dir = mkdtempSync(join(tmpdir(), `gantry-${name}-`));
+  const db = `sqlite://${join(dir, "gantry.db")}`;
+  const password = randomBytes(18).toString("base64url");
+  for (const [user, role] of users) {
+    execFileSync(bin!, ["user", "add", user, "--role", role], {
+      env: { ...process.env, GANTRY_DATABASE_URL: db, GANTRY_PASSWORD: password, RUST_LOG: "warn" },
+      stdio: ["ignore", "ignore", "inherit"],
+    });
+  }
   const port = await freePort();
   let log = "";
   const child: ChildProcess = spawn(bin!, [], {
     env: {
       ...process.env,
       GANTRY_LISTEN: `127.0.0.1:${port}`,
-      GANTRY_DATABASE_URL: `sqlite://${join(dir, "gantry.db")}`,
+      GANTRY_DATABASE_URL: db,
       GANTRY_ANONYMOUS_READ: "true",
       RUST_LOG: "warn",
       ...env,
@@ -85,6 +100,7 @@ export async function ownGantry(name: string, env: Record<string, string>): Prom
   child.stderr?.on("data", (d) => (log += d));
   return {
     base: `http://127.0.0.1:${port}`,
+    password,
     log: () => log,
     stop: () => {
       child.kill("SIGTERM");

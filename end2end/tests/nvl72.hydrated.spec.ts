@@ -4,6 +4,7 @@
 // critical) and /alerts (the alert names the rack, the trays and the jobs the truth has
 // there) within two live intervals of the tick whose truth first has it critical. A Gantry
 // of its own: 144 trays at 60x, so the leak turns critical 12 s after start.
+// The drain preview: nvl72-drain.hydrated.spec.ts.
 import { audit } from "./a11y";
 import { expect, ownGantry, OwnGantry, test } from "./fixtures";
 
