@@ -70,6 +70,24 @@ pub struct RackTile {
     /// A liquid rack's coolant loop; `None` for air-cooled racks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coolant: Option<CoolantTile>,
+    /// What DCGM's platform identity fields say of the rack's trays; `None` where no
+    /// tray's exporter prints them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementTile>,
+}
+
+/// A rack as DCGM places its trays (chassis serial, tray index) against the layout file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct PlacementTile {
+    /// The chassis whose trays are mostly in this rack by the layout.
+    pub chassis: Vec<String>,
+    /// The rack's trays (by the layout) whose GPUs report a place.
+    pub trays_reporting: u32,
+    /// Where the layout and DCGM disagree about a tray the layout puts here, in words,
+    /// in inventory order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub issues: Vec<String>,
 }
 
 /// A liquid rack's coolant loop now, from its trays' BMCs: temperatures to 0.1 °C and
@@ -543,6 +561,7 @@ mod tests {
             inlet_limit_celsius: 35.0,
             jobs: Vec::new(),
             coolant: None,
+            placement: None,
         }
     }
 

@@ -143,6 +143,61 @@ pub struct Readings {
     /// `nodes`; empty or `None` where none is reported.
     #[serde(default)]
     pub node_coolant: Vec<Option<app::model::CoolantReading>>,
+    /// Each node's GPUs' places as DCGM's platform identity fields give them, in the order
+    /// of `nodes`; empty where no exporter prints them (see [`crate::placement`]).
+    #[serde(default)]
+    pub node_places: Vec<Vec<crate::placement::GpuPlace>>,
+}
+
+/// Each rack's placement tile (by inventory index) from DCGM's identity fields: `None`
+/// for every rack when no node reports them (no work for clusters whose exporters do not).
+fn placement_tiles(
+    inv: &Inventory,
+    r: &Readings,
+    rack_idx: &HashMap<&str, usize>,
+    rack_of: &[Option<usize>],
+) -> Vec<Option<app::live::PlacementTile>> {
+    let mut out: Vec<Option<app::live::PlacementTile>> = vec![None; inv.racks.len()];
+    if r.node_places.iter().all(Vec::is_empty) {
+        return out;
+    }
+    let places = r.places();
+    let map = crate::placement::compare(inv, &places);
+    let reporting: std::collections::HashSet<&str> = places.iter().map(|(n, _)| *n).collect();
+    for (i, n) in inv.nodes.iter().enumerate() {
+        if let (Some(ri), true) = (rack_of[i], reporting.contains(n.name.as_str())) {
+            out[ri].get_or_insert_with(Default::default).trays_reporting += 1;
+        }
+    }
+    for c in &map.chassis {
+        if let Some(&ri) = c.rack.as_deref().and_then(|x| rack_idx.get(x)) {
+            out[ri]
+                .get_or_insert_with(Default::default)
+                .chassis
+                .push(c.serial.clone());
+        }
+    }
+    for issue in map.issues {
+        if let Some(&ri) = rack_idx.get(issue.rack.as_str()) {
+            out[ri]
+                .get_or_insert_with(Default::default)
+                .issues
+                .push(issue.words);
+        }
+    }
+    out
+}
+
+impl Readings {
+    /// The nodes whose GPUs DCGM places, with their places.
+    pub fn places(&self) -> Vec<(&str, &[crate::placement::GpuPlace])> {
+        self.nodes
+            .iter()
+            .zip(&self.node_places)
+            .filter(|(_, p)| !p.is_empty())
+            .map(|((n, _), p)| (n.as_str(), p.as_slice()))
+            .collect()
+    }
 }
 
 /// The overview of `inv` from `r`, numbered `seq`.
@@ -248,6 +303,7 @@ pub fn overview(
         .map(|x| (x.rack.as_str(), (x.nodes_power_watts, x.inlet_celsius)))
         .collect();
     let mut coolant = coolant_tiles(inv, r, &ix, &rack_of);
+    let mut placement = placement_tiles(inv, r, &rack_idx, &rack_of);
     let racks: Vec<RackTile> = inv
         .racks
         .iter()
@@ -274,6 +330,7 @@ pub fn overview(
                 inlet_limit_celsius: rack.inlet_limit_celsius,
                 jobs: Vec::new(),
                 coolant: coolant[i].take(),
+                placement: placement[i].take(),
             }
         })
         .collect();

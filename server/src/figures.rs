@@ -324,6 +324,7 @@ mod tests {
             inlet_limit_celsius: 35.0,
             jobs: vec![],
             coolant: None,
+            placement: None,
         });
         ov.segments.push(app::live::SegmentFree {
             base: 18,

@@ -14,6 +14,7 @@ use app::model::{
 };
 
 use crate::aggregate::Readings;
+use crate::placement::GpuPlace;
 use crate::promql::{PromError, PromQl};
 pub use crate::scrape::RoundStats;
 use crate::scrape::{Client, ScrapeError, TargetHealth};
@@ -246,6 +247,8 @@ pub fn targets(inv: &Inventory, gpu_template: &str, bmc_template: &str) -> Vec<N
 struct NodeLatest {
     gpus_at_ms: Option<UnixMs>,
     gpus: Vec<GpuReading>,
+    /// Where DCGM places the node's GPUs (empty where it does not say).
+    places: Vec<GpuPlace>,
     bmc_at_ms: Option<UnixMs>,
     power_watts: Option<f64>,
     inlet_celsius: Option<f64>,
@@ -502,6 +505,7 @@ impl Ingest {
                         ..g.to_reading()
                     })
                     .collect();
+                latest.places = places_of(&scrape.gpus);
                 latest.gpus_at_ms = Some(now_ms);
                 (scrape.samples, scrape.line_errors)
             }
@@ -603,16 +607,14 @@ impl Ingest {
             }
         }
         let decoded = decoder.finish();
-        let mut by_node: HashMap<String, Vec<GpuReading>> = HashMap::new();
+        let mut by_node: HashMap<String, Vec<&dcgm::DcgmGpu>> = HashMap::new();
         for g in decoded.gpus.iter().filter(|g| g.mig_instance.is_none()) {
-            by_node
-                .entry(g.host.clone())
-                .or_default()
-                .push(g.to_reading());
+            by_node.entry(g.host.clone()).or_default().push(g);
         }
         for (node, gpus) in by_node {
             let l = self.latest.entry(node).or_default();
-            l.gpus = gpus;
+            l.gpus = gpus.iter().map(|g| g.to_reading()).collect();
+            l.places = gpus.iter().filter_map(|g| g.place.clone()).collect();
             l.gpus_at_ms = Some(now_ms);
         }
         let node_of = |s: &crate::promql::Series| -> String {
@@ -712,6 +714,7 @@ impl Ingest {
         let mut ib_rate = Vec::with_capacity(nodes.len());
         let mut ib_downs = Vec::with_capacity(nodes.len());
         let mut coolant = Vec::with_capacity(nodes.len());
+        let mut places = Vec::with_capacity(nodes.len());
         let mut rack_power: HashMap<&str, f64> = HashMap::new();
         let mut rack_inlet: HashMap<&str, f64> = HashMap::new();
         let inv_node: HashMap<&str, &app::model::Node> =
@@ -719,6 +722,11 @@ impl Ingest {
         for (name, _) in &nodes {
             let l = self.latest.get(name);
             let known = inv_node.get(name.as_str());
+            places.push(
+                l.filter(|l| fresh(l.gpus_at_ms))
+                    .map(|l| l.places.clone())
+                    .unwrap_or_default(),
+            );
             match l.filter(|l| fresh(l.gpus_at_ms)) {
                 Some(l) => gpus.extend(l.gpus.iter().cloned()),
                 // Not reporting: its GPUs are there, with nothing known about them.
@@ -765,8 +773,17 @@ impl Ingest {
             node_ib_bytes_total: Vec::new(),
             node_ib_link_downed_total: ib_downs,
             node_coolant: coolant,
+            node_places: places,
         }
     }
+}
+
+/// The places DCGM gives a scrape's GPUs (MIG instances are their GPU's).
+fn places_of(gpus: &[dcgm::DcgmGpu]) -> Vec<GpuPlace> {
+    gpus.iter()
+        .filter(|g| g.mig_instance.is_none())
+        .filter_map(|g| g.place.clone())
+        .collect()
 }
 
 /// The rate of a counter between two readings `(value, at_ms)`; none across a reset (the

@@ -1000,6 +1000,7 @@ mod tests {
             inlet_limit_celsius: 42.0,
             jobs: vec![7, 9],
             coolant: None,
+            placement: None,
         }
     }
 

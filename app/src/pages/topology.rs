@@ -117,6 +117,59 @@ fn layout(domains: &[DomainTile]) -> Layout {
     }
 }
 
+/// The racks whose trays DCGM places: (rack, its placement tile).
+fn placed_racks(s: &Overview) -> Vec<(String, crate::live::PlacementTile)> {
+    s.racks
+        .iter()
+        .filter_map(|r| Some((r.name.clone(), r.placement.clone()?)))
+        .collect()
+}
+
+/// The racks as DCGM's platform identity fields place their trays (chassis serial, tray
+/// index), and where the layout file disagrees: the disagreements first, then the count.
+#[component]
+fn RackMap(racks: Vec<(String, crate::live::PlacementTile)>) -> impl IntoView {
+    let issues: usize = racks.iter().map(|(_, p)| p.issues.len()).sum();
+    let trays: u32 = racks.iter().map(|(_, p)| p.trays_reporting).sum();
+    view! {
+        <h2 id="rackmap">"Racks as DCGM places them"</h2>
+        <p data-test="rackmap-summary">
+            {format!(
+                "{trays} trays in {} racks report their chassis and tray. {}",
+                racks.len(),
+                match issues {
+                    0 => "The layout file agrees with all of them.".to_string(),
+                    1 => "The layout file disagrees about 1 tray:".to_string(),
+                    n => format!("The layout file disagrees about {n} trays:"),
+                }
+            )}
+        </p>
+        <table class="grid compact" aria-labelledby="rackmap" data-test="rackmap">
+            <thead><tr>
+                <th scope="col">"Rack (layout)"</th><th scope="col">"Chassis serial (DCGM)"</th>
+                <th scope="col" class="num">"Trays reporting"</th><th scope="col">"Where the layout disagrees"</th>
+            </tr></thead>
+            <tbody>
+                {racks.into_iter().map(|(name, p)| {
+                    let n = p.issues.len();
+                    view! {
+                    <tr data-rack=name.clone() data-issues=n>
+                        <th scope="row">{name.clone()}</th>
+                        <td>{if p.chassis.is_empty() { "-".to_string() } else { p.chassis.join(", ") }}</td>
+                        <td class="num">{p.trays_reporting}</td>
+                        <td>{if p.issues.is_empty() {
+                            view! { <span class="muted">"none"</span> }.into_any()
+                        } else {
+                            view! { <ul class="plain" data-test="rackmap-issues">{p.issues.into_iter().map(|w| view! { <li>{w}</li> }).collect_view()}</ul> }.into_any()
+                        }}</td>
+                    </tr>
+                    }
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+}
+
 fn head() -> impl IntoView {
     view! {
         <thead><tr>
@@ -146,6 +199,8 @@ fn Topology(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
     // The fragmented jobs change with placements, not with a tick's telemetry.
     let fragmented = Memo::new(move |_| state.with(|s| s.fragmented.clone()));
     let segments = Memo::new(move |_| state.with(|s| s.segments.clone()));
+    // DCGM's rack map changes when trays move, not with a tick.
+    let placement = Memo::new(move |_| state.with(placed_racks));
     let rows = Memo::new(move |_| {
         shape.track();
         state.with_untracked(|s| layout(&s.domains))
@@ -195,6 +250,10 @@ fn Topology(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
                     </table>
                 }
             }).collect_view()}
+            {move || {
+                let racks = placement.get();
+                (!racks.is_empty()).then(|| view! { <RackMap racks/> })
+            }}
             <h2 id="frag">"Fragmented jobs"</h2>
             {move || {
                 let f = fragmented.get();

@@ -25,17 +25,38 @@ pub fn render_dcgm(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
         .filter(|j| j.state == JobState::Running && j.nodes.iter().any(|x| x == node))
         .collect();
     let mut out = String::with_capacity(gpus.len() * 7000);
+    // Rack-scale systems: DCGM's platform identity fields, listed in the counters file
+    // with type `label`, ride on every series of the GPU after the driver version.
+    let places = r
+        .nodes
+        .iter()
+        .position(|(x, _)| x == node)
+        .and_then(|i| r.node_places.get(i));
     let labels: Vec<String> = gpus
         .iter()
         .map(|g| {
             let inv_gpu = n.gpus.iter().find(|x| x.index == g.index);
-            format!(
+            let mut l = format!(
                 "gpu=\"{i}\",UUID=\"{uuid}\",pci_bus_id=\"00000000:{bus:02X}:00.0\",device=\"nvidia{i}\",modelName=\"{model}\",Hostname=\"{node}\",DCGM_FI_DRIVER_VERSION=\"{DRIVER_VERSION}\"",
                 i = g.index,
                 uuid = inv_gpu.map(|x| x.uuid.as_str()).unwrap_or(""),
                 bus = 0x18 + 0x11 * g.index,
                 model = inv_gpu.map(|x| x.model.as_str()).unwrap_or(""),
-            )
+            );
+            if let Some(p) = places.and_then(|p| p.iter().find(|p| p.gpu == g.index)) {
+                use crate::placement::*;
+                let num = |v: Option<u32>| v.map_or(String::new(), |v| v.to_string());
+                let _ = write!(
+                    l,
+                    ",{CHASSIS_SERIAL_LABEL}=\"{}\",{SLOT_LABEL}=\"{}\",{TRAY_LABEL}=\"{}\",{HOST_LABEL}=\"{}\",{MODULE_LABEL}=\"{}\"",
+                    p.chassis_serial,
+                    num(p.slot),
+                    num(p.tray_index),
+                    num(p.host_id),
+                    num(p.module_id)
+                );
+            }
+            l
         })
         .collect();
     let job_label = jobs
@@ -642,5 +663,53 @@ mod tests {
             &mapping,
         );
         assert_eq!(b.coolant.leak, Some(app::model::LeakState::Critical));
+    }
+
+    #[test]
+    fn dcgm_identity_labels_map_the_racks_and_name_exactly_the_misplaced_trays() {
+        // 8 NVL72 racks: the profile plants a swap inside rack A04 and one between A07 and
+        // A08. Scraped text -> places -> the map, against the simulator's truth.
+        let sim = Sim::with_profile(crate::sim::Profile::Nvl72, 144, 42, "t", T0);
+        let r = sim.readings();
+        let inv = sim.inventory();
+        let mut scraped = Vec::new();
+        for n in &inv.nodes {
+            let Some(text) = render_dcgm(inv, &r, &n.name) else {
+                continue;
+            };
+            let s = decode(text.as_bytes(), "unused");
+            assert_eq!(s.line_errors, 0, "{:?}", s.errors);
+            let places: Vec<_> = s.gpus.iter().filter_map(|g| g.place.clone()).collect();
+            assert_eq!(places.len(), 4, "{}", n.name);
+            scraped.push((n.name.clone(), places));
+        }
+        assert!(scraped.len() > 130, "{}", scraped.len());
+        let refs: Vec<(&str, &[crate::placement::GpuPlace])> = scraped
+            .iter()
+            .map(|(n, p)| (n.as_str(), p.as_slice()))
+            .collect();
+        let map = crate::placement::compare(inv, &refs);
+        let truth = sim.truth();
+        assert_eq!(truth.misplaced.len(), 4);
+        let named: Vec<&str> = map.issues.iter().map(|i| i.node.as_str()).collect();
+        let reporting: Vec<&str> = truth
+            .misplaced
+            .iter()
+            .map(String::as_str)
+            .filter(|m| scraped.iter().any(|(n, _)| n == m))
+            .collect();
+        assert_eq!(named, reporting, "{:#?}", map.issues);
+        // Every chassis maps to its own rack, and the rack's serial is the profile's.
+        assert_eq!(map.chassis.len(), 8);
+        for (i, c) in map.chassis.iter().enumerate() {
+            assert_eq!(c.rack.as_deref(), Some(inv.racks[i].name.as_str()));
+            assert_eq!(c.serial, crate::sim::model::nvl72_chassis_serial(i));
+        }
+        // The HGX profile's exporters print no identity: no map, no issue.
+        let hgx = Sim::new(16, 42, "t", T0);
+        let r = hgx.readings();
+        let text = render_dcgm(hgx.inventory(), &r, &hgx.inventory().nodes[0].name).expect("text");
+        assert!(!text.contains("DCGM_FI_DEV_PLATFORM"));
+        assert!(hgx.truth().misplaced.is_empty());
     }
 }

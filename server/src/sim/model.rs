@@ -54,12 +54,7 @@ pub fn layout_nvl72(nodes: usize, cluster: &str) -> Inventory {
             Node {
                 name: node_name(i),
                 rack: racks[rack].name.clone(),
-                // Trays 0-7 below the switch trays, 8-17 above them.
-                u_position: if tray < 8 {
-                    2 + tray as u32
-                } else {
-                    2 + NVL72_SWITCH_TRAYS + tray as u32
-                },
+                u_position: nvl72_u(tray),
                 u_height: 1,
                 gpus: (0..4u32)
                     .map(|g| Gpu {
@@ -128,6 +123,65 @@ pub fn layout_nvl72(nodes: usize, cluster: &str) -> Inventory {
         nodes: node_list,
         domains,
     }
+}
+
+/// A compute tray's U position in an NVL72 rack: trays 0-7 below the nine switch trays,
+/// 8-17 above them.
+fn nvl72_u(tray: usize) -> u32 {
+    if tray < 8 {
+        2 + tray as u32
+    } else {
+        2 + NVL72_SWITCH_TRAYS + tray as u32
+    }
+}
+
+/// The serial number DCGM reports for rack `rack`'s chassis (field 572).
+pub fn nvl72_chassis_serial(rack: usize) -> String {
+    format!("1652524{:06}", 100 + rack)
+}
+
+/// The rack whose trays 4 and 5 were swapped on the floor without the layout being told.
+fn swapped_pair_rack(racks: usize) -> usize {
+    3.min(racks.saturating_sub(1))
+}
+
+/// Where tray `i` (inventory index) of an NVL72 layout of `racks` racks really sits, as
+/// (rack, tray). The layout and the floor agree except for two mistakes the profile
+/// plants: in rack 4 (or the last), trays 4 and 5 were swapped; with 8 racks or more, tray
+/// 0 of rack 7 and tray 0 of rack 8 were swapped between the racks.
+pub fn nvl72_physical(i: usize, racks: usize) -> (usize, usize) {
+    let (rack, tray) = (i / NVL72_TRAYS, i % NVL72_TRAYS);
+    match (rack, tray) {
+        (r, 4) if r == swapped_pair_rack(racks) => (r, 5),
+        (r, 5) if r == swapped_pair_rack(racks) => (r, 4),
+        (6, 0) if racks >= 8 => (7, 0),
+        (7, 0) if racks >= 8 => (6, 0),
+        other => other,
+    }
+}
+
+/// The trays (inventory indexes) whose place in the layout is not where they sit.
+pub fn nvl72_misplaced(racks: usize) -> Vec<usize> {
+    (0..racks * NVL72_TRAYS)
+        .filter(|&i| nvl72_physical(i, racks) != (i / NVL72_TRAYS, i % NVL72_TRAYS))
+        .collect()
+}
+
+/// What DCGM's platform identity fields say of tray `i`'s `gpus` GPUs: its chassis, its
+/// slot (switch trays counted), its tray index from the bottom (from 0), host 1, modules
+/// 1 to 4.
+pub fn nvl72_places(i: usize, racks: usize, gpus: usize) -> Vec<crate::placement::GpuPlace> {
+    let (rack, tray) = nvl72_physical(i, racks);
+    (0..gpus as u32)
+        .map(|g| crate::placement::GpuPlace {
+            gpu: g,
+            chassis_serial: nvl72_chassis_serial(rack),
+            slot: Some(nvl72_u(tray) - 1),
+            tray_index: Some(tray as u32),
+            host_id: Some(1),
+            module_id: Some(g + 1),
+        })
+        .collect()
 }
 
 /// The floor and fabric of a simulated cluster of `nodes` nodes: 8 nodes (8 x H100 SXM
@@ -386,6 +440,10 @@ pub struct SimTruth {
     pub ledgers: Vec<super::TruthLedger>,
     /// Free segments of each block topology, from node states (empty without blocks).
     pub segments: Vec<TruthSegments>,
+    /// Trays the layout places where they do not sit (the NVL72 profile's two planted
+    /// mistakes), in inventory order: what DCGM's identity fields must show up.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub misplaced: Vec<String>,
 }
 
 /// Finished jobs' ledgers in each truth.
@@ -495,7 +553,16 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
             })
         })
         .collect();
+    let misplaced = if sim.profile == super::Profile::Nvl72 {
+        nvl72_misplaced(sim.inv.racks.len())
+            .into_iter()
+            .filter_map(|i| sim.inv.nodes.get(i).map(|n| n.name.clone()))
+            .collect()
+    } else {
+        Vec::new()
+    };
     SimTruth {
+        misplaced,
         segments: truth_segments(sim),
         xids,
         interruptions: std::sync::Arc::clone(&sim.interruptions),

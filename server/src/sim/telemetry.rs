@@ -457,7 +457,20 @@ impl Sim {
             node_ib_bytes_total: ib_total,
             node_ib_link_downed_total: ib_downs,
             node_coolant: coolant,
+            node_places: self.places(),
         }
+    }
+
+    /// What DCGM's platform identity fields say of each node (the NVL72 profile; HGX
+    /// exporters print none).
+    fn places(&self) -> Vec<Vec<crate::placement::GpuPlace>> {
+        if self.profile != super::Profile::Nvl72 {
+            return Vec::new();
+        }
+        let racks = self.inv.racks.len();
+        (0..self.nodes.len())
+            .map(|i| super::model::nvl72_places(i, racks, self.gpn))
+            .collect()
     }
 
     /// Scheduler state only (node states and jobs), no telemetry: for when the telemetry

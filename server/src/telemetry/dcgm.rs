@@ -11,6 +11,7 @@ use app::model::{GpuReading, ThrottleReasons};
 use std::collections::HashMap;
 
 use super::exposition::{self, Report, Sample};
+use crate::placement;
 
 /// The DCGM fields Gantry reads per GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -212,6 +213,10 @@ pub struct DcgmGpu {
     /// The last XID's message, when the exporter names it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_xid_message: Option<String>,
+    /// Where the GPU sits in its rack, when the exporter prints DCGM's platform identity
+    /// fields (572-577) as labels (see [`crate::placement`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub place: Option<crate::placement::GpuPlace>,
 }
 
 impl DcgmGpu {
@@ -418,6 +423,11 @@ impl Decoder {
             driver: [Option<&'a str>; 2],
             mig_profile: Option<&'a str>,
             pod: [Option<&'a str>; 2],
+            chassis: Option<&'a str>,
+            slot: Option<&'a str>,
+            tray: Option<&'a str>,
+            host_id: Option<&'a str>,
+            module: Option<&'a str>,
         }
         let mut l = Seen::default();
         for (k, v) in &s.labels {
@@ -439,6 +449,11 @@ impl Decoder {
                 "GPU_I_PROFILE" => l.mig_profile = v,
                 "pod" => l.pod[0] = v,
                 "pod_name" => l.pod[1] = v,
+                placement::CHASSIS_SERIAL_LABEL => l.chassis = v,
+                placement::SLOT_LABEL => l.slot = v,
+                placement::TRAY_LABEL => l.tray = v,
+                placement::HOST_LABEL => l.host_id = v,
+                placement::MODULE_LABEL => l.module = v,
                 _ => {}
             }
         }
@@ -466,6 +481,19 @@ impl Decoder {
         fill(&mut g.driver_version, &l.driver);
         fill(&mut g.mig_profile, &[l.mig_profile]);
         fill(&mut g.pod, &l.pod);
+        if g.place.is_none() {
+            if let Some(serial) = l.chassis.and_then(placement::string_field) {
+                let int = |v: Option<&str>| v.and_then(placement::int_field);
+                g.place = Some(placement::GpuPlace {
+                    gpu,
+                    chassis_serial: serial.to_string(),
+                    slot: int(l.slot),
+                    tray_index: int(l.tray),
+                    host_id: int(l.host_id),
+                    module_id: int(l.module),
+                });
+            }
+        }
         if let Some(job) = job.filter(|j| !j.is_empty()) {
             if !g.hpc_jobs.iter().any(|j| j == job) {
                 g.hpc_jobs.push(job.to_string());
@@ -639,6 +667,45 @@ DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT{nvswitch="nvswitch0",hostname="gpu017"}
         assert_eq!(s.gpus[1].mig_instance.as_deref(), Some("2"));
         assert_eq!(s.gpus[1].mig_profile.as_deref(), Some("3g.40gb"));
         assert_eq!(s.gpus[1].get(Field::GrEngineActiveRatio), Some(0.25));
+    }
+
+    #[test]
+    fn platform_identity_labels_place_the_gpu_and_blanks_place_nothing() {
+        // Label-type fields as dcgm-exporter prints them: on every series of the GPU. GPU 1
+        // has a blank slot and tray (DCGM's 32-bit sentinel); GPU 2's chassis is a string
+        // sentinel, so it has no place at all.
+        let id = |serial: &str, slot: &str, tray: &str, m: u32| {
+            format!(",DCGM_FI_DEV_PLATFORM_CHASSIS_SERIAL_NUMBER=\"{serial}\",DCGM_FI_DEV_PLATFORM_CHASSIS_SLOT_NUMBER=\"{slot}\",DCGM_FI_DEV_PLATFORM_TRAY_INDEX=\"{tray}\",DCGM_FI_DEV_PLATFORM_HOST_ID=\"1\",DCGM_FI_DEV_PLATFORM_MODULE_ID=\"{m}\"")
+        };
+        let t = format!(
+            "DCGM_FI_DEV_GPU_TEMP{{gpu=\"0\",Hostname=\"gb0005\"{}}} 41\n\
+             DCGM_FI_DEV_POWER_USAGE{{gpu=\"0\",Hostname=\"gb0005\"{}}} 900\n\
+             DCGM_FI_DEV_GPU_TEMP{{gpu=\"1\",Hostname=\"gb0005\"{}}} 42\n\
+             DCGM_FI_DEV_GPU_TEMP{{gpu=\"2\",Hostname=\"gb0005\"{}}} 43\n",
+            id("1652524000101", "5", "4", 1),
+            id("1652524000101", "5", "4", 1),
+            id("1652524000101", "2147483632", "2147483632", 2),
+            id("<<<NOT_SUPPORTED>>>", "5", "4", 3),
+        );
+        let s = decode(t.as_bytes(), "x");
+        let place = |i: usize| s.gpus[i].place.clone();
+        assert_eq!(
+            place(0),
+            Some(crate::placement::GpuPlace {
+                gpu: 0,
+                chassis_serial: "1652524000101".into(),
+                slot: Some(5),
+                tray_index: Some(4),
+                host_id: Some(1),
+                module_id: Some(1),
+            })
+        );
+        let p1 = place(1).expect("GPU 1 has a chassis");
+        assert_eq!(
+            (p1.slot, p1.tray_index, p1.module_id),
+            (None, None, Some(2))
+        );
+        assert_eq!(place(2), None);
     }
 
     #[test]

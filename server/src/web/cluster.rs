@@ -21,6 +21,7 @@ pub(super) fn routes() -> Routes {
         ("/api/nodes", get(nodes)),
         ("/api/jobs", get(jobs)),
         ("/api/segments", get(segments)),
+        ("/api/placement", get(placement)),
     ]
 }
 
@@ -294,6 +295,31 @@ async fn segments(State(st): State<AppState>) -> Result<Response, ApiError> {
         polled_ms: s.polled_ms,
         sets: seg.sets,
         pending: seg.pending,
+    })
+    .into_response())
+}
+
+/// `GET /api/placement`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(super) struct PlacementAnswer {
+    at_ms: i64,
+    #[serde(flatten)]
+    map: crate::placement::PlacementMap,
+}
+
+/// The rack -> tray -> GPU map DCGM's platform identity fields give (chassis serial, slot,
+/// tray index, host, module; exporters that print them as labels), and where the layout
+/// file disagrees with it; as of the newest tick's readings. Empty where no exporter
+/// prints them.
+#[utoipa::path(get, path = "/api/placement", tag = "cluster",
+    responses((status = 200, description = "DCGM's rack map against the layout", body = PlacementAnswer)))]
+async fn placement(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let latest = st.live.latest().ok_or(ApiError::NotReady)?;
+    let inv = st.live.inventory().ok_or(ApiError::NotReady)?;
+    let r = latest.readings();
+    Ok(Json(PlacementAnswer {
+        at_ms: r.at_ms,
+        map: crate::placement::compare(&inv, &r.places()),
     })
     .into_response())
 }

@@ -38,6 +38,7 @@ use app::actions::Role;
         super::cluster::nodes,
         super::cluster::jobs,
         super::cluster::segments,
+        super::cluster::placement,
         super::actions::action_preview,
         super::actions::action_drain,
         super::actions::action_resume,

@@ -2,7 +2,9 @@
 //! within two live intervals of the tick whose truth first has it, naming the rack, the
 //! trays and the jobs the truth has there and what taking the rack out costs in free
 //! segments; the live free segments per size and the largest free segment equal the
-//! truth's at the same tick; a rack's drain preview says what the truth's idle nodes say.
+//! truth's at the same tick; a rack's drain preview says what the truth's idle nodes say;
+//! DCGM's platform identity fields, scraped, map every rack and name exactly the trays the
+//! layout misplaces.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -214,5 +216,102 @@ async fn free_segments_and_a_racks_drain_preview_equal_the_truth() {
         break;
     }
     assert!(checked, "the cluster never held still for a preview");
+    r.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn dcgm_identity_fields_map_the_racks_and_name_the_trays_the_layout_misplaces() {
+    // Scraped from the simulator's dcgm-exporter text: the profile plants two trays
+    // swapped in rack A04 and a tray swapped between racks A07 and A08.
+    let r = start(1.0, 250).await;
+    let truth = r.live.truth(None).expect("truth");
+    assert_eq!(truth.misplaced.len(), 4, "{:?}", truth.misplaced);
+    // Every tray that answers reports once the first scrape round is in (a failed tray's
+    // exporter does not answer).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let body = loop {
+        let p = support::get(r.addr, "/api/placement").await;
+        assert_eq!(p.status, 200, "{}", p.text());
+        let body = p.json();
+        if body["nodes_reporting"].as_u64().is_some_and(|n| n >= 140) {
+            break body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "too few trays report: {}",
+            body["nodes_reporting"]
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let chassis = body["chassis"].as_array().expect("chassis");
+    let reporting: BTreeSet<&str> = chassis
+        .iter()
+        .flat_map(|c| c["trays"].as_array().into_iter().flatten())
+        .map(|t| t["node"].as_str().expect("node"))
+        .collect();
+    assert_eq!(
+        Some(reporting.len() as u64),
+        body["nodes_reporting"].as_u64()
+    );
+    let named: Vec<&str> = body["issues"]
+        .as_array()
+        .expect("issues")
+        .iter()
+        .map(|i| i["node"].as_str().expect("node"))
+        .collect();
+    let want: Vec<&str> = truth
+        .misplaced
+        .iter()
+        .map(String::as_str)
+        .filter(|n| reporting.contains(n))
+        .collect();
+    assert!(want.len() >= 3, "{want:?}");
+    assert_eq!(named, want, "{}", body["issues"]);
+    assert_eq!(chassis.len(), 8);
+    for (i, c) in chassis.iter().enumerate() {
+        assert_eq!(c["rack"], format!("A0{}", i + 1));
+        assert!(
+            c["trays"].as_array().is_some_and(|t| t.len() >= 16),
+            "{}",
+            c["rack"]
+        );
+    }
+    // /topology (server-rendered) lists the same disagreements under their racks.
+    let page = support::get(r.addr, "/topology").await;
+    assert_eq!(page.status, 200);
+    let html = page.text();
+    assert!(
+        html.contains("trays in 8 racks report their chassis and tray"),
+        "{}",
+        html.split("Fragmented jobs")
+            .next()
+            .unwrap_or("")
+            .rsplit("</table>")
+            .next()
+            .unwrap_or("")
+    );
+    assert!(html.contains(&format!(
+        "The layout file disagrees about {} trays:",
+        want.len()
+    )));
+    for i in body["issues"].as_array().expect("issues") {
+        let words = i["words"].as_str().expect("words");
+        assert!(
+            html.contains(&words.replace('\'', "&#x27;")) || html.contains(words),
+            "{words}"
+        );
+    }
+    for rack in ["A01", "A04", "A07", "A08"] {
+        let n = body["issues"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|i| i["rack"] == rack)
+            .count();
+        assert!(
+            html.contains(&format!("data-rack=\"{rack}\" data-issues=\"{n}\"")),
+            "{rack}: {n}"
+        );
+    }
     r.stop().await.expect("stop");
 }
