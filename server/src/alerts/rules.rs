@@ -230,6 +230,29 @@ fn coolant(ov: &Overview, f: &Facts<'_>, out: &mut Vec<Condition>) {
     }
 }
 
+/// Racks whose trays DCGM places elsewhere than the layout file does (a warning): the
+/// tray an operator would pull for repair is not where the layout says.
+fn layout_disagrees(ov: &Overview, out: &mut Vec<Condition>) {
+    for rack in &ov.racks {
+        let Some(p) = rack.placement.as_ref().filter(|p| !p.issues.is_empty()) else {
+            continue;
+        };
+        out.push(Condition {
+            rule: "layout_disagrees",
+            subject: format!("rack:{}", rack.name),
+            severity: "warning",
+            summary: format!(
+                "rack {}: the layout file disagrees with DCGM about {} tray(s): {}",
+                rack.name,
+                p.issues.len(),
+                p.issues.join("; ")
+            ),
+            link: "/topology".into(),
+            drain_node: None,
+        });
+    }
+}
+
 fn median(xs: &[f64]) -> Option<f64> {
     let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
     if v.is_empty() {
@@ -449,6 +472,7 @@ pub fn evaluate(
     }
 
     coolant(ov, f, &mut out);
+    layout_disagrees(ov, &mut out);
 
     for n in &ov.nodes {
         if matches!(n.state, NodeState::NotResponding | NodeState::Down) {

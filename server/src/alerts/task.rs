@@ -202,8 +202,9 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
 }
 
 fn static_rule(rule: &str) -> &'static str {
-    const RULES: [&str; 16] = [
+    const RULES: [&str; 17] = [
         "coolant_leak",
+        "layout_disagrees",
         "coolant_leak_warning",
         "coolant_flow_low",
         "coolant_delta_t_high",

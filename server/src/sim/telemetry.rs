@@ -462,14 +462,20 @@ impl Sim {
     }
 
     /// What DCGM's platform identity fields say of each node (the NVL72 profile; HGX
-    /// exporters print none).
+    /// exporters print none), as its exporter would: nothing from a node that is off.
     fn places(&self) -> Vec<Vec<crate::placement::GpuPlace>> {
         if self.profile != super::Profile::Nvl72 {
             return Vec::new();
         }
         let racks = self.inv.racks.len();
-        (0..self.nodes.len())
-            .map(|i| super::model::nvl72_places(i, racks, self.gpn))
+        // A node that is off has no exporter answering for it.
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| match n.state {
+                NodeState::Down | NodeState::NotResponding => Vec::new(),
+                _ => super::model::nvl72_places(i, racks, self.gpn),
+            })
             .collect()
     }
 

@@ -10,6 +10,20 @@ fn base() -> (Sim, Readings, Overview) {
     (sim, r, ov)
 }
 
+/// The conditions of `ov` with the default configuration, a fresh state and `r` as the
+/// only fact.
+fn evaluate_with(ov: &Overview, r: &Readings) -> Vec<Condition> {
+    evaluate(
+        &AlertConfig::default(),
+        ov,
+        &Facts {
+            readings: Some(r),
+            ..Default::default()
+        },
+        &mut RuleState::default(),
+    )
+}
+
 fn rules(c: &[Condition]) -> Vec<(&'static str, String)> {
     c.iter().map(|c| (c.rule, c.subject.clone())).collect()
 }
@@ -346,6 +360,37 @@ fn a_leak_names_its_rack_trays_jobs_and_segments_and_low_flow_its_trays() {
 }
 
 #[test]
+fn trays_dcgm_places_elsewhere_than_the_layout_warn_per_rack_naming_them() {
+    // The NVL72 profile's planted mistakes: a swap inside A04, one between A07 and A08.
+    let sim = Sim::with_profile(crate::sim::Profile::Nvl72, 144, 42, "t", T0);
+    let r = sim.readings();
+    let ov = crate::aggregate::overview(sim.inventory(), &r, 1, 1000, sim.now_ms());
+    let c = evaluate_with(&ov, &r);
+    let fired: Vec<&Condition> = c.iter().filter(|c| c.rule == "layout_disagrees").collect();
+    let subjects: Vec<&str> = fired.iter().map(|c| c.subject.as_str()).collect();
+    assert_eq!(subjects, ["rack:A04", "rack:A07", "rack:A08"], "{fired:?}");
+    let truth = sim.truth();
+    for m in &truth.misplaced {
+        assert!(fired.iter().any(|c| c.summary.contains(m.as_str())), "{m}");
+    }
+    assert!(fired.iter().all(|c| c.severity == "warning"));
+    assert!(fired[0]
+        .summary
+        .starts_with("rack A04: the layout file disagrees with DCGM about 2 tray(s): "));
+    // The HGX profile's exporters place nothing: no such alert.
+    let hgx = Sim::new(16, 42, "t", T0);
+    let r = hgx.readings();
+    let ov = crate::aggregate::overview(hgx.inventory(), &r, 1, 1000, hgx.now_ms());
+    let c = evaluate(
+        &AlertConfig::default(),
+        &ov,
+        &Facts::default(),
+        &mut RuleState::default(),
+    );
+    assert!(!c.iter().any(|c| c.rule == "layout_disagrees"));
+}
+
+#[test]
 fn delta_t_over_its_limit_is_a_warning() {
     let (_, r, mut ov) = base();
     ov.racks[0].coolant = Some(app::live::CoolantTile {
@@ -356,29 +401,13 @@ fn delta_t_over_its_limit_is_a_warning() {
         trays_reporting: 8,
         ..Default::default()
     });
-    let c = evaluate(
-        &AlertConfig::default(),
-        &ov,
-        &Facts {
-            readings: Some(&r),
-            ..Default::default()
-        },
-        &mut RuleState::default(),
-    );
+    let c = evaluate_with(&ov, &r);
     let name = ov.racks[0].name.clone();
     assert!(
         rules(&c).contains(&("coolant_delta_t_high", format!("rack:{name}"))),
         "{c:?}"
     );
     ov.racks[0].coolant.as_mut().expect("tile").delta_t_celsius = Some(9.9);
-    let c = evaluate(
-        &AlertConfig::default(),
-        &ov,
-        &Facts {
-            readings: Some(&r),
-            ..Default::default()
-        },
-        &mut RuleState::default(),
-    );
+    let c = evaluate_with(&ov, &r);
     assert!(!rules(&c).iter().any(|(r, _)| *r == "coolant_delta_t_high"));
 }
