@@ -7,6 +7,7 @@
 // The drain preview: nvl72-drain.hydrated.spec.ts.
 import { audit } from "./a11y";
 import { expect, ownGantry, OwnGantry, test } from "./fixtures";
+import { shownSegments } from "./truth";
 
 let gantry: OwnGantry | undefined;
 let base = "";
@@ -44,14 +45,7 @@ test("NVL72: free segments per size and the largest free segment are the truth's
   for (let round = 0; round < 3; round++) {
     const before = Number(await page.locator("[data-seq]").first().getAttribute("data-seq"));
     await expect.poll(async () => Number(await page.locator("[data-seq]").first().getAttribute("data-seq")), { timeout: 10_000 }).toBeGreaterThan(before);
-    const shown = await page.evaluate(() => ({
-      seq: document.querySelector("[data-seq]")?.getAttribute("data-seq") ?? "",
-      largest: document.querySelector('[data-test="segments-largest"]')?.textContent?.trim(),
-      sizes: [...document.querySelectorAll('[data-test="segments"] tr[data-size]')].map((r) => ({
-        size: Number(r.getAttribute("data-size")),
-        free: r.querySelector('[data-test="segments-free"]')?.textContent?.trim(),
-      })),
-    }));
+    const shown = await shownSegments(page);
     const r = await request.get(`${base}/sim/truth?seq=${shown.seq}`);
     expect(r.status(), `truth of seq ${shown.seq}`).toBe(200);
     const seg = (await r.json()).truth.segments[0];

@@ -2,7 +2,7 @@
 // the live pages keep following the stream in place: what they show after updates is the
 // simulator's truth at the sequence they show.
 import { expect, Page, test } from "./fixtures";
-import { count, truthAt } from "./truth";
+import { count, shownSegments, truthAt } from "./truth";
 
 /** Opens a live page and waits until it has applied two updates; returns a page-load counter. */
 async function live(page: Page, path: string) {
@@ -47,15 +47,7 @@ test("/topology, live: each domain's allocated GPUs equal the jobs placed there"
 
 test("/topology, live: free segments per size are the truth's idle nodes of each 16-node block", async ({ page, request }) => {
   await live(page, "/topology");
-  const shown = await page.evaluate(() => ({
-    seq: document.querySelector("[data-seq]")?.getAttribute("data-seq") ?? "",
-    largest: document.querySelector('[data-test="segments-largest"]')?.textContent?.trim(),
-    sizes: [...document.querySelectorAll('[data-test="segments"] tr[data-size]')].map((r) => ({
-      size: Number(r.getAttribute("data-size")),
-      free: r.querySelector('[data-test="segments-free"]')?.textContent?.trim(),
-      stranded: r.querySelector('[data-test="segments-stranded"]')?.textContent?.trim(),
-    })),
-  }));
+  const shown = await shownSegments(page);
   const truth = await truthAt(request, shown.seq);
   const idle: number[] = [];
   for (const [name, state] of truth.nodes as [string, string][]) {

@@ -55,3 +55,17 @@ export function expectMatchesTruth(vals: Record<string, string>, t: any) {
   expect(vals["power-now"]).toBe(power(t.power_watts));
   expect(vals["power-capacity"]).toBe(power(t.power_capacity_watts));
 }
+
+/** What /topology's first free-segments table shows, with the sequence it shows, read in
+ * one evaluation so they belong together. */
+export async function shownSegments(page: Page) {
+  return page.evaluate(() => ({
+    seq: document.querySelector("[data-seq]")?.getAttribute("data-seq") ?? "",
+    largest: document.querySelector('[data-test="segments-largest"]')?.textContent?.trim(),
+    sizes: [...document.querySelectorAll('[data-test="segments"] tr[data-size]')].map((r) => ({
+      size: Number(r.getAttribute("data-size")),
+      free: r.querySelector('[data-test="segments-free"]')?.textContent?.trim(),
+      stranded: r.querySelector('[data-test="segments-stranded"]')?.textContent?.trim(),
+    })),
+  }));
+}

@@ -56,19 +56,7 @@ pub fn layout_nvl72(nodes: usize, cluster: &str) -> Inventory {
                 rack: racks[rack].name.clone(),
                 u_position: nvl72_u(tray),
                 u_height: 1,
-                gpus: (0..4u32)
-                    .map(|g| Gpu {
-                        index: g,
-                        uuid: format!(
-                            "GPU-{:08x}-{:04x}-4000-8000-{:012x}",
-                            i as u64 * 7919 + 1,
-                            g,
-                            i * 4 + g as usize
-                        ),
-                        model: "NVIDIA GB200".into(),
-                        max_power_watts: GPU_MAX_POWER_WATTS,
-                    })
-                    .collect(),
+                gpus: sim_gpus(i, 4, "NVIDIA GB200"),
                 domains: vec![
                     format!("nvl72-{}", racks[rack].name.to_ascii_lowercase()),
                     format!("leaf{:02}", rack / 2 + 1),
@@ -123,6 +111,23 @@ pub fn layout_nvl72(nodes: usize, cluster: &str) -> Inventory {
         nodes: node_list,
         domains,
     }
+}
+
+/// Node `i`'s `n` GPUs of `model`, with UUIDs unique over the cluster.
+fn sim_gpus(i: usize, n: usize, model: &str) -> Vec<Gpu> {
+    (0..n as u32)
+        .map(|g| Gpu {
+            index: g,
+            uuid: format!(
+                "GPU-{:08x}-{:04x}-4000-8000-{:012x}",
+                i as u64 * 7919 + 1,
+                g,
+                i * n + g as usize
+            ),
+            model: model.into(),
+            max_power_watts: GPU_MAX_POWER_WATTS,
+        })
+        .collect()
 }
 
 /// A compute tray's U position in an NVL72 rack: trays 0-7 below the nine switch trays,
@@ -244,19 +249,7 @@ pub fn layout(nodes: usize, cluster: &str) -> Inventory {
             let rack = i / NODES_PER_RACK;
             let name = node_name(i);
             Node {
-                gpus: (0..GPUS_PER_NODE as u32)
-                    .map(|g| Gpu {
-                        index: g,
-                        uuid: format!(
-                            "GPU-{:08x}-{:04x}-4000-8000-{:012x}",
-                            i as u64 * 7919 + 1,
-                            g,
-                            i * 8 + g as usize
-                        ),
-                        model: "NVIDIA H100 80GB HBM3".into(),
-                        max_power_watts: GPU_MAX_POWER_WATTS,
-                    })
-                    .collect(),
+                gpus: sim_gpus(i, GPUS_PER_NODE, "NVIDIA H100 80GB HBM3"),
                 domains: vec![
                     format!("nvl-{name}"),
                     format!("leaf{:02}", rack + 1),
