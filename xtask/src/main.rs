@@ -16,7 +16,7 @@
 //! - `cargo xtask bench size`: the release wasm + js, raw and brotli-compressed.
 //! - `cargo xtask bench ingest`: parse throughput on 512 nodes' dcgm-exporter text.
 //! - `cargo xtask bench browser | scale`: the live views in Chromium (with
-//!   `GANTRY_BENCH_PROFILE=nvl72`, 64 NVL72 racks after the HGX floor, as ratios); 2,048
+//!   `GANTRY_BENCH_PROFILE=nvl72`, 113 NVL72 racks after the HGX floor, as ratios); 2,048
 //!   nodes' CPU and RSS.
 //! - `cargo xtask bench reports`: a 90-day report over 4,096 GPUs on SQLite and PostgreSQL.
 //! - `cargo xtask bench timeline`: `/timeline` of 2,048 nodes over 7 days, server and Chromium.

@@ -16,7 +16,11 @@ use server::sim::{SimTruth, TruthSegments};
 use crate::support::{self, add_users, login, post_json};
 
 async fn start(speed: f64, interval_ms: u64) -> server::serve::Running {
-    let mut cfg = support::test_config(support::sqlite_url(), 144, speed, interval_ms);
+    start_on(support::sqlite_url(), speed, interval_ms).await
+}
+
+async fn start_on(url: String, speed: f64, interval_ms: u64) -> server::serve::Running {
+    let mut cfg = support::test_config(url, 144, speed, interval_ms);
     cfg.sim.profile = server::sim::Profile::Nvl72;
     let r = server::serve::start(cfg).await.expect("start");
     support::wait_ready(&r).await;
@@ -48,10 +52,18 @@ fn expected_drain_words(t: &TruthSegments, block: &str) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn a_coolant_leak_fires_within_two_intervals_naming_rack_trays_jobs_and_segments() {
+async fn a_coolant_leak_fires_within_two_intervals_naming_rack_trays_jobs_and_segments_on_both_databases(
+) {
+    leak_fires(support::sqlite_url()).await;
+    if let Some(pg) = support::postgres_url().await {
+        leak_fires(pg).await;
+    }
+}
+
+async fn leak_fires(url: String) {
     // 60x: the scenario's leak warns 10 simulated minutes in (10 s), critical at 12.
     let interval_ms = 1_000;
-    let r = start(60.0, interval_ms).await;
+    let r = start_on(url, 60.0, interval_ms).await;
     let inv = r.live.inventory().expect("inventory");
     let mut truths: BTreeMap<u64, (i64, Arc<SimTruth>)> = BTreeMap::new();
     let mut first_critical: Option<(u64, i64, usize)> = None;
