@@ -38,6 +38,10 @@ pub struct Rack {
     /// loop carries more heat than its flow is sized for; `None`: not judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coolant_delta_t_max_celsius: Option<f64>,
+    /// The rack's chassis serial number as the site recorded it, checked against what
+    /// DCGM reports for the rack's trays (field 572); `None`: not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chassis_serial: Option<String>,
 }
 
 /// A leak detector's state, in Redfish's words (`LeakDetector.DetectorState`: OK,

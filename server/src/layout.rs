@@ -12,6 +12,7 @@
 //! inlet_limit_celsius = 35      # default 35
 //! coolant_flow_min_lpm = 1.5    # liquid only: per tray (node); unset: not judged
 //! coolant_delta_t_max_celsius = 12  # liquid only: return over supply; unset: not judged
+//! chassis_serial = "1652524000100"  # rack-scale systems: checked against DCGM's field 572
 //! pdu = "pdu-a01"
 //! nodes = "gpu[001-008]"        # hostlist, bottom to top
 //! u_start = 2                   # U of the first node (default 1)
@@ -60,6 +61,7 @@ struct FileRack {
     inlet_limit_celsius: Option<f64>,
     coolant_flow_min_lpm: Option<f64>,
     coolant_delta_t_max_celsius: Option<f64>,
+    chassis_serial: Option<String>,
     pdu: Option<String>,
     #[serde(default)]
     nodes: String,
@@ -134,6 +136,11 @@ pub fn parse(cluster: &str, text: &str, topo: Option<(&str, &str)>) -> Result<La
             inlet_limit_celsius: r.inlet_limit_celsius.unwrap_or(35.0),
             coolant_flow_min_lpm: r.coolant_flow_min_lpm,
             coolant_delta_t_max_celsius: r.coolant_delta_t_max_celsius,
+            chassis_serial: match r.chassis_serial.as_deref().map(str::trim) {
+                None => None,
+                Some(s) if !s.is_empty() && s.len() <= 64 => Some(s.to_string()),
+                Some(_) => return Err(bad("chassis_serial must be 1 to 64 characters")),
+            },
         });
         *pos += 1;
         if let Some(p) = r.pdu {
@@ -283,6 +290,7 @@ pub fn place(layout: &Layout, slurm: &[(String, u32)]) -> Inventory {
             inlet_limit_celsius: 35.0,
             coolant_flow_min_lpm: None,
             coolant_delta_t_max_celsius: None,
+            chassis_serial: None,
         });
         for (i, (name, g)) in extra.into_iter().enumerate() {
             inv.nodes.push(Node {
@@ -403,6 +411,7 @@ nodes = "gpu[001-002]"
             ("[[rack]]\nname = \"X\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"a[1-2]\"\n[[rack]]\nname = \"Y\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"a2\"\n", "placed twice"),
             ("[[rack]]\nname = \"X\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"a[5-1]\"\n", "rack \"X\": nodes"),
             ("[[rack]]\nname = \"X\"\npower = 3\n", "layout"),
+            ("[[rack]]\nname = \"X\"\nrow = \"A\"\npower_limit_kw = 40\nchassis_serial = \" \"\n", "rack \"X\": chassis_serial must be 1 to 64 characters"),
         ] {
             let e = parse("c", text, None).expect_err(text);
             assert!(e.to_string().contains(want), "{e} lacks {want:?}");

@@ -87,10 +87,13 @@ pub struct Chassis {
     pub trays: Vec<Tray>,
 }
 
-/// Where the layout and DCGM disagree about one node, in words.
+/// Where the layout and DCGM disagree about one node (or a whole rack), in words.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct PlacementIssue {
-    pub node: String,
+    /// `None`: the rack as a whole (its recorded chassis serial is not the one its trays
+    /// report).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// The rack the layout puts the node in.
     pub rack: String,
     pub words: String,
@@ -149,7 +152,7 @@ pub fn compare(inv: &Inventory, places: &[(&str, &[GpuPlace])]) -> PlacementMap 
             (
                 idx,
                 PlacementIssue {
-                    node: node.to_string(),
+                    node: Some(node.to_string()),
                     rack: n.rack.clone(),
                     words,
                 },
@@ -214,6 +217,25 @@ pub fn compare(inv: &Inventory, places: &[(&str, &[GpuPlace])]) -> PlacementMap 
                 })
             })
             .map(|(r, _)| r.to_string());
+        // The serial the layout records for that rack, if any, must be this one.
+        if let Some((ri, recorded)) = rack.as_deref().and_then(|r| {
+            let ri = *rack_order.get(r)?;
+            Some((ri, inv.racks[ri].chassis_serial.as_deref()?))
+        }) {
+            if recorded != serial {
+                issues.push((
+                    usize::MAX - inv.racks.len() + ri,
+                    PlacementIssue {
+                        node: None,
+                        rack: inv.racks[ri].name.clone(),
+                        words: format!(
+                            "rack {}: the layout records chassis {recorded}; its trays report chassis {serial}",
+                            inv.racks[ri].name
+                        ),
+                    },
+                ));
+            }
+        }
         let tray_words = |t: &Tray| match t.tray_index {
             Some(i) => format!("tray {i}"),
             None => "no tray index".to_string(),
@@ -223,7 +245,7 @@ pub fn compare(inv: &Inventory, places: &[(&str, &[GpuPlace])]) -> PlacementMap 
                 issues.push((
                     *idx,
                     PlacementIssue {
-                        node: t.node.clone(),
+                        node: Some(t.node.clone()),
                         rack: t.layout_rack.clone(),
                         words: format!(
                             "{}: the layout puts it in rack {}; DCGM says chassis {serial}, {}, where rack {r}'s trays are",
@@ -245,7 +267,7 @@ pub fn compare(inv: &Inventory, places: &[(&str, &[GpuPlace])]) -> PlacementMap 
                 issues.push((
                     *idx,
                     PlacementIssue {
-                        node: t.node.clone(),
+                        node: Some(t.node.clone()),
                         rack: t.layout_rack.clone(),
                         words: format!(
                             "{}: it and {other} both report chassis {serial}, tray {i}",
@@ -283,7 +305,7 @@ pub fn compare(inv: &Inventory, places: &[(&str, &[GpuPlace])]) -> PlacementMap 
                         issues.push((
                             idx,
                             PlacementIssue {
-                                node: t.node.clone(),
+                                node: Some(t.node.clone()),
                                 rack: t.layout_rack.clone(),
                                 words: format!(
                                     "{}: the layout's U{} makes it the {} tray from the bottom of rack {r}; DCGM's {} makes it the {}",
@@ -403,7 +425,7 @@ mod tests {
         });
         let m = run(&inv, &places);
         let n = |i: usize| inv.nodes[i].name.clone();
-        let named: Vec<&str> = m.issues.iter().map(|x| x.node.as_str()).collect();
+        let named: Vec<&str> = m.issues.iter().filter_map(|x| x.node.as_deref()).collect();
         assert_eq!(
             named,
             vec![n(1).as_str(), n(2).as_str(), n(4).as_str()],
@@ -451,6 +473,23 @@ mod tests {
                 .as_str(),
                 format!("{}: it and {} both report chassis S2, tray 2", n(7), n(6)).as_str(),
             ]
+        );
+    }
+
+    #[test]
+    fn a_recorded_chassis_serial_is_checked_against_the_trays() {
+        let (mut inv, places) = fixture(|i| (serial(i), (i % 4) as u32));
+        inv.racks[0].chassis_serial = Some("S1".into());
+        inv.racks[1].chassis_serial = Some("S7".into());
+        let m = run(&inv, &places);
+        assert_eq!(
+            m.issues,
+            vec![PlacementIssue {
+                node: None,
+                rack: "A02".into(),
+                words: "rack A02: the layout records chassis S7; its trays report chassis S2"
+                    .into(),
+            }]
         );
     }
 

@@ -521,6 +521,7 @@ mod tests {
                 inlet_limit_celsius: 35.0,
                 coolant_flow_min_lpm: None,
                 coolant_delta_t_max_celsius: None,
+                chassis_serial: None,
             }],
             nodes: vec![Node {
                 name: "n1".into(),

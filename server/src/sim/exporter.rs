@@ -691,7 +691,11 @@ mod tests {
         let map = crate::placement::compare(inv, &refs);
         let truth = sim.truth();
         assert_eq!(truth.misplaced.len(), 4);
-        let named: Vec<&str> = map.issues.iter().map(|i| i.node.as_str()).collect();
+        let named: Vec<&str> = map
+            .issues
+            .iter()
+            .filter_map(|i| i.node.as_deref())
+            .collect();
         let reporting: Vec<&str> = truth
             .misplaced
             .iter()

@@ -44,6 +44,7 @@ pub fn layout_nvl72(nodes: usize, cluster: &str) -> Inventory {
             inlet_limit_celsius: 35.0,
             coolant_flow_min_lpm: Some(NVL72_FLOW_MIN_LPM),
             coolant_delta_t_max_celsius: Some(NVL72_DELTA_T_MAX_CELSIUS),
+            chassis_serial: Some(nvl72_chassis_serial(i)),
         })
         .collect();
     let total = racks_n * NVL72_TRAYS;
@@ -227,6 +228,7 @@ pub fn layout(nodes: usize, cluster: &str) -> Inventory {
                 inlet_limit_celsius: 35.0,
                 coolant_flow_min_lpm: None,
                 coolant_delta_t_max_celsius: None,
+                chassis_serial: None,
             }
         })
         .collect();

@@ -33,6 +33,7 @@ pub fn inventory_from_nodes(cluster: &str, nodes: &[SchedNode]) -> Inventory {
             inlet_limit_celsius: 35.0,
             coolant_flow_min_lpm: None,
             coolant_delta_t_max_celsius: None,
+            chassis_serial: None,
         })
         .collect();
     let nodes = names

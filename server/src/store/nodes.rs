@@ -71,6 +71,7 @@ impl Store {
                     // source holds; history does not keep them.
                     coolant_flow_min_lpm: None,
                     coolant_delta_t_max_celsius: None,
+                    chassis_serial: None,
                 })
             })
             .collect()

@@ -30,6 +30,7 @@ fn inventory() -> Arc<Inventory> {
         inlet_limit_celsius: 35.0,
         coolant_flow_min_lpm: None,
         coolant_delta_t_max_celsius: None,
+        chassis_serial: None,
     };
     let node = |i: u32, rack: &str, leaf: &str| Node {
         name: format!("n{i}"),
