@@ -74,6 +74,63 @@ pub struct RackTile {
     /// tray's exporter prints them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<PlacementTile>,
+    /// A rack-scale rack's power shelves; `None` where the layout gives it none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shelves: Option<ShelvesTile>,
+}
+
+/// A rack's power shelves now, against its bus bar: `RackTile::power_limit_watts` is the
+/// lower of the bus bar's limit and what the working shelves can deliver with the site's
+/// reserve held back, so a shelf down lowers the rack's limit.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct ShelvesTile {
+    /// Shelves the layout gives the rack.
+    pub expected: u32,
+    /// Shelves in the last fresh reading of the rack's power controller; 0: not
+    /// reporting, and the limit is the bus bar's alone.
+    pub reporting: u32,
+    /// Reporting shelves with no supply delivering, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub down: Vec<String>,
+    /// Expected shelves absent from a fresh reading (counted as delivering nothing).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub missing: u32,
+    /// Shelves delivering with a supply down or in warning, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub degraded: Vec<String>,
+    /// The bus bar's limit (the layout's `power_limit_kw`).
+    pub busbar_watts: f64,
+    /// What the working shelves deliver with the reserve held back; `None` when not
+    /// reporting or a supply does not give its capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_watts: Option<f64>,
+}
+
+fn is_zero(x: &u32) -> bool {
+    *x == 0
+}
+
+impl ShelvesTile {
+    /// A fresh reading exists.
+    pub fn reporting(&self) -> bool {
+        self.reporting > 0
+    }
+
+    /// Shelves delivering nothing: down, or missing from the reading.
+    pub fn lost(&self) -> u32 {
+        self.down.len() as u32 + self.missing
+    }
+
+    /// Anything short of every shelf reporting and well.
+    pub fn in_trouble(&self) -> bool {
+        !self.reporting() || self.lost() > 0 || !self.degraded.is_empty()
+    }
+
+    /// The shelves hold the rack below its bus bar.
+    pub fn lowers_limit(&self) -> bool {
+        self.limit_watts.is_some_and(|l| l < self.busbar_watts)
+    }
 }
 
 /// A rack as DCGM places its trays (chassis serial, tray index) against the layout file.
@@ -133,22 +190,21 @@ impl RackTile {
     }
 
     /// The rack's severity for colour: a critical leak or over its power limit is
-    /// critical; a leak warning, a tray short of coolant flow, coolant delta-T over its
-    /// limit, above 90% of its power limit or throttling GPUs is a warning.
+    /// critical; a power shelf down, degraded or not reporting, a leak warning, a tray
+    /// short of coolant flow, coolant delta-T over its limit, above 90% of its power limit
+    /// or throttling GPUs is a warning.
     pub fn severity(&self) -> Severity {
-        if let Some(c) = &self.coolant {
-            if c.leak == LeakState::Critical {
-                return Severity::Critical;
-            }
-            if c.leak == LeakState::Warning || !c.low_flow.is_empty() || c.delta_t_high() {
-                return match self.load_ratio() {
-                    Some(r) if r > 1.0 => Severity::Critical,
-                    _ => Severity::Warning,
-                };
-            }
+        let over = self.load_ratio().is_some_and(|r| r > 1.0);
+        let leak = self.coolant.as_ref().map(|c| c.leak);
+        if over || leak == Some(LeakState::Critical) {
+            return Severity::Critical;
         }
+        let coolant_trouble = self.coolant.as_ref().is_some_and(|c| {
+            c.leak == LeakState::Warning || !c.low_flow.is_empty() || c.delta_t_high()
+        });
+        let shelf_trouble = self.shelves.as_ref().is_some_and(ShelvesTile::in_trouble);
         match self.load_ratio() {
-            Some(r) if r > 1.0 => Severity::Critical,
+            _ if coolant_trouble || shelf_trouble => Severity::Warning,
             Some(r) if r > 0.9 => Severity::Warning,
             _ if self.gpus_throttling > 0 || self.nodes_not_reporting > 0 => Severity::Warning,
             _ => Severity::Ok,
@@ -414,6 +470,26 @@ fn changed<T: Clone + PartialEq>(prev: &[T], next: &[T]) -> Vec<(u32, T)> {
 }
 
 impl Overview {
+    /// Who draws `rack`'s power: each running job with its share of the rack's reporting
+    /// nodes' power (a node's power split evenly between the jobs on it), most first.
+    pub fn rack_job_power(&self, rack: &str) -> Vec<(u64, f64)> {
+        let mut by_job: Vec<(u64, f64)> = Vec::new();
+        for n in self.nodes.iter().filter(|n| n.rack == rack) {
+            let Some(p) = n.power_watts.filter(|_| !n.jobs.is_empty()) else {
+                continue;
+            };
+            let share = p / n.jobs.len() as f64;
+            for &j in &n.jobs {
+                match by_job.iter_mut().find(|(id, _)| *id == j) {
+                    Some(e) => e.1 += share,
+                    None => by_job.push((j, share)),
+                }
+            }
+        }
+        by_job.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        by_job
+    }
+
     /// The delta that turns `self` into `next`.
     pub fn diff(&self, next: &Overview) -> OverviewDelta {
         let racks = next
@@ -562,6 +638,7 @@ mod tests {
             jobs: Vec::new(),
             coolant: None,
             placement: None,
+            shelves: None,
         }
     }
 

@@ -42,6 +42,19 @@ pub struct Rack {
     /// DCGM reports for the rack's trays (field 572); `None`: not checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chassis_serial: Option<String>,
+    /// Rack-scale systems: the power shelves feeding the rack's bus bar (whose limit is
+    /// `power_limit_watts`); `None`: the rack has none Gantry watches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_shelves: Option<u32>,
+    /// Shelves held in reserve by the site's redundancy (N+1: 1; N+N with 8 shelves: 4):
+    /// the shelves' limit is the working capacity less that of this many of the largest
+    /// working shelves.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub power_shelves_redundant: u32,
+}
+
+fn is_zero(x: &u32) -> bool {
+    *x == 0
 }
 
 /// A leak detector's state, in Redfish's words (`LeakDetector.DetectorState`: OK,
@@ -91,6 +104,63 @@ pub struct CoolantReading {
 impl CoolantReading {
     pub fn is_empty(&self) -> bool {
         *self == CoolantReading::default()
+    }
+}
+
+/// One power supply's state as Redfish gives it (`Status.Health`, `Status.State`), the way
+/// redfish_exporter prints them: health 1 OK, 2 Warning, 3 Critical; state 1 Enabled, 7
+/// Absent, others (disabled, standby, offline, in test...) not delivering.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum SupplyHealth {
+    #[default]
+    Ok,
+    Warning,
+    Critical,
+}
+
+impl SupplyHealth {
+    /// From redfish_exporter's health gauge (1 OK, 2 Warning, 3 Critical).
+    pub fn from_gauge(v: f64) -> Option<SupplyHealth> {
+        match v {
+            1.0 => Some(SupplyHealth::Ok),
+            2.0 => Some(SupplyHealth::Warning),
+            3.0 => Some(SupplyHealth::Critical),
+            _ => None,
+        }
+    }
+}
+
+/// One power shelf of a rack as its power management controller reports it through
+/// Redfish: its supplies counted by what they can do, and their capacity.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct ShelfReading {
+    /// The shelf's name (Redfish's chassis id, e.g. `PowerShelf_3`).
+    pub shelf: String,
+    /// Supplies the shelf reports, present or not.
+    pub supplies: u32,
+    /// Supplies delivering: enabled (or no state given) and not in critical health.
+    pub working: u32,
+    /// Working supplies whose health is Warning.
+    pub warning: u32,
+    /// The summed capacity of the working supplies, in watts; `None` when one of them does
+    /// not say (redfish_exporter prints a missing capacity as 0).
+    pub capacity_watts: Option<f64>,
+    /// The summed output of its supplies now, in watts, where they report it.
+    pub output_watts: Option<f64>,
+}
+
+impl ShelfReading {
+    /// No supply delivers.
+    pub fn is_down(&self) -> bool {
+        self.working == 0
+    }
+
+    /// Some supply is not delivering or in warning, yet the shelf delivers.
+    pub fn is_degraded(&self) -> bool {
+        !self.is_down() && (self.working < self.supplies || self.warning > 0)
     }
 }
 
@@ -468,6 +538,10 @@ pub struct RackReading {
     /// none of its nodes reports.
     pub nodes_power_watts: Option<f64>,
     pub inlet_celsius: Option<f64>,
+    /// Its power shelves, from a fresh reading of its power management controller (empty:
+    /// none, or not reporting).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shelves: Vec<ShelfReading>,
 }
 
 /// A checkpoint of a training job.

@@ -147,6 +147,10 @@ pub struct Readings {
     /// of `nodes`; empty where no exporter prints them (see [`crate::placement`]).
     #[serde(default)]
     pub node_places: Vec<Vec<crate::placement::GpuPlace>>,
+    /// Each rack's power supplies, supply by supply, where the source knows them (the
+    /// simulator, whose exporter prints them); what aggregation reads is `racks[].shelves`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rack_supplies: Vec<(String, Vec<crate::shelves::SupplyLine>)>,
 }
 
 /// Each rack's placement tile (by inventory index) from DCGM's identity fields: `None`
@@ -302,6 +306,12 @@ pub fn overview(
         .iter()
         .map(|x| (x.rack.as_str(), (x.nodes_power_watts, x.inlet_celsius)))
         .collect();
+    let shelf_readings: HashMap<&str, &[app::model::ShelfReading]> = r
+        .racks
+        .iter()
+        .filter(|x| !x.shelves.is_empty())
+        .map(|x| (x.rack.as_str(), x.shelves.as_slice()))
+        .collect();
     let mut coolant = coolant_tiles(inv, r, &ix, &rack_of);
     let mut placement = placement_tiles(inv, r, &rack_idx, &rack_of);
     let racks: Vec<RackTile> = inv
@@ -315,12 +325,23 @@ pub fn overview(
                 .unwrap_or((None, None));
             // The nodes' BMCs see GPUs and hosts; without them, GPU power is a lower bound.
             let power = nodes_watts.or((gpu_watts[i] > 0.0).then_some(gpu_watts[i]));
+            let shelves = shelves_tile(
+                rack,
+                shelf_readings
+                    .get(rack.name.as_str())
+                    .copied()
+                    .unwrap_or(&[]),
+            );
+            let limit = match shelves.as_ref().and_then(|s| s.limit_watts) {
+                Some(l) => l.min(rack.power_limit_watts),
+                None => rack.power_limit_watts,
+            };
             RackTile {
                 name: rack.name.clone(),
                 row: rack.row.clone(),
                 position: rack.position,
                 power_watts: power,
-                power_limit_watts: rack.power_limit_watts,
+                power_limit_watts: limit,
                 inlet_celsius: inlet,
                 cooling: rack.cooling,
                 gpus_throttling: throttling[i],
@@ -331,6 +352,7 @@ pub fn overview(
                 jobs: Vec::new(),
                 coolant: coolant[i].take(),
                 placement: placement[i].take(),
+                shelves,
             }
         })
         .collect();
@@ -338,7 +360,7 @@ pub fn overview(
         gpus,
         sm_active_mean: (sm_n > 0).then(|| sm_sum / f64::from(sm_n)),
         power_watts: racks.iter().filter_map(|r| r.power_watts).sum(),
-        power_capacity_watts: inv.racks.iter().map(|r| r.power_limit_watts).sum(),
+        power_capacity_watts: racks.iter().map(|r| r.power_limit_watts).sum(),
         gpus_throttling: throttling.iter().sum(),
         jobs_running: r
             .jobs
@@ -364,6 +386,60 @@ pub fn overview(
     };
     floor(inv, r, &ix, &state_of, &mut ov);
     ov
+}
+
+/// A rack's power shelves against its bus bar (`None` for a rack the layout gives no
+/// shelves and that reports none). Shelves in the layout but absent from a fresh reading
+/// deliver nothing; the limit is what the working shelves deliver less the largest
+/// `power_shelves_redundant` of them (the reserve), known only if every working supply
+/// gives its capacity.
+pub fn shelves_tile(
+    rack: &app::model::Rack,
+    shelves: &[app::model::ShelfReading],
+) -> Option<app::live::ShelvesTile> {
+    if rack.power_shelves.is_none() && shelves.is_empty() {
+        return None;
+    }
+    let reporting = shelves.len() as u32;
+    let expected = rack.power_shelves.unwrap_or(reporting);
+    let missing = if reporting > 0 {
+        expected.saturating_sub(reporting)
+    } else {
+        0
+    };
+    let names = |f: fn(&app::model::ShelfReading) -> bool| -> Vec<String> {
+        shelves
+            .iter()
+            .filter(|s| f(s))
+            .map(|s| s.shelf.clone())
+            .collect()
+    };
+    let limit_watts = if reporting == 0 {
+        None
+    } else {
+        shelves
+            .iter()
+            .map(|s| s.capacity_watts)
+            .collect::<Option<Vec<f64>>>()
+            .map(|mut caps| {
+                caps.extend(std::iter::repeat_n(0.0, missing as usize));
+                caps.sort_by(|a, b| b.total_cmp(a));
+                let reserve: f64 = caps
+                    .iter()
+                    .take(rack.power_shelves_redundant as usize)
+                    .sum();
+                (caps.iter().sum::<f64>() - reserve).max(0.0).round()
+            })
+    };
+    Some(app::live::ShelvesTile {
+        expected,
+        reporting,
+        down: names(app::model::ShelfReading::is_down),
+        missing,
+        degraded: names(app::model::ShelfReading::is_degraded),
+        busbar_watts: rack.power_limit_watts,
+        limit_watts,
+    })
 }
 
 /// Each liquid rack's coolant loop from its trays' readings (`None` for air racks):
@@ -997,5 +1073,101 @@ mod tests {
             .filter_map(|g| g.power_watts)
             .sum();
         assert!((ov.racks[0].power_watts.unwrap_or(0.0) - gpu_sum).abs() < 1e-6);
+    }
+
+    fn shelf(name: &str, working: u32, warning: u32, cap: Option<f64>) -> app::model::ShelfReading {
+        app::model::ShelfReading {
+            shelf: name.into(),
+            supplies: 6,
+            working,
+            warning,
+            capacity_watts: cap,
+            output_watts: None,
+        }
+    }
+
+    #[test]
+    fn a_shelf_down_lowers_the_limit_by_the_reserve_rule() {
+        let mut rack = crate::sim::layout_nvl72(18, "t").racks.remove(0);
+        assert_eq!(
+            (rack.power_shelves, rack.power_shelves_redundant),
+            (Some(8), 4)
+        );
+        let full = |n: usize| (0..n).map(|i| shelf(&format!("S{i}"), 6, 0, Some(33_000.0)));
+        // All eight: 8 x 33 kW less the four largest held back = the bus bar's 132 kW.
+        let all: Vec<_> = full(8).collect();
+        let t = shelves_tile(&rack, &all).expect("tile");
+        assert_eq!((t.expected, t.reporting, t.missing), (8, 8, 0));
+        assert_eq!(t.limit_watts, Some(132_000.0));
+        assert!(!t.in_trouble() && !t.lowers_limit());
+        // One down and one degraded (5 of 6 supplies): the reserve holds back the four
+        // largest, so 6 x 33 + 27.5 - 4 x 33 kW.
+        let mut some: Vec<_> = full(6).collect();
+        some.push(shelf("S6", 0, 0, Some(0.0)));
+        some.push(shelf("S7", 5, 1, Some(27_500.0)));
+        let t = shelves_tile(&rack, &some).expect("tile");
+        assert_eq!(t.down, ["S6"]);
+        assert_eq!(t.degraded, ["S7"]);
+        assert_eq!(
+            t.limit_watts,
+            Some(6.0 * 33_000.0 + 27_500.0 - 4.0 * 33_000.0)
+        );
+        assert!(t.lowers_limit() && t.in_trouble());
+        // A shelf missing from a fresh reading delivers nothing.
+        let seven: Vec<_> = full(7).collect();
+        let t = shelves_tile(&rack, &seven).expect("tile");
+        assert_eq!((t.missing, t.lost()), (1, 1));
+        assert_eq!(t.limit_watts, Some(99_000.0));
+        // A supply that does not give its capacity: the limit is unknown, the bus bar's stands.
+        let mut unknown: Vec<_> = full(7).collect();
+        unknown.push(shelf("S7", 6, 0, None));
+        assert_eq!(
+            shelves_tile(&rack, &unknown).expect("tile").limit_watts,
+            None
+        );
+        // Not reporting: a tile saying so, and no limit of its own.
+        let t = shelves_tile(&rack, &[]).expect("tile");
+        assert!(!t.reporting() && t.in_trouble());
+        assert_eq!(t.limit_watts, None);
+        // A rack without shelves has no tile; without a reserve the limit is the sum.
+        rack.power_shelves = None;
+        assert_eq!(shelves_tile(&rack, &[]), None);
+        rack.power_shelves = Some(2);
+        rack.power_shelves_redundant = 0;
+        let two: Vec<_> = full(2).collect();
+        assert_eq!(
+            shelves_tile(&rack, &two).expect("tile").limit_watts,
+            Some(66_000.0)
+        );
+    }
+
+    #[test]
+    fn the_racks_limit_is_the_lower_of_bus_bar_and_shelves_and_the_sim_truth_agrees() {
+        let mut sim = crate::sim::Sim::with_profile(crate::sim::Profile::Nvl72, 144, 42, "t", T0);
+        sim.advance_to(T0 + 9 * 60_000);
+        let r = sim.readings();
+        let truth = sim.truth_with(&r);
+        let ov = overview(sim.inventory(), &r, 1, 1000, T0);
+        let mut down = 0;
+        for (tile, t) in ov.racks.iter().zip(&truth.racks) {
+            let sh = tile.shelves.as_ref().expect("every NVL72 rack has shelves");
+            assert_eq!(tile.power_limit_watts, t.power_limit_watts, "{}", tile.name);
+            assert_eq!(sh.limit_watts, t.shelf_limit_watts, "{}", tile.name);
+            assert_eq!(sh.down, t.shelves_down, "{}", tile.name);
+            assert_eq!(sh.degraded, t.shelves_degraded, "{}", tile.name);
+            down += sh.down.len();
+        }
+        assert_eq!(down, 1, "the scenario's one shelf down");
+        assert_eq!(
+            ov.racks[3].shelves.as_ref().map(|s| s.down.clone()),
+            Some(vec!["PowerShelf_2".to_string()])
+        );
+        assert_eq!(ov.racks[3].power_limit_watts, 99_000.0);
+        // A02's degraded shelf delivers 5 of 6 supplies: 7 x 33 + 27.5 - 4 x 33 kW.
+        assert_eq!(ov.racks[1].power_limit_watts, 126_500.0);
+        assert_eq!(
+            ov.summary.power_capacity_watts,
+            ov.racks.iter().map(|r| r.power_limit_watts).sum::<f64>()
+        );
     }
 }

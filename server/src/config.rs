@@ -324,6 +324,10 @@ pub struct Config {
     /// Each node's node_exporter URL template, for InfiniBand port counters. Unset with
     /// configured exporters: not scraped; unset with the simulator's: its own endpoint.
     pub node_exporter_url: Option<String>,
+    /// Each rack's power controller exporter URL template (`{rack}` stands for the rack
+    /// name), for the racks whose layout gives `power_shelves`: the shelves' supplies. Unset
+    /// with configured exporters: not scraped; unset with the simulator's: its own.
+    pub rack_exporter_url: Option<String>,
     /// How often each target is scraped. Unset: 10 s for configured targets; the live
     /// interval for the simulator's own endpoints (so each tick shows one instant).
     pub scrape_interval_ms: Option<u64>,
@@ -370,6 +374,7 @@ impl Default for Config {
             gpu_exporter_url: None,
             bmc_exporter_url: None,
             node_exporter_url: None,
+            rack_exporter_url: None,
             scrape_interval_ms: None,
             power_mapping: PowerMapping::default(),
             sim: SimConfig::default(),
@@ -425,6 +430,12 @@ struct PowerMappingKeys {
     leak_metric: String,
     #[serde(deserialize_with = "label_picker")]
     leak_label: Option<(String, String)>,
+    shelf_health_metric: String,
+    shelf_state_metric: String,
+    shelf_capacity_metric: String,
+    shelf_output_metric: String,
+    shelf_label: String,
+    supply_label: String,
 }
 
 /// `[alerts]`: durations in whole minutes in the file, milliseconds in `AlertConfig`.
@@ -594,6 +605,32 @@ impl Config {
                 ));
             }
         }
+        if self
+            .rack_exporter_url
+            .as_ref()
+            .is_some_and(|t| !is_web_url(t) || !t.contains("{rack}"))
+        {
+            return Err(invalid(
+                "rack_exporter_url",
+                "must be an http:// or https:// URL template containing {rack}",
+            ));
+        }
+        let m = &self.power_mapping;
+        for (field, v) in [
+            ("power_mapping.shelf_health_metric", &m.shelf_health_metric),
+            ("power_mapping.shelf_state_metric", &m.shelf_state_metric),
+            (
+                "power_mapping.shelf_capacity_metric",
+                &m.shelf_capacity_metric,
+            ),
+            ("power_mapping.shelf_output_metric", &m.shelf_output_metric),
+            ("power_mapping.shelf_label", &m.shelf_label),
+            ("power_mapping.supply_label", &m.supply_label),
+        ] {
+            if !is_metric_name(v) {
+                return Err(invalid(field, "must be a Prometheus name: letters, digits, '_' and ':', not starting with a digit"));
+            }
+        }
         if self.gpu_exporter_url.is_some() != self.bmc_exporter_url.is_some() {
             return Err(invalid(
                 "bmc_exporter_url",
@@ -625,6 +662,14 @@ impl Config {
         crate::reports::validate(&self.reports).map_err(|m| invalid("reports", m))?;
         Ok(self)
     }
+}
+
+/// A Prometheus metric (or label) name: `[a-zA-Z_:][a-zA-Z0-9_:]*`.
+fn is_metric_name(s: &str) -> bool {
+    let mut b = s.bytes();
+    b.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_' || c == b':')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
 }
 
 impl SimConfig {

@@ -325,6 +325,7 @@ mod tests {
             jobs: vec![],
             coolant: None,
             placement: None,
+            shelves: None,
         });
         ov.segments.push(app::live::SegmentFree {
             base: 18,

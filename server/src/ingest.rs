@@ -18,6 +18,7 @@ use crate::placement::GpuPlace;
 use crate::promql::{PromError, PromQl};
 pub use crate::scrape::RoundStats;
 use crate::scrape::{Client, ScrapeError, TargetHealth};
+use crate::shelves::{self, ShelfReader};
 use crate::telemetry::{dcgm, exposition};
 
 /// Which metrics of the BMC/PDU exporter carry node power, inlet temperature and, on
@@ -43,6 +44,16 @@ pub struct PowerMapping {
     /// Redfish's `DetectorState`); the worst of the matching series counts.
     pub leak_metric: String,
     pub leak_label: Option<(String, String)>,
+    /// A rack's power shelves, from its power management controller's Redfish exporter
+    /// (defaults: redfish_exporter's): each supply's health (1 OK, 2 Warning, 3 Critical),
+    /// state (1 Enabled, 7 Absent, ...), capacity and output in watts, the shelf named by
+    /// `shelf_label` and the supply within it by `supply_label`.
+    pub shelf_health_metric: String,
+    pub shelf_state_metric: String,
+    pub shelf_capacity_metric: String,
+    pub shelf_output_metric: String,
+    pub shelf_label: String,
+    pub supply_label: String,
 }
 
 impl Default for PowerMapping {
@@ -61,6 +72,12 @@ impl Default for PowerMapping {
             coolant_flow_label: name("Coolant Flow"),
             leak_metric: "ipmi_sensor_state".into(),
             leak_label: name("Leak Detector"),
+            shelf_health_metric: shelves::HEALTH_METRIC.into(),
+            shelf_state_metric: shelves::STATE_METRIC.into(),
+            shelf_capacity_metric: shelves::CAPACITY_METRIC.into(),
+            shelf_output_metric: shelves::OUTPUT_METRIC.into(),
+            shelf_label: shelves::SHELF_LABEL.into(),
+            supply_label: shelves::SUPPLY_LABEL.into(),
         }
     }
 }
@@ -77,6 +94,20 @@ impl PowerMapping {
             (&self.coolant_flow_metric, &self.coolant_flow_label),
             (&self.leak_metric, &self.leak_label),
         ]
+    }
+
+    /// The names the rack power controller's shelves are read by.
+    pub fn shelf_names(&self) -> shelves::ShelfNames<'_> {
+        shelves::ShelfNames {
+            metrics: [
+                &self.shelf_health_metric,
+                &self.shelf_state_metric,
+                &self.shelf_capacity_metric,
+                &self.shelf_output_metric,
+            ],
+            shelf_label: &self.shelf_label,
+            supply_label: &self.supply_label,
+        }
     }
 }
 
@@ -218,7 +249,7 @@ pub const IB_LINK_DOWNED_PROMQL: &str =
 pub const IB_RATE_PROMQL: &str = "sum without (device, port) (rate(node_infiniband_port_data_received_bytes_total[2m])) + sum without (device, port) (rate(node_infiniband_port_data_transmitted_bytes_total[2m]))";
 
 /// Queries per PromQL round (counted as targets in the scrape metrics).
-pub const PROMQL_QUERIES: usize = 6;
+pub const PROMQL_QUERIES: usize = 7;
 
 /// Adds each node's node_exporter URL from `template` (`{node}` is the node name).
 pub fn with_node_exporter(mut targets: Vec<NodeTarget>, template: Option<&str>) -> Vec<NodeTarget> {
@@ -228,6 +259,29 @@ pub fn with_node_exporter(mut targets: Vec<NodeTarget>, template: Option<&str>) 
         }
     }
     targets
+}
+
+/// A rack's power controller's exporter (its power shelves).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RackTarget {
+    pub rack: String,
+    pub url: String,
+}
+
+/// Targets for the racks of `inv` that have power shelves, from a URL template in which
+/// `{rack}` is the rack name.
+pub fn rack_targets(inv: &Inventory, template: Option<&str>) -> Vec<RackTarget> {
+    let Some(t) = template else {
+        return Vec::new();
+    };
+    inv.racks
+        .iter()
+        .filter(|r| r.power_shelves.is_some())
+        .map(|r| RackTarget {
+            rack: r.name.clone(),
+            url: t.replace("{rack}", &r.name),
+        })
+        .collect()
 }
 
 /// Targets for every node of `inv` from URL templates in which `{node}` is the node name.
@@ -262,10 +316,19 @@ struct NodeLatest {
     ib_link_downed: Option<u64>,
 }
 
+/// A rack's last shelf reading.
+#[derive(Clone, Debug, Default)]
+struct RackLatest {
+    at_ms: Option<UnixMs>,
+    shelves: Vec<app::model::ShelfReading>,
+}
+
 /// The scrape source's state.
 pub struct Ingest {
     client: Client,
     targets: Vec<NodeTarget>,
+    rack_targets: Vec<RackTarget>,
+    rack_latest: HashMap<String, RackLatest>,
     mapping: PowerMapping,
     concurrency: usize,
     latest: HashMap<String, NodeLatest>,
@@ -294,6 +357,8 @@ pub enum Kind {
     Gpu,
     Bmc,
     Node,
+    /// A rack's power controller (the owner is the rack, not a node).
+    Shelf,
 }
 
 /// The scrapes of one round, planned from an [`Ingest`] and fetched without it.
@@ -371,6 +436,8 @@ impl Ingest {
         Ingest {
             client,
             targets,
+            rack_targets: Vec::new(),
+            rack_latest: HashMap::new(),
             mapping,
             concurrency: concurrency.max(1),
             latest: HashMap::new(),
@@ -401,6 +468,31 @@ impl Ingest {
             targets.iter().map(|t| t.node.as_str()).collect();
         self.latest.retain(|n, _| nodes.contains(n.as_str()));
         self.targets = targets;
+    }
+
+    /// Replaces the racks' power controller targets, keeping the health and readings of
+    /// those that remain.
+    pub fn set_rack_targets(&mut self, targets: Vec<RackTarget>) {
+        let old: std::collections::HashSet<String> =
+            self.rack_targets.iter().map(|t| t.url.clone()).collect();
+        let new: std::collections::HashSet<&str> = targets.iter().map(|t| t.url.as_str()).collect();
+        self.health
+            .retain(|u, _| !old.contains(u) || new.contains(u.as_str()));
+        for t in &targets {
+            self.health
+                .entry(t.url.clone())
+                .or_insert_with(|| TargetHealth::new(&t.url));
+        }
+        let racks: std::collections::HashSet<&str> =
+            targets.iter().map(|t| t.rack.as_str()).collect();
+        self.rack_latest.retain(|r, _| racks.contains(r.as_str()));
+        self.rack_targets = targets;
+    }
+
+    /// With racks' power controller targets.
+    pub fn with_rack_targets(mut self, targets: Vec<RackTarget>) -> Ingest {
+        self.set_rack_targets(targets);
+        self
     }
 
     /// Spreads each target's scrapes over the interval (for real sites; off by default).
@@ -443,6 +535,11 @@ impl Ingest {
             .targets
             .iter()
             .flat_map(|t| t.urls().map(|(u, k)| (t.node.clone(), u.clone(), k)))
+            .chain(
+                self.rack_targets
+                    .iter()
+                    .map(|t| (t.rack.clone(), t.url.clone(), Kind::Shelf)),
+            )
             .filter(|(_, url, _)| due(url))
             .collect();
         Round {
@@ -489,8 +586,16 @@ impl Ingest {
         stats
     }
 
-    /// Decodes one body into the node's latest readings; returns (samples, line errors).
+    /// Decodes one body into the node's (or, for a power controller, the rack's) latest
+    /// readings; returns (samples, line errors).
     fn take(&mut self, node: &str, kind: Kind, body: &[u8], now_ms: UnixMs) -> (usize, usize) {
+        if kind == Kind::Shelf {
+            let (read, report) = shelves::read(body, &self.mapping.shelf_names());
+            let l = self.rack_latest.entry(node.to_string()).or_default();
+            l.shelves = read;
+            l.at_ms = Some(now_ms);
+            return (report.samples, report.error_count);
+        }
         let latest = self.latest.entry(node.to_string()).or_default();
         match kind {
             Kind::Gpu => {
@@ -517,6 +622,7 @@ impl Ingest {
                 latest.bmc_at_ms = Some(now_ms);
                 (b.report.samples, b.report.error_count)
             }
+            Kind::Shelf => (0, 0),
             Kind::Node => {
                 let (ib, report) = read_ib(body);
                 let now = ib.bytes_total.map(|t| (t, now_ms));
@@ -600,6 +706,47 @@ impl Ingest {
             }
         };
 
+        // Racks' power shelves: optional too. A series names its rack by a `rack` label,
+        // else by its `instance` host (the power controller the exporter reads).
+        let shelf_selector = format!(
+            "{{__name__=~\"{}\"}}",
+            m.shelf_names()
+                .metrics
+                .iter()
+                .map(|n| regex_escape(n))
+                .collect::<Vec<_>>()
+                .join("|")
+        );
+        let (shelf_series, shelves_failed) = match prom.query(&shelf_selector, None).await {
+            Ok(x) => (x, 0),
+            Err(e) => {
+                tracing::warn!(error = %e, "PromQL power shelf query failed; shelves show as not reporting");
+                (Vec::new(), 1)
+            }
+        };
+        let mut shelf_readers: HashMap<String, ShelfReader> = HashMap::new();
+        for s in &shelf_series {
+            let Some(&(_, v)) = s.points.last() else {
+                continue;
+            };
+            let rack = s
+                .labels
+                .get("rack")
+                .cloned()
+                .unwrap_or_else(|| s.instance_host().to_string());
+            shelf_readers.entry(rack).or_default().push(
+                &m.shelf_names(),
+                s.name(),
+                |k| s.labels.get(k).map(String::as_str),
+                v,
+            );
+        }
+        for (rack, reader) in shelf_readers {
+            let l = self.rack_latest.entry(rack).or_default();
+            l.shelves = reader.finish();
+            l.at_ms = Some(now_ms);
+        }
+
         let mut decoder = dcgm::Decoder::default();
         for s in &gpu_series {
             if let Some(sample) = s.last_sample() {
@@ -681,8 +828,9 @@ impl Ingest {
         }
         Ok(RoundStats {
             targets: PROMQL_QUERIES,
-            failed: ib_failed + downs_failed + coolant_failed,
+            failed: ib_failed + downs_failed + coolant_failed + shelves_failed,
             samples: gpu_series.len()
+                + shelf_series.len()
                 + power.len()
                 + inlet.len()
                 + coolant.len()
@@ -760,6 +908,12 @@ impl Ingest {
                 rack: r.name.clone(),
                 nodes_power_watts: rack_power.get(r.name.as_str()).copied(),
                 inlet_celsius: rack_inlet.get(r.name.as_str()).copied(),
+                shelves: self
+                    .rack_latest
+                    .get(&r.name)
+                    .filter(|l| fresh(l.at_ms))
+                    .map(|l| l.shelves.clone())
+                    .unwrap_or_default(),
             })
             .collect();
         Readings {
@@ -774,8 +928,22 @@ impl Ingest {
             node_ib_link_downed_total: ib_downs,
             node_coolant: coolant,
             node_places: places,
+            rack_supplies: Vec::new(),
         }
     }
+}
+
+/// `s` with RE2's metacharacters escaped, for a regular expression inside a PromQL
+/// double-quoted string (whose own escape doubles the backslash).
+fn regex_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$\"".contains(c) {
+            out.push_str(if c == '"' { "\\" } else { "\\\\" });
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// The places DCGM gives a scrape's GPUs (MIG instances are their GPU's).
@@ -809,6 +977,13 @@ pub enum Telemetry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn promql_regular_expressions_are_escaped_inside_the_string() {
+        assert_eq!(regex_escape("a_b:c"), "a_b:c");
+        assert_eq!(regex_escape("a.b"), "a\\\\.b");
+        assert_eq!(regex_escape("a\"b"), "a\\\"b");
+    }
 
     #[test]
     fn templates_name_every_node() {

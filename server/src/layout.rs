@@ -13,6 +13,8 @@
 //! coolant_flow_min_lpm = 1.5    # liquid only: per tray (node); unset: not judged
 //! coolant_delta_t_max_celsius = 12  # liquid only: return over supply; unset: not judged
 //! chassis_serial = "1652524000100"  # rack-scale systems: checked against DCGM's field 572
+//! power_shelves = 8             # rack-scale systems: shelves on the bus bar (power_limit_kw)
+//! power_shelves_redundant = 4   # shelves held in reserve (N+N of 8: 4; N+1: 1); default 0
 //! pdu = "pdu-a01"
 //! nodes = "gpu[001-008]"        # hostlist, bottom to top
 //! u_start = 2                   # U of the first node (default 1)
@@ -62,6 +64,8 @@ struct FileRack {
     coolant_flow_min_lpm: Option<f64>,
     coolant_delta_t_max_celsius: Option<f64>,
     chassis_serial: Option<String>,
+    power_shelves: Option<u32>,
+    power_shelves_redundant: Option<u32>,
     pdu: Option<String>,
     #[serde(default)]
     nodes: String,
@@ -123,6 +127,18 @@ pub fn parse(cluster: &str, text: &str, topo: Option<(&str, &str)>) -> Result<La
                 }
             }
         }
+        match (r.power_shelves, r.power_shelves_redundant) {
+            (Some(n), _) if !(1..=64).contains(&n) => {
+                return Err(bad("power_shelves must be 1 to 64"));
+            }
+            (None, Some(_)) => return Err(bad("power_shelves_redundant needs power_shelves")),
+            (Some(n), Some(k)) if k >= n => {
+                return Err(bad(
+                    "power_shelves_redundant must be fewer than power_shelves",
+                ));
+            }
+            _ => {}
+        }
         if !rows.contains(&r.row) {
             rows.push(r.row.clone());
         }
@@ -141,6 +157,8 @@ pub fn parse(cluster: &str, text: &str, topo: Option<(&str, &str)>) -> Result<La
                 Some(s) if !s.is_empty() && s.len() <= 64 => Some(s.to_string()),
                 Some(_) => return Err(bad("chassis_serial must be 1 to 64 characters")),
             },
+            power_shelves: r.power_shelves,
+            power_shelves_redundant: r.power_shelves_redundant.unwrap_or(0),
         });
         *pos += 1;
         if let Some(p) = r.pdu {
@@ -291,6 +309,8 @@ pub fn place(layout: &Layout, slurm: &[(String, u32)]) -> Inventory {
             coolant_flow_min_lpm: None,
             coolant_delta_t_max_celsius: None,
             chassis_serial: None,
+            power_shelves: None,
+            power_shelves_redundant: 0,
         });
         for (i, (name, g)) in extra.into_iter().enumerate() {
             inv.nodes.push(Node {
@@ -331,6 +351,8 @@ name = "A02"
 row = "A"
 power_limit_kw = 120
 cooling = "liquid"
+power_shelves = 8
+power_shelves_redundant = 4
 nodes = "gpu003"
 
 [[rack]]
@@ -353,6 +375,9 @@ nodes = "gpu[001-002]"
         assert_eq!(inv.racks.len(), 3);
         assert_eq!(inv.racks[1].position, 1);
         assert_eq!(inv.racks[1].cooling, Cooling::Liquid);
+        assert_eq!(inv.racks[1].power_shelves, Some(8));
+        assert_eq!(inv.racks[1].power_shelves_redundant, 4);
+        assert_eq!(inv.racks[0].power_shelves, None);
         assert_eq!(inv.racks[2].power_limit_watts, 17_500.0);
         assert_eq!(
             inv.nodes
@@ -412,6 +437,9 @@ nodes = "gpu[001-002]"
             ("[[rack]]\nname = \"X\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"a[5-1]\"\n", "rack \"X\": nodes"),
             ("[[rack]]\nname = \"X\"\npower = 3\n", "layout"),
             ("[[rack]]\nname = \"X\"\nrow = \"A\"\npower_limit_kw = 40\nchassis_serial = \" \"\n", "rack \"X\": chassis_serial must be 1 to 64 characters"),
+            ("[[rack]]\nname = \"X\"\nrow = \"A\"\npower_limit_kw = 40\npower_shelves = 0\n", "rack \"X\": power_shelves must be 1 to 64"),
+            ("[[rack]]\nname = \"X\"\nrow = \"A\"\npower_limit_kw = 40\npower_shelves_redundant = 1\n", "rack \"X\": power_shelves_redundant needs power_shelves"),
+            ("[[rack]]\nname = \"X\"\nrow = \"A\"\npower_limit_kw = 40\npower_shelves = 4\npower_shelves_redundant = 4\n", "rack \"X\": power_shelves_redundant must be fewer than power_shelves"),
         ] {
             let e = parse("c", text, None).expect_err(text);
             assert!(e.to_string().contains(want), "{e} lacks {want:?}");

@@ -24,6 +24,7 @@ pub mod scrape;
 pub mod secret;
 pub mod segments;
 pub mod serve;
+pub mod shelves;
 pub mod sim;
 pub mod slurm;
 pub mod sources;

@@ -551,6 +551,13 @@ async fn start_sim_source(
         ingest::targets(sim.inventory(), &gpu_t, &bmc_t),
         node_t.as_deref(),
     );
+    // Racks' power controllers (racks with shelves): configured, or the simulator's own.
+    let rack_t = cfg.rack_exporter_url.clone().or_else(|| {
+        external
+            .is_none()
+            .then(|| format!("{own}/redfish/{{rack}}/metrics"))
+    });
+    let rack_targets = ingest::rack_targets(sim.inventory(), rack_t.as_deref());
     // The simulator's own exporters are scraped every tick, so a tick shows one
     // simulated instant; configured ones every 10 s, spread over the interval.
     let scrape_interval_ms = cfg.scrape_interval_ms.unwrap_or(if external.is_some() {
@@ -592,7 +599,8 @@ async fn start_sim_source(
                 targets,
                 cfg.power_mapping.clone(),
                 cfg.scrape_concurrency,
-            );
+            )
+            .with_rack_targets(rack_targets);
             if external.is_some() {
                 // Real exporters: their own task, spread over the interval.
                 let shared =
@@ -670,7 +678,13 @@ fn start_slurm_source(
             )
             .with_jitter();
             let shared = spawn_scraper(ing, &work.live, scrape_interval_ms, stop, tasks);
-            (shared, g, b, cfg.node_exporter_url.clone())
+            (
+                shared,
+                g,
+                b,
+                cfg.node_exporter_url.clone(),
+                cfg.rack_exporter_url.clone(),
+            )
         });
     let src = crate::sources::slurm::SlurmSource {
         sched: Arc::clone(&work.sched),

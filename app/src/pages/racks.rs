@@ -236,6 +236,7 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
             <span class="mark-key lemon">"RMA recommended"</span>
             <a href="/reliability">"Reliability"</a>
         </p>
+        <Shelves state/>
         <div class="floor" node_ref=floor class:stale=move || stale.get() data-metric=move || metric.get().key()
             inner_html=move || {
                 // A new shape registers new cells and heads; the old ones go with their
@@ -248,6 +249,85 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
                 painted.clear();
                 state.with_untracked(|s| floor_html(s, &rows, metric.get_untracked(), painted, first))
             }/>
+    }
+}
+
+/// Rack-scale racks' power shelves: a table of the racks whose shelves are not all
+/// delivering (with the jobs drawing their power), or one line saying they are. Nothing
+/// for a floor without shelves.
+#[component]
+fn Shelves(state: RwSignal<Overview>) -> impl IntoView {
+    let rows = Memo::new(move |_| {
+        state.with(|s| {
+            let with: Vec<&RackTile> = s.racks.iter().filter(|r| r.shelves.is_some()).collect();
+            let trouble: Vec<(RackTile, Vec<(u64, f64)>)> = with
+                .iter()
+                .filter(|r| r.shelves.as_ref().is_some_and(|x| x.in_trouble()))
+                .map(|r| ((*r).clone(), s.rack_job_power(&r.name)))
+                .collect();
+            (with.len(), trouble)
+        })
+    });
+    move || {
+        let (with, trouble) = rows.get();
+        (with > 0).then(|| {
+            let body = if trouble.is_empty() {
+                view! {
+                    <p data-test="shelves-ok">{format!("{} {} with power shelves: every shelf reporting and delivering.", units::count(with as u64), if with == 1 { "rack" } else { "racks" })}</p>
+                }.into_any()
+            } else {
+                view! {
+                    <table class="grid compact" aria-labelledby="shelves" data-test="shelves">
+                        <thead><tr>
+                            <th scope="col">"Rack"</th><th scope="col">"Shelves"</th>
+                            <th scope="col" class="num">"Limit (bus bar)"</th><th scope="col" class="num">"Power"</th>
+                            <th scope="col">"Drawing its power"</th>
+                        </tr></thead>
+                        <tbody>
+                            {trouble.into_iter().map(|(r, jobs)| {
+                                let sh = r.shelves.clone().unwrap_or_default();
+                                let crit = r.severity() == Severity::Critical;
+                                let state = if !sh.reporting() {
+                                    "not reporting".to_string()
+                                } else {
+                                    let mut w = vec![format!("{} of {} delivering", sh.expected.saturating_sub(sh.lost()), sh.expected)];
+                                    if !sh.down.is_empty() { w.push(format!("down: {}", sh.down.join(", "))); }
+                                    if sh.missing > 0 { w.push(format!("{} missing", sh.missing)); }
+                                    if !sh.degraded.is_empty() { w.push(format!("degraded: {}", sh.degraded.join(", "))); }
+                                    w.join("; ")
+                                };
+                                let key = r.name.clone();
+                                view! {
+                                    <tr data-rack=key class:crit=crit class:warn=!crit>
+                                        <th scope="row">{r.name.clone()}</th>
+                                        <td data-test="shelves-state">{state}</td>
+                                        <td class="num" data-test="shelves-limit" data-limit-watts=format!("{:.0}", r.power_limit_watts)>
+                                            {format!("{} ({})", units::power(Some(r.power_limit_watts)), units::power(Some(sh.busbar_watts)))}
+                                        </td>
+                                        <td class="num">{units::power(r.power_watts)}</td>
+                                        <td data-test="shelves-jobs">{if jobs.is_empty() {
+                                            view! { "none" }.into_any()
+                                        } else {
+                                            jobs.into_iter().map(|(j, w)| view! {
+                                                <a href=format!("/jobs/{j}") data-job=j>{format!("job {j}")}</a>
+                                                {format!(" {} ", units::power(Some(w)))}
+                                            }).collect_view().into_any()
+                                        }}</td>
+                                    </tr>
+                                }
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                }.into_any()
+            };
+            view! {
+                <section class="shelves" aria-labelledby="shelves">
+                    <h2 id="shelves">"Power shelves"</h2>
+                    {body}
+                    <p class="muted">"A rack's limit is the lower of its bus bar's and what its working shelves deliver with the site's reserve held back: a shelf down lowers it."</p>
+                </section>
+            }
+        })
     }
 }
 
@@ -455,14 +535,16 @@ fn head_view(r: &RackTile) -> HeadView {
         _ if near => " · near limit",
         _ => "",
     };
+    let shelf_trouble = r.shelves.as_ref().is_some_and(|s| s.in_trouble());
     HeadView {
         severity: sev.label(),
         power_attr: r.power_watts.map(|p| format!("{p:.1}")).unwrap_or_default(),
         power: format!(
-            "{} / {} ({}){word}",
+            "{} / {} ({}){word}{}",
             units::power(r.power_watts),
             units::power(Some(r.power_limit_watts)),
-            units::percent(r.load_ratio())
+            units::percent(r.load_ratio()),
+            r.shelves.as_ref().map(shelf_words).unwrap_or_default()
         ),
         inlet: match &r.coolant {
             Some(c) => coolant_words(c, r.inlet_celsius),
@@ -476,13 +558,37 @@ fn head_view(r: &RackTile) -> HeadView {
             ),
         },
         not_reporting: r.nodes_not_reporting,
-        // Who runs there: when it is near its power limit, or its coolant leaks.
-        jobs: if near || r.coolant.as_ref().is_some_and(|c| !c.leaking.is_empty()) {
+        // Who runs there: when it is near its power limit, a power shelf is in trouble,
+        // or its coolant leaks.
+        jobs: if near || shelf_trouble || r.coolant.as_ref().is_some_and(|c| !c.leaking.is_empty())
+        {
             r.jobs.iter().take(5).copied().collect()
         } else {
             Vec::new()
         },
     }
+}
+
+/// What a rack's power shelves add to its head's power line: nothing when all deliver.
+pub(crate) fn shelf_words(s: &crate::live::ShelvesTile) -> String {
+    if !s.reporting() {
+        return " · shelves not reporting".into();
+    }
+    let mut w = Vec::new();
+    if s.lost() > 0 {
+        let mut which = s.down.clone();
+        if s.missing > 0 {
+            which.push(format!("{} missing", s.missing));
+        }
+        w.push(format!("shelf down: {}", which.join(", ")));
+    }
+    if !s.degraded.is_empty() {
+        w.push(format!("shelf degraded: {}", s.degraded.join(", ")));
+    }
+    if s.lowers_limit() {
+        w.push(format!("bus bar {}", units::power(Some(s.busbar_watts))));
+    }
+    w.iter().map(|x| format!(" · {x}")).collect()
 }
 
 /// A liquid rack's head line: a leak first (state and trays), then the coolant's rise
@@ -1001,6 +1107,7 @@ mod tests {
             jobs: vec![7, 9],
             coolant: None,
             placement: None,
+            shelves: None,
         }
     }
 

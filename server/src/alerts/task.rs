@@ -202,8 +202,10 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
 }
 
 fn static_rule(rule: &str) -> &'static str {
-    const RULES: [&str; 17] = [
+    const RULES: [&str; 19] = [
         "coolant_leak",
+        "power_shelf_down",
+        "power_shelf_degraded",
         "layout_disagrees",
         "coolant_leak_warning",
         "coolant_flow_low",

@@ -92,6 +92,32 @@ fn exporter_templates_name_the_node_and_go_together() {
         c.node_exporter_url.as_deref(),
         Some("http://{node}:9100/metrics")
     );
+    let e = Config::load(
+        None,
+        env(&[("GANTRY_RACK_EXPORTER_URL", "http://{node}:9610/redfish")]),
+    )
+    .expect_err("no {rack}");
+    assert!(e.to_string().contains("rack_exporter_url"), "{e}");
+}
+
+#[test]
+fn shelf_metric_names_must_be_prometheus_names() {
+    let dir = std::env::temp_dir().join(format!("gantry-cfg-shelf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let f = dir.join("gantry.toml");
+    std::fs::write(&f, "[power_mapping]\nshelf_health_metric = \"redfish.*\"\n").expect("write");
+    let e = Config::load(Some(&f), env(&[])).expect_err("not a name");
+    assert!(
+        e.to_string().contains("power_mapping.shelf_health_metric"),
+        "{e}"
+    );
+    std::fs::write(&f, "[power_mapping]\nshelf_label = \"shelf\"\n").expect("write");
+    let c = Config::load(Some(&f), env(&[])).expect("valid");
+    assert_eq!(c.power_mapping.shelf_label, "shelf");
+    assert_eq!(
+        c.power_mapping.shelf_health_metric,
+        "redfish_chassis_power_powersupply_health"
+    );
 }
 
 #[test]
@@ -365,6 +391,7 @@ fn every_variable_reaches_its_field() {
         ("GANTRY_GPU_EXPORTER_URL", "http://{node}/g", |c| text(&c.gpu_exporter_url) == "http://{node}/g"),
         ("GANTRY_BMC_EXPORTER_URL", "http://{node}/b", |c| text(&c.bmc_exporter_url) == "http://{node}/b"),
         ("GANTRY_NODE_EXPORTER_URL", "http://{node}/n", |c| text(&c.node_exporter_url) == "http://{node}/n"),
+        ("GANTRY_RACK_EXPORTER_URL", "http://{rack}/r", |c| text(&c.rack_exporter_url) == "http://{rack}/r"),
         ("GANTRY_SCRAPE_INTERVAL_MS", "1003", |c| c.scrape_interval_ms == Some(1003)),
         ("GANTRY_SCRAPE_CONCURRENCY", "1004", |c| c.scrape_concurrency == 1004),
         ("GANTRY_INGEST_TOKEN", "0123456789abcdef", |c| c.ingest_token.is_some()),

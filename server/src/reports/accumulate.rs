@@ -522,6 +522,8 @@ mod tests {
                 coolant_flow_min_lpm: None,
                 coolant_delta_t_max_celsius: None,
                 chassis_serial: None,
+                power_shelves: None,
+                power_shelves_redundant: 0,
             }],
             nodes: vec![Node {
                 name: "n1".into(),

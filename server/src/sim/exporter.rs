@@ -307,6 +307,50 @@ pub fn render_dcgm(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
     Some(out)
 }
 
+/// redfish_exporter's text for `rack`'s power controller: per power supply of each shelf
+/// (a Redfish chassis), its health, capacity, output and state, families in name order
+/// and labels sorted as client_golang writes them. `None` for a rack without shelves.
+pub fn render_redfish(r: &Readings, rack: &str) -> Option<String> {
+    let (_, supplies) = r.rack_supplies.iter().find(|(x, _)| x == rack)?;
+    let mut out = String::with_capacity(supplies.len() * 700);
+    type Value = fn(&crate::shelves::SupplyLine) -> Option<f64>;
+    let families: [(&str, &str, Value); 4] = [
+        (
+            "redfish_chassis_power_powersupply_health",
+            "powersupply health of chassis component,1(OK),2(Warning),3(Critical)",
+            |s| s.health.map(f64::from),
+        ),
+        (
+            "redfish_chassis_power_powersupply_power_capacity_watts",
+            "power_capacity_watts of powersupply on this chassis",
+            |s| Some(s.capacity_watts),
+        ),
+        (
+            "redfish_chassis_power_powersupply_power_output_watts",
+            "measured output power, in Watts, of powersupply on this chassis",
+            |s| Some(s.output_watts),
+        ),
+        (
+            "redfish_chassis_power_powersupply_state",
+            "powersupply state of chassis component,1(Enabled),2(Disabled),3(StandbyOffinline),4(StandbySpare),5(InTest),6(Starting),7(Absent),8(UnavailableOffline),9(Deferring),10(Quiesced),11(Updating)",
+            |s| Some(f64::from(s.state)),
+        ),
+    ];
+    for (name, help, value) in families {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for s in supplies {
+            if let Some(v) = value(s) {
+                let _ = writeln!(
+                    out,
+                    "{name}{{chassis_id=\"{}\",power_supply=\"PSU {}\",power_supply_id=\"{}\",resource=\"power_supply\"}} {v}",
+                    s.shelf, s.supply, s.supply
+                );
+            }
+        }
+    }
+    Some(out)
+}
+
 /// ipmi_exporter's text for `node`: DCMI power and the inlet temperature sensor. Node power
 /// is its GPUs plus the host; inlet is its rack's.
 pub fn render_ipmi(inv: &Inventory, r: &Readings, node: &str) -> Option<String> {
@@ -715,5 +759,29 @@ mod tests {
         let text = render_dcgm(hgx.inventory(), &r, &hgx.inventory().nodes[0].name).expect("text");
         assert!(!text.contains("DCGM_FI_DEV_PLATFORM"));
         assert!(hgx.truth().misplaced.is_empty());
+    }
+
+    #[test]
+    fn power_shelves_are_served_as_redfish_exporter_writes_them_and_read_back_the_same() {
+        let mut sim = Sim::with_profile(crate::sim::Profile::Nvl72, 144, 42, "t", T0);
+        sim.advance_to(T0 + 9 * 60_000);
+        let r = sim.readings();
+        let names = crate::shelves::ShelfNames::default();
+        assert_eq!(r.rack_supplies.len(), sim.inventory().racks.len());
+        for rr in &r.racks {
+            let text = render_redfish(&r, &rr.rack).expect("every NVL72 rack has shelves");
+            let (shelves, report) = crate::shelves::read(text.as_bytes(), &names);
+            assert_eq!(report.error_count, 0, "{}", rr.rack);
+            // Every supply's four readings, but for the absent one's health.
+            assert_eq!(report.samples, 4 * 48 - usize::from(rr.rack == "A02"));
+            assert_eq!(shelves, rr.shelves, "{}", rr.rack);
+            // The shelves deliver what the rack's nodes draw.
+            let out: f64 = shelves.iter().filter_map(|s| s.output_watts).sum();
+            let draw = rr.nodes_power_watts.unwrap_or(0.0);
+            assert!((out - draw).abs() <= 48.0, "{}: {out} vs {draw}", rr.rack);
+        }
+        assert_eq!(render_redfish(&r, "nope"), None);
+        let hgx = Sim::new(16, 42, "t", T0);
+        assert_eq!(render_redfish(&hgx.readings(), "A01"), None);
     }
 }

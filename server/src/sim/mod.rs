@@ -93,6 +93,18 @@ pub struct CoolantScenario {
     pub leak_warning_ms: UnixMs,
     pub leak_critical_ms: UnixMs,
 }
+/// The NVL72 profile's power shelves: one rack's shelf goes down (every supply critical and
+/// offline) some minutes in; another rack has, from the start, a shelf with one supply in
+/// warning and one absent.
+#[derive(Clone, Debug)]
+pub struct ShelfScenario {
+    pub down_rack: usize,
+    pub down_shelf: usize,
+    pub down_from_ms: UnixMs,
+    pub degraded_rack: Option<usize>,
+    pub degraded_shelf: usize,
+}
+
 pub const GPU_MAX_POWER_WATTS: f64 = 700.0;
 pub const GPU_IDLE_POWER_WATTS: f64 = 70.0;
 pub const GPU_BOOST_CLOCK_MHZ: f64 = 1980.0;
@@ -200,6 +212,7 @@ pub struct Sim {
     gpn: usize,
     /// The NVL72 profile's coolant trouble.
     coolant: Option<CoolantScenario>,
+    shelves: Option<ShelfScenario>,
     rng: Rng,
     inv: Inventory,
     t_ms: UnixMs,
@@ -266,6 +279,16 @@ impl Sim {
                 leak_critical_ms: start_ms + 12 * MIN_MS,
             }
         });
+        let shelves = (profile == Profile::Nvl72).then(|| {
+            let racks = inv.racks.len();
+            ShelfScenario {
+                down_rack: if racks > 3 { 3 } else { 0 },
+                down_shelf: 2,
+                down_from_ms: start_ms + 8 * MIN_MS,
+                degraded_rack: (racks > 1).then_some(1),
+                degraded_shelf: 5,
+            }
+        });
         let mut rng = Rng::new(seed);
         let warmup_from = start_ms - 24 * HOUR_MS;
         let mut sim_nodes: Vec<SimNode> = inv
@@ -316,6 +339,7 @@ impl Sim {
             profile,
             gpn,
             coolant,
+            shelves,
             rng,
             inv,
             t_ms: warmup_from,

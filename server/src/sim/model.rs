@@ -24,10 +24,16 @@ const NVL72_SWITCH_TRAYS: u32 = 9;
 pub const NVL72_TRAY_FLOW_LPM: f64 = 6.0;
 const NVL72_FLOW_MIN_LPM: f64 = 4.5;
 const NVL72_DELTA_T_MAX_CELSIUS: f64 = 10.0;
+/// Each NVL72 rack's power shelves on its 132 kW bus bar: eight of six 5.5 kW supplies,
+/// run N+N (four held in reserve), so all eight deliver exactly the bus bar's 132 kW.
+pub const NVL72_SHELVES: usize = 8;
+pub const NVL72_SUPPLIES_PER_SHELF: usize = 6;
+pub const NVL72_SUPPLY_WATTS: f64 = 5500.0;
+pub const NVL72_SHELVES_REDUNDANT: u32 = 4;
 
 /// The floor and fabric of a simulated GB200 NVL72 cluster of `nodes` trays, rounded up
 /// to whole racks: per rack 18 compute trays of 4 GPUs (8 below the 9 NVLink switch
-/// trays, 10 above), one liquid-cooled 132 kW bus bar, one NVLink domain and one Slurm
+/// trays, 10 above), one liquid-cooled 132 kW bus bar fed by eight power shelves, one NVLink domain and one Slurm
 /// block (`BlockSizes=18`), eight racks to a row, two racks to an InfiniBand leaf.
 pub fn layout_nvl72(nodes: usize, cluster: &str) -> Inventory {
     let racks_n = nodes.div_ceil(NVL72_TRAYS).clamp(1, 2048 / NVL72_TRAYS);
@@ -45,6 +51,8 @@ pub fn layout_nvl72(nodes: usize, cluster: &str) -> Inventory {
             coolant_flow_min_lpm: Some(NVL72_FLOW_MIN_LPM),
             coolant_delta_t_max_celsius: Some(NVL72_DELTA_T_MAX_CELSIUS),
             chassis_serial: Some(nvl72_chassis_serial(i)),
+            power_shelves: Some(NVL72_SHELVES as u32),
+            power_shelves_redundant: NVL72_SHELVES_REDUNDANT,
         })
         .collect();
     let total = racks_n * NVL72_TRAYS;
@@ -229,6 +237,8 @@ pub fn layout(nodes: usize, cluster: &str) -> Inventory {
                 coolant_flow_min_lpm: None,
                 coolant_delta_t_max_celsius: None,
                 chassis_serial: None,
+                power_shelves: None,
+                power_shelves_redundant: 0,
             }
         })
         .collect();
@@ -359,6 +369,15 @@ pub struct TruthRack {
     pub leaking: Vec<(String, app::model::LeakState)>,
     /// Running jobs with a node in the rack, by id.
     pub jobs: Vec<u64>,
+    /// Rack-scale racks: its power shelves with no supply delivering, those delivering
+    /// with a supply down or in warning, and what the working shelves deliver with the
+    /// reserve held back (`power_limit_watts` is the lower of it and the bus bar's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shelves_down: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shelves_degraded: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shelf_limit_watts: Option<f64>,
 }
 
 /// Free segments as the simulator's own node states give them, per block topology (one
@@ -478,8 +497,46 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
             flow_factor: None,
             leaking: Vec::new(),
             jobs: Vec::new(),
+            shelves_down: Vec::new(),
+            shelves_degraded: Vec::new(),
+            shelf_limit_watts: None,
         })
         .collect();
+    // Power shelves from the simulator's own supplies: a shelf's capacity is its
+    // delivering supplies' (state Enabled, health not Critical).
+    for (ri, r) in racks.iter_mut().enumerate() {
+        let supplies = sim.supplies(ri, 0.0, sim.t_ms);
+        if supplies.is_empty() {
+            continue;
+        }
+        let mut shelves: Vec<(String, usize, usize, usize)> = Vec::new();
+        for s in &supplies {
+            if shelves.last().is_none_or(|l| l.0 != s.shelf) {
+                shelves.push((s.shelf.clone(), 0, 0, 0));
+            }
+            if let Some(l) = shelves.last_mut() {
+                l.1 += 1;
+                if s.state == 1 && s.health != Some(3) {
+                    l.2 += 1;
+                    l.3 += usize::from(s.health == Some(2));
+                }
+            }
+        }
+        let mut caps: Vec<f64> = Vec::new();
+        for (name, all, working, warning) in shelves {
+            if working == 0 {
+                r.shelves_down.push(name);
+            } else if working < all || warning > 0 {
+                r.shelves_degraded.push(name);
+            }
+            caps.push(working as f64 * NVL72_SUPPLY_WATTS);
+        }
+        caps.sort_by(|a, b| b.total_cmp(a));
+        let reserve: f64 = caps.iter().take(NVL72_SHELVES_REDUNDANT as usize).sum();
+        let limit = caps.iter().sum::<f64>() - reserve;
+        r.shelf_limit_watts = Some(limit);
+        r.power_limit_watts = r.power_limit_watts.min(limit);
+    }
     for j in sim
         .active
         .iter()

@@ -8,6 +8,8 @@ use app::model::{
 };
 
 use super::rng::hash_unit;
+use crate::shelves::SupplyLine;
+
 use super::{
     Readings, Sim, SimJob, GPUS_PER_NODE, GPU_BOOST_CLOCK_MHZ, GPU_IDLE_CLOCK_MHZ,
     GPU_IDLE_POWER_WATTS, GPU_MAX_POWER_WATTS, HOST_IDLE_WATTS, HOST_LOAD_WATTS, HOUR_MS,
@@ -119,6 +121,50 @@ impl Sim {
             Some(c) if c.flow_rack == rack && t >= c.flow_from_ms => c.flow_factor,
             _ => 1.0,
         }
+    }
+
+    /// Rack `rack`'s power supplies at `t`, the rack drawing `draw_watts` spread evenly over
+    /// those delivering, as its power controller's Redfish exporter reports them (NVL72
+    /// racks; none for racks without shelves).
+    pub(super) fn supplies(&self, rack: usize, draw_watts: f64, t: UnixMs) -> Vec<SupplyLine> {
+        use super::model::{NVL72_SHELVES, NVL72_SUPPLIES_PER_SHELF, NVL72_SUPPLY_WATTS};
+        let (Some(sc), Some(_)) = (&self.shelves, self.inv.racks[rack].power_shelves) else {
+            return Vec::new();
+        };
+        let degraded = sc.degraded_rack == Some(rack);
+        // (health, state): a dead shelf's supplies critical and offline; in the degraded
+        // shelf, supply 1 in warning and supply 4 absent (no health, no capacity).
+        let status = |shelf: usize, psu: usize| -> (Option<u8>, u8) {
+            if rack == sc.down_rack && shelf == sc.down_shelf && t >= sc.down_from_ms {
+                (Some(3), 8)
+            } else if degraded && shelf == sc.degraded_shelf && psu == 1 {
+                (Some(2), 1)
+            } else if degraded && shelf == sc.degraded_shelf && psu == 4 {
+                (None, 7)
+            } else {
+                (Some(1), 1)
+            }
+        };
+        let all: Vec<(usize, usize, Option<u8>, u8)> = (0..NVL72_SHELVES)
+            .flat_map(|sh| (0..NVL72_SUPPLIES_PER_SHELF).map(move |p| (sh, p)))
+            .map(|(sh, p)| {
+                let (h, st) = status(sh, p);
+                (sh, p, h, st)
+            })
+            .collect();
+        let delivering = |h: Option<u8>, st: u8| st == 1 && h != Some(3);
+        let working = all.iter().filter(|x| delivering(x.2, x.3)).count().max(1);
+        let each = (draw_watts / working as f64).round();
+        all.into_iter()
+            .map(|(sh, p, health, state)| SupplyLine {
+                shelf: format!("PowerShelf_{sh}"),
+                supply: p.to_string(),
+                health,
+                state,
+                capacity_watts: if state == 7 { 0.0 } else { NVL72_SUPPLY_WATTS },
+                output_watts: if delivering(health, state) { each } else { 0.0 },
+            })
+            .collect()
     }
 
     /// Tray `node`'s leak detector at `t`, when not OK.
@@ -398,6 +444,7 @@ impl Sim {
                 nodes_power_watts: None,
                 // Whole degrees, as the BMCs print it.
                 inlet_celsius: Some(self.inlet_celsius(i, self.t_ms).round()),
+                shelves: Vec::new(),
             })
             .collect();
         let inlets: Vec<f64> = (0..racks.len())
@@ -439,6 +486,15 @@ impl Sim {
             ib_rate.push(ib.map(|x| x.1));
             ib_downs.push(ib.map(|_| n.ib_link_downed));
         }
+        // Rack-scale racks' power shelves, read as the scrape path reads their exporter.
+        let mut rack_supplies = Vec::new();
+        for (i, r) in racks.iter_mut().enumerate() {
+            let supplies = self.supplies(i, r.nodes_power_watts.unwrap_or(0.0), self.t_ms);
+            if !supplies.is_empty() {
+                r.shelves = crate::shelves::shelves_of(&supplies);
+                rack_supplies.push((r.rack.clone(), supplies));
+            }
+        }
         let nodes = self
             .nodes
             .iter()
@@ -458,6 +514,7 @@ impl Sim {
             node_ib_link_downed_total: ib_downs,
             node_coolant: coolant,
             node_places: self.places(),
+            rack_supplies,
         }
     }
 

@@ -34,6 +34,8 @@ pub fn inventory_from_nodes(cluster: &str, nodes: &[SchedNode]) -> Inventory {
             coolant_flow_min_lpm: None,
             coolant_delta_t_max_celsius: None,
             chassis_serial: None,
+            power_shelves: None,
+            power_shelves_redundant: 0,
         })
         .collect();
     let nodes = names
@@ -125,8 +127,16 @@ pub struct SlurmSource {
     pub interval_ms: u64,
     /// Telemetry from each node's exporters: the scraper (run by its own task,
     /// `sources::scraper`; the source sets its targets and reads the latest) with the
-    /// GPU, BMC and (optional) node_exporter URL templates. `None`: no telemetry.
-    pub telemetry: Option<(crate::ingest::SharedIngest, String, String, Option<String>)>,
+    /// GPU, BMC, (optional) node_exporter and (optional) rack power controller URL
+    /// templates. `None`: no telemetry.
+    #[allow(clippy::type_complexity)]
+    pub telemetry: Option<(
+        crate::ingest::SharedIngest,
+        String,
+        String,
+        Option<String>,
+        Option<String>,
+    )>,
     pub scrape_interval_ms: u64,
     /// Allocated GPUs under this SM activity count as idle in reports.
     pub idle_below_sm: f64,
@@ -325,13 +335,13 @@ pub async fn run_slurm_source(
         };
         let now = wall_now_ms();
         let (inv, new) = frames.place(&nodes);
-        if let (true, Some((ing, gpu_t, bmc_t, node_t))) = (new, telemetry.as_ref()) {
-            ing.lock().unwrap_or_else(|e| e.into_inner()).set_targets(
-                crate::ingest::with_node_exporter(
-                    crate::ingest::targets(&inv, gpu_t, bmc_t),
-                    node_t.as_deref(),
-                ),
-            );
+        if let (true, Some((ing, gpu_t, bmc_t, node_t, rack_t))) = (new, telemetry.as_ref()) {
+            let mut ing = ing.lock().unwrap_or_else(|e| e.into_inner());
+            ing.set_targets(crate::ingest::with_node_exporter(
+                crate::ingest::targets(&inv, gpu_t, bmc_t),
+                node_t.as_deref(),
+            ));
+            ing.set_rack_targets(crate::ingest::rack_targets(&inv, rack_t.as_deref()));
         }
         let events = frames.transitions(&jobs, now);
         let frame = match telemetry.as_ref() {

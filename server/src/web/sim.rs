@@ -17,6 +17,7 @@ pub(super) fn routes() -> Routes {
         ("/sim/exporter/dcgm/{node}/metrics", get(sim_dcgm)),
         ("/sim/exporter/ipmi/{node}/metrics", get(sim_ipmi)),
         ("/sim/exporter/node/{node}/metrics", get(sim_node)),
+        ("/sim/exporter/redfish/{rack}/metrics", get(sim_redfish)),
     ]
 }
 
@@ -71,6 +72,24 @@ async fn sim_ipmi(
     Path(node): Path<String>,
 ) -> Result<Response, ApiError> {
     sim_exporter(&st, &node, crate::sim::exporter::render_ipmi)
+}
+
+/// One simulated rack's power controller, as redfish_exporter would answer for it.
+async fn sim_redfish(
+    State(st): State<AppState>,
+    Path(rack): Path<String>,
+) -> Result<Response, ApiError> {
+    let frame = st.live.sim_frame().ok_or(ApiError::NotReady)?;
+    let body =
+        crate::sim::exporter::render_redfish(&frame.readings, &rack).ok_or(ApiError::NotFound)?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response())
 }
 
 async fn sim_node(

@@ -31,6 +31,8 @@ fn inventory() -> Arc<Inventory> {
         coolant_flow_min_lpm: None,
         coolant_delta_t_max_celsius: None,
         chassis_serial: None,
+        power_shelves: None,
+        power_shelves_redundant: 0,
     };
     let node = |i: u32, rack: &str, leaf: &str| Node {
         name: format!("n{i}"),

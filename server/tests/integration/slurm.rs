@@ -692,6 +692,7 @@ fn known_readings(inv: &app::model::Inventory) -> server::aggregate::Readings {
             rack: k.name.clone(),
             nodes_power_watts: None,
             inlet_celsius: Some(30.0),
+            shelves: Vec::new(),
         })
         .collect();
     r

@@ -411,3 +411,78 @@ fn delta_t_over_its_limit_is_a_warning() {
     let c = evaluate_with(&ov, &r);
     assert!(!rules(&c).iter().any(|(r, _)| *r == "coolant_delta_t_high"));
 }
+
+#[test]
+fn a_power_shelf_down_names_the_shelf_the_lowered_limit_and_who_draws_the_rack() {
+    let mut sim = Sim::with_profile(crate::sim::Profile::Nvl72, 144, 42, "t", T0);
+    // The scenario's shelf goes down 8 minutes in; the degraded one is there from the start.
+    sim.advance_to(T0 + 9 * 60_000);
+    let r = sim.readings();
+    let ov = crate::aggregate::overview(sim.inventory(), &r, 1, 1000, sim.now_ms());
+    let truth = sim.truth_with(&r);
+    let c = evaluate_with(&ov, &r);
+    let fired: Vec<(&str, &str)> = c
+        .iter()
+        .filter(|c| c.rule.starts_with("power_shelf"))
+        .map(|c| (c.rule, c.subject.as_str()))
+        .collect();
+    assert_eq!(
+        fired,
+        [
+            ("power_shelf_degraded", "rack:A02"),
+            ("power_shelf_down", "rack:A04")
+        ]
+    );
+    let down = c
+        .iter()
+        .find(|c| c.rule == "power_shelf_down")
+        .expect("down");
+    let t = &truth.racks[3];
+    assert_eq!(t.shelves_down, ["PowerShelf_2"]);
+    assert_eq!(down.severity, "warning", "{}", down.summary);
+    assert!(
+        down.summary.starts_with(&format!(
+            "rack A04: power shelf down: PowerShelf_2 (7 of 8 shelves delivering); its limit is {:.1} kW against the bus bar's 132.0 kW; it draws ",
+            t.power_limit_watts / 1000.0
+        )),
+        "{}",
+        down.summary
+    );
+    // Every running job the truth has in the rack is named with its draw there.
+    for j in &t.jobs {
+        assert!(
+            down.summary.contains(&format!("job {j} (")),
+            "{j}: {}",
+            down.summary
+        );
+    }
+    let degraded = c
+        .iter()
+        .find(|c| c.rule == "power_shelf_degraded")
+        .expect("degraded");
+    assert!(
+        degraded.summary.contains("PowerShelf_5"),
+        "{}",
+        degraded.summary
+    );
+    assert_eq!(truth.racks[1].shelves_degraded, ["PowerShelf_5"]);
+
+    // Drawing more than the lowered limit makes it critical, alongside the over-limit rule.
+    let mut hot = ov.clone();
+    hot.racks[3].power_watts = Some(hot.racks[3].power_limit_watts + 1000.0);
+    let c = evaluate_with(&hot, &r);
+    let down = c
+        .iter()
+        .find(|c| c.rule == "power_shelf_down")
+        .expect("down");
+    assert_eq!(down.severity, "critical");
+    assert!(down.summary.contains(", over it;"), "{}", down.summary);
+    assert!(rules(&c).contains(&("rack_power_over_limit", "rack:A04".into())));
+    // Before the failure: no shelf down anywhere.
+    let sim0 = Sim::with_profile(crate::sim::Profile::Nvl72, 144, 42, "t", T0);
+    let r0 = sim0.readings();
+    let ov0 = crate::aggregate::overview(sim0.inventory(), &r0, 1, 1000, sim0.now_ms());
+    assert!(!evaluate_with(&ov0, &r0)
+        .iter()
+        .any(|c| c.rule == "power_shelf_down"));
+}
