@@ -327,3 +327,114 @@ async fn dcgm_identity_fields_map_the_racks_and_name_the_trays_the_layout_mispla
     }
     r.stop().await.expect("stop");
 }
+
+#[tokio::test]
+async fn a_power_shelf_down_fires_within_two_intervals_naming_the_shelf_its_lowered_limit_and_the_jobs_drawing_the_rack(
+) {
+    // 60x: the scenario's shelf goes down 8 simulated minutes in (8 s). Read by scraping
+    // the simulator's redfish_exporter text for each rack's power controller.
+    let interval_ms = 1_000;
+    let r = start(60.0, interval_ms).await;
+    let inv = r.live.inventory().expect("inventory");
+    let mut truths: BTreeMap<u64, (i64, Arc<SimTruth>)> = BTreeMap::new();
+    let mut first_down: Option<(u64, i64, usize)> = None;
+    let mut compared = 0;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let alert = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no power_shelf_down alert in 90 s: {first_down:?}"
+        );
+        if let Some(tick) = r.live.current() {
+            let seq = tick.overview.seq;
+            if let (false, Some(t)) = (truths.contains_key(&seq), r.live.truth(Some(seq))) {
+                // Every rack's limit and shelves, live, equal the truth's at the same tick.
+                for (tile, tr) in tick.overview.racks.iter().zip(&t.racks) {
+                    let sh = tile.shelves.as_ref().expect("shelves");
+                    if sh.reporting() {
+                        assert_eq!(
+                            tile.power_limit_watts, tr.power_limit_watts,
+                            "{} at {seq}",
+                            tile.name
+                        );
+                        assert_eq!(sh.down, tr.shelves_down, "{} at {seq}", tile.name);
+                        assert_eq!(sh.degraded, tr.shelves_degraded, "{} at {seq}", tile.name);
+                        compared += 1;
+                    }
+                }
+                if first_down.is_none() {
+                    if let Some(i) = t.racks.iter().position(|x| !x.shelves_down.is_empty()) {
+                        first_down = Some((seq, tick.overview.published_ms, i));
+                    }
+                }
+                truths.insert(seq, (tick.overview.published_ms, t));
+            }
+        }
+        if let Some((_, _, i)) = first_down {
+            let subject = format!("rack:{}", inv.racks[i].name);
+            let open = r.store.open_alerts().await.expect("alerts");
+            if let Some(a) = open
+                .into_iter()
+                .find(|a| a.rule == "power_shelf_down" && a.subject == subject)
+            {
+                break a;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(compared >= 8 * 5, "only {compared} rack ticks compared");
+    let (seq0, published0, rack_i) = first_down.expect("down");
+    assert!(
+        alert.started_ms - published0 <= 2 * interval_ms as i64,
+        "fired {} ms after the tick that first had the shelf down (seq {seq0})",
+        alert.started_ms - published0
+    );
+    let (_, fired_truth) = truths
+        .values()
+        .rfind(|(p, _)| *p <= alert.started_ms)
+        .expect("a tick before the alert");
+    let tr = &fired_truth.racks[rack_i];
+    let shelf = tr.shelves_down.join(", ");
+    assert_eq!(alert.severity, "warning", "{}", alert.summary);
+    assert!(
+        alert.summary.starts_with(&format!(
+            "rack {}: power shelf down: {shelf} (7 of 8 shelves delivering); its limit is {:.1} kW against the bus bar's 132.0 kW; it draws ",
+            tr.name,
+            tr.power_limit_watts / 1000.0
+        )),
+        "{}",
+        alert.summary
+    );
+    let named: BTreeSet<u64> = alert
+        .summary
+        .split("drawing its power: ")
+        .nth(1)
+        .unwrap_or("")
+        .split("), ")
+        .filter_map(|j| j.trim_start_matches("job ").split(' ').next()?.parse().ok())
+        .collect();
+    let truth_jobs: BTreeSet<u64> = tr.jobs.iter().copied().collect();
+    assert_eq!(named, truth_jobs, "{}", alert.summary);
+    // The degraded shelf of the profile's second rack is a warning of its own.
+    let open = r.store.open_alerts().await.expect("alerts");
+    let degraded: Vec<&str> = open
+        .iter()
+        .filter(|a| a.rule == "power_shelf_degraded")
+        .map(|a| a.subject.as_str())
+        .collect();
+    assert_eq!(degraded, ["rack:A02"]);
+    // Every rack's power controller is a scrape target of its own, answering.
+    let targets = support::get(r.addr, "/api/targets").await.json();
+    let redfish: Vec<&serde_json::Value> = targets["targets"]
+        .as_array()
+        .expect("targets")
+        .iter()
+        .filter(|t| {
+            t["url"]
+                .as_str()
+                .is_some_and(|u| u.contains("/sim/exporter/redfish/"))
+        })
+        .collect();
+    assert_eq!(redfish.len(), inv.racks.len(), "{targets}");
+    r.stop().await.expect("stop");
+}

@@ -205,6 +205,86 @@ async fn the_overview_reads_through_a_real_prometheus() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// The racks' power shelves through a real Prometheus scraping the simulator's
+/// redfish_exporter text per rack, labelled as a site would (instance = the power
+/// controller, a `rack` label added by relabelling): the live shelves and limits equal the
+/// truth's.
+#[tokio::test]
+async fn power_shelves_read_through_a_real_prometheus() {
+    let Some(bin) = prometheus() else { return };
+    let prom_port = free_port();
+    let prom_url = format!("http://127.0.0.1:{prom_port}");
+    // A frozen NVL72 simulation: rack A02's degraded shelf is there from the start.
+    let mut cfg = support::test_config(support::sqlite_url(), 144, 1e-6, 500);
+    cfg.sim.profile = server::sim::Profile::Nvl72;
+    cfg.telemetry = server::config::TelemetryKind::PromQl;
+    cfg.promql_url = Some(prom_url.clone());
+    let r = server::serve::start(cfg).await.expect("gantry");
+    support::wait_ready(&r).await;
+    let racks: Vec<String> = r
+        .live
+        .inventory()
+        .expect("inventory")
+        .racks
+        .iter()
+        .map(|k| format!("\"{}\"", k.name))
+        .collect();
+    assert_eq!(racks.len(), 8);
+    let yml = format!(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n\
+         \x20 - job_name: redfish\n    static_configs:\n      - targets: [{t}]\n    relabel_configs:\n\
+         \x20     - source_labels: [__address__]\n        target_label: __metrics_path__\n        replacement: /sim/exporter/redfish/${{1}}/metrics\n\
+         \x20     - source_labels: [__address__]\n        target_label: rack\n\
+         \x20     - source_labels: [__address__]\n        target_label: instance\n        replacement: ${{1}}-pmc:9610\n\
+         \x20     - target_label: __address__\n        replacement: {gantry}\n",
+        t = racks.join(", "),
+        gantry = r.addr
+    );
+    let dir = std::env::temp_dir().join(format!(
+        "gantry-prom-shelf-{}-{prom_port}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("prometheus.yml"), yml).expect("config");
+    let mut child = start_prometheus(bin, &dir, prom_port);
+
+    let mut matched = None;
+    for _ in 0..150 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let Some(tick) = r.live.current() else {
+            continue;
+        };
+        let Some(truth) = r.live.truth(Some(tick.overview.seq)) else {
+            continue;
+        };
+        let ov = &tick.overview;
+        let all_reporting = ov
+            .racks
+            .iter()
+            .all(|k| k.shelves.as_ref().is_some_and(|s| s.reporting == 8));
+        if all_reporting {
+            matched = Some((ov.clone(), truth));
+            break;
+        }
+    }
+    let (ov, truth) = matched.expect("every rack's shelves read through Prometheus in 30 s");
+    for (tile, t) in ov.racks.iter().zip(&truth.racks) {
+        let sh = tile.shelves.as_ref().expect("shelves");
+        assert_eq!(tile.power_limit_watts, t.power_limit_watts, "{}", tile.name);
+        assert_eq!(sh.limit_watts, t.shelf_limit_watts, "{}", tile.name);
+        assert_eq!(sh.down, t.shelves_down, "{}", tile.name);
+        assert_eq!(sh.degraded, t.shelves_degraded, "{}", tile.name);
+    }
+    assert_eq!(
+        ov.racks[1].shelves.as_ref().map(|s| s.degraded.clone()),
+        Some(vec!["PowerShelf_5".to_string()])
+    );
+    assert_eq!(ov.racks[1].power_limit_watts, 126_500.0);
+    let _ = child.kill().await;
+    r.stop().await.expect("stop");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Gantry's derived figures (`/metrics/cluster`) scraped by a real Prometheus and read
 /// back with PromQL: equal to the overview the pages show (a frozen simulation, so every
 /// scrape sees the same tick's numbers).
