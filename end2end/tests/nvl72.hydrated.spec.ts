@@ -2,8 +2,10 @@
 // segments per size and its largest free segment, live, equal the truth's at the sequence
 // the page shows; a coolant leak reaches /racks (the rack's head names its trays and is
 // critical) and /alerts (the alert names the rack, the trays and the jobs the truth has
-// there) within two live intervals of the tick whose truth first has it critical. A Gantry
-// of its own: 144 trays at 60x, so the leak turns critical 12 s after start.
+// there) within two live intervals of the tick whose truth first has it critical; a power
+// shelf down lowers its rack's limit on /racks to the truth's and its alert names the
+// shelf, the limit and the jobs. A Gantry of its own: 144 trays at 60x, so the shelf goes
+// down 8 s after start and the leak turns critical at 12 s.
 // The drain preview: nvl72-drain.hydrated.spec.ts.
 import { audit } from "./a11y";
 import { expect, ownGantry, OwnGantry, test } from "./fixtures";
@@ -108,4 +110,81 @@ test("NVL72: a coolant leak shows on /racks and fires an alert naming rack, tray
   const found: string[] = [];
   for (const path of ["/racks", "/thermal", "/alerts"]) found.push(...(await audit(page, `${base}${path}`)));
   expect(found, found.join("\n")).toEqual([]);
+});
+
+test("NVL72: a power shelf down lowers its rack's limit on /racks to the truth's, and its alert names shelf, limit and jobs", async ({ page, request }) => {
+  test.setTimeout(90_000);
+  await started(request);
+  type Rack = { name: string; power_limit_watts: number; shelves_down?: string[]; shelves_degraded?: string[]; jobs: number[] };
+  await page.goto(`${base}/racks`);
+  await expect(page.locator('[data-test="live-status"]')).toHaveClass(/\blive\b/, { timeout: 15_000 });
+  let down: { at: number; rack: Rack } | undefined;
+  let degraded: Rack | undefined;
+  await expect
+    .poll(
+      async () => {
+        const r = await request.get(`${base}/sim/truth`).catch(() => undefined);
+        if (r?.status() !== 200) return false;
+        const racks: Rack[] = (await r.json()).truth.racks;
+        degraded = racks.find((x) => (x.shelves_degraded ?? []).length > 0);
+        const rack = racks.find((x) => (x.shelves_down ?? []).length > 0);
+        if (rack && !down) down = { at: Date.now(), rack };
+        return down !== undefined && Date.now() - down.at >= 2 * INTERVAL_MS;
+      },
+      { timeout: 60_000, intervals: [100], message: `no shelf down in the truth; log:\n${gantry?.log().slice(-3000)}` },
+    )
+    .toBe(true);
+  const { rack } = down!;
+  const shelf = rack.shelves_down!.join(", ");
+  // The live page: the rack's row in "Power shelves" says which shelf is down and shows
+  // the truth's lowered limit; the rack's head says so too.
+  const row = page.locator(`[data-test="shelves"] tr[data-rack="${rack.name}"]`);
+  await expect(row.locator('[data-test="shelves-state"]')).toContainText(`7 of 8 delivering; down: ${shelf}`, { timeout: INTERVAL_MS });
+  await expect(row.locator('[data-test="shelves-limit"]')).toHaveAttribute("data-limit-watts", String(rack.power_limit_watts));
+  expect(rack.power_limit_watts).toBeLessThan(132_000);
+  const head = page.locator(`[data-test="floor-rack"][data-rack="${rack.name}"] [data-test="floor-rack-head"]`);
+  await expect(head).toContainText(`shelf down: ${shelf}`, { timeout: INTERVAL_MS });
+  await expect(head).toHaveClass(/sev-(warning|critical)/);
+  // The degraded shelf's rack has a row of its own, with its limit.
+  expect(degraded, "the truth has a degraded shelf").toBeTruthy();
+  const drow = page.locator(`[data-test="shelves"] tr[data-rack="${degraded!.name}"]`);
+  await expect(drow.locator('[data-test="shelves-state"]')).toContainText(`degraded: ${degraded!.shelves_degraded!.join(", ")}`);
+  await expect(drow.locator('[data-test="shelves-limit"]')).toHaveAttribute("data-limit-watts", String(degraded!.power_limit_watts));
+  // The alert is open: it names the shelf, the limit against the bus bar, and the jobs.
+  await page.goto(`${base}/alerts`);
+  const alert = page.locator(`[data-test="alert"][data-rule="power_shelf_down"][data-subject="rack:${rack.name}"]`);
+  await expect(alert).toHaveCount(1, { timeout: 1 });
+  const text = (await alert.textContent()) ?? "";
+  expect(text).toContain(`power shelf down: ${shelf} (7 of 8 shelves delivering); its limit is ${(rack.power_limit_watts / 1000).toFixed(1)} kW against the bus bar's 132.0 kW`);
+  const named = (text.split("drawing its power: ")[1] ?? "")
+    .split("), ")
+    .map((j) => Number(j.replace(/^job /, "").split(" ")[0]))
+    .filter((x) => x > 0)
+    .sort((a, b) => a - b)
+    .join(",");
+  // The jobs the truth had in the rack at the tick the shelf went down and the two after
+  // (the alert fires within two intervals; the server keeps the last 300 ticks' truths).
+  const truthAt = async (seq: number): Promise<Rack | undefined> => {
+    const r = await request.get(`${base}/sim/truth?seq=${seq}`);
+    if (r.status() !== 200) return undefined;
+    return ((await r.json()).truth.racks as Rack[]).find((x) => x.name === rack.name);
+  };
+  let seq = (await (await request.get(`${base}/sim/truth`)).json()).seq ?? 0;
+  if (!seq) {
+    await page.goto(`${base}/racks`);
+    seq = Number(await page.locator("[data-seq]").first().getAttribute("data-seq"));
+  }
+  let first = seq;
+  while (first > 1) {
+    const t = await truthAt(first - 1);
+    if (!t || (t.shelves_down ?? []).length === 0) break;
+    first--;
+  }
+  const jobsAt: string[] = [];
+  for (let s = first; s <= first + 2; s++) {
+    const t = await truthAt(s);
+    if (t) jobsAt.push([...t.jobs].sort((a, b) => a - b).join(","));
+  }
+  expect(jobsAt.length, `truths from seq ${first}`).toBeGreaterThan(0);
+  expect(jobsAt, `the alert names jobs ${named}`).toContain(named);
 });
