@@ -25,8 +25,9 @@ inspect metrics
          https:// URL (verified with the system's CAs), or read from standard input. Per
          GPU: readings with units, decoded throttle reasons, fields sent as DCGM no-data
          sentinels; node power and inlet temperature through the power mapping in force
-         ($GANTRY_CONFIG, GANTRY_* variables), which it prints; InfiniBand counters; and the
-         metrics no reader takes and the lines it could not read.
+         ($GANTRY_CONFIG, GANTRY_* variables), which it prints; InfiniBand counters; a
+         rack power controller's shelves (a Redfish exporter: supplies delivering, in
+         warning, capacity); and the metrics no reader takes and the lines it could not read.
 inspect topology
          Prints a Slurm topology.conf (tree or block) or topology.yaml (Slurm 25.05: named
          tree, block and flat topologies, the cluster default) as JSON, hostlists
@@ -469,9 +470,12 @@ fn inspect(args: &[String]) -> ExitCode {
             };
             let bmc = server::ingest::read_bmc(&body, &mapping);
             let (ib_total, _) = server::ingest::read_ib_total(&body);
+            let names = mapping.shelf_names();
+            let (shelves, _) = server::shelves::read(&body, &names);
             let read_elsewhere = |name: &str| {
                 mapping.pickers().iter().any(|(m, _)| *m == name)
                     || server::ingest::IB_METRICS.contains(&name)
+                    || names.metrics.contains(&name)
             };
             let ignored: Vec<&String> = scrape
                 .ignored_metrics
@@ -498,7 +502,8 @@ fn inspect(args: &[String]) -> ExitCode {
                     "gpu_util_percent": "%", "*_bytes_per_second": "B/s",
                     "total_energy_millijoules": "mJ", "node_power_watts": "W",
                     "inlet_celsius": "°C", "infiniband_bytes_total": "B",
-                    "supply_celsius": "°C", "return_celsius": "°C", "flow_lpm": "L/min"
+                    "supply_celsius": "°C", "return_celsius": "°C", "flow_lpm": "L/min",
+                    "capacity_watts": "W", "output_watts": "W"
                 },
                 "gpus": gpus,
                 "bmc": {
@@ -521,6 +526,17 @@ fn inspect(args: &[String]) -> ExitCode {
                     },
                 },
                 "node_exporter": { "infiniband_bytes_total": ib_total },
+                "power_shelves": {
+                    "shelves": shelves,
+                    "mapping": {
+                        "shelf_health_metric": names.metrics[0],
+                        "shelf_state_metric": names.metrics[1],
+                        "shelf_capacity_metric": names.metrics[2],
+                        "shelf_output_metric": names.metrics[3],
+                        "shelf_label": names.shelf_label,
+                        "supply_label": names.supply_label,
+                    },
+                },
                 "samples": scrape.samples,
                 "ignored_metrics": ignored,
                 "line_errors": scrape.line_errors,

@@ -85,6 +85,50 @@ fn inspect_metrics_reads_standard_input() {
 }
 
 #[test]
+fn inspect_metrics_reads_a_racks_power_shelves() {
+    // A power controller's text in redfish_exporter's shape: one shelf with a supply
+    // critical, one with every supply delivering.
+    let text = "\
+# TYPE redfish_chassis_power_powersupply_health gauge
+redfish_chassis_power_powersupply_health{chassis_id=\"PowerShelf_1\",power_supply=\"PSU 0\",power_supply_id=\"0\",resource=\"power_supply\"} 3
+redfish_chassis_power_powersupply_health{chassis_id=\"PowerShelf_1\",power_supply=\"PSU 1\",power_supply_id=\"1\",resource=\"power_supply\"} 1
+redfish_chassis_power_powersupply_health{chassis_id=\"PowerShelf_0\",power_supply=\"PSU 0\",power_supply_id=\"0\",resource=\"power_supply\"} 1
+# TYPE redfish_chassis_power_powersupply_power_capacity_watts gauge
+redfish_chassis_power_powersupply_power_capacity_watts{chassis_id=\"PowerShelf_1\",power_supply=\"PSU 0\",power_supply_id=\"0\",resource=\"power_supply\"} 5500
+redfish_chassis_power_powersupply_power_capacity_watts{chassis_id=\"PowerShelf_1\",power_supply=\"PSU 1\",power_supply_id=\"1\",resource=\"power_supply\"} 5500
+redfish_chassis_power_powersupply_power_capacity_watts{chassis_id=\"PowerShelf_0\",power_supply=\"PSU 0\",power_supply_id=\"0\",resource=\"power_supply\"} 5500
+";
+    let f = temp_file("shelves.prom", text.as_bytes());
+    let out = Command::new(BIN)
+        .args(["inspect", "metrics"])
+        .arg(&f)
+        .output()
+        .expect("run");
+    let v = json_of(&out);
+    let shelves = &v["power_shelves"]["shelves"];
+    assert_eq!(shelves[0]["shelf"], "PowerShelf_0");
+    assert_eq!(shelves[1]["shelf"], "PowerShelf_1");
+    assert_eq!(
+        (
+            shelves[1]["supplies"].as_u64(),
+            shelves[1]["working"].as_u64()
+        ),
+        (Some(2), Some(1))
+    );
+    assert_eq!(shelves[1]["capacity_watts"].as_f64(), Some(5500.0));
+    assert_eq!(
+        v["power_shelves"]["mapping"]["shelf_health_metric"],
+        "redfish_chassis_power_powersupply_health"
+    );
+    // Read by the shelf reader: not among the metrics no reader takes.
+    assert_eq!(
+        v["ignored_metrics"].as_array().map(Vec::len),
+        Some(0),
+        "{v}"
+    );
+}
+
+#[test]
 fn inspect_metrics_fails_clearly_on_a_missing_or_oversized_file() {
     let out = Command::new(BIN)
         .args(["inspect", "metrics", "/nonexistent/scrape.prom"])
