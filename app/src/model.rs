@@ -164,6 +164,33 @@ impl ShelfReading {
     }
 }
 
+/// One NVSwitch of a node (an HGX baseboard's) as DCGM reports it (fields 856-870).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct SwitchReading {
+    /// DCGM's switch id on the node.
+    pub switch: u32,
+    pub temp_celsius: Option<f64>,
+    /// The temperature at which it slows down, and at which it shuts down.
+    pub slowdown_celsius: Option<f64>,
+    pub shutdown_celsius: Option<f64>,
+    /// The fatal SXid last reported (the switch's NVLink fabric is down until reset).
+    pub fatal_sxid: Option<u32>,
+    pub non_fatal_sxid: Option<u32>,
+    pub reset_required: Option<bool>,
+    /// Links reported active, and those reported in any other state, by link id.
+    pub links_active: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links_not_active: Vec<u32>,
+}
+
+impl SwitchReading {
+    /// At or above its slowdown temperature.
+    pub fn is_hot(&self) -> bool {
+        matches!((self.temp_celsius, self.slowdown_celsius), (Some(t), Some(l)) if t >= l)
+    }
+}
+
 /// A GPU as inventory (not its readings).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]

@@ -54,3 +54,31 @@ test("a node's XID shows the catalog's meaning and action, as the simulator thre
   await expect(row.locator("td").nth(1)).toHaveText(String(gpu));
   await expect(row).toContainText(want.meaning);
 });
+
+test("a fatal NVSwitch error shows on its node's page and on /alerts, as the simulator threw it", async ({ page, request }) => {
+  test.setTimeout(120_000);
+  // The simulator's NVSwitch fails three simulated hours in (about half a second here).
+  let fatal: [string, number, number][] = [];
+  await expect
+    .poll(
+      async () => {
+        const r = await request.get(`${base}/sim/truth`).catch(() => undefined);
+        if (!r || r.status() !== 200) return 0;
+        fatal = (await r.json()).truth.nvswitch_fatal ?? [];
+        return fatal.length;
+      },
+      { timeout: 90_000, intervals: [500], message: `no NVSwitch fault from the fast simulation; gantry log:\n${log()}` },
+    )
+    .toBeGreaterThan(0);
+  const [node, sw, sxid] = fatal[0];
+  await page.goto(`${base}/nodes/${encodeURIComponent(node)}`);
+  const row = page.locator(`[data-test="node-nvswitches"] [data-test="nvswitch-row"][data-switch="${sw}"]`);
+  await expect(row.locator('[data-test="nvswitch-fatal"]')).toHaveText(`SXid ${sxid}`);
+  await expect(row).toHaveClass(/\bcrit\b/);
+  // Its healthy peers say none.
+  await expect(page.locator('[data-test="nvswitch-row"] [data-test="nvswitch-fatal"]', { hasText: "none" })).toHaveCount(3);
+  await page.goto(`${base}/alerts`);
+  const alert = page.locator(`[data-test="alert"][data-rule="nvswitch_fatal"][data-subject="node:${node}"]`);
+  await expect(alert).toHaveCount(1, { timeout: 5_000 });
+  await expect(alert).toContainText(`NVSwitch ${sw} SXid ${sxid}`);
+});

@@ -147,6 +147,10 @@ pub struct Readings {
     /// of `nodes`; empty where no exporter prints them (see [`crate::placement`]).
     #[serde(default)]
     pub node_places: Vec<Vec<crate::placement::GpuPlace>>,
+    /// Each node's NVSwitches as DCGM reports them (HGX baseboards), in the order of
+    /// `nodes`; empty where no exporter reports them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_switches: Vec<Vec<app::model::SwitchReading>>,
     /// Each rack's power supplies, supply by supply, where the source knows them (the
     /// simulator, whose exporter prints them); what aggregation reads is `racks[].shelves`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -303,6 +303,8 @@ struct NodeLatest {
     gpus: Vec<GpuReading>,
     /// Where DCGM places the node's GPUs (empty where it does not say).
     places: Vec<GpuPlace>,
+    /// The node's NVSwitches, where its exporter reports them.
+    switches: Vec<app::model::SwitchReading>,
     bmc_at_ms: Option<UnixMs>,
     power_watts: Option<f64>,
     inlet_celsius: Option<f64>,
@@ -611,6 +613,7 @@ impl Ingest {
                     })
                     .collect();
                 latest.places = places_of(&scrape.gpus);
+                latest.switches = scrape.switches.iter().map(|x| x.to_reading()).collect();
                 latest.gpus_at_ms = Some(now_ms);
                 (scrape.samples, scrape.line_errors)
             }
@@ -758,10 +761,16 @@ impl Ingest {
         for g in decoded.gpus.iter().filter(|g| g.mig_instance.is_none()) {
             by_node.entry(g.host.clone()).or_default().push(g);
         }
+        let mut switches: HashMap<&str, Vec<app::model::SwitchReading>> = HashMap::new();
+        for sw in &decoded.switches {
+            switches.entry(&sw.host).or_default().push(sw.to_reading());
+        }
         for (node, gpus) in by_node {
+            let sw = switches.remove(node.as_str()).unwrap_or_default();
             let l = self.latest.entry(node).or_default();
             l.gpus = gpus.iter().map(|g| g.to_reading()).collect();
             l.places = gpus.iter().filter_map(|g| g.place.clone()).collect();
+            l.switches = sw;
             l.gpus_at_ms = Some(now_ms);
         }
         let node_of = |s: &crate::promql::Series| -> String {
@@ -863,6 +872,7 @@ impl Ingest {
         let mut ib_downs = Vec::with_capacity(nodes.len());
         let mut coolant = Vec::with_capacity(nodes.len());
         let mut places = Vec::with_capacity(nodes.len());
+        let mut switches = Vec::with_capacity(nodes.len());
         let mut rack_power: HashMap<&str, f64> = HashMap::new();
         let mut rack_inlet: HashMap<&str, f64> = HashMap::new();
         let inv_node: HashMap<&str, &app::model::Node> =
@@ -873,6 +883,11 @@ impl Ingest {
             places.push(
                 l.filter(|l| fresh(l.gpus_at_ms))
                     .map(|l| l.places.clone())
+                    .unwrap_or_default(),
+            );
+            switches.push(
+                l.filter(|l| fresh(l.gpus_at_ms))
+                    .map(|l| l.switches.clone())
                     .unwrap_or_default(),
             );
             match l.filter(|l| fresh(l.gpus_at_ms)) {
@@ -928,6 +943,7 @@ impl Ingest {
             node_ib_link_downed_total: ib_downs,
             node_coolant: coolant,
             node_places: places,
+            node_switches: switches,
             rack_supplies: Vec::new(),
         }
     }

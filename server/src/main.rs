@@ -24,8 +24,9 @@ inspect metrics
          a BMC/PDU exporter, node_exporter): saved in FILE, fetched from an http:// or
          https:// URL (verified with the system's CAs), or read from standard input. Per
          GPU: readings with units, decoded throttle reasons, fields sent as DCGM no-data
-         sentinels; node power and inlet temperature through the power mapping in force
-         ($GANTRY_CONFIG, GANTRY_* variables), which it prints; InfiniBand counters; a
+         sentinels; per NVSwitch (where listed): temperatures, SXids, links; node power
+         and inlet temperature through the power mapping in force ($GANTRY_CONFIG,
+         GANTRY_* variables), which it prints; InfiniBand counters; a
          rack power controller's shelves (a Redfish exporter: supplies delivering, in
          warning, capacity); and the metrics no reader takes and the lines it could not read.
 inspect topology
@@ -506,6 +507,7 @@ fn inspect(args: &[String]) -> ExitCode {
                     "capacity_watts": "W", "output_watts": "W"
                 },
                 "gpus": gpus,
+                "nvswitches": scrape.switches,
                 "bmc": {
                     "node_power_watts": bmc.power_watts,
                     "inlet_celsius": bmc.inlet_celsius,

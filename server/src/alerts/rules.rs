@@ -357,6 +357,68 @@ pub fn evaluate(
     };
 
     if let Some(r) = f.readings {
+        // NVSwitches (HGX baseboards): a fatal SXid takes the node's NVLink fabric down
+        // until the switch is reset (critical, a drain-class condition); a switch at its
+        // slowdown temperature is a warning.
+        for ((node, _), sws) in r.nodes.iter().zip(&r.node_switches) {
+            if sws.is_empty() || out_of_service(node) {
+                continue;
+            }
+            let fatal: Vec<String> = sws
+                .iter()
+                .filter_map(|s| {
+                    s.fatal_sxid
+                        .map(|x| format!("NVSwitch {} SXid {x}", s.switch))
+                })
+                .collect();
+            if !fatal.is_empty() {
+                let jobs: Vec<String> = ov
+                    .nodes
+                    .iter()
+                    .find(|n| n.name == *node)
+                    .map(|n| n.jobs.iter().map(u64::to_string).collect())
+                    .unwrap_or_default();
+                let reset = sws
+                    .iter()
+                    .any(|s| s.fatal_sxid.is_some() && s.reset_required == Some(true));
+                out.push(Condition {
+                    rule: "nvswitch_fatal",
+                    subject: format!("node:{node}"),
+                    severity: "critical",
+                    summary: format!(
+                        "{node}: fatal NVSwitch error ({}){}; its GPUs' NVLink fabric is down until the switch is reset; running jobs: {}",
+                        fatal.join(", "),
+                        if reset { ", reset required" } else { "" },
+                        if jobs.is_empty() { "none".to_string() } else { jobs.join(", ") }
+                    ),
+                    link: units::node_href(node),
+                    drain_node: Some(node.to_string()),
+                });
+            }
+            let hot: Vec<String> = sws
+                .iter()
+                .filter(|s| s.is_hot())
+                .map(|s| {
+                    format!(
+                        "NVSwitch {} at {:.0} °C (slows down at {:.0} °C)",
+                        s.switch,
+                        s.temp_celsius.unwrap_or(0.0),
+                        s.slowdown_celsius.unwrap_or(0.0)
+                    )
+                })
+                .collect();
+            if !hot.is_empty() {
+                out.push(Condition {
+                    rule: "nvswitch_hot",
+                    subject: format!("node:{node}"),
+                    severity: "warning",
+                    summary: format!("{node}: {}", hot.join(", ")),
+                    link: units::node_href(node),
+                    drain_node: None,
+                });
+            }
+        }
+
         // Per node: double-bit ECC, drain-class XIDs, thermal throttling.
         // GPUs by node, nodes in name order: readings come grouped by node, so the sort
         // is a check more than work, and no per-GPU map entry is built.

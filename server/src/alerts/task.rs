@@ -202,8 +202,10 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
 }
 
 fn static_rule(rule: &str) -> &'static str {
-    const RULES: [&str; 19] = [
+    const RULES: [&str; 21] = [
         "coolant_leak",
+        "nvswitch_fatal",
+        "nvswitch_hot",
         "power_shelf_down",
         "power_shelf_degraded",
         "layout_disagrees",

@@ -304,6 +304,63 @@ pub fn render_dcgm(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
         "The rate of data received over NVLink, not including protocol headers, in bytes per second.",
         &|i| plain(half(gpus[i].nvlink_bytes_per_second)),
     );
+    // The node's NVSwitches (HGX baseboards), as dcgm-exporter up to 4.5 writes switch
+    // entities when the site's counters file lists their fields: `nvswitch="N"` and
+    // `Hostname`, whole numbers; field 856 is the SXid (0: none).
+    let switches = r
+        .nodes
+        .iter()
+        .position(|(x, _)| x == node)
+        .and_then(|i| r.node_switches.get(i))
+        .filter(|s| !s.is_empty());
+    if let Some(switches) = switches {
+        type Value = fn(&app::model::SwitchReading) -> Option<f64>;
+        let families: [(&str, &str, Value); 6] = [
+            (
+                "DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT",
+                "NVSwitch current temperature.",
+                |s| s.temp_celsius,
+            ),
+            (
+                "DCGM_FI_DEV_NVSWITCH_TEMPERATURE_LIMIT_SLOWDOWN",
+                "NVSwitch limit slowdown temperature.",
+                |s| s.slowdown_celsius,
+            ),
+            (
+                "DCGM_FI_DEV_NVSWITCH_TEMPERATURE_LIMIT_SHUTDOWN",
+                "NVSwitch limit shutdown temperature.",
+                |s| s.shutdown_celsius,
+            ),
+            (
+                "DCGM_FI_DEV_NVSWITCH_FATAL_ERRORS",
+                "NVSwitch fatal error information.",
+                |s| Some(s.fatal_sxid.map_or(0.0, f64::from)),
+            ),
+            (
+                "DCGM_FI_DEV_NVSWITCH_NON_FATAL_ERRORS",
+                "NVSwitch non fatal error information.",
+                |s| Some(s.non_fatal_sxid.map_or(0.0, f64::from)),
+            ),
+            (
+                "DCGM_FI_DEV_NVSWITCH_RESET_REQUIRED",
+                "NVSwitch reset required.",
+                |s| s.reset_required.map(|b| if b { 1.0 } else { 0.0 }),
+            ),
+        ];
+        for (name, help, value) in families {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for sw in switches {
+                if let Some(v) = value(sw) {
+                    let _ = writeln!(
+                        out,
+                        "{name}{{nvswitch=\"{}\",Hostname=\"{node}\"}} {}",
+                        sw.switch,
+                        v.round() as i64
+                    );
+                }
+            }
+        }
+    }
     Some(out)
 }
 
@@ -536,7 +593,8 @@ mod tests {
                     "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
                 ]
             );
-            assert_eq!(scrape.samples, 8 * 32);
+            // 32 fields of 8 GPUs, and 6 of each of the node's 4 NVSwitches.
+            assert_eq!(scrape.samples, 8 * 32 + 4 * 6);
             assert_eq!(scrape.gpus.len(), 8);
             for g in &scrape.gpus {
                 let want = r
@@ -783,5 +841,31 @@ mod tests {
         assert_eq!(render_redfish(&r, "nope"), None);
         let hgx = Sim::new(16, 42, "t", T0);
         assert_eq!(render_redfish(&hgx.readings(), "A01"), None);
+    }
+
+    #[test]
+    fn nvswitches_are_served_as_dcgm_exporter_writes_them_and_read_back_the_same() {
+        let mut sim = Sim::new(64, 42, "t", T0);
+        sim.advance_to(T0 + 3 * 3_600_000 + 1000);
+        let r = sim.readings();
+        let mut fatal = Vec::new();
+        for (i, (node, _)) in r.nodes.iter().enumerate() {
+            let Some(text) = render_dcgm(sim.inventory(), &r, node) else {
+                assert!(r.node_switches[i].is_empty(), "{node} is off");
+                continue;
+            };
+            let scrape = crate::telemetry::dcgm::decode(text.as_bytes(), "target");
+            assert_eq!(scrape.line_errors, 0);
+            let read: Vec<app::model::SwitchReading> =
+                scrape.switches.iter().map(|s| s.to_reading()).collect();
+            assert_eq!(read, r.node_switches[i], "{node}");
+            assert!(scrape.switches.iter().all(|s| &s.host == node));
+            fatal.extend(
+                read.iter()
+                    .filter_map(|s| s.fatal_sxid.map(|x| (node.clone(), s.switch, x))),
+            );
+        }
+        assert_eq!(fatal, sim.truth_with(&r).nvswitch_fatal);
+        assert_eq!(fatal.len(), 1);
     }
 }

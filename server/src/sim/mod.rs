@@ -105,6 +105,22 @@ pub struct ShelfScenario {
     pub degraded_shelf: usize,
 }
 
+/// The HGX profile's NVSwitch fault: one node's switch reports a fatal SXid from
+/// `onset_ms` on, and needs a reset.
+#[derive(Clone, Debug)]
+pub struct SwitchFault {
+    pub node: usize,
+    pub switch: u32,
+    pub sxid: u32,
+    pub onset_ms: UnixMs,
+}
+
+/// NVSwitches on an HGX H100 baseboard, and the simulated switches' slowdown and shutdown
+/// temperatures.
+pub const HGX_NVSWITCHES: u32 = 4;
+pub const NVSWITCH_SLOWDOWN_CELSIUS: f64 = 95.0;
+pub const NVSWITCH_SHUTDOWN_CELSIUS: f64 = 105.0;
+
 pub const GPU_MAX_POWER_WATTS: f64 = 700.0;
 pub const GPU_IDLE_POWER_WATTS: f64 = 70.0;
 pub const GPU_BOOST_CLOCK_MHZ: f64 = 1980.0;
@@ -213,6 +229,7 @@ pub struct Sim {
     /// The NVL72 profile's coolant trouble.
     coolant: Option<CoolantScenario>,
     shelves: Option<ShelfScenario>,
+    switch_fault: Option<SwitchFault>,
     rng: Rng,
     inv: Inventory,
     t_ms: UnixMs,
@@ -289,6 +306,13 @@ impl Sim {
                 degraded_shelf: 5,
             }
         });
+        // HGX: one node's NVSwitch fails three hours in (its exporter lists switch fields).
+        let switch_fault = (profile == Profile::Hgx && nodes >= 4).then(|| SwitchFault {
+            node: nodes * 23 / 64,
+            switch: 2,
+            sxid: 12028,
+            onset_ms: start_ms + 3 * HOUR_MS,
+        });
         let mut rng = Rng::new(seed);
         let warmup_from = start_ms - 24 * HOUR_MS;
         let mut sim_nodes: Vec<SimNode> = inv
@@ -340,6 +364,7 @@ impl Sim {
             gpn,
             coolant,
             shelves,
+            switch_fault,
             rng,
             inv,
             t_ms: warmup_from,

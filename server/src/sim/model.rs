@@ -458,6 +458,9 @@ pub struct SimTruth {
     /// mistakes), in inventory order: what DCGM's identity fields must show up.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub misplaced: Vec<String>,
+    /// NVSwitches reporting a fatal SXid now: (node, switch, SXid).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nvswitch_fatal: Vec<(String, u32, u32)>,
 }
 
 /// Finished jobs' ledgers in each truth.
@@ -614,6 +617,17 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
         Vec::new()
     };
     SimTruth {
+        nvswitch_fatal: sim
+            .switch_failed()
+            .filter(|(i, _, _)| {
+                !matches!(
+                    sim.nodes[*i].state,
+                    NodeState::Down | NodeState::NotResponding
+                )
+            })
+            .map(|(i, sw, sxid)| (sim.inv.nodes[i].name.clone(), sw, sxid))
+            .into_iter()
+            .collect(),
         misplaced,
         segments: truth_segments(sim),
         xids,

@@ -167,6 +167,52 @@ impl Sim {
             .collect()
     }
 
+    /// Node `node`'s NVSwitches at the current time (HGX baseboards; none on NVL72 compute
+    /// trays, whose switches sit in the rack's switch trays), warmed by its GPUs' `load`
+    /// (0 to 1); nothing from a node that is off.
+    pub(super) fn switches(&self, node: usize, load: f64) -> Vec<app::model::SwitchReading> {
+        use super::{HGX_NVSWITCHES, NVSWITCH_SHUTDOWN_CELSIUS, NVSWITCH_SLOWDOWN_CELSIUS};
+        let n = &self.nodes[node];
+        if self.profile != super::Profile::Hgx
+            || matches!(n.state, NodeState::Down | NodeState::NotResponding)
+        {
+            return Vec::new();
+        }
+        (0..HGX_NVSWITCHES)
+            .map(|sw| {
+                let failed = self
+                    .switch_fault
+                    .as_ref()
+                    .filter(|f| f.node == node && f.switch == sw && self.t_ms >= f.onset_ms);
+                let noise = hash_unit(
+                    self.seed,
+                    self.t_ms / 1000,
+                    7_000_000 + node as u64 * 8 + u64::from(sw),
+                );
+                app::model::SwitchReading {
+                    switch: sw,
+                    // Whole degrees, as DCGM reports them.
+                    temp_celsius: Some((38.0 + 22.0 * load + 2.0 * noise).round()),
+                    slowdown_celsius: Some(NVSWITCH_SLOWDOWN_CELSIUS),
+                    shutdown_celsius: Some(NVSWITCH_SHUTDOWN_CELSIUS),
+                    fatal_sxid: failed.map(|f| f.sxid),
+                    non_fatal_sxid: None,
+                    reset_required: Some(failed.is_some()),
+                    links_active: 0,
+                    links_not_active: Vec::new(),
+                }
+            })
+            .collect()
+    }
+
+    /// The NVSwitch that has failed at the current time: (node, switch, SXid).
+    pub(super) fn switch_failed(&self) -> Option<(usize, u32, u32)> {
+        self.switch_fault
+            .as_ref()
+            .filter(|f| self.t_ms >= f.onset_ms)
+            .map(|f| (f.node, f.switch, f.sxid))
+    }
+
     /// Tray `node`'s leak detector at `t`, when not OK.
     pub(super) fn leak_state(&self, node: usize, t: UnixMs) -> Option<LeakState> {
         let c = self.coolant.as_ref()?;
@@ -455,6 +501,7 @@ impl Sim {
         let jobs_by_id: std::collections::HashMap<u64, &SimJob> =
             self.active.iter().map(|j| (j.job.id, j)).collect();
         let mut coolant = Vec::with_capacity(self.nodes.len());
+        let mut switches = Vec::with_capacity(self.nodes.len());
         for (i, n) in self.nodes.iter().enumerate() {
             let job = n.job.and_then(|id| jobs_by_id.get(&id).copied());
             let inlet = if self.coolant.is_some() {
@@ -478,6 +525,7 @@ impl Sim {
                 *racks[n.rack].nodes_power_watts.get_or_insert(0.0) += w;
             }
             node_power.push(node_watts);
+            switches.push(self.switches(i, load));
             // A liquid rack's trays report their coolant from their BMC, when it answers.
             let liquid = self.inv.racks[n.rack].cooling == app::model::Cooling::Liquid;
             coolant.push((liquid && responding).then(|| self.tray_coolant(i, self.t_ms, job)));
@@ -514,6 +562,11 @@ impl Sim {
             node_ib_link_downed_total: ib_downs,
             node_coolant: coolant,
             node_places: self.places(),
+            node_switches: if self.profile == super::Profile::Hgx {
+                switches
+            } else {
+                Vec::new()
+            },
             rack_supplies,
         }
     }

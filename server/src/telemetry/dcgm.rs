@@ -177,6 +177,107 @@ const FIELD_NAMES: &[&str] = &[
     "dcgm_total_energy_consumption",
 ];
 
+/// The DCGM NVSwitch fields Gantry reads: of a switch entity (label `nvswitch`, written
+/// `N` up to dcgm-exporter 4.5 and `nvswitchN` from 4.6), and a link's status (labels
+/// `nvlink` and `nvswitch`). dcgm-exporter ships none of them in its counter files: a
+/// site lists them in its own, on hosts that see their NVSwitches (HGX baseboards).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SwitchField {
+    TempCelsius,
+    TempSlowdownCelsius,
+    TempShutdownCelsius,
+    /// The value is the SXid reported; 0: none.
+    FatalSxid,
+    NonFatalSxid,
+    ResetRequired,
+    LinkStatus,
+}
+
+/// (DCGM field id, field) of an NVSwitch metric, by its names up to DCGM 4.5 and from 4.6.
+fn switch_field_of(metric: &str) -> Option<(u32, SwitchField)> {
+    use SwitchField::*;
+    Some(match metric {
+        "DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT" | "DCGM_FI_DEV_NVSWITCH_TEMP_CELSIUS" => {
+            (858, TempCelsius)
+        }
+        "DCGM_FI_DEV_NVSWITCH_TEMPERATURE_LIMIT_SLOWDOWN"
+        | "DCGM_FI_DEV_NVSWITCH_TEMP_SLOWDOWN_CELSIUS" => (859, TempSlowdownCelsius),
+        "DCGM_FI_DEV_NVSWITCH_TEMPERATURE_LIMIT_SHUTDOWN"
+        | "DCGM_FI_DEV_NVSWITCH_TEMP_SHUTDOWN_CELSIUS" => (860, TempShutdownCelsius),
+        "DCGM_FI_DEV_NVSWITCH_FATAL_ERRORS" | "DCGM_FI_DEV_SXID_FATAL_ERROR" => (856, FatalSxid),
+        "DCGM_FI_DEV_NVSWITCH_NON_FATAL_ERRORS" | "DCGM_FI_DEV_SXID_NON_FATAL_ERROR" => {
+            (857, NonFatalSxid)
+        }
+        "DCGM_FI_DEV_NVSWITCH_RESET_REQUIRED" => (864, ResetRequired),
+        "DCGM_FI_DEV_NVSWITCH_LINK_STATUS" => (870, LinkStatus),
+        _ => return None,
+    })
+}
+
+/// Every metric name `switch_field_of` knows.
+const SWITCH_FIELD_NAMES: &[&str] = &[
+    "DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT",
+    "DCGM_FI_DEV_NVSWITCH_TEMP_CELSIUS",
+    "DCGM_FI_DEV_NVSWITCH_TEMPERATURE_LIMIT_SLOWDOWN",
+    "DCGM_FI_DEV_NVSWITCH_TEMP_SLOWDOWN_CELSIUS",
+    "DCGM_FI_DEV_NVSWITCH_TEMPERATURE_LIMIT_SHUTDOWN",
+    "DCGM_FI_DEV_NVSWITCH_TEMP_SHUTDOWN_CELSIUS",
+    "DCGM_FI_DEV_NVSWITCH_FATAL_ERRORS",
+    "DCGM_FI_DEV_SXID_FATAL_ERROR",
+    "DCGM_FI_DEV_NVSWITCH_NON_FATAL_ERRORS",
+    "DCGM_FI_DEV_SXID_NON_FATAL_ERROR",
+    "DCGM_FI_DEV_NVSWITCH_RESET_REQUIRED",
+    "DCGM_FI_DEV_NVSWITCH_LINK_STATUS",
+];
+
+/// NVLink states of field 870: UNKNOWN -1, OFF 0, SAFE 1, ACTIVE 2, ERROR 3.
+pub const LINK_ACTIVE: i64 = 2;
+
+/// One NVSwitch as one scrape describes it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct DcgmSwitch {
+    pub host: String,
+    /// DCGM's switch id (the `nvswitch` label's number).
+    pub switch: u32,
+    pub readings: BTreeMap<SwitchField, f64>,
+    /// Each reported link's status (field 870), by link id.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub links: BTreeMap<u32, i64>,
+}
+
+impl DcgmSwitch {
+    fn get(&self, f: SwitchField) -> Option<f64> {
+        self.readings.get(&f).copied()
+    }
+
+    /// As the model's reading.
+    pub fn to_reading(&self) -> app::model::SwitchReading {
+        let sxid = |f| self.get(f).filter(|v| *v > 0.0).map(|v| v as u32);
+        app::model::SwitchReading {
+            switch: self.switch,
+            temp_celsius: self.get(SwitchField::TempCelsius),
+            slowdown_celsius: self.get(SwitchField::TempSlowdownCelsius),
+            shutdown_celsius: self.get(SwitchField::TempShutdownCelsius),
+            fatal_sxid: sxid(SwitchField::FatalSxid),
+            non_fatal_sxid: sxid(SwitchField::NonFatalSxid),
+            reset_required: self.get(SwitchField::ResetRequired).map(|v| v != 0.0),
+            links_active: self.links.values().filter(|s| **s == LINK_ACTIVE).count() as u32,
+            links_not_active: self
+                .links
+                .iter()
+                .filter(|(_, s)| **s != LINK_ACTIVE)
+                .map(|(l, _)| *l)
+                .collect(),
+        }
+    }
+}
+
+/// The number of an `nvswitch` label: `3` (up to dcgm-exporter 4.5) or `nvswitch3`.
+fn switch_id(v: &str) -> Option<u32> {
+    v.strip_prefix("nvswitch").unwrap_or(v).parse().ok()
+}
+
 /// DCGM's int64 "blank" values (no data, not found, not supported, no permission) start
 /// at 0x7ffffffffffffff0; as f64 every one of them rounds to 2^63.
 const INT64_BLANK_F64: f64 = 9_223_372_036_854_775_792.0;
@@ -291,6 +392,9 @@ fn sum_present(tx: Option<f64>, rx: Option<f64>) -> Option<f64> {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct DcgmScrape {
     pub gpus: Vec<DcgmGpu>,
+    /// NVSwitches, where the exporter is given their fields (hosts that see them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub switches: Vec<DcgmSwitch>,
     /// Metric names that are not DCGM GPU fields Gantry reads (first 50, sorted).
     pub ignored_metrics: Vec<String>,
     pub samples: usize,
@@ -320,17 +424,19 @@ fn decode_with(body: &[u8], default_host: &str, check_all: bool) -> DcgmScrape {
     let mut ignored = std::mem::take(&mut d.ignored);
     let report: Report = exposition::parse_classified(
         body,
-        |name| match field_of(name) {
-            Some((_, field, fp64)) => Some(Some((field, fp64))),
+        |name| match (field_of(name), switch_field_of(name)) {
+            (Some((_, field, fp64)), _) => Some(Some(Class::Gpu(field, fp64))),
+            (None, Some((_, field))) => Some(Some(Class::Switch(field))),
             // Checked: read the line, and name the family only if it parses.
-            None if check_all => Some(None),
-            None => {
+            (None, None) if check_all => Some(None),
+            (None, None) => {
                 note_ignored(&mut ignored, name);
                 None
             }
         },
         |class, s: &Sample<'_>| match class {
-            Some((field, fp64)) => d.push_field(field, fp64, s, default_host),
+            Some(Class::Gpu(field, fp64)) => d.push_field(field, fp64, s, default_host),
+            Some(Class::Switch(field)) => d.push_switch(field, s, default_host),
             None => note_ignored(&mut d.ignored, s.name),
         },
     );
@@ -340,6 +446,13 @@ fn decode_with(body: &[u8], default_host: &str, check_all: bool) -> DcgmScrape {
     out.line_errors = report.error_count;
     out.errors = report.errors.iter().map(ToString::to_string).collect();
     out
+}
+
+/// What a metric family is to the decoder.
+#[derive(Clone, Copy)]
+enum Class {
+    Gpu(Field, bool),
+    Switch(SwitchField),
 }
 
 fn note_ignored(ignored: &mut std::collections::BTreeSet<String>, name: &str) {
@@ -352,6 +465,7 @@ fn note_ignored(ignored: &mut std::collections::BTreeSet<String>, name: &str) {
 #[derive(Default)]
 pub struct Decoder {
     gpus: Vec<DcgmGpu>,
+    switches: BTreeMap<(String, u32), DcgmSwitch>,
     /// Each host's GPUs, as indexes into `gpus`.
     hosts: HashMap<String, Vec<usize>>,
     /// The host of the last sample and its entry: a scrape is one host, so this spares
@@ -364,11 +478,57 @@ pub struct Decoder {
 impl Decoder {
     /// Takes one sample; `default_host` names its host when no `Hostname` label does.
     pub fn push(&mut self, s: &Sample<'_>, default_host: &str) {
-        match field_of(s.name) {
-            Some((_, field, fp64)) => self.push_field(field, fp64, s, default_host),
-            None => {
+        match (field_of(s.name), switch_field_of(s.name)) {
+            (Some((_, field, fp64)), _) => self.push_field(field, fp64, s, default_host),
+            (None, Some((_, field))) => self.push_switch(field, s, default_host),
+            (None, None) => {
                 self.samples += 1;
                 note_ignored(&mut self.ignored, s.name);
+            }
+        }
+    }
+
+    /// Takes one sample of an NVSwitch field: a switch entity's (label `nvswitch`, no
+    /// `gpu`), or a link's status on a switch (labels `nvlink` and `nvswitch`). A link of a
+    /// GPU, a blank or a value not finite is no switch's reading.
+    fn push_switch(&mut self, field: SwitchField, s: &Sample<'_>, default_host: &str) {
+        self.samples += 1;
+        let (mut sw, mut link, mut host, mut gpu) = (None, None, None, false);
+        for (k, v) in &s.labels {
+            match *k {
+                "nvswitch" => sw = switch_id(v),
+                "nvlink" => link = v.parse::<u32>().ok(),
+                "Hostname" => host = Some(v.as_ref()),
+                "hostname" => host = host.or(Some(v.as_ref())),
+                "gpu" => gpu = true,
+                _ => {}
+            }
+        }
+        let Some(sw) = sw.filter(|_| !gpu) else {
+            note_ignored(&mut self.ignored, s.name);
+            return;
+        };
+        let host = host.unwrap_or(default_host);
+        // A switch reported only with blanks is there, with nothing known about it.
+        let e = self
+            .switches
+            .entry((host.to_string(), sw))
+            .or_insert_with(|| DcgmSwitch {
+                host: host.to_string(),
+                switch: sw,
+                ..DcgmSwitch::default()
+            });
+        if is_blank(s.value, false) || !s.value.is_finite() {
+            return;
+        }
+        match (field, link) {
+            (SwitchField::LinkStatus, Some(l)) => {
+                e.links.insert(l, s.value as i64);
+            }
+            // A link's status without a link, or a switch field on a link: not read.
+            (SwitchField::LinkStatus, None) | (_, Some(_)) => {}
+            (f, None) => {
+                e.readings.insert(f, s.value);
             }
         }
     }
@@ -531,6 +691,7 @@ impl Decoder {
         }
         DcgmScrape {
             gpus,
+            switches: self.switches.into_values().collect(),
             ignored_metrics: self.ignored.into_iter().collect(),
             samples: self.samples,
             line_errors: 0,
@@ -542,7 +703,9 @@ impl Decoder {
 /// The regular expression of every metric name the field table knows, for a PromQL
 /// `{__name__=~"..."}` selector.
 pub fn metric_names_regex() -> String {
-    FIELD_NAMES.join("|")
+    let mut all: Vec<&str> = FIELD_NAMES.to_vec();
+    all.extend_from_slice(SWITCH_FIELD_NAMES);
+    all.join("|")
 }
 
 #[cfg(test)]
@@ -603,10 +766,14 @@ DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT{nvswitch="nvswitch0",hostname="gpu017"}
             Some("DBE (Double Bit Error) ECC Error")
         );
         assert_eq!(r.sm_clock_mhz, Some(1185.0));
+        // The NVSwitch line is a switch's, not a GPU's (dcgm-exporter 4.6's labels).
+        assert!(s.ignored_metrics.is_empty(), "{:?}", s.ignored_metrics);
+        assert_eq!(s.switches.len(), 1);
         assert_eq!(
-            s.ignored_metrics,
-            vec!["DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT"]
+            (s.switches[0].host.as_str(), s.switches[0].switch),
+            ("gpu017", 0)
         );
+        assert_eq!(s.switches[0].to_reading().temp_celsius, Some(48.0));
     }
 
     #[test]
@@ -636,8 +803,12 @@ DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT{nvswitch="nvswitch0",hostname="gpu017"}
         for n in FIELD_NAMES {
             assert!(field_of(n).is_some(), "{n}");
         }
+        for n in SWITCH_FIELD_NAMES {
+            assert!(switch_field_of(n).is_some(), "{n}");
+        }
         let re = metric_names_regex();
         assert!(re.contains("|DCGM_FI_DEV_BOARD_POWER_WATTS|"));
+        assert!(re.contains("|DCGM_FI_DEV_SXID_FATAL_ERROR|"));
         assert!(!re.contains('"') && !re.contains('\\'));
     }
 
@@ -745,5 +916,47 @@ DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT{nvswitch="nvswitch0",hostname="gpu017"}
             "{:?}",
             checked.errors
         );
+    }
+
+    /// An HGX host's NVSwitches as dcgm-exporter writes them with a counters file listing
+    /// switch fields: 4.5 and earlier label a switch `nvswitch="N"` with `Hostname`; 4.6 and
+    /// later `nvswitch="nvswitchN"`, and links `nvlink`, `nvswitch` and lowercase `hostname`
+    /// (internal/pkg/rendermetrics/render_metrics.go, switchMetricsFormat and
+    /// linkMetricsFormat). Field 856's value is the SXid; blanks are no data.
+    #[test]
+    fn nvswitches_are_read_by_either_label_form_and_either_field_name() {
+        let t = "\
+# HELP DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT NVSwitch current temperature.
+# TYPE DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT gauge
+DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT{nvswitch=\"0\",Hostname=\"gpu017\"} 51
+DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT{nvswitch=\"1\",Hostname=\"gpu017\"} 9223372036854775794
+DCGM_FI_DEV_NVSWITCH_TEMPERATURE_LIMIT_SLOWDOWN{nvswitch=\"0\",Hostname=\"gpu017\"} 95
+DCGM_FI_DEV_NVSWITCH_FATAL_ERRORS{nvswitch=\"0\",Hostname=\"gpu017\"} 0
+DCGM_FI_DEV_SXID_FATAL_ERROR{nvswitch=\"nvswitch2\",hostname=\"gpu017\"} 12028
+DCGM_FI_DEV_NVSWITCH_RESET_REQUIRED{nvswitch=\"nvswitch2\",hostname=\"gpu017\"} 1
+DCGM_FI_DEV_NVSWITCH_LINK_STATUS{nvlink=\"0\",nvswitch=\"nvswitch2\",hostname=\"gpu017\"} 2
+DCGM_FI_DEV_NVSWITCH_LINK_STATUS{nvlink=\"1\",nvswitch=\"nvswitch2\",hostname=\"gpu017\"} 3
+DCGM_FI_DEV_NVSWITCH_LINK_STATUS{nvlink=\"1\",gpu=\"0\",gpu_uuid=\"GPU-x\",hostname=\"gpu017\"} 2
+DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",Hostname=\"gpu017\"} 40
+";
+        let s = decode(t.as_bytes(), "target");
+        assert_eq!(s.gpus.len(), 1);
+        let ids: Vec<u32> = s.switches.iter().map(|x| x.switch).collect();
+        assert_eq!(ids, [0, 1, 2]);
+        let r: Vec<app::model::SwitchReading> =
+            s.switches.iter().map(DcgmSwitch::to_reading).collect();
+        assert_eq!(r[0].temp_celsius, Some(51.0));
+        assert_eq!(r[0].slowdown_celsius, Some(95.0));
+        assert_eq!(r[0].fatal_sxid, None, "0 is no SXid");
+        assert_eq!(r[1].temp_celsius, None, "a blank is no data");
+        assert_eq!(r[2].fatal_sxid, Some(12028));
+        assert_eq!(r[2].reset_required, Some(true));
+        // The switch's links only; the GPU's link is not the switch's.
+        assert_eq!(
+            (r[2].links_active, r[2].links_not_active.clone()),
+            (1, vec![1])
+        );
+        assert!(s.switches.iter().all(|x| x.host == "gpu017"));
+        assert_eq!(s.line_errors, 0);
     }
 }

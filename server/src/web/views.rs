@@ -129,6 +129,14 @@ pub(super) async fn node_detail(
                 .collect()
         })
         .unwrap_or_default();
+    let switches = live
+        .latest()
+        .and_then(|l| {
+            let r = l.readings();
+            let i = r.nodes.iter().position(|(n, _)| n == name)?;
+            r.node_switches.get(i).cloned()
+        })
+        .unwrap_or_default();
     let xids = store
         .xids(name)
         .await
@@ -173,6 +181,7 @@ pub(super) async fn node_detail(
         tile,
         slurm,
         gpus,
+        switches,
         jobs: running.into_iter().map(job_row).collect(),
         xids,
         lemon_html: lemon,

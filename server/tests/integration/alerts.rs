@@ -524,3 +524,47 @@ async fn scoped_ingest_tokens_on_postgres() {
     };
     scoped_ingest_tokens(url).await;
 }
+
+#[tokio::test]
+async fn a_fatal_nvswitch_error_fires_naming_switch_and_sxid_and_the_node_page_shows_it() {
+    // 2,000 x: gpu024's NVSwitch 2 fails three simulated hours in (5.4 s). Read by
+    // scraping the simulator's dcgm-exporter text, which lists the switch fields.
+    let cfg = support::test_config(support::sqlite_url(), 64, 2_000.0, 250);
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    let mut alert = None;
+    for _ in 0..400 {
+        let open = r.store.open_alerts().await.expect("alerts");
+        if let Some(a) = open.into_iter().find(|a| a.rule == "nvswitch_fatal") {
+            alert = Some(a);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let alert = alert.expect("an nvswitch_fatal alert within 40 s");
+    let truth = r.live.truth(None).expect("truth");
+    assert_eq!(truth.nvswitch_fatal, [("gpu024".to_string(), 2, 12028)]);
+    assert_eq!(alert.subject, "node:gpu024");
+    assert_eq!(alert.severity, "critical");
+    assert!(
+        alert
+            .summary
+            .starts_with("gpu024: fatal NVSwitch error (NVSwitch 2 SXid 12028), reset required;"),
+        "{}",
+        alert.summary
+    );
+    // Only the failed switch's node.
+    let open = r.store.open_alerts().await.expect("alerts");
+    assert_eq!(
+        open.iter().filter(|a| a.rule == "nvswitch_fatal").count(),
+        1
+    );
+    // The node's page lists its switches, the failed one with its SXid.
+    let page = support::get(r.addr, "/nodes/gpu024").await;
+    assert_eq!(page.status, 200);
+    let html = page.text();
+    assert!(html.contains(r#"data-test="node-nvswitches""#), "{html}");
+    assert_eq!(html.matches(r#"data-test="nvswitch-row""#).count(), 4);
+    assert!(html.contains("SXid 12028"));
+    r.stop().await.expect("stop");
+}

@@ -147,6 +147,45 @@ async fn the_overview_reads_through_a_real_prometheus() {
         matched,
         "the overview read through Prometheus never equalled the truth"
     );
+    // NVSwitches through the store too: every answering node's four, as the simulator's
+    // exporters print them (placed by their `Hostname` label), at a round where the store
+    // had every node fresh (a scrape Prometheus timed out leaves a node out for a moment).
+    let frame = r.live.sim_frame().expect("frame");
+    let mut compared = None;
+    for _ in 0..40 {
+        let latest = r.live.latest().expect("latest");
+        let read = latest.readings();
+        let complete = read
+            .nodes
+            .iter()
+            .zip(&read.node_switches)
+            .all(|((n, _), s)| {
+                s.len() == 4 || n == "gpu061" // the down node answers nothing
+            });
+        if complete {
+            let mut n = 0;
+            for (i, (node, _)) in frame.readings.nodes.iter().enumerate() {
+                let j = read
+                    .nodes
+                    .iter()
+                    .position(|(x, _)| x == node)
+                    .expect("node");
+                assert_eq!(
+                    read.node_switches[j], frame.readings.node_switches[i],
+                    "{node}"
+                );
+                n += usize::from(read.node_switches[j].len() == 4);
+            }
+            compared = Some(n);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(
+        compared,
+        Some(63),
+        "never a round with every node's switches"
+    );
     // InfiniBand traffic through the store: node_exporter's counters as a rate, summed per
     // leaf switch. Only the store knows them here (nothing is scraped directly).
     let leaves = support::leaf_ib_traffic(&r, 40, Duration::from_millis(250)).await;

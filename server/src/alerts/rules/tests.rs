@@ -486,3 +486,72 @@ fn a_power_shelf_down_names_the_shelf_the_lowered_limit_and_who_draws_the_rack()
         .iter()
         .any(|c| c.rule == "power_shelf_down"));
 }
+
+#[test]
+fn a_fatal_nvswitch_error_is_critical_and_drain_class_and_a_hot_switch_warns() {
+    let mut sim = Sim::new(64, 42, "t", T0);
+    // Before the fault: switches reported on every answering node, none in trouble.
+    let r = sim.readings();
+    assert_eq!(r.node_switches.len(), 64);
+    assert!(r.node_switches[0].len() == 4);
+    let ov = crate::aggregate::overview(sim.inventory(), &r, 1, 1000, sim.now_ms());
+    assert!(!evaluate_with(&ov, &r)
+        .iter()
+        .any(|c| c.rule.starts_with("nvswitch")));
+    // Three hours in, gpu024's switch 2 reports a fatal SXid.
+    sim.advance_to(T0 + 3 * 3_600_000 + 1000);
+    let r = sim.readings();
+    let truth = sim.truth_with(&r);
+    assert_eq!(truth.nvswitch_fatal, [("gpu024".to_string(), 2, 12028)]);
+    let ov = crate::aggregate::overview(sim.inventory(), &r, 1, 1000, sim.now_ms());
+    let c = evaluate_with(&ov, &r);
+    let fatal: Vec<&Condition> = c.iter().filter(|c| c.rule == "nvswitch_fatal").collect();
+    assert_eq!(fatal.len(), 1, "{c:?}");
+    assert_eq!(fatal[0].subject, "node:gpu024");
+    assert_eq!(fatal[0].severity, "critical");
+    assert_eq!(fatal[0].drain_node.as_deref(), Some("gpu024"));
+    assert!(
+        fatal[0]
+            .summary
+            .starts_with("gpu024: fatal NVSwitch error (NVSwitch 2 SXid 12028), reset required; "),
+        "{}",
+        fatal[0].summary
+    );
+    let jobs: Vec<String> = ov
+        .nodes
+        .iter()
+        .find(|n| n.name == "gpu024")
+        .map(|n| n.jobs.iter().map(u64::to_string).collect())
+        .unwrap_or_default();
+    let want = if jobs.is_empty() {
+        "none".to_string()
+    } else {
+        jobs.join(", ")
+    };
+    assert!(
+        fatal[0].summary.ends_with(&format!("running jobs: {want}")),
+        "{}",
+        fatal[0].summary
+    );
+    // A drained node's switch is not alerted on again.
+    let mut drained = ov.clone();
+    if let Some(n) = drained.nodes.iter_mut().find(|n| n.name == "gpu024") {
+        n.state = NodeState::Drained;
+    }
+    assert!(!evaluate_with(&drained, &r)
+        .iter()
+        .any(|c| c.rule == "nvswitch_fatal"));
+    // A switch at its slowdown temperature warns, naming it.
+    let mut hot = r.clone();
+    hot.node_switches[0][1].temp_celsius = Some(96.0);
+    let c = evaluate_with(&ov, &hot);
+    let w = c.iter().find(|c| c.rule == "nvswitch_hot").expect("hot");
+    assert_eq!(w.subject, "node:gpu001");
+    assert_eq!(
+        w.summary,
+        "gpu001: NVSwitch 1 at 96 °C (slows down at 95 °C)"
+    );
+    // NVL72 compute trays report no switches: no rule looks at them.
+    let nvl = Sim::with_profile(crate::sim::Profile::Nvl72, 144, 42, "t", T0);
+    assert!(nvl.readings().node_switches.is_empty());
+}
