@@ -26,7 +26,7 @@ mod pages;
 #[cfg(feature = "ssr")]
 pub mod server_html {
     pub use crate::pages::job::server_html::{advice, history, ledger, radar};
-    pub use crate::pages::node::lemon_html;
+    pub use crate::pages::node::{lemon_html, switches_html};
 }
 
 #[cfg(feature = "ssr")]

@@ -75,9 +75,10 @@ pub struct NodeDetail {
     pub slurm: Option<NodeRow>,
     /// Each GPU's latest readings (empty values when the node is not reporting).
     pub gpus: Vec<GpuReading>,
-    /// Its NVSwitches (HGX baseboards), where its exporter reports them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub switches: Vec<crate::model::SwitchReading>,
+    /// Its NVSwitches (HGX baseboards), where its exporter reports them, as HTML the
+    /// server writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switches_html: Option<String>,
     pub jobs: Vec<JobRow>,
     /// Newest first.
     pub xids: Vec<XidSeen>,

@@ -153,39 +153,7 @@ fn NodeBody(d: NodeDetail) -> impl IntoView {
                 }).collect_view()}
             </tbody>
         </table>
-        {move || {
-            let switches = state.with(|d| d.switches.clone());
-            (!switches.is_empty()).then(|| view! {
-                <h2 id="nvswitch-h">"NVSwitches"</h2>
-                <table class="grid compact" aria-labelledby="nvswitch-h" data-test="node-nvswitches">
-                    <thead><tr>
-                        <th scope="col" class="num">"Switch"</th><th scope="col" class="num">"Temp (slowdown / shutdown)"</th>
-                        <th scope="col">"Fatal SXid"</th><th scope="col">"Non-fatal SXid"</th>
-                        <th scope="col">"Reset required"</th><th scope="col">"Links"</th>
-                    </tr></thead>
-                    <tbody>{switches.into_iter().map(|w| {
-                        let links = if w.links_active == 0 && w.links_not_active.is_empty() {
-                            "-".to_string()
-                        } else if w.links_not_active.is_empty() {
-                            format!("{} active", w.links_active)
-                        } else {
-                            let down: Vec<String> = w.links_not_active.iter().map(u32::to_string).collect();
-                            format!("{} active; not active: {}", w.links_active, down.join(", "))
-                        };
-                        view! {
-                            <tr data-test="nvswitch-row" data-switch=w.switch.to_string() class:crit=w.fatal_sxid.is_some() class:warn=w.is_hot()>
-                                <th scope="row" class="num">{w.switch}</th>
-                                <td class="num">{format!("{} ({} / {})", units::celsius(w.temp_celsius), units::celsius(w.slowdown_celsius), units::celsius(w.shutdown_celsius))}</td>
-                                <td data-test="nvswitch-fatal">{w.fatal_sxid.map(|x| format!("SXid {x}")).unwrap_or_else(|| "none".into())}</td>
-                                <td>{w.non_fatal_sxid.map(|x| format!("SXid {x}")).unwrap_or_else(|| "none".into())}</td>
-                                <td>{match w.reset_required { Some(true) => "yes", Some(false) => "no", None => "-" }}</td>
-                                <td>{links}</td>
-                            </tr>
-                        }
-                    }).collect_view()}</tbody>
-                </table>
-            })
-        }}
+        {move || state.with(|d| d.switches_html.clone()).map(|h| view! { <div inner_html=h></div> })}
         <h2 id="jobs-h">"Jobs on this node"</h2>
         {move || {
             let jobs = state.with(|d| d.jobs.clone());
@@ -281,6 +249,43 @@ mod client {
             }
         });
     }
+}
+
+/// A node's NVSwitches as HTML the server writes (server builds only): no browser logic;
+/// the page's refresh brings a new one.
+#[cfg(feature = "ssr")]
+pub fn switches_html(switches: &[crate::model::SwitchReading]) -> String {
+    view! {
+        <h2 id="nvswitch-h">"NVSwitches"</h2>
+        <table class="grid compact" aria-labelledby="nvswitch-h" data-test="node-nvswitches">
+            <thead><tr>
+                <th scope="col" class="num">"Switch"</th><th scope="col" class="num">"Temp (slowdown / shutdown)"</th>
+                <th scope="col">"Fatal SXid"</th><th scope="col">"Non-fatal SXid"</th>
+                <th scope="col">"Reset required"</th><th scope="col">"Links"</th>
+            </tr></thead>
+            <tbody>{switches.iter().map(|w| {
+                let links = if w.links_active == 0 && w.links_not_active.is_empty() {
+                    "-".to_string()
+                } else if w.links_not_active.is_empty() {
+                    format!("{} active", w.links_active)
+                } else {
+                    let down: Vec<String> = w.links_not_active.iter().map(u32::to_string).collect();
+                    format!("{} active; not active: {}", w.links_active, down.join(", "))
+                };
+                view! {
+                    <tr data-test="nvswitch-row" data-switch=w.switch.to_string() class:crit=w.fatal_sxid.is_some() class:warn=w.is_hot()>
+                        <th scope="row" class="num">{w.switch}</th>
+                        <td class="num">{format!("{} ({} / {})", units::celsius(w.temp_celsius), units::celsius(w.slowdown_celsius), units::celsius(w.shutdown_celsius))}</td>
+                        <td data-test="nvswitch-fatal">{w.fatal_sxid.map(|x| format!("SXid {x}")).unwrap_or_else(|| "none".into())}</td>
+                        <td>{w.non_fatal_sxid.map(|x| format!("SXid {x}")).unwrap_or_else(|| "none".into())}</td>
+                        <td>{match w.reset_required { Some(true) => "yes", Some(false) => "no", None => "-" }}</td>
+                        <td>{links}</td>
+                    </tr>
+                }
+            }).collect_view()}</tbody>
+        </table>
+    }
+    .to_html()
 }
 
 /// The lemon mark as HTML the server writes (server builds only): no browser logic.

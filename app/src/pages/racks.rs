@@ -254,81 +254,92 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
 
 /// Rack-scale racks' power shelves: a table of the racks whose shelves are not all
 /// delivering (with the jobs drawing their power), or one line saying they are. Nothing
-/// for a floor without shelves.
+/// for a floor without shelves. Plain HTML (see [`shelves_html`]).
 #[component]
 fn Shelves(state: RwSignal<Overview>) -> impl IntoView {
-    let rows = Memo::new(move |_| {
-        state.with(|s| {
-            let with: Vec<&RackTile> = s.racks.iter().filter(|r| r.shelves.is_some()).collect();
-            let trouble: Vec<(RackTile, Vec<(u64, f64)>)> = with
-                .iter()
-                .filter(|r| r.shelves.as_ref().is_some_and(|x| x.in_trouble()))
-                .map(|r| ((*r).clone(), s.rack_job_power(&r.name)))
-                .collect();
-            (with.len(), trouble)
-        })
-    });
-    move || {
-        let (with, trouble) = rows.get();
-        (with > 0).then(|| {
-            let body = if trouble.is_empty() {
-                view! {
-                    <p data-test="shelves-ok">{format!("{} {} with power shelves: every shelf reporting and delivering.", units::count(with as u64), if with == 1 { "rack" } else { "racks" })}</p>
-                }.into_any()
-            } else {
-                view! {
-                    <table class="grid compact" aria-labelledby="shelves" data-test="shelves">
-                        <thead><tr>
-                            <th scope="col">"Rack"</th><th scope="col">"Shelves"</th>
-                            <th scope="col" class="num">"Limit (bus bar)"</th><th scope="col" class="num">"Power"</th>
-                            <th scope="col">"Drawing its power"</th>
-                        </tr></thead>
-                        <tbody>
-                            {trouble.into_iter().map(|(r, jobs)| {
-                                let sh = r.shelves.clone().unwrap_or_default();
-                                let crit = r.severity() == Severity::Critical;
-                                let state = if !sh.reporting() {
-                                    "not reporting".to_string()
-                                } else {
-                                    let mut w = vec![format!("{} of {} delivering", sh.expected.saturating_sub(sh.lost()), sh.expected)];
-                                    if !sh.down.is_empty() { w.push(format!("down: {}", sh.down.join(", "))); }
-                                    if sh.missing > 0 { w.push(format!("{} missing", sh.missing)); }
-                                    if !sh.degraded.is_empty() { w.push(format!("degraded: {}", sh.degraded.join(", "))); }
-                                    w.join("; ")
-                                };
-                                let key = r.name.clone();
-                                view! {
-                                    <tr data-rack=key class:crit=crit class:warn=!crit>
-                                        <th scope="row">{r.name.clone()}</th>
-                                        <td data-test="shelves-state">{state}</td>
-                                        <td class="num" data-test="shelves-limit" data-limit-watts=format!("{:.0}", r.power_limit_watts)>
-                                            {format!("{} ({})", units::power(Some(r.power_limit_watts)), units::power(Some(sh.busbar_watts)))}
-                                        </td>
-                                        <td class="num">{units::power(r.power_watts)}</td>
-                                        <td data-test="shelves-jobs">{if jobs.is_empty() {
-                                            view! { "none" }.into_any()
-                                        } else {
-                                            jobs.into_iter().map(|(j, w)| view! {
-                                                <a href=format!("/jobs/{j}") data-job=j>{format!("job {j}")}</a>
-                                                {format!(" {} ", units::power(Some(w)))}
-                                            }).collect_view().into_any()
-                                        }}</td>
-                                    </tr>
-                                }
-                            }).collect_view()}
-                        </tbody>
-                    </table>
-                }.into_any()
-            };
-            view! {
-                <section class="shelves" aria-labelledby="shelves">
-                    <h2 id="shelves">"Power shelves"</h2>
-                    {body}
-                    <p class="muted">"A rack's limit is the lower of its bus bar's and what its working shelves deliver with the site's reserve held back: a shelf down lowers it."</p>
-                </section>
-            }
-        })
+    let html = Memo::new(move |_| state.with(shelves_html));
+    view! { <div inner_html=move || html.get()></div> }
+}
+
+/// The power shelves section as HTML: every name escaped (shelf names come from the
+/// racks' power controllers).
+pub(crate) fn shelves_html(s: &Overview) -> String {
+    let with = s.racks.iter().filter(|r| r.shelves.is_some()).count();
+    if with == 0 {
+        return String::new();
     }
+    let mut out = String::from(
+        r#"<section class="shelves" aria-labelledby="shelves"><h2 id="shelves">Power shelves</h2>"#,
+    );
+    let esc = |out: &mut String, t: &str| units::xml_escape_into(out, t);
+    let trouble: Vec<&RackTile> = s
+        .racks
+        .iter()
+        .filter(|r| r.shelves.as_ref().is_some_and(|x| x.in_trouble()))
+        .collect();
+    if trouble.is_empty() {
+        out.push_str(&format!(
+            r#"<p data-test="shelves-ok">{} {} with power shelves: every shelf reporting and delivering.</p>"#,
+            units::count(with as u64),
+            if with == 1 { "rack" } else { "racks" }
+        ));
+    } else {
+        out.push_str(r#"<table class="grid compact" aria-labelledby="shelves" data-test="shelves"><thead><tr><th scope="col">Rack</th><th scope="col">Shelves</th><th scope="col" class="num">Limit (bus bar)</th><th scope="col" class="num">Power</th><th scope="col">Drawing its power</th></tr></thead><tbody>"#);
+        for r in trouble {
+            let sh = r.shelves.clone().unwrap_or_default();
+            let class = if r.severity() == Severity::Critical {
+                "crit"
+            } else {
+                "warn"
+            };
+            let state = if !sh.reporting() {
+                "not reporting".to_string()
+            } else {
+                let mut w = vec![format!(
+                    "{} of {} delivering",
+                    sh.expected.saturating_sub(sh.lost()),
+                    sh.expected
+                )];
+                if !sh.down.is_empty() {
+                    w.push(format!("down: {}", sh.down.join(", ")));
+                }
+                if sh.missing > 0 {
+                    w.push(format!("{} missing", sh.missing));
+                }
+                if !sh.degraded.is_empty() {
+                    w.push(format!("degraded: {}", sh.degraded.join(", ")));
+                }
+                w.join("; ")
+            };
+            out.push_str(r#"<tr data-rack=""#);
+            esc(&mut out, &r.name);
+            out.push_str(&format!(r#"" class="{class}"><th scope="row">"#));
+            esc(&mut out, &r.name);
+            out.push_str(r#"</th><td data-test="shelves-state">"#);
+            esc(&mut out, &state);
+            out.push_str(&format!(
+                r#"</td><td class="num" data-test="shelves-limit" data-limit-watts="{:.0}">{} ({})</td><td class="num">{}</td><td data-test="shelves-jobs">"#,
+                r.power_limit_watts,
+                units::power(Some(r.power_limit_watts)),
+                units::power(Some(sh.busbar_watts)),
+                units::power(r.power_watts)
+            ));
+            let jobs = s.rack_job_power(&r.name);
+            if jobs.is_empty() {
+                out.push_str("none");
+            }
+            for (j, w) in jobs {
+                out.push_str(&format!(
+                    r#"<a href="/jobs/{j}" data-job="{j}">job {j}</a> {} "#,
+                    units::power(Some(w))
+                ));
+            }
+            out.push_str("</td></tr>");
+        }
+        out.push_str("</tbody></table>");
+    }
+    out.push_str(r#"<p class="muted">A rack's limit is the lower of its bus bar's and what its working shelves deliver with the site's reserve held back: a shelf down lowers it.</p></section>"#);
+    out
 }
 
 /// What the floor's DOM shows now, per node and per rack, and where their elements are.
@@ -1201,5 +1212,45 @@ mod tests {
         assert_eq!(v.severity, "critical");
         // Who runs in a leaking rack is shown, whatever its power.
         assert_eq!(v.jobs, vec![7, 9]);
+    }
+
+    #[test]
+    fn the_shelves_section_lists_racks_in_trouble_with_names_escaped() {
+        let mut ov = Overview::default();
+        let mut ok = rack("A01");
+        ok.shelves = Some(crate::live::ShelvesTile {
+            expected: 8,
+            reporting: 8,
+            busbar_watts: 132_000.0,
+            limit_watts: Some(132_000.0),
+            ..Default::default()
+        });
+        ov.racks.push(ok.clone());
+        assert!(shelves_html(&ov)
+            .contains("1 rack with power shelves: every shelf reporting and delivering."));
+        let mut bad = rack("A<2");
+        bad.power_watts = Some(63_000.0);
+        bad.power_limit_watts = 99_000.0;
+        bad.shelves = Some(crate::live::ShelvesTile {
+            expected: 8,
+            reporting: 8,
+            down: vec!["Shelf<b>".into()],
+            busbar_watts: 132_000.0,
+            limit_watts: Some(99_000.0),
+            ..Default::default()
+        });
+        ov.racks.push(bad);
+        let html = shelves_html(&ov);
+        assert!(html.contains(r#"<tr data-rack="A&lt;2" class="warn"><th scope="row">A&lt;2</th><td data-test="shelves-state">7 of 8 delivering; down: Shelf&lt;b&gt;</td>"#), "{html}");
+        assert!(
+            html.contains(r#"data-limit-watts="99000">99.0 kW (132.0 kW)"#),
+            "{html}"
+        );
+        assert!(
+            !html.contains("A01"),
+            "a rack whose shelves are well is not listed"
+        );
+        // No shelves anywhere: nothing.
+        assert_eq!(shelves_html(&Overview::default()), "");
     }
 }

@@ -181,7 +181,7 @@ pub(super) async fn node_detail(
         tile,
         slurm,
         gpus,
-        switches,
+        switches_html: (!switches.is_empty()).then(|| app::server_html::switches_html(&switches)),
         jobs: running.into_iter().map(job_row).collect(),
         xids,
         lemon_html: lemon,
