@@ -152,9 +152,12 @@ pub async fn request(
     }
     s.write_all(&bytes).await.expect("write");
     let mut raw = Vec::new();
-    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut raw))
+    // Longer than the server's own request timeout (30 s), so that a slow handler shows as
+    // the server's 408 rather than as this client giving up first; and long enough that a
+    // test runtime starved for a while by a loaded machine still sees the answer.
+    tokio::time::timeout(Duration::from_secs(60), s.read_to_end(&mut raw))
         .await
-        .expect("response within 30 s")
+        .expect("response within 60 s")
         .expect("read");
     let split = raw
         .windows(4)
