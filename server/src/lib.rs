@@ -14,6 +14,7 @@ mod layers;
 pub mod layout;
 pub mod live;
 pub mod metrics;
+pub mod nvlink_fabric;
 pub mod placement;
 pub mod promql;
 pub mod reliability;

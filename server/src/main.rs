@@ -473,10 +473,16 @@ fn inspect(args: &[String]) -> ExitCode {
             let (ib_total, _) = server::ingest::read_ib_total(&body);
             let names = mapping.shelf_names();
             let (shelves, _) = server::shelves::read(&body, &names);
+            let (fabric, _) = server::nvlink_fabric::read(&body);
             let read_elsewhere = |name: &str| {
                 mapping.pickers().iter().any(|(m, _)| *m == name)
                     || server::ingest::IB_METRICS.contains(&name)
                     || names.metrics.contains(&name)
+                    || [
+                        server::nvlink_fabric::PORT_METRIC,
+                        server::nvlink_fabric::LINK_DOWN_METRIC,
+                    ]
+                    .contains(&name)
             };
             let ignored: Vec<&String> = scrape
                 .ignored_metrics
@@ -539,6 +545,7 @@ fn inspect(args: &[String]) -> ExitCode {
                         "supply_label": names.supply_label,
                     },
                 },
+                "nvlink_fabric": fabric,
                 "samples": scrape.samples,
                 "ignored_metrics": ignored,
                 "line_errors": scrape.line_errors,

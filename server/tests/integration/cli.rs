@@ -85,6 +85,56 @@ fn inspect_metrics_reads_standard_input() {
 }
 
 #[test]
+fn inspect_metrics_reads_an_nvlink_domains_switch_trays_from_nmx_t() {
+    // NMX-T's text in the shape of NVIDIA's live GB200 line (labels separated by ", ", two
+    // spaces before the value, a timestamp): GPU ports to switch trays sw1 and sw9, one
+    // of sw9's links down with a link-down event counted.
+    let line = |guid: &str, port: u32, state: &str, partner: &str| {
+        format!(
+            "lid{{Device_ID=\"GB100\", port_label=\"GPUP{port}\", logical_state=\"{state}\", device_num_on_tray=\"1\", chassis_slot_index=\"12\", tray_index=\"4\", chassis_id=\"1820325172739\", link_partner_description=\"MF0;{partner}:N5400_LD/U2\", down_blame=\"Local_phy\", Node_GUID=\"{guid}\", Port_Number=\"{port}\"}}  3093 1781993954087\n"
+        )
+    };
+    let mut text = String::new();
+    text += &line("0xe1", 1, "ACT", "sw1");
+    text += &line("0xe1", 2, "ACT", "sw9");
+    text += &line("0xe1", 3, "DOWN", "sw9");
+    text += "Link_Down{Node_GUID=\"0xe1\", Port_Number=\"3\"}  2 1781993954087\n";
+    let f = temp_file("nmxt.prom", text.as_bytes());
+    let out = Command::new(BIN)
+        .args(["inspect", "metrics"])
+        .arg(&f)
+        .output()
+        .expect("run");
+    let v = json_of(&out);
+    let fab = &v["nvlink_fabric"];
+    assert_eq!(fab["chassis_ids"][0], "1820325172739", "{v}");
+    assert_eq!(fab["gpu_ports"].as_u64(), Some(3));
+    let trays = fab["switch_trays"].as_array().expect("trays");
+    assert_eq!(trays.len(), 2);
+    assert_eq!(trays[1]["tray"], "sw9");
+    assert_eq!(
+        (trays[1]["links"].as_u64(), trays[1]["active"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(trays[1]["link_down_events"].as_f64(), Some(2.0));
+    let down = &trays[1]["not_active"][0];
+    assert_eq!(
+        (
+            down["tray_index"].as_u64(),
+            down["device"].as_u64(),
+            &down["state"]
+        ),
+        (Some(4), Some(1), &serde_json::json!("DOWN"))
+    );
+    // Read by the fabric reader: not among the metrics no reader takes.
+    assert_eq!(
+        v["ignored_metrics"].as_array().map(Vec::len),
+        Some(0),
+        "{v}"
+    );
+}
+
+#[test]
 fn inspect_metrics_reads_a_racks_power_shelves() {
     // A power controller's text in redfish_exporter's shape: one shelf with a supply
     // critical, one with every supply delivering.
