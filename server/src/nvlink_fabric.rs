@@ -109,7 +109,8 @@ pub fn partner_tray(desc: &str) -> Option<(&str, &str)> {
 struct Port {
     gpu: bool,
     partner: Option<(String, String)>,
-    state: Option<String>,
+    /// Its `lid` line was read (a `Link_Down` alone places no link).
+    seen: bool,
     down: Option<PortDown>,
     link_down: Option<f64>,
 }
@@ -153,27 +154,22 @@ pub fn read(body: &[u8]) -> (Fabric, exposition::Report) {
                 .label("link_partner_description")
                 .and_then(partner_tray)
                 .map(|(t, a)| (t.to_string(), a.to_string()));
-            let state = s.label("logical_state").unwrap_or("").to_string();
+            let state = s.label("logical_state").unwrap_or("");
             if let Some(c) = s.label("chassis_id").filter(|c| !c.is_empty()) {
                 if !chassis.iter().any(|x| x == c) && chassis.len() < 16 {
                     chassis.push(c.to_string());
                 }
             }
-            if state != ACTIVE {
-                p.down = Some(PortDown {
-                    chassis_slot: num(s.label("chassis_slot_index")),
-                    tray_index: num(s.label("tray_index")),
-                    device: num(s.label("device_num_on_tray")),
-                    port_label: s.label("port_label").unwrap_or("").to_string(),
-                    state: if state.is_empty() {
-                        "not given".into()
-                    } else {
-                        state.clone()
-                    },
-                    down_blame: s.label("down_blame").map(str::to_string),
-                });
-            }
-            p.state = Some(state);
+            // The port's last line decides.
+            p.down = (state != ACTIVE).then(|| PortDown {
+                chassis_slot: num(s.label("chassis_slot_index")),
+                tray_index: num(s.label("tray_index")),
+                device: num(s.label("device_num_on_tray")),
+                port_label: s.label("port_label").unwrap_or("").to_string(),
+                state: if state.is_empty() { "not given" } else { state }.to_string(),
+                down_blame: s.label("down_blame").map(str::to_string),
+            });
+            p.seen = true;
         },
     );
     report.error_count += dropped;
@@ -183,8 +179,7 @@ pub fn read(body: &[u8]) -> (Fabric, exposition::Report) {
     };
     let mut trays: BTreeMap<String, SwitchTrayLinks> = BTreeMap::new();
     for p in ports.into_values() {
-        // A port only counted (Link_Down without its `lid` line) has no state: skipped.
-        if p.state.is_none() {
+        if !p.seen {
             continue;
         }
         if !p.gpu {

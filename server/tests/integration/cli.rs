@@ -24,6 +24,17 @@ fn temp_file(name: &str, body: &[u8]) -> std::path::PathBuf {
     p
 }
 
+/// `gantry inspect metrics` on `body` saved as file `name`: its JSON.
+fn inspect_metrics_file(name: &str, body: &[u8]) -> serde_json::Value {
+    let f = temp_file(name, body);
+    let out = Command::new(BIN)
+        .args(["inspect", "metrics"])
+        .arg(&f)
+        .output()
+        .expect("run");
+    json_of(&out)
+}
+
 fn json_of(out: &std::process::Output) -> serde_json::Value {
     assert!(
         out.status.success(),
@@ -57,13 +68,7 @@ fn check(v: &serde_json::Value) {
 
 #[test]
 fn inspect_metrics_decodes_a_saved_scrape() {
-    let f = temp_file("scrape.prom", SCRAPE.as_bytes());
-    let out = Command::new(BIN)
-        .args(["inspect", "metrics"])
-        .arg(&f)
-        .output()
-        .expect("run");
-    check(&json_of(&out));
+    check(&inspect_metrics_file("scrape.prom", SCRAPE.as_bytes()));
 }
 
 #[test]
@@ -99,13 +104,7 @@ fn inspect_metrics_reads_an_nvlink_domains_switch_trays_from_nmx_t() {
     text += &line("0xe1", 2, "ACT", "sw9");
     text += &line("0xe1", 3, "DOWN", "sw9");
     text += "Link_Down{Node_GUID=\"0xe1\", Port_Number=\"3\"}  2 1781993954087\n";
-    let f = temp_file("nmxt.prom", text.as_bytes());
-    let out = Command::new(BIN)
-        .args(["inspect", "metrics"])
-        .arg(&f)
-        .output()
-        .expect("run");
-    let v = json_of(&out);
+    let v = inspect_metrics_file("nmxt.prom", text.as_bytes());
     let fab = &v["nvlink_fabric"];
     assert_eq!(fab["chassis_ids"][0], "1820325172739", "{v}");
     assert_eq!(fab["gpu_ports"].as_u64(), Some(3));
@@ -148,13 +147,7 @@ redfish_chassis_power_powersupply_power_capacity_watts{chassis_id=\"PowerShelf_1
 redfish_chassis_power_powersupply_power_capacity_watts{chassis_id=\"PowerShelf_1\",power_supply=\"PSU 1\",power_supply_id=\"1\",resource=\"power_supply\"} 5500
 redfish_chassis_power_powersupply_power_capacity_watts{chassis_id=\"PowerShelf_0\",power_supply=\"PSU 0\",power_supply_id=\"0\",resource=\"power_supply\"} 5500
 ";
-    let f = temp_file("shelves.prom", text.as_bytes());
-    let out = Command::new(BIN)
-        .args(["inspect", "metrics"])
-        .arg(&f)
-        .output()
-        .expect("run");
-    let v = json_of(&out);
+    let v = inspect_metrics_file("shelves.prom", text.as_bytes());
     let shelves = &v["power_shelves"]["shelves"];
     assert_eq!(shelves[0]["shelf"], "PowerShelf_0");
     assert_eq!(shelves[1]["shelf"], "PowerShelf_1");
@@ -767,13 +760,7 @@ fn inspect_metrics_shows_what_every_reader_takes() {
                 node_infiniband_port_data_received_bytes_total{device=\"mlx5_0\",port=\"1\"} 1e+12\n\
                 node_infiniband_port_data_transmitted_bytes_total{device=\"mlx5_0\",port=\"1\"} 2e+12\n\
                 node_load1 0.5\n";
-    let f = temp_file("bmc-node.prom", text.as_bytes());
-    let out = Command::new(BIN)
-        .args(["inspect", "metrics"])
-        .arg(&f)
-        .output()
-        .expect("run");
-    let v = json_of(&out);
+    let v = inspect_metrics_file("bmc-node.prom", text.as_bytes());
     assert_eq!(v["bmc"]["node_power_watts"], 5412.0);
     assert_eq!(v["bmc"]["inlet_celsius"], 24.0);
     assert_eq!(v["bmc"]["mapping"]["inlet_label"], "name=Inlet Temp");
