@@ -77,6 +77,58 @@ pub struct RackTile {
     /// A rack-scale rack's power shelves; `None` where the layout gives it none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shelves: Option<ShelvesTile>,
+    /// A rack-scale rack's NVLink switch trays; `None` where the layout gives it none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<FabricTile>,
+}
+
+/// A rack-scale rack's NVLink switch trays now, as NVIDIA NMX-T reports the GPU links
+/// cabled to them: a switch tray down cuts a share of every GPU's NVLink bandwidth, a link
+/// down one GPU's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct FabricTile {
+    /// Switch trays the layout gives the rack.
+    pub expected: u32,
+    /// Switch trays in the last fresh reading; 0: not reporting.
+    pub reporting: u32,
+    /// GPU links to the switch trays read, and those active.
+    pub links: u32,
+    pub active: u32,
+    /// Switch trays with not one link active, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub down: Vec<String>,
+    /// Expected switch trays absent from a fresh reading.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub missing: u32,
+    /// Switch trays with some links not active, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub degraded: Vec<String>,
+    /// Compute trays with a GPU link not active: node names where the tray is placed (by
+    /// DCGM's identity fields, else the layout's order), else `tray N`; nodes in inventory
+    /// order first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cut: Vec<String>,
+    /// The links not active of degraded switch trays, in words (at most eight).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links_down: Vec<String>,
+}
+
+impl FabricTile {
+    /// A fresh reading exists.
+    pub fn reporting(&self) -> bool {
+        self.reporting > 0
+    }
+
+    /// Switch trays with no link active, or missing from the reading.
+    pub fn lost(&self) -> u32 {
+        self.down.len() as u32 + self.missing
+    }
+
+    /// Anything short of every switch tray reporting with every link active.
+    pub fn in_trouble(&self) -> bool {
+        !self.reporting() || self.lost() > 0 || !self.degraded.is_empty() || !self.cut.is_empty()
+    }
 }
 
 /// A rack's power shelves now, against its bus bar: `RackTile::power_limit_watts` is the
@@ -189,8 +241,9 @@ impl RackTile {
             .map(|p| p / self.power_limit_watts)
     }
 
-    /// The rack's severity for colour: a critical leak or over its power limit is
-    /// critical; a power shelf down, degraded or not reporting, a leak warning, a tray
+    /// The rack's severity for colour: a critical leak, over its power limit or an NVLink
+    /// switch tray down is critical; NVLink links down or switch trays not reporting, a
+    /// power shelf down, degraded or not reporting, a leak warning, a tray
     /// short of coolant flow, coolant delta-T over its limit, above 90% of its power limit
     /// or throttling GPUs is a warning.
     pub fn severity(&self) -> Severity {
@@ -202,7 +255,15 @@ impl RackTile {
         let coolant_trouble = self.coolant.as_ref().is_some_and(|c| {
             c.leak == LeakState::Warning || !c.low_flow.is_empty() || c.delta_t_high()
         });
-        let shelf_trouble = self.shelves.as_ref().is_some_and(ShelvesTile::in_trouble);
+        if self
+            .fabric
+            .as_ref()
+            .is_some_and(|f| f.reporting() && f.lost() > 0)
+        {
+            return Severity::Critical;
+        }
+        let shelf_trouble = self.shelves.as_ref().is_some_and(ShelvesTile::in_trouble)
+            || self.fabric.as_ref().is_some_and(FabricTile::in_trouble);
         match self.load_ratio() {
             _ if coolant_trouble || shelf_trouble => Severity::Warning,
             Some(r) if r > 0.9 => Severity::Warning,
@@ -639,6 +700,7 @@ mod tests {
             coolant: None,
             placement: None,
             shelves: None,
+            fabric: None,
         }
     }
 

@@ -51,6 +51,10 @@ pub struct Rack {
     /// working shelves.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub power_shelves_redundant: u32,
+    /// Rack-scale NVLink: the NVLink switch trays of the rack's domain (an NVL72 rack has
+    /// nine), read through NVIDIA NMX-T; `None`: the rack has none Gantry watches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch_trays: Option<u32>,
 }
 
 fn is_zero(x: &u32) -> bool {
@@ -569,6 +573,81 @@ pub struct RackReading {
     /// none, or not reporting).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shelves: Vec<ShelfReading>,
+    /// Its NVLink domain's fabric, from a fresh NMX-T reading (`None`: none, or not
+    /// reporting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<NvlinkFabric>,
+}
+
+/// A GPU port of an NVLink domain whose link is not active, as NMX-T labels it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct NvlinkPortDown {
+    /// The compute tray's slot in the rack (switch trays counted) and its index among the
+    /// compute trays, as NMX-T labels them (`chassis_slot_index`, `tray_index`).
+    pub chassis_slot: Option<u32>,
+    pub tray_index: Option<u32>,
+    /// The GPU on its tray (`device_num_on_tray`).
+    pub device: Option<u32>,
+    pub port_label: String,
+    /// NMX-T's `logical_state`.
+    pub state: String,
+    /// Which end NMX-T blames (`Local_phy`, `Remote_phy`, `Unknown`).
+    pub down_blame: Option<String>,
+}
+
+/// One NVLink switch tray, as the GPU ports cabled to it see it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct SwitchTrayLinks {
+    /// The tray's name in the link partner description (`sw06`).
+    pub tray: String,
+    /// Its ASICs seen (`U1`, `U2`), in order.
+    pub asics: Vec<String>,
+    pub links: u32,
+    pub active: u32,
+    /// Link-down events summed over its links (`None`: no counter given).
+    pub link_down_events: Option<f64>,
+    /// The links not active, by compute tray and GPU (bounded by the reader).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_active: Vec<NvlinkPortDown>,
+}
+
+impl SwitchTrayLinks {
+    pub fn links_down(&self) -> u32 {
+        self.links.saturating_sub(self.active)
+    }
+
+    /// Not one of its links is active: the tray is down.
+    pub fn is_down(&self) -> bool {
+        self.links > 0 && self.active == 0
+    }
+}
+
+/// An NVLink domain's fabric as one NMX-T reading gives it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct NvlinkFabric {
+    /// The chassis (rack) serial numbers the ports carry.
+    pub chassis_ids: Vec<String>,
+    /// GPU ports read, and ports of other devices (switch ASICs) counted but not mapped.
+    pub gpu_ports: u32,
+    pub other_ports: u32,
+    /// GPU ports without a partner description the reader understands.
+    pub unpartnered_gpu_ports: u32,
+    /// Those of them not active (bounded by the reader): a link down whose switch tray
+    /// the reading does not name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unpartnered_down: Vec<NvlinkPortDown>,
+    /// Switch trays in natural order of their names.
+    pub switch_trays: Vec<SwitchTrayLinks>,
+}
+
+impl NvlinkFabric {
+    /// Switch trays with a link not active.
+    pub fn trays_degraded(&self) -> impl Iterator<Item = &SwitchTrayLinks> {
+        self.switch_trays.iter().filter(|t| t.links_down() > 0)
+    }
 }
 
 /// A checkpoint of a training job.

@@ -328,6 +328,11 @@ pub struct Config {
     /// name), for the racks whose layout gives `power_shelves`: the shelves' supplies. Unset
     /// with configured exporters: not scraped; unset with the simulator's: its own.
     pub rack_exporter_url: Option<String>,
+    /// Each NVLink domain's NMX-T telemetry URL template (`{rack}` stands for the rack
+    /// name), for the racks whose layout gives `switch_trays`: the domain's ports, read at
+    /// most every 5 s. Unset with configured exporters: not read; unset with the
+    /// simulator's: its own.
+    pub nvlink_telemetry_url: Option<String>,
     /// How often each target is scraped. Unset: 10 s for configured targets; the live
     /// interval for the simulator's own endpoints (so each tick shows one instant).
     pub scrape_interval_ms: Option<u64>,
@@ -375,6 +380,7 @@ impl Default for Config {
             bmc_exporter_url: None,
             node_exporter_url: None,
             rack_exporter_url: None,
+            nvlink_telemetry_url: None,
             scrape_interval_ms: None,
             power_mapping: PowerMapping::default(),
             sim: SimConfig::default(),
@@ -612,6 +618,16 @@ impl Config {
         {
             return Err(invalid(
                 "rack_exporter_url",
+                "must be an http:// or https:// URL template containing {rack}",
+            ));
+        }
+        if self
+            .nvlink_telemetry_url
+            .as_ref()
+            .is_some_and(|t| !is_web_url(t) || !t.contains("{rack}"))
+        {
+            return Err(invalid(
+                "nvlink_telemetry_url",
                 "must be an http:// or https:// URL template containing {rack}",
             ));
         }

@@ -326,6 +326,7 @@ mod tests {
             coolant: None,
             placement: None,
             shelves: None,
+            fabric: None,
         });
         ov.segments.push(app::live::SegmentFree {
             base: 18,

@@ -14,6 +14,7 @@ use app::model::{
 };
 
 use crate::aggregate::Readings;
+use crate::nvlink_fabric::{self, FabricReader};
 use crate::placement::GpuPlace;
 use crate::promql::{PromError, PromQl};
 pub use crate::scrape::RoundStats;
@@ -248,8 +249,9 @@ pub const IB_LINK_DOWNED_PROMQL: &str =
 /// port have the same labels, which PromQL refuses in one vector.)
 pub const IB_RATE_PROMQL: &str = "sum without (device, port) (rate(node_infiniband_port_data_received_bytes_total[2m])) + sum without (device, port) (rate(node_infiniband_port_data_transmitted_bytes_total[2m]))";
 
-/// Queries per PromQL round (counted as targets in the scrape metrics).
-pub const PROMQL_QUERIES: usize = 7;
+/// Queries per PromQL round (counted as targets in the scrape metrics; the NVLink
+/// fabric's three, asked at most every [`FABRIC_MIN_INTERVAL`], count as one).
+pub const PROMQL_QUERIES: usize = 8;
 
 /// Adds each node's node_exporter URL from `template` (`{node}` is the node name).
 pub fn with_node_exporter(mut targets: Vec<NodeTarget>, template: Option<&str>) -> Vec<NodeTarget> {
@@ -261,28 +263,49 @@ pub fn with_node_exporter(mut targets: Vec<NodeTarget>, template: Option<&str>) 
     targets
 }
 
-/// A rack's power controller's exporter (its power shelves).
+/// A rack's exporter: its power controller's (its power shelves, [`Kind::Shelf`]) or its
+/// NVLink domain's NMX-T ([`Kind::Fabric`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RackTarget {
     pub rack: String,
     pub url: String,
+    pub kind: Kind,
 }
 
-/// Targets for the racks of `inv` that have power shelves, from a URL template in which
-/// `{rack}` is the rack name.
-pub fn rack_targets(inv: &Inventory, template: Option<&str>) -> Vec<RackTarget> {
-    let Some(t) = template else {
-        return Vec::new();
-    };
-    inv.racks
-        .iter()
-        .filter(|r| r.power_shelves.is_some())
-        .map(|r| RackTarget {
-            rack: r.name.clone(),
-            url: t.replace("{rack}", &r.name),
-        })
-        .collect()
+/// Targets for the racks of `inv` that have power shelves (from `shelf_template`) and
+/// NVLink switch trays (from `fabric_template`); `{rack}` is the rack name.
+pub fn rack_targets(
+    inv: &Inventory,
+    shelf_template: Option<&str>,
+    fabric_template: Option<&str>,
+) -> Vec<RackTarget> {
+    let mut out = Vec::new();
+    for (t, kind) in [
+        (shelf_template, Kind::Shelf),
+        (fabric_template, Kind::Fabric),
+    ] {
+        let Some(t) = t else { continue };
+        out.extend(
+            inv.racks
+                .iter()
+                .filter(|r| match kind {
+                    Kind::Shelf => r.power_shelves.is_some(),
+                    _ => r.switch_trays.is_some(),
+                })
+                .map(|r| RackTarget {
+                    rack: r.name.clone(),
+                    url: t.replace("{rack}", &r.name),
+                    kind,
+                }),
+        );
+    }
+    out
 }
+
+/// An NMX-T reading is a whole NVLink domain's ports (an NVL72's 1,296 GPU ports and as
+/// many of its switches): it is read at most this often, however short the scrape
+/// interval, and stays fresh for three of these.
+pub const FABRIC_MIN_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Targets for every node of `inv` from URL templates in which `{node}` is the node name.
 pub fn targets(inv: &Inventory, gpu_template: &str, bmc_template: &str) -> Vec<NodeTarget> {
@@ -318,11 +341,13 @@ struct NodeLatest {
     ib_link_downed: Option<u64>,
 }
 
-/// A rack's last shelf reading.
+/// A rack's last shelf and NVLink fabric readings.
 #[derive(Clone, Debug, Default)]
 struct RackLatest {
     at_ms: Option<UnixMs>,
     shelves: Vec<app::model::ShelfReading>,
+    fabric_at_ms: Option<UnixMs>,
+    fabric: Option<nvlink_fabric::Fabric>,
 }
 
 /// The scrape source's state.
@@ -342,6 +367,8 @@ pub struct Ingest {
     started_ms: Option<UnixMs>,
     /// The PromQL InfiniBand query failed last round (logged when it starts failing).
     ib_failing: bool,
+    /// When the PromQL NVLink fabric queries last ran.
+    fabric_queried_ms: Option<UnixMs>,
 }
 
 /// A stable offset in `[0, interval)` for `url` (FNV-1a).
@@ -361,6 +388,8 @@ pub enum Kind {
     Node,
     /// A rack's power controller (the owner is the rack, not a node).
     Shelf,
+    /// A rack's NVLink domain's NMX-T (the owner is the rack).
+    Fabric,
 }
 
 /// The scrapes of one round, planned from an [`Ingest`] and fetched without it.
@@ -447,6 +476,7 @@ impl Ingest {
             jitter: false,
             started_ms: None,
             ib_failing: false,
+            fabric_queried_ms: None,
         }
     }
 
@@ -458,7 +488,10 @@ impl Ingest {
             .flat_map(NodeTarget::urls)
             .map(|(u, _)| u.as_str())
             .collect();
-        self.health.retain(|u, _| keep.contains(u.as_str()));
+        let racks: std::collections::HashSet<&str> =
+            self.rack_targets.iter().map(|t| t.url.as_str()).collect();
+        self.health
+            .retain(|u, _| keep.contains(u.as_str()) || racks.contains(u.as_str()));
         for t in &targets {
             for (u, _) in t.urls() {
                 self.health
@@ -472,8 +505,8 @@ impl Ingest {
         self.targets = targets;
     }
 
-    /// Replaces the racks' power controller targets, keeping the health and readings of
-    /// those that remain.
+    /// Replaces the racks' targets (power controllers, NMX-T), keeping the health and
+    /// readings of those that remain.
     pub fn set_rack_targets(&mut self, targets: Vec<RackTarget>) {
         let old: std::collections::HashSet<String> =
             self.rack_targets.iter().map(|t| t.url.clone()).collect();
@@ -524,14 +557,24 @@ impl Ingest {
         let health = &self.health;
         let jitter = self.jitter;
         let started = *self.started_ms.get_or_insert(now_ms);
-        let due = |url: &str| match health.get(url) {
-            None => true,
-            Some(h) if jitter => match h.last_attempt_ms {
-                // First scrape at this target's phase after the first round.
-                None => now_ms >= started + phase_ms(url, interval),
-                Some(_) => h.next_due_ms(interval) <= now_ms,
-            },
-            Some(h) => h.consecutive_failures == 0 || h.next_due_ms(interval) <= now_ms,
+        let due = |url: &str, kind: Kind| {
+            let interval = if kind == Kind::Fabric {
+                interval.max(FABRIC_MIN_INTERVAL)
+            } else {
+                interval
+            };
+            match health.get(url) {
+                None => true,
+                Some(h) if jitter => match h.last_attempt_ms {
+                    // First scrape at this target's phase after the first round.
+                    None => now_ms >= started + phase_ms(url, interval),
+                    Some(_) => h.next_due_ms(interval) <= now_ms,
+                },
+                // Every round while healthy (an NMX-T reading no more often than its
+                // interval); after failures, past the backoff.
+                Some(h) if kind == Kind::Fabric => h.next_due_ms(interval) <= now_ms,
+                Some(h) => h.consecutive_failures == 0 || h.next_due_ms(interval) <= now_ms,
+            }
         };
         let jobs: Vec<(String, String, Kind)> = self
             .targets
@@ -540,9 +583,9 @@ impl Ingest {
             .chain(
                 self.rack_targets
                     .iter()
-                    .map(|t| (t.rack.clone(), t.url.clone(), Kind::Shelf)),
+                    .map(|t| (t.rack.clone(), t.url.clone(), t.kind)),
             )
-            .filter(|(_, url, _)| due(url))
+            .filter(|(_, url, kind)| due(url, *kind))
             .collect();
         Round {
             client: self.client.clone(),
@@ -598,6 +641,13 @@ impl Ingest {
             l.at_ms = Some(now_ms);
             return (report.samples, report.error_count);
         }
+        if kind == Kind::Fabric {
+            let (read, report) = nvlink_fabric::read(body);
+            let l = self.rack_latest.entry(node.to_string()).or_default();
+            l.fabric = Some(read);
+            l.fabric_at_ms = Some(now_ms);
+            return (report.samples, report.error_count);
+        }
         let latest = self.latest.entry(node.to_string()).or_default();
         match kind {
             Kind::Gpu => {
@@ -625,7 +675,7 @@ impl Ingest {
                 latest.bmc_at_ms = Some(now_ms);
                 (b.report.samples, b.report.error_count)
             }
-            Kind::Shelf => (0, 0),
+            Kind::Shelf | Kind::Fabric => (0, 0),
             Kind::Node => {
                 let (ib, report) = read_ib(body);
                 let now = ib.bytes_total.map(|t| (t, now_ms));
@@ -750,6 +800,23 @@ impl Ingest {
             l.at_ms = Some(now_ms);
         }
 
+        // NVLink domains (NMX-T): optional too, and asked at most every
+        // FABRIC_MIN_INTERVAL (between, the last answer stays as fresh as it is).
+        let fabric_due = self
+            .fabric_queried_ms
+            .is_none_or(|t| now_ms - t >= FABRIC_MIN_INTERVAL.as_millis() as i64);
+        let (mut fabric_samples, mut fabric_failed) = (0, 0);
+        if fabric_due {
+            self.fabric_queried_ms = Some(now_ms);
+            match self.query_fabric(prom, now_ms).await {
+                Ok(n) => fabric_samples = n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "PromQL NVLink fabric query failed; switch trays show as not reporting");
+                    fabric_failed = 1;
+                }
+            }
+        }
+
         let mut decoder = dcgm::Decoder::default();
         for s in &gpu_series {
             if let Some(sample) = s.last_sample() {
@@ -837,8 +904,9 @@ impl Ingest {
         }
         Ok(RoundStats {
             targets: PROMQL_QUERIES,
-            failed: ib_failed + downs_failed + coolant_failed + shelves_failed,
-            samples: gpu_series.len()
+            failed: ib_failed + downs_failed + coolant_failed + shelves_failed + fabric_failed,
+            samples: fabric_samples
+                + gpu_series.len()
                 + shelf_series.len()
                 + power.len()
                 + inlet.len()
@@ -847,6 +915,72 @@ impl Ingest {
                 + downs.len(),
             line_errors: 0,
         })
+    }
+
+    /// Each NVLink domain's fabric from a PromQL store's NMX-T series, in three queries that
+    /// keep the answer small whatever the domain's size: the GPU ports active counted per
+    /// switch ASIC (`link_partner_description`), the GPU ports not active one by one, and
+    /// the link-down events summed per switch ASIC. A series names its rack by a `rack`
+    /// label, else by its `instance` host (the switch tray NMX-T runs on). Returns the
+    /// series read.
+    async fn query_fabric(&mut self, prom: &PromQl, now_ms: UnixMs) -> Result<usize, PromError> {
+        use nvlink_fabric::{ACTIVE, GPU_DEVICE_PREFIX, LINK_DOWN_METRIC, PORT_METRIC};
+        let gpu = format!("{PORT_METRIC}{{Device_ID=~\"{GPU_DEVICE_PREFIX}.*\"");
+        let active = prom
+            .query(
+                &format!("count by (rack, instance, chassis_id, link_partner_description) ({gpu},logical_state=\"{ACTIVE}\"}})"),
+                None,
+            )
+            .await?;
+        let down = prom
+            .query(&format!("{gpu},logical_state!=\"{ACTIVE}\"}}"), None)
+            .await?;
+        let events = prom
+            .query(
+                &format!("sum by (rack, instance, link_partner_description) ({LINK_DOWN_METRIC} * on (instance, Node_GUID, Port_Number) group_left (link_partner_description) {gpu}}})"),
+                None,
+            )
+            .await?;
+        let rack_of = |s: &crate::promql::Series| -> String {
+            s.labels
+                .get("rack")
+                .cloned()
+                .unwrap_or_else(|| s.instance_host().to_string())
+        };
+        let label = |s: &crate::promql::Series, k: &str| s.labels.get(k).cloned();
+        let mut readers: HashMap<String, FabricReader> = HashMap::new();
+        for s in &active {
+            if let Some(&(_, v)) = s.points.last().filter(|(_, v)| v.is_finite() && *v >= 0.0) {
+                readers.entry(rack_of(s)).or_default().add_active(
+                    label(s, "link_partner_description").as_deref(),
+                    label(s, "chassis_id").as_deref(),
+                    v as u32,
+                );
+            }
+        }
+        for s in &down {
+            if let Some(&(_, v)) = s.points.last() {
+                readers.entry(rack_of(s)).or_default().push(
+                    true,
+                    |k| s.labels.get(k).map(String::as_str),
+                    v,
+                );
+            }
+        }
+        for s in &events {
+            if let Some(&(_, v)) = s.points.last() {
+                readers
+                    .entry(rack_of(s))
+                    .or_default()
+                    .add_events(label(s, "link_partner_description").as_deref(), v);
+            }
+        }
+        for (rack, reader) in readers {
+            let l = self.rack_latest.entry(rack).or_default();
+            l.fabric = Some(reader.finish());
+            l.fabric_at_ms = Some(now_ms);
+        }
+        Ok(active.len() + down.len() + events.len())
     }
 
     /// Every target's health, by URL.
@@ -866,6 +1000,8 @@ impl Ingest {
         jobs: Vec<Job>,
     ) -> Readings {
         let fresh = |t: Option<UnixMs>| t.is_some_and(|t| now_ms - t <= fresh_ms);
+        let fabric_fresh_ms = fresh_ms.max(3 * FABRIC_MIN_INTERVAL.as_millis() as i64);
+        let fabric_fresh = |t: Option<UnixMs>| t.is_some_and(|t| now_ms - t <= fabric_fresh_ms);
         let mut gpus = Vec::with_capacity(inv.gpu_count());
         let mut node_power = Vec::with_capacity(nodes.len());
         let mut ib_rate = Vec::with_capacity(nodes.len());
@@ -929,6 +1065,11 @@ impl Ingest {
                     .filter(|l| fresh(l.at_ms))
                     .map(|l| l.shelves.clone())
                     .unwrap_or_default(),
+                fabric: self
+                    .rack_latest
+                    .get(&r.name)
+                    .filter(|l| fabric_fresh(l.fabric_at_ms))
+                    .and_then(|l| l.fabric.clone()),
             })
             .collect();
         Readings {
@@ -945,6 +1086,7 @@ impl Ingest {
             node_places: places,
             node_switches: switches,
             rack_supplies: Vec::new(),
+            rack_links: Vec::new(),
         }
     }
 }

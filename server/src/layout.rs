@@ -15,6 +15,7 @@
 //! chassis_serial = "1652524000100"  # rack-scale systems: checked against DCGM's field 572
 //! power_shelves = 8             # rack-scale systems: shelves on the bus bar (power_limit_kw)
 //! power_shelves_redundant = 4   # shelves held in reserve (N+N of 8: 4; N+1: 1); default 0
+//! switch_trays = 9              # rack-scale NVLink: the domain's switch trays (NMX-T)
 //! pdu = "pdu-a01"
 //! nodes = "gpu[001-008]"        # hostlist, bottom to top
 //! u_start = 2                   # U of the first node (default 1)
@@ -66,6 +67,7 @@ struct FileRack {
     chassis_serial: Option<String>,
     power_shelves: Option<u32>,
     power_shelves_redundant: Option<u32>,
+    switch_trays: Option<u32>,
     pdu: Option<String>,
     #[serde(default)]
     nodes: String,
@@ -139,6 +141,9 @@ pub fn parse(cluster: &str, text: &str, topo: Option<(&str, &str)>) -> Result<La
             }
             _ => {}
         }
+        if r.switch_trays.is_some_and(|n| !(1..=64).contains(&n)) {
+            return Err(bad("switch_trays must be 1 to 64"));
+        }
         if !rows.contains(&r.row) {
             rows.push(r.row.clone());
         }
@@ -159,6 +164,7 @@ pub fn parse(cluster: &str, text: &str, topo: Option<(&str, &str)>) -> Result<La
             },
             power_shelves: r.power_shelves,
             power_shelves_redundant: r.power_shelves_redundant.unwrap_or(0),
+            switch_trays: r.switch_trays,
         });
         *pos += 1;
         if let Some(p) = r.pdu {
@@ -311,6 +317,7 @@ pub fn place(layout: &Layout, slurm: &[(String, u32)]) -> Inventory {
             chassis_serial: None,
             power_shelves: None,
             power_shelves_redundant: 0,
+            switch_trays: None,
         });
         for (i, (name, g)) in extra.into_iter().enumerate() {
             inv.nodes.push(Node {
@@ -353,6 +360,7 @@ power_limit_kw = 120
 cooling = "liquid"
 power_shelves = 8
 power_shelves_redundant = 4
+switch_trays = 9
 nodes = "gpu003"
 
 [[rack]]
@@ -378,6 +386,8 @@ nodes = "gpu[001-002]"
         assert_eq!(inv.racks[1].power_shelves, Some(8));
         assert_eq!(inv.racks[1].power_shelves_redundant, 4);
         assert_eq!(inv.racks[0].power_shelves, None);
+        assert_eq!(inv.racks[1].switch_trays, Some(9));
+        assert_eq!(inv.racks[0].switch_trays, None);
         assert_eq!(inv.racks[2].power_limit_watts, 17_500.0);
         assert_eq!(
             inv.nodes
@@ -439,6 +449,7 @@ nodes = "gpu[001-002]"
             ("[[rack]]\nname = \"X\"\nrow = \"A\"\npower_limit_kw = 40\nchassis_serial = \" \"\n", "rack \"X\": chassis_serial must be 1 to 64 characters"),
             ("[[rack]]\nname = \"X\"\nrow = \"A\"\npower_limit_kw = 40\npower_shelves = 0\n", "rack \"X\": power_shelves must be 1 to 64"),
             ("[[rack]]\nname = \"X\"\nrow = \"A\"\npower_limit_kw = 40\npower_shelves_redundant = 1\n", "rack \"X\": power_shelves_redundant needs power_shelves"),
+            ("[[rack]]\nname = \"X\"\nrow = \"A\"\npower_limit_kw = 40\nswitch_trays = 0\n", "rack \"X\": switch_trays must be 1 to 64"),
             ("[[rack]]\nname = \"X\"\nrow = \"A\"\npower_limit_kw = 40\npower_shelves = 4\npower_shelves_redundant = 4\n", "rack \"X\": power_shelves_redundant must be fewer than power_shelves"),
         ] {
             let e = parse("c", text, None).expect_err(text);

@@ -13,12 +13,16 @@
 //! counted on them (`Link_Down`). A switch tray that died leaves its links not active or
 //! missing, and every GPU of the domain loses the bandwidth of that tray's links.
 //!
-//! Pure: text in, [`Fabric`] out; bounded ([`MAX_PORTS`], [`MAX_LISTED`]). Not yet wired
-//! to a scrape target, the PromQL path or a page: `gantry inspect metrics` reads it.
+//! A link down whose partner the reading does not name (should NMX-T drop the partner of a
+//! port that lost its link) still names its compute tray and GPU (`unpartnered_down`),
+//! and a switch tray absent from a reading is counted against the layout's
+//! `switch_trays`.
+//!
+//! Pure: text (or a PromQL store's series) in, [`Fabric`] out; bounded ([`MAX_PORTS`],
+//! [`MAX_LISTED`]). The scrape path (`ingest`), the PromQL path and
+//! `gantry inspect metrics` read through it.
 
 use std::collections::BTreeMap;
-
-use serde::Serialize;
 
 use crate::shelves::natural_cmp;
 use crate::telemetry::exposition;
@@ -36,64 +40,31 @@ pub const ACTIVE: &str = "ACT";
 /// At most this many ports are read from one reading (an NVL72 domain has 72 GPUs x 18
 /// links = 1,296 GPU ports and as many switch ports); more are dropped and counted.
 pub const MAX_PORTS: usize = 8192;
-/// At most this many links not active are listed per switch tray (all are counted).
-pub const MAX_LISTED: usize = 72;
+/// At most this many links not active are listed per switch tray (all are counted): every
+/// link of an NVL72 switch tray (72 GPUs x its 2 ASICs).
+pub const MAX_LISTED: usize = 144;
 
-/// A GPU port whose link is not active.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PortDown {
-    /// The compute tray's slot in the rack (switch trays counted) and its index among the
-    /// compute trays, as NMX-T labels them.
-    pub chassis_slot: Option<u32>,
-    pub tray_index: Option<u32>,
-    /// The GPU on its tray.
-    pub device: Option<u32>,
-    pub port_label: String,
-    pub state: String,
-    /// Which end NMX-T blames (`Local_phy`, `Remote_phy`, `Unknown`).
-    pub down_blame: Option<String>,
+pub use app::model::{NvlinkFabric as Fabric, NvlinkPortDown as PortDown, SwitchTrayLinks};
+
+/// One GPU port whose link is down, where a source knows the domain port by port (the
+/// simulator, whose NMX-T text is written from it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LinkDown {
+    /// The compute tray's index, the GPU on it, the port (1-18).
+    pub tray: u32,
+    pub gpu: u32,
+    pub port: u32,
+    /// The far end (the switch) is blamed, not the GPU's.
+    pub remote: bool,
 }
 
-/// One switch tray, as the GPU ports cabled to it see it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct SwitchTrayLinks {
-    /// The tray's name in the partner description (`sw06`).
-    pub tray: String,
-    /// Its ASICs seen (`U1`, `U2`), in order.
-    pub asics: Vec<String>,
-    pub links: u32,
-    pub active: u32,
-    /// Link-down events summed over its links (`None`: no counter given).
-    pub link_down_events: Option<f64>,
-    /// The links not active, by compute tray and GPU (at most [`MAX_LISTED`]).
-    pub not_active: Vec<PortDown>,
-}
-
-impl SwitchTrayLinks {
-    pub fn links_down(&self) -> u32 {
-        self.links - self.active
-    }
-}
-
-/// An NVLink domain's fabric as one NMX-T reading gives it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Fabric {
-    /// The chassis (rack) serial numbers the ports carry.
-    pub chassis_ids: Vec<String>,
-    /// GPU ports read, and ports of other devices (switch ASICs) counted but not mapped.
-    pub gpu_ports: u32,
-    pub other_ports: u32,
-    /// GPU ports without a partner description this reader understands.
-    pub unpartnered_gpu_ports: u32,
-    /// Switch trays in natural order of their names.
-    pub switch_trays: Vec<SwitchTrayLinks>,
-}
-
-impl Fabric {
-    /// Switch trays with a link not active.
-    pub fn trays_degraded(&self) -> impl Iterator<Item = &SwitchTrayLinks> {
-        self.switch_trays.iter().filter(|t| t.links_down() > 0)
-    }
+/// One rack's NVLink ports port by port: its place (rack index), GPUs per compute tray,
+/// the links down (sorted).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RackLinks {
+    pub rack: usize,
+    pub gpus_per_tray: u32,
+    pub down: Vec<LinkDown>,
 }
 
 /// `<board>;<tray>:<model>/<asic>` -> (tray, asic).
@@ -119,11 +90,170 @@ fn num(v: Option<&str>) -> Option<u32> {
     v.and_then(|s| s.trim().parse().ok())
 }
 
+/// Builds a [`Fabric`] from series pushed one at a time: the lines of an NMX-T text, or
+/// what a PromQL store answers (its ports not active one by one, its active links counted
+/// per switch ASIC).
+#[derive(Default)]
+pub struct FabricReader {
+    ports: BTreeMap<(String, String), Port>,
+    chassis: Vec<String>,
+    /// Active GPU links counted without their ports, per partner (tray, asic); `None`:
+    /// no partner this reader understands.
+    counted: Vec<(Option<(String, String)>, u32)>,
+    /// Link-down events summed per partner (tray, asic) without their ports.
+    counted_events: Vec<((String, String), f64)>,
+    /// Series past [`MAX_PORTS`], dropped.
+    pub dropped: usize,
+}
+
+impl FabricReader {
+    fn chassis(&mut self, c: Option<&str>) {
+        if let Some(c) = c.filter(|c| !c.is_empty()) {
+            if !self.chassis.iter().any(|x| x == c) && self.chassis.len() < 16 {
+                self.chassis.push(c.to_string());
+            }
+        }
+    }
+
+    /// One series: a port's `lid` (`is_port`) or its `Link_Down` counter, its labels by
+    /// name. A port's last `lid` decides its state.
+    pub fn push<'a>(&mut self, is_port: bool, label: impl Fn(&str) -> Option<&'a str>, v: f64) {
+        let (Some(guid), Some(port)) = (label("Node_GUID"), label("Port_Number")) else {
+            return;
+        };
+        let key = (guid.to_string(), port.to_string());
+        if !self.ports.contains_key(&key) && self.ports.len() >= MAX_PORTS {
+            self.dropped += 1;
+            return;
+        }
+        if is_port {
+            self.chassis(label("chassis_id"));
+        }
+        let p = self.ports.entry(key).or_default();
+        if !is_port {
+            if v.is_finite() && v >= 0.0 {
+                p.link_down = Some(v);
+            }
+            return;
+        }
+        p.gpu = label("Device_ID").is_some_and(|d| d.starts_with(GPU_DEVICE_PREFIX));
+        p.partner = label("link_partner_description")
+            .and_then(partner_tray)
+            .map(|(t, a)| (t.to_string(), a.to_string()));
+        let state = label("logical_state").unwrap_or("");
+        p.down = (state != ACTIVE).then(|| PortDown {
+            chassis_slot: num(label("chassis_slot_index")),
+            tray_index: num(label("tray_index")),
+            device: num(label("device_num_on_tray")),
+            port_label: label("port_label").unwrap_or("").to_string(),
+            state: if state.is_empty() { "not given" } else { state }.to_string(),
+            down_blame: label("down_blame").map(str::to_string),
+        });
+        p.seen = true;
+    }
+
+    /// `n` active GPU links whose partner description is `partner` (a PromQL count of
+    /// `lid` by `link_partner_description`), on chassis `chassis`.
+    pub fn add_active(&mut self, partner: Option<&str>, chassis: Option<&str>, n: u32) {
+        self.chassis(chassis);
+        let p = partner
+            .and_then(partner_tray)
+            .map(|(t, a)| (t.to_string(), a.to_string()));
+        self.counted.push((p, n));
+    }
+
+    /// `v` link-down events on the GPU links whose partner description is `partner` (a
+    /// PromQL sum of `Link_Down` by `link_partner_description`).
+    pub fn add_events(&mut self, partner: Option<&str>, v: f64) {
+        if let Some((t, a)) = partner.and_then(partner_tray) {
+            if v.is_finite() && v >= 0.0 {
+                self.counted_events
+                    .push(((t.to_string(), a.to_string()), v));
+            }
+        }
+    }
+
+    pub fn finish(self) -> Fabric {
+        let mut f = Fabric {
+            chassis_ids: self.chassis,
+            ..Fabric::default()
+        };
+        let mut trays: BTreeMap<String, SwitchTrayLinks> = BTreeMap::new();
+        fn tray<'m>(
+            trays: &'m mut BTreeMap<String, SwitchTrayLinks>,
+            name: &str,
+            asic: &str,
+        ) -> &'m mut SwitchTrayLinks {
+            let t = trays
+                .entry(name.to_string())
+                .or_insert_with(|| SwitchTrayLinks {
+                    tray: name.to_string(),
+                    ..SwitchTrayLinks::default()
+                });
+            if !asic.is_empty() && !t.asics.iter().any(|a| a == asic) {
+                t.asics.push(asic.to_string());
+            }
+            t
+        }
+        for (partner, n) in self.counted {
+            f.gpu_ports += n;
+            match partner {
+                Some((name, asic)) => {
+                    let t = tray(&mut trays, &name, &asic);
+                    t.links += n;
+                    t.active += n;
+                }
+                None => f.unpartnered_gpu_ports += n,
+            }
+        }
+        for ((name, asic), v) in self.counted_events {
+            let t = tray(&mut trays, &name, &asic);
+            *t.link_down_events.get_or_insert(0.0) += v;
+        }
+        for p in self.ports.into_values() {
+            if !p.seen {
+                continue;
+            }
+            if !p.gpu {
+                f.other_ports += 1;
+                continue;
+            }
+            f.gpu_ports += 1;
+            let Some((name, asic)) = p.partner else {
+                f.unpartnered_gpu_ports += 1;
+                if let Some(d) = p.down {
+                    if f.unpartnered_down.len() < MAX_LISTED {
+                        f.unpartnered_down.push(d);
+                    }
+                }
+                continue;
+            };
+            let t = tray(&mut trays, &name, &asic);
+            t.links += 1;
+            if let Some(n) = p.link_down {
+                *t.link_down_events.get_or_insert(0.0) += n;
+            }
+            match p.down {
+                None => t.active += 1,
+                Some(d) if t.not_active.len() < MAX_LISTED => t.not_active.push(d),
+                Some(_) => {}
+            }
+        }
+        f.switch_trays = trays.into_values().collect();
+        let order = |d: &PortDown| (d.tray_index, d.device, d.port_label.clone());
+        for t in &mut f.switch_trays {
+            t.asics.sort_by(|a, b| natural_cmp(a, b));
+            t.not_active.sort_by_key(order);
+        }
+        f.unpartnered_down.sort_by_key(order);
+        f.switch_trays.sort_by(|a, b| natural_cmp(&a.tray, &b.tray));
+        f
+    }
+}
+
 /// Reads an NMX-T reading's ports into switch trays.
 pub fn read(body: &[u8]) -> (Fabric, exposition::Report) {
-    let mut ports: BTreeMap<(String, String), Port> = BTreeMap::new();
-    let mut chassis: Vec<String> = Vec::new();
-    let mut dropped = 0usize;
+    let mut r = FabricReader::default();
     let mut report = exposition::parse_classified(
         body,
         |name| match name {
@@ -131,93 +261,10 @@ pub fn read(body: &[u8]) -> (Fabric, exposition::Report) {
             LINK_DOWN_METRIC => Some(false),
             _ => None,
         },
-        |is_port, s| {
-            let (Some(guid), Some(port)) = (s.label("Node_GUID"), s.label("Port_Number")) else {
-                return;
-            };
-            let key = (guid.to_string(), port.to_string());
-            if !ports.contains_key(&key) && ports.len() >= MAX_PORTS {
-                dropped += 1;
-                return;
-            }
-            let p = ports.entry(key).or_default();
-            if !is_port {
-                if s.value.is_finite() && s.value >= 0.0 {
-                    p.link_down = Some(s.value);
-                }
-                return;
-            }
-            p.gpu = s
-                .label("Device_ID")
-                .is_some_and(|d| d.starts_with(GPU_DEVICE_PREFIX));
-            p.partner = s
-                .label("link_partner_description")
-                .and_then(partner_tray)
-                .map(|(t, a)| (t.to_string(), a.to_string()));
-            let state = s.label("logical_state").unwrap_or("");
-            if let Some(c) = s.label("chassis_id").filter(|c| !c.is_empty()) {
-                if !chassis.iter().any(|x| x == c) && chassis.len() < 16 {
-                    chassis.push(c.to_string());
-                }
-            }
-            // The port's last line decides.
-            p.down = (state != ACTIVE).then(|| PortDown {
-                chassis_slot: num(s.label("chassis_slot_index")),
-                tray_index: num(s.label("tray_index")),
-                device: num(s.label("device_num_on_tray")),
-                port_label: s.label("port_label").unwrap_or("").to_string(),
-                state: if state.is_empty() { "not given" } else { state }.to_string(),
-                down_blame: s.label("down_blame").map(str::to_string),
-            });
-            p.seen = true;
-        },
+        |is_port, s| r.push(is_port, |k| s.label(k), s.value),
     );
-    report.error_count += dropped;
-    let mut f = Fabric {
-        chassis_ids: chassis,
-        ..Fabric::default()
-    };
-    let mut trays: BTreeMap<String, SwitchTrayLinks> = BTreeMap::new();
-    for p in ports.into_values() {
-        if !p.seen {
-            continue;
-        }
-        if !p.gpu {
-            f.other_ports += 1;
-            continue;
-        }
-        f.gpu_ports += 1;
-        let Some((tray, asic)) = p.partner else {
-            f.unpartnered_gpu_ports += 1;
-            continue;
-        };
-        let t = trays
-            .entry(tray.clone())
-            .or_insert_with(|| SwitchTrayLinks {
-                tray,
-                ..SwitchTrayLinks::default()
-            });
-        if !asic.is_empty() && !t.asics.contains(&asic) {
-            t.asics.push(asic);
-        }
-        t.links += 1;
-        if let Some(n) = p.link_down {
-            *t.link_down_events.get_or_insert(0.0) += n;
-        }
-        match p.down {
-            None => t.active += 1,
-            Some(d) if t.not_active.len() < MAX_LISTED => t.not_active.push(d),
-            Some(_) => {}
-        }
-    }
-    f.switch_trays = trays.into_values().collect();
-    for t in &mut f.switch_trays {
-        t.asics.sort_by(|a, b| natural_cmp(a, b));
-        t.not_active
-            .sort_by_key(|d| (d.tray_index, d.device, d.port_label.clone()));
-    }
-    f.switch_trays.sort_by(|a, b| natural_cmp(&a.tray, &b.tray));
-    (f, report)
+    report.error_count += r.dropped;
+    (r.finish(), report)
 }
 
 #[cfg(test)]
@@ -343,5 +390,50 @@ mod tests {
         let t = &f.switch_trays[0];
         assert_eq!((t.links, t.active), (MAX_PORTS as u32, 0));
         assert_eq!(t.not_active.len(), MAX_LISTED);
+    }
+    #[test]
+    fn a_link_down_without_a_partner_still_names_its_compute_tray_and_gpu() {
+        let mut text = port("0xa", 1, "GB100", "ACT", "MF0;sw1:N5400_LD/U1", 2, 0);
+        text += &port("0xa", 2, "GB100", "DOWN", "", 2, 0);
+        let (f, report) = read(text.as_bytes());
+        assert_eq!(report.error_count, 0, "{report:?}");
+        assert_eq!((f.gpu_ports, f.unpartnered_gpu_ports), (2, 1));
+        assert_eq!(f.unpartnered_down.len(), 1);
+        let d = &f.unpartnered_down[0];
+        assert_eq!(
+            (d.tray_index, d.device, d.port_label.as_str()),
+            (Some(2), Some(0), "GPUP2")
+        );
+        assert_eq!(f.switch_trays.len(), 1);
+        assert_eq!((f.switch_trays[0].links, f.switch_trays[0].active), (1, 1));
+    }
+
+    #[test]
+    fn a_promql_stores_counts_and_ports_down_read_as_the_text_does() {
+        // The text: sw1 with three links (one down, with two link-down events), sw2 with one.
+        let mut text = port("0xa", 1, "GB100", "ACT", "MF0;sw1:N5400_LD/U1", 0, 0);
+        text += &port("0xa", 2, "GB100", "DOWN", "MF0;sw1:N5400_LD/U2", 0, 0);
+        text += &port("0xb", 1, "GB100", "ACT", "MF0;sw1:N5400_LD/U1", 1, 0);
+        text += &port("0xb", 3, "GB100", "ACT", "MF0;sw2:N5400_LD/U1", 1, 0);
+        text += "Link_Down{Node_GUID=\"0xa\", Port_Number=\"2\"} 2\n";
+        text += "Link_Down{Node_GUID=\"0xb\", Port_Number=\"1\"} 0\n";
+        text += "Link_Down{Node_GUID=\"0xa\", Port_Number=\"1\"} 0\n";
+        text += "Link_Down{Node_GUID=\"0xb\", Port_Number=\"3\"} 0\n";
+        let (from_text, _) = read(text.as_bytes());
+        // The store's answers: active links counted per ASIC, the port down as a series,
+        // the events summed per ASIC.
+        let mut r = FabricReader::default();
+        r.add_active(Some("MF0;sw1:N5400_LD/U1"), Some("1820325172739"), 2);
+        r.add_active(Some("MF0;sw2:N5400_LD/U1"), Some("1820325172739"), 1);
+        let line = port("0xa", 2, "GB100", "DOWN", "MF0;sw1:N5400_LD/U2", 0, 0);
+        exposition::parse_classified(
+            line.as_bytes(),
+            |n| (n == PORT_METRIC).then_some(()),
+            |_, s| r.push(true, |k| s.label(k), s.value),
+        );
+        r.add_events(Some("MF0;sw1:N5400_LD/U1"), 0.0);
+        r.add_events(Some("MF0;sw1:N5400_LD/U2"), 2.0);
+        r.add_events(Some("MF0;sw2:N5400_LD/U1"), 0.0);
+        assert_eq!(r.finish(), from_text);
     }
 }

@@ -557,7 +557,14 @@ async fn start_sim_source(
             .is_none()
             .then(|| format!("{own}/redfish/{{rack}}/metrics"))
     });
-    let rack_targets = ingest::rack_targets(sim.inventory(), rack_t.as_deref());
+    // NVLink domains' NMX-T (racks with switch trays): configured, or the simulator's own.
+    let fabric_t = cfg.nvlink_telemetry_url.clone().or_else(|| {
+        external
+            .is_none()
+            .then(|| format!("{own}/nmxt/{{rack}}/xcset/nvlink_domain_telemetry"))
+    });
+    let rack_targets =
+        ingest::rack_targets(sim.inventory(), rack_t.as_deref(), fabric_t.as_deref());
     // The simulator's own exporters are scraped every tick, so a tick shows one
     // simulated instant; configured ones every 10 s, spread over the interval.
     let scrape_interval_ms = cfg.scrape_interval_ms.unwrap_or(if external.is_some() {
@@ -684,6 +691,7 @@ fn start_slurm_source(
                 b,
                 cfg.node_exporter_url.clone(),
                 cfg.rack_exporter_url.clone(),
+                cfg.nvlink_telemetry_url.clone(),
             )
         });
     let src = crate::sources::slurm::SlurmSource {

@@ -252,12 +252,18 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
     }
 }
 
-/// Rack-scale racks' power shelves: a table of the racks whose shelves are not all
-/// delivering (with the jobs drawing their power), or one line saying they are. Nothing
-/// for a floor without shelves. Plain HTML (see [`shelves_html`]).
+/// Rack-scale racks' power shelves and NVLink switch trays: for each, a table of the racks
+/// in trouble (with the jobs concerned), or one line saying all is well. Nothing for a
+/// floor without them. Plain HTML (see [`shelves_html`], [`fabric_html`]).
 #[component]
 fn Shelves(state: RwSignal<Overview>) -> impl IntoView {
-    let html = Memo::new(move |_| state.with(shelves_html));
+    let html = Memo::new(move |_| {
+        state.with(|s| {
+            let mut h = shelves_html(s);
+            h.push_str(&fabric_html(s));
+            h
+        })
+    });
     view! { <div inner_html=move || html.get()></div> }
 }
 
@@ -339,6 +345,110 @@ pub(crate) fn shelves_html(s: &Overview) -> String {
         out.push_str("</tbody></table>");
     }
     out.push_str(r#"<p class="muted">A rack's limit is the lower of its bus bar's and what its working shelves deliver with the site's reserve held back: a shelf down lowers it.</p></section>"#);
+    out
+}
+
+/// The NVLink switch trays section as HTML: every name escaped (switch tray names come
+/// from NMX-T).
+pub(crate) fn fabric_html(s: &Overview) -> String {
+    let with = s.racks.iter().filter(|r| r.fabric.is_some()).count();
+    if with == 0 {
+        return String::new();
+    }
+    let mut out = String::from(
+        r#"<section class="fabric" aria-labelledby="fabric"><h2 id="fabric">NVLink switch trays</h2>"#,
+    );
+    let esc = |out: &mut String, t: &str| units::xml_escape_into(out, t);
+    let trouble: Vec<&RackTile> = s
+        .racks
+        .iter()
+        .filter(|r| r.fabric.as_ref().is_some_and(|x| x.in_trouble()))
+        .collect();
+    if trouble.is_empty() {
+        out.push_str(&format!(
+            r#"<p data-test="fabric-ok">{} {} with NVLink switch trays: every switch tray reporting, every GPU link active.</p>"#,
+            units::count(with as u64),
+            if with == 1 { "rack" } else { "racks" }
+        ));
+    } else {
+        out.push_str(r#"<table class="grid compact" aria-labelledby="fabric" data-test="fabric"><thead><tr><th scope="col">Rack</th><th scope="col">Switch trays</th><th scope="col" class="num">GPU links active</th><th scope="col">Compute trays cut</th><th scope="col">Jobs on them</th></tr></thead><tbody>"#);
+        for r in trouble {
+            let f = r.fabric.clone().unwrap_or_default();
+            let class = if f.reporting() && f.lost() > 0 {
+                "crit"
+            } else {
+                "warn"
+            };
+            let state = if !f.reporting() {
+                "not reporting".to_string()
+            } else {
+                let mut w = vec![format!(
+                    "{} of {} up",
+                    f.expected.saturating_sub(f.lost()),
+                    f.expected
+                )];
+                if !f.down.is_empty() {
+                    w.push(format!("down: {}", f.down.join(", ")));
+                }
+                if f.missing > 0 {
+                    w.push(format!("{} missing", f.missing));
+                }
+                if !f.links_down.is_empty() {
+                    w.push(format!("links down: {}", f.links_down.join(", ")));
+                }
+                w.join("; ")
+            };
+            out.push_str(r#"<tr data-rack=""#);
+            esc(&mut out, &r.name);
+            out.push_str(&format!(r#"" class="{class}"><th scope="row">"#));
+            esc(&mut out, &r.name);
+            out.push_str(r#"</th><td data-test="fabric-state">"#);
+            esc(&mut out, &state);
+            out.push_str(&format!(
+                r#"</td><td class="num" data-test="fabric-links">{} of {}</td><td data-test="fabric-cut">"#,
+                f.active, f.links
+            ));
+            if f.cut.is_empty() {
+                out.push_str("none");
+            }
+            for (i, n) in f.cut.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                if s.nodes.iter().any(|x| x.name == *n) {
+                    out.push_str(r#"<a href=""#);
+                    esc(&mut out, &units::node_href(n));
+                    out.push_str(r#"" data-node=""#);
+                    esc(&mut out, n);
+                    out.push_str(r#"">"#);
+                    esc(&mut out, n);
+                    out.push_str("</a>");
+                } else {
+                    esc(&mut out, n);
+                }
+            }
+            out.push_str(r#"</td><td data-test="fabric-jobs">"#);
+            let mut jobs: Vec<u64> = s
+                .nodes
+                .iter()
+                .filter(|x| f.cut.contains(&x.name))
+                .flat_map(|x| x.jobs.iter().copied())
+                .collect();
+            jobs.sort_unstable();
+            jobs.dedup();
+            if jobs.is_empty() {
+                out.push_str("none");
+            }
+            for j in jobs {
+                out.push_str(&format!(
+                    r#"<a href="/jobs/{j}" data-job="{j}">job {j}</a> "#
+                ));
+            }
+            out.push_str("</td></tr>");
+        }
+        out.push_str("</tbody></table>");
+    }
+    out.push_str(r#"<p class="muted">What NVIDIA NMX-T reports of each rack's NVLink domain: a switch tray down takes its share of every GPU's NVLink bandwidth, a link down one GPU's.</p></section>"#);
     out
 }
 
@@ -546,7 +656,11 @@ fn head_view(r: &RackTile) -> HeadView {
         _ if near => " · near limit",
         _ => "",
     };
-    let shelf_trouble = r.shelves.as_ref().is_some_and(|s| s.in_trouble());
+    let shelf_trouble = r.shelves.as_ref().is_some_and(|s| s.in_trouble())
+        || r.fabric
+            .as_ref()
+            .is_some_and(|f| f.reporting() && f.lost() > 0);
+    let fabric = r.fabric.as_ref().map(fabric_words).unwrap_or_default();
     HeadView {
         severity: sev.label(),
         power_attr: r.power_watts.map(|p| format!("{p:.1}")).unwrap_or_default(),
@@ -558,9 +672,9 @@ fn head_view(r: &RackTile) -> HeadView {
             r.shelves.as_ref().map(shelf_words).unwrap_or_default()
         ),
         inlet: match &r.coolant {
-            Some(c) => coolant_words(c, r.inlet_celsius),
+            Some(c) => coolant_words(c, r.inlet_celsius) + &fabric,
             None => format!(
-                "inlet {} · {}",
+                "inlet {} · {}{fabric}",
                 units::celsius(r.inlet_celsius),
                 match r.cooling {
                     crate::model::Cooling::Air => "air",
@@ -598,6 +712,30 @@ pub(crate) fn shelf_words(s: &crate::live::ShelvesTile) -> String {
     }
     if s.lowers_limit() {
         w.push(format!("bus bar {}", units::power(Some(s.busbar_watts))));
+    }
+    w.iter().map(|x| format!(" · {x}")).collect()
+}
+
+/// What a rack's NVLink switch trays add to its head's second line: nothing when every
+/// link is active.
+pub(crate) fn fabric_words(f: &crate::live::FabricTile) -> String {
+    if !f.reporting() {
+        return " · NVLink not reporting".into();
+    }
+    let mut w = Vec::new();
+    if f.lost() > 0 {
+        let mut which = f.down.clone();
+        if f.missing > 0 {
+            which.push(format!("{} missing", f.missing));
+        }
+        w.push(format!("NVLink switch tray down: {}", which.join(", ")));
+    }
+    let down = f.links.saturating_sub(f.active);
+    if f.lost() == 0 && down > 0 {
+        w.push(format!(
+            "NVLink: {down} {} down",
+            if down == 1 { "link" } else { "links" }
+        ));
     }
     w.iter().map(|x| format!(" · {x}")).collect()
 }
@@ -1119,6 +1257,7 @@ mod tests {
             coolant: None,
             placement: None,
             shelves: None,
+            fabric: None,
         }
     }
 
@@ -1252,5 +1391,49 @@ mod tests {
         );
         // No shelves anywhere: nothing.
         assert_eq!(shelves_html(&Overview::default()), "");
+    }
+    #[test]
+    fn the_fabric_section_lists_racks_with_switch_trays_in_trouble_with_names_escaped() {
+        let mut ov = Overview::default();
+        let mut ok = rack("A01");
+        ok.fabric = Some(crate::live::FabricTile {
+            expected: 9,
+            reporting: 9,
+            links: 1296,
+            active: 1296,
+            ..Default::default()
+        });
+        ov.racks.push(ok.clone());
+        assert!(fabric_html(&ov).contains(
+            "1 rack with NVLink switch trays: every switch tray reporting, every GPU link active."
+        ));
+        assert_eq!(fabric_words(ok.fabric.as_ref().expect("tile")), "");
+        let mut bad = rack("A<2");
+        bad.fabric = Some(crate::live::FabricTile {
+            expected: 9,
+            reporting: 9,
+            links: 1296,
+            active: 1152,
+            down: vec!["sw<4>".into()],
+            cut: vec!["gb0001".into(), "tray 3".into()],
+            ..Default::default()
+        });
+        let mut node = n();
+        node.name = "gb0001".into();
+        node.jobs = vec![1042];
+        ov.nodes.push(node);
+        ov.racks.push(bad.clone());
+        let html = fabric_html(&ov);
+        assert!(html.contains(r#"<tr data-rack="A&lt;2" class="crit"><th scope="row">A&lt;2</th><td data-test="fabric-state">8 of 9 up; down: sw&lt;4&gt;</td><td class="num" data-test="fabric-links">1152 of 1296</td><td data-test="fabric-cut"><a href="/nodes/gb0001" data-node="gb0001">gb0001</a>, tray 3</td><td data-test="fabric-jobs"><a href="/jobs/1042" data-job="1042">job 1042</a> </td>"#), "{html}");
+        assert!(
+            !html.contains("A01"),
+            "a rack whose fabric is well is not listed"
+        );
+        assert_eq!(
+            fabric_words(bad.fabric.as_ref().expect("tile")),
+            " · NVLink switch tray down: sw<4>"
+        );
+        assert_eq!(bad.severity(), Severity::Critical);
+        assert_eq!(fabric_html(&Overview::default()), "");
     }
 }

@@ -43,6 +43,7 @@ pub(super) const ENV: &[(&str, &str, Kind)] = &[
     ("GANTRY_BMC_EXPORTER_URL",   "bmc_exporter_url",   Kind::Str),
     ("GANTRY_NODE_EXPORTER_URL",  "node_exporter_url",  Kind::Str),
     ("GANTRY_RACK_EXPORTER_URL",  "rack_exporter_url",  Kind::Str),
+    ("GANTRY_NVLINK_TELEMETRY_URL", "nvlink_telemetry_url", Kind::Str),
     ("GANTRY_SCRAPE_INTERVAL_MS", "scrape_interval_ms", MS),
     ("GANTRY_SCRAPE_CONCURRENCY", "scrape_concurrency", Kind::Int(int::<usize>, "a count")),
     ("GANTRY_INGEST_TOKEN",       "ingest_token",       Kind::Str),

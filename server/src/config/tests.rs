@@ -98,6 +98,12 @@ fn exporter_templates_name_the_node_and_go_together() {
     )
     .expect_err("no {rack}");
     assert!(e.to_string().contains("rack_exporter_url"), "{e}");
+    let e = Config::load(
+        None,
+        env(&[("GANTRY_NVLINK_TELEMETRY_URL", "ftp://{rack}:9352/x")]),
+    )
+    .expect_err("not http");
+    assert!(e.to_string().contains("nvlink_telemetry_url"), "{e}");
 }
 
 #[test]
@@ -392,6 +398,7 @@ fn every_variable_reaches_its_field() {
         ("GANTRY_BMC_EXPORTER_URL", "http://{node}/b", |c| text(&c.bmc_exporter_url) == "http://{node}/b"),
         ("GANTRY_NODE_EXPORTER_URL", "http://{node}/n", |c| text(&c.node_exporter_url) == "http://{node}/n"),
         ("GANTRY_RACK_EXPORTER_URL", "http://{rack}/r", |c| text(&c.rack_exporter_url) == "http://{rack}/r"),
+        ("GANTRY_NVLINK_TELEMETRY_URL", "http://{rack}-nmx:9352/xcset/nvlink_domain_telemetry", |c| text(&c.nvlink_telemetry_url) == "http://{rack}-nmx:9352/xcset/nvlink_domain_telemetry"),
         ("GANTRY_SCRAPE_INTERVAL_MS", "1003", |c| c.scrape_interval_ms == Some(1003)),
         ("GANTRY_SCRAPE_CONCURRENCY", "1004", |c| c.scrape_concurrency == 1004),
         ("GANTRY_INGEST_TOKEN", "0123456789abcdef", |c| c.ingest_token.is_some()),

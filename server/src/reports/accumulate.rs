@@ -524,6 +524,7 @@ mod tests {
                 chassis_serial: None,
                 power_shelves: None,
                 power_shelves_redundant: 0,
+                switch_trays: None,
             }],
             nodes: vec![Node {
                 name: "n1".into(),

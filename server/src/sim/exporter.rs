@@ -364,6 +364,13 @@ pub fn render_dcgm(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
     Some(out)
 }
 
+/// NMX-T's text for `rack`'s NVLink domain (see [`super::fabric`]); `None` for a rack
+/// without NVLink switch trays.
+pub fn render_nmxt(r: &Readings, rack: &str) -> Option<String> {
+    let (_, l) = r.rack_links.iter().find(|(x, _)| x == rack)?;
+    Some(super::fabric::render_nmxt(l))
+}
+
 /// redfish_exporter's text for `rack`'s power controller: per power supply of each shelf
 /// (a Redfish chassis), its health, capacity, output and state, families in name order
 /// and labels sorted as client_golang writes them. `None` for a rack without shelves.

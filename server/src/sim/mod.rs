@@ -14,6 +14,7 @@
 
 mod control;
 pub mod exporter;
+pub mod fabric;
 mod faults;
 mod ledger;
 mod model;
@@ -229,6 +230,8 @@ pub struct Sim {
     /// The NVL72 profile's coolant trouble.
     coolant: Option<CoolantScenario>,
     shelves: Option<ShelfScenario>,
+    /// The NVL72 profile's NVLink faults.
+    fabric: Option<fabric::FabricScenario>,
     switch_fault: Option<SwitchFault>,
     rng: Rng,
     inv: Inventory,
@@ -306,6 +309,18 @@ impl Sim {
                 degraded_shelf: 5,
             }
         });
+        // NVL72: a GPU link of rack 7 (or the last) down from the start, its tray the one
+        // planted in the wrong rack of the layout; a switch tray of rack 5 down six
+        // minutes in.
+        let fabric = (profile == Profile::Nvl72).then(|| {
+            let racks = inv.racks.len();
+            fabric::FabricScenario {
+                link: (racks.saturating_sub(1).min(6), 0, 1, 3),
+                tray_rack: if racks > 4 { 4 } else { 0 },
+                switch_tray: 4,
+                tray_down_from_ms: start_ms + 6 * MIN_MS,
+            }
+        });
         // HGX: one node's NVSwitch fails three hours in (its exporter lists switch fields).
         let switch_fault = (profile == Profile::Hgx && nodes >= 4).then(|| SwitchFault {
             node: nodes * 23 / 64,
@@ -364,6 +379,7 @@ impl Sim {
             gpn,
             coolant,
             shelves,
+            fabric,
             switch_fault,
             rng,
             inv,

@@ -19,7 +19,7 @@ const BLOCK_SIZES: [u32; 3] = [16, 32, 64];
 /// Compute trays per NVL72 rack (each a Slurm node of 4 GPUs), and its 9 NVLink switch
 /// trays between them.
 pub const NVL72_TRAYS: usize = 18;
-const NVL72_SWITCH_TRAYS: u32 = 9;
+pub const NVL72_SWITCH_TRAYS: u32 = 9;
 /// A tray's coolant flow when all is well, its limit, and the loop's delta-T limit.
 pub const NVL72_TRAY_FLOW_LPM: f64 = 6.0;
 const NVL72_FLOW_MIN_LPM: f64 = 4.5;
@@ -53,6 +53,7 @@ pub fn layout_nvl72(nodes: usize, cluster: &str) -> Inventory {
             chassis_serial: Some(nvl72_chassis_serial(i)),
             power_shelves: Some(NVL72_SHELVES as u32),
             power_shelves_redundant: NVL72_SHELVES_REDUNDANT,
+            switch_trays: Some(NVL72_SWITCH_TRAYS),
         })
         .collect();
     let total = racks_n * NVL72_TRAYS;
@@ -141,7 +142,7 @@ fn sim_gpus(i: usize, n: usize, model: &str) -> Vec<Gpu> {
 
 /// A compute tray's U position in an NVL72 rack: trays 0-7 below the nine switch trays,
 /// 8-17 above them.
-fn nvl72_u(tray: usize) -> u32 {
+pub(super) fn nvl72_u(tray: usize) -> u32 {
     if tray < 8 {
         2 + tray as u32
     } else {
@@ -239,6 +240,7 @@ pub fn layout(nodes: usize, cluster: &str) -> Inventory {
                 chassis_serial: None,
                 power_shelves: None,
                 power_shelves_redundant: 0,
+                switch_trays: None,
             }
         })
         .collect();
@@ -378,6 +380,21 @@ pub struct TruthRack {
     pub shelves_degraded: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shelf_limit_watts: Option<f64>,
+    /// Rack-scale NVLink: its switch trays down, its GPU links not active, the compute
+    /// trays (nodes, in inventory order) with a link not active, and the running jobs on
+    /// them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nvlink_down: Vec<String>,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub nvlink_links_down: u32,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nvlink_cut: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nvlink_jobs: Vec<u64>,
+}
+
+fn is_zero(x: &u32) -> bool {
+    *x == 0
 }
 
 /// Free segments as the simulator's own node states give them, per block topology (one
@@ -503,6 +520,10 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
             shelves_down: Vec::new(),
             shelves_degraded: Vec::new(),
             shelf_limit_watts: None,
+            nvlink_down: Vec::new(),
+            nvlink_links_down: 0,
+            nvlink_cut: Vec::new(),
+            nvlink_jobs: Vec::new(),
         })
         .collect();
     // Power shelves from the simulator's own supplies: a shelf's capacity is its
@@ -551,6 +572,45 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
                 rack.push(j.job.id);
             }
         }
+    }
+    // NVLink: the trays cut are where the links are physically, whatever the layout says.
+    let rack_count = sim.inv.racks.len();
+    for (ri, r) in racks.iter_mut().enumerate() {
+        let Some(links) = sim.rack_links(ri, sim.t_ms) else {
+            continue;
+        };
+        r.nvlink_links_down = links.down.len() as u32;
+        let per_switch = NVL72_TRAYS as u32 * sim.gpn as u32 * super::fabric::ASICS_PER_TRAY;
+        for s in 1..=NVL72_SWITCH_TRAYS {
+            let n = links
+                .down
+                .iter()
+                .filter(|d| super::fabric::port_partner(d.port).0 == s)
+                .count() as u32;
+            if n == per_switch {
+                r.nvlink_down.push(super::fabric::switch_tray_name(s));
+            }
+        }
+        let mut trays: Vec<usize> = links.down.iter().map(|d| d.tray as usize).collect();
+        trays.dedup();
+        let mut cut: Vec<usize> = trays
+            .iter()
+            .filter_map(|&t| {
+                (0..sim.inv.nodes.len()).find(|&i| nvl72_physical(i, rack_count) == (ri, t))
+            })
+            .collect();
+        cut.sort_unstable();
+        cut.dedup();
+        r.nvlink_cut = cut.iter().map(|&i| sim.inv.nodes[i].name.clone()).collect();
+        let mut jobs: Vec<u64> = sim
+            .active
+            .iter()
+            .filter(|j| j.job.state == app::model::JobState::Running)
+            .filter(|j| j.node_idx.iter().any(|i| cut.contains(i)))
+            .map(|j| j.job.id)
+            .collect();
+        jobs.sort_unstable();
+        r.nvlink_jobs = jobs;
     }
     for (ri, r) in racks.iter_mut().enumerate() {
         if sim.inv.racks[ri].cooling == Cooling::Liquid {

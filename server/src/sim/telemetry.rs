@@ -491,6 +491,7 @@ impl Sim {
                 // Whole degrees, as the BMCs print it.
                 inlet_celsius: Some(self.inlet_celsius(i, self.t_ms).round()),
                 shelves: Vec::new(),
+                fabric: None,
             })
             .collect();
         let inlets: Vec<f64> = (0..racks.len())
@@ -543,6 +544,14 @@ impl Sim {
                 rack_supplies.push((r.rack.clone(), supplies));
             }
         }
+        // Rack-scale racks' NVLink fabric, as NMX-T's text reads.
+        let mut rack_links = Vec::new();
+        for (i, r) in racks.iter_mut().enumerate() {
+            if let Some(l) = self.rack_links(i, self.t_ms) {
+                r.fabric = Some(super::fabric::fabric_of(&l));
+                rack_links.push((r.rack.clone(), l));
+            }
+        }
         let nodes = self
             .nodes
             .iter()
@@ -568,6 +577,7 @@ impl Sim {
                 Vec::new()
             },
             rack_supplies,
+            rack_links,
         }
     }
 

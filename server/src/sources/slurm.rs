@@ -36,6 +36,7 @@ pub fn inventory_from_nodes(cluster: &str, nodes: &[SchedNode]) -> Inventory {
             chassis_serial: None,
             power_shelves: None,
             power_shelves_redundant: 0,
+            switch_trays: None,
         })
         .collect();
     let nodes = names
@@ -127,13 +128,14 @@ pub struct SlurmSource {
     pub interval_ms: u64,
     /// Telemetry from each node's exporters: the scraper (run by its own task,
     /// `sources::scraper`; the source sets its targets and reads the latest) with the
-    /// GPU, BMC, (optional) node_exporter and (optional) rack power controller URL
-    /// templates. `None`: no telemetry.
+    /// GPU, BMC, (optional) node_exporter, (optional) rack power controller and
+    /// (optional) NVLink domain NMX-T URL templates. `None`: no telemetry.
     #[allow(clippy::type_complexity)]
     pub telemetry: Option<(
         crate::ingest::SharedIngest,
         String,
         String,
+        Option<String>,
         Option<String>,
         Option<String>,
     )>,
@@ -335,13 +337,19 @@ pub async fn run_slurm_source(
         };
         let now = wall_now_ms();
         let (inv, new) = frames.place(&nodes);
-        if let (true, Some((ing, gpu_t, bmc_t, node_t, rack_t))) = (new, telemetry.as_ref()) {
+        if let (true, Some((ing, gpu_t, bmc_t, node_t, rack_t, fabric_t))) =
+            (new, telemetry.as_ref())
+        {
             let mut ing = ing.lock().unwrap_or_else(|e| e.into_inner());
             ing.set_targets(crate::ingest::with_node_exporter(
                 crate::ingest::targets(&inv, gpu_t, bmc_t),
                 node_t.as_deref(),
             ));
-            ing.set_rack_targets(crate::ingest::rack_targets(&inv, rack_t.as_deref()));
+            ing.set_rack_targets(crate::ingest::rack_targets(
+                &inv,
+                rack_t.as_deref(),
+                fabric_t.as_deref(),
+            ));
         }
         let events = frames.transitions(&jobs, now);
         let frame = match telemetry.as_ref() {

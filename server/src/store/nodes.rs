@@ -74,6 +74,7 @@ impl Store {
                     chassis_serial: None,
                     power_shelves: None,
                     power_shelves_redundant: 0,
+                    switch_trays: None,
                 })
             })
             .collect()

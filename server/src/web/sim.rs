@@ -18,6 +18,10 @@ pub(super) fn routes() -> Routes {
         ("/sim/exporter/ipmi/{node}/metrics", get(sim_ipmi)),
         ("/sim/exporter/node/{node}/metrics", get(sim_node)),
         ("/sim/exporter/redfish/{rack}/metrics", get(sim_redfish)),
+        (
+            "/sim/exporter/nmxt/{rack}/xcset/nvlink_domain_telemetry",
+            get(sim_nmxt),
+        ),
     ]
 }
 
@@ -79,9 +83,25 @@ async fn sim_redfish(
     State(st): State<AppState>,
     Path(rack): Path<String>,
 ) -> Result<Response, ApiError> {
+    sim_rack(&st, &rack, crate::sim::exporter::render_redfish)
+}
+
+/// One simulated NVL72 rack's NVLink domain, as NMX-T would answer for it.
+async fn sim_nmxt(
+    State(st): State<AppState>,
+    Path(rack): Path<String>,
+) -> Result<Response, ApiError> {
+    sim_rack(&st, &rack, crate::sim::exporter::render_nmxt)
+}
+
+/// Serves one simulated rack's exporter text (404 for a rack that has no such exporter).
+fn sim_rack(
+    st: &AppState,
+    rack: &str,
+    render: fn(&crate::aggregate::Readings, &str) -> Option<String>,
+) -> Result<Response, ApiError> {
     let frame = st.live.sim_frame().ok_or(ApiError::NotReady)?;
-    let body =
-        crate::sim::exporter::render_redfish(&frame.readings, &rack).ok_or(ApiError::NotFound)?;
+    let body = render(&frame.readings, rack).ok_or(ApiError::NotFound)?;
     Ok((
         [(
             header::CONTENT_TYPE,

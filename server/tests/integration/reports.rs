@@ -33,6 +33,7 @@ fn inventory() -> Arc<Inventory> {
         chassis_serial: None,
         power_shelves: None,
         power_shelves_redundant: 0,
+        switch_trays: None,
     };
     let node = |i: u32, rack: &str, leaf: &str| Node {
         name: format!("n{i}"),

@@ -693,6 +693,7 @@ fn known_readings(inv: &app::model::Inventory) -> server::aggregate::Readings {
             nodes_power_watts: None,
             inlet_celsius: Some(30.0),
             shelves: Vec::new(),
+            fabric: None,
         })
         .collect();
     r

@@ -555,3 +555,101 @@ fn a_fatal_nvswitch_error_is_critical_and_drain_class_and_a_hot_switch_warns() {
     let nvl = Sim::with_profile(crate::sim::Profile::Nvl72, 144, 42, "t", T0);
     assert!(nvl.readings().node_switches.is_empty());
 }
+
+#[test]
+fn an_nvlink_switch_tray_down_is_critical_and_names_the_trays_cut_and_their_jobs() {
+    let mut sim = Sim::with_profile(crate::sim::Profile::Nvl72, 144, 42, "t", T0);
+    let fired = |sim: &Sim| {
+        let r = sim.readings();
+        let ov = crate::aggregate::overview(sim.inventory(), &r, 1, 1000, sim.now_ms());
+        let truth = sim.truth_with(&r);
+        (evaluate_with(&ov, &r), truth, ov)
+    };
+    // From the start: one GPU link of rack A07 down, on the tray the layout puts in A08
+    // (DCGM places it in A07, and so does NMX-T's chassis).
+    let (c, truth, ov) = fired(&sim);
+    let nv: Vec<(&str, &str)> = c
+        .iter()
+        .filter(|c| c.rule.starts_with("nvlink"))
+        .map(|c| (c.rule, c.subject.as_str()))
+        .collect();
+    assert_eq!(nv, [("nvlink_links_down", "rack:A07")]);
+    assert_eq!(truth.racks[6].nvlink_cut, ["gb0127"]);
+    assert_eq!(truth.racks[6].nvlink_links_down, 1);
+    let links = c
+        .iter()
+        .find(|c| c.rule == "nvlink_links_down")
+        .expect("links");
+    assert_eq!(links.severity, "warning");
+    assert!(
+        links.summary.starts_with(
+            "rack A07: 1 NVLink link(s) not active, on switch tray sw02: gb0127 GPU 1 GPUP2 to sw02 (Local_phy); compute trays cut: gb0127; "
+        ),
+        "{}",
+        links.summary
+    );
+    let tile = ov.racks[6].fabric.as_ref().expect("tile");
+    assert_eq!(
+        (tile.expected, tile.reporting, tile.links, tile.active),
+        (9, 9, 1296, 1295)
+    );
+    assert_eq!(ov.racks[6].severity(), app::live::Severity::Warning);
+
+    // Six minutes in, switch tray sw04 of rack A05 goes down: every tray of the rack cut.
+    sim.advance_to(T0 + 7 * 60_000);
+    let (c, truth, ov) = fired(&sim);
+    let t = &truth.racks[4];
+    assert_eq!(t.nvlink_down, ["sw04"]);
+    assert_eq!(t.nvlink_links_down, 144);
+    assert_eq!(t.nvlink_cut.len(), 18);
+    let down = c
+        .iter()
+        .find(|c| c.rule == "nvlink_switch_tray_down")
+        .expect("down");
+    assert_eq!(
+        (down.severity, down.subject.as_str()),
+        ("critical", "rack:A05")
+    );
+    assert!(
+        down.summary.starts_with(&format!(
+            "rack A05: NVLink switch tray down: sw04 (8 of 9 switch trays up; 1152 of 1296 GPU links active); compute trays cut: {}; ",
+            t.nvlink_cut.join(", ")
+        )),
+        "{}",
+        down.summary
+    );
+    for j in &t.nvlink_jobs {
+        assert!(
+            down.summary.contains(&j.to_string()),
+            "{j}: {}",
+            down.summary
+        );
+    }
+    if t.nvlink_jobs.is_empty() {
+        assert!(
+            down.summary.ends_with("no running job on them"),
+            "{}",
+            down.summary
+        );
+    }
+    assert_eq!(ov.racks[4].severity(), app::live::Severity::Critical);
+
+    // A switch tray missing from the reading is down too.
+    let mut r = sim.readings();
+    if let Some(f) = r.racks[2].fabric.as_mut() {
+        f.switch_trays.remove(0);
+    }
+    let ov = crate::aggregate::overview(sim.inventory(), &r, 1, 1000, sim.now_ms());
+    let c = evaluate_with(&ov, &r);
+    let missing = c
+        .iter()
+        .find(|c| c.rule == "nvlink_switch_tray_down" && c.subject == "rack:A03")
+        .expect("missing");
+    assert!(
+        missing
+            .summary
+            .contains("down: 1 not in the reading (8 of 9 switch trays up"),
+        "{}",
+        missing.summary
+    );
+}
