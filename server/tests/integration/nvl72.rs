@@ -438,3 +438,127 @@ async fn a_power_shelf_down_fires_within_two_intervals_naming_the_shelf_its_lowe
     assert_eq!(redfish.len(), inv.racks.len(), "{targets}");
     r.stop().await.expect("stop");
 }
+
+#[tokio::test]
+async fn an_nvlink_switch_tray_down_fires_naming_the_truths_switch_tray_compute_trays_and_jobs() {
+    // 60x: switch tray sw04 of the fifth rack goes down 6 simulated minutes in (6 s). Read
+    // by scraping the simulator's NMX-T text for each rack, at most every 5 s.
+    let interval_ms = 1_000;
+    let fabric_ms = server::ingest::FABRIC_MIN_INTERVAL.as_millis() as i64;
+    let r = start(60.0, interval_ms).await;
+    let inv = r.live.inventory().expect("inventory");
+    let mut truths: BTreeMap<u64, (i64, Arc<SimTruth>)> = BTreeMap::new();
+    let mut first_down: Option<(u64, i64, usize)> = None;
+    let mut compared = 0;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let alert = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no nvlink_switch_tray_down alert in 90 s: {first_down:?}"
+        );
+        if let Some(tick) = r.live.current() {
+            let seq = tick.overview.seq;
+            if let (false, Some(t)) = (truths.contains_key(&seq), r.live.truth(Some(seq))) {
+                // The link down from the start: every reporting tick names the truth's
+                // compute tray (the one the layout misplaces, placed by DCGM).
+                for (tile, tr) in tick.overview.racks.iter().zip(&t.racks) {
+                    let f = tile
+                        .fabric
+                        .as_ref()
+                        .expect("every NVL72 rack has switch trays");
+                    assert_eq!(f.expected, 9);
+                    if f.reporting() && tr.nvlink_down.is_empty() && f.down.is_empty() {
+                        assert_eq!(f.cut, tr.nvlink_cut, "{} at {seq}", tile.name);
+                        assert_eq!(
+                            f.links - f.active,
+                            tr.nvlink_links_down,
+                            "{} at {seq}",
+                            tile.name
+                        );
+                        compared += 1;
+                    }
+                }
+                if first_down.is_none() {
+                    if let Some(i) = t.racks.iter().position(|x| !x.nvlink_down.is_empty()) {
+                        first_down = Some((seq, tick.overview.published_ms, i));
+                    }
+                }
+                truths.insert(seq, (tick.overview.published_ms, t));
+            }
+        }
+        if let Some((_, _, i)) = first_down {
+            let subject = format!("rack:{}", inv.racks[i].name);
+            let open = r.store.open_alerts().await.expect("alerts");
+            if let Some(a) = open
+                .into_iter()
+                .find(|a| a.rule == "nvlink_switch_tray_down" && a.subject == subject)
+            {
+                break a;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(compared >= 8 * 3, "only {compared} rack ticks compared");
+    let (seq0, published0, rack_i) = first_down.expect("down");
+    // Within one NMX-T interval and two live intervals of the tick that first had it.
+    assert!(
+        alert.started_ms - published0 <= fabric_ms + 2 * interval_ms as i64,
+        "fired {} ms after the tick that first had the switch tray down (seq {seq0})",
+        alert.started_ms - published0
+    );
+    let (_, fired_truth) = truths
+        .values()
+        .rfind(|(p, _)| *p <= alert.started_ms)
+        .expect("a tick before the alert");
+    let tr = &fired_truth.racks[rack_i];
+    assert_eq!(tr.nvlink_down, ["sw04"]);
+    assert_eq!(tr.nvlink_cut.len(), 18);
+    assert_eq!(alert.severity, "critical", "{}", alert.summary);
+    assert!(
+        alert.summary.starts_with(&format!(
+            "rack {}: NVLink switch tray down: sw04 (8 of 9 switch trays up; 1152 of 1296 GPU links active); compute trays cut: {}; ",
+            tr.name,
+            tr.nvlink_cut.join(", ")
+        )),
+        "{}",
+        alert.summary
+    );
+    let named: BTreeSet<u64> = alert
+        .summary
+        .split("running jobs: ")
+        .nth(1)
+        .unwrap_or("")
+        .split(", ")
+        .filter_map(|j| j.trim().parse().ok())
+        .collect();
+    let truth_jobs: BTreeSet<u64> = tr.nvlink_jobs.iter().copied().collect();
+    assert_eq!(named, truth_jobs, "{}", alert.summary);
+    // The link down of the seventh rack is a warning of its own, naming its tray.
+    let open = r.store.open_alerts().await.expect("alerts");
+    let links = open
+        .iter()
+        .find(|a| a.rule == "nvlink_links_down")
+        .expect("links down");
+    let t7 = &fired_truth.racks[6];
+    assert_eq!(links.subject, format!("rack:{}", t7.name));
+    assert!(
+        links
+            .summary
+            .contains(&format!("compute trays cut: {};", t7.nvlink_cut.join(", "))),
+        "{}",
+        links.summary
+    );
+    // Every rack's NMX-T is a scrape target.
+    let targets = r.live.targets();
+    for rack in &inv.racks {
+        assert!(
+            targets.iter().any(|t| t.url.ends_with(&format!(
+                "/nmxt/{}/xcset/nvlink_domain_telemetry",
+                rack.name
+            )) && t.last_success_ms.is_some()),
+            "{}",
+            rack.name
+        );
+    }
+    r.stop().await.expect("stop");
+}

@@ -244,10 +244,11 @@ async fn the_overview_reads_through_a_real_prometheus() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// The racks' power shelves through a real Prometheus scraping the simulator's
-/// redfish_exporter text per rack, labelled as a site would (instance = the power
-/// controller, a `rack` label added by relabelling): the live shelves and limits equal the
-/// truth's.
+/// The racks' power shelves and NVLink switch trays through a real Prometheus scraping
+/// the simulator's redfish_exporter and NMX-T text per rack, labelled as a site would
+/// (instance = the power controller or the NMX-T switch tray, a `rack` label added by
+/// relabelling): the live shelves and limits, and the links down and compute trays cut,
+/// equal the truth's.
 #[tokio::test]
 async fn power_shelves_read_through_a_real_prometheus() {
     let Some(bin) = prometheus() else { return };
@@ -275,6 +276,11 @@ async fn power_shelves_read_through_a_real_prometheus() {
          \x20     - source_labels: [__address__]\n        target_label: __metrics_path__\n        replacement: /sim/exporter/redfish/${{1}}/metrics\n\
          \x20     - source_labels: [__address__]\n        target_label: rack\n\
          \x20     - source_labels: [__address__]\n        target_label: instance\n        replacement: ${{1}}-pmc:9610\n\
+         \x20     - target_label: __address__\n        replacement: {gantry}\n\
+         \x20 - job_name: nmxt\n    scrape_interval: 2s\n    scrape_timeout: 1900ms\n    static_configs:\n      - targets: [{t}]\n    relabel_configs:\n\
+         \x20     - source_labels: [__address__]\n        target_label: __metrics_path__\n        replacement: /sim/exporter/nmxt/${{1}}/xcset/nvlink_domain_telemetry\n\
+         \x20     - source_labels: [__address__]\n        target_label: rack\n\
+         \x20     - source_labels: [__address__]\n        target_label: instance\n        replacement: ${{1}}-nmx:9352\n\
          \x20     - target_label: __address__\n        replacement: {gantry}\n",
         t = racks.join(", "),
         gantry = r.addr
@@ -297,23 +303,39 @@ async fn power_shelves_read_through_a_real_prometheus() {
             continue;
         };
         let ov = &tick.overview;
-        let all_reporting = ov
-            .racks
-            .iter()
-            .all(|k| k.shelves.as_ref().is_some_and(|s| s.reporting == 8));
+        let all_reporting = ov.racks.iter().all(|k| {
+            k.shelves.as_ref().is_some_and(|s| s.reporting == 8)
+                && k.fabric.as_ref().is_some_and(|f| f.reporting == 9)
+        });
         if all_reporting {
             matched = Some((ov.clone(), truth));
             break;
         }
     }
-    let (ov, truth) = matched.expect("every rack's shelves read through Prometheus in 30 s");
+    let (ov, truth) =
+        matched.expect("every rack's shelves and switch trays read through Prometheus in 30 s");
     for (tile, t) in ov.racks.iter().zip(&truth.racks) {
         let sh = tile.shelves.as_ref().expect("shelves");
         assert_eq!(tile.power_limit_watts, t.power_limit_watts, "{}", tile.name);
         assert_eq!(sh.limit_watts, t.shelf_limit_watts, "{}", tile.name);
         assert_eq!(sh.down, t.shelves_down, "{}", tile.name);
         assert_eq!(sh.degraded, t.shelves_degraded, "{}", tile.name);
+        let f = tile.fabric.as_ref().expect("fabric");
+        assert_eq!(f.down, t.nvlink_down, "{}", tile.name);
+        if tile.name != "A07" {
+            assert_eq!(f.cut, t.nvlink_cut, "{}", tile.name);
+        }
+        assert_eq!(f.links - f.active, t.nvlink_links_down, "{}", tile.name);
+        assert_eq!(f.links, 1296, "{}", tile.name);
     }
+    // The link down from the start is on the tray the layout misplaces (the truth's
+    // gb0127). This store holds no DCGM series, so nothing places the tray but the
+    // layout's order, which names the layout's tray 0 of A07.
+    assert_eq!(truth.racks[6].nvlink_cut, ["gb0127"]);
+    assert_eq!(
+        ov.racks[6].fabric.as_ref().map(|f| f.cut.clone()),
+        Some(vec!["gb0109".to_string()])
+    );
     assert_eq!(
         ov.racks[1].shelves.as_ref().map(|s| s.degraded.clone()),
         Some(vec!["PowerShelf_5".to_string()])
