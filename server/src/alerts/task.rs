@@ -202,8 +202,12 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
 }
 
 fn static_rule(rule: &str) -> &'static str {
-    const RULES: [&str; 21] = [
+    const RULES: [&str; 25] = [
         "coolant_leak",
+        "job_hung",
+        "straggler",
+        "nvlink_switch_tray_down",
+        "nvlink_links_down",
         "nvswitch_fatal",
         "nvswitch_hot",
         "power_shelf_down",
@@ -226,4 +230,24 @@ fn static_rule(rule: &str) -> &'static str {
         "pcie_replays",
     ];
     RULES.into_iter().find(|r| *r == rule).unwrap_or("unknown")
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every rule the rules can fire is one `static_rule` knows, or its resolution would be
+    /// delivered (and a restart would seed it) as `unknown`.
+    #[test]
+    fn every_rule_the_rules_fire_is_known() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/alerts");
+        let mut seen = 0;
+        for f in ["rules.rs", "rules/radar.rs"] {
+            let text = std::fs::read_to_string(dir.join(f)).expect("rules source");
+            for part in text.split("rule: \"").skip(1) {
+                let name = part.split('"').next().unwrap_or("");
+                assert_eq!(super::static_rule(name), name, "{f}: {name}");
+                seen += 1;
+            }
+        }
+        assert!(seen > 20, "{seen}");
+    }
 }
