@@ -4,8 +4,10 @@
 // critical) and /alerts (the alert names the rack, the trays and the jobs the truth has
 // there) within two live intervals of the tick whose truth first has it critical; a power
 // shelf down lowers its rack's limit on /racks to the truth's and its alert names the
-// shelf, the limit and the jobs. A Gantry of its own: 144 trays at 60x, so the shelf goes
-// down 8 s after start and the leak turns critical at 12 s.
+// shelf, the limit and the jobs; an NVLink switch tray down (NMX-T) shows on /racks with
+// the truth's compute trays cut, and its alert names them. A Gantry of its own: 144 trays
+// at 60x, so the switch tray goes down 6 s after start, the shelf at 8 s and the leak
+// turns critical at 12 s.
 // The drain preview: nvl72-drain.hydrated.spec.ts.
 import { audit } from "./a11y";
 import { expect, ownGantry, OwnGantry, test } from "./fixtures";
@@ -187,4 +189,51 @@ test("NVL72: a power shelf down lowers its rack's limit on /racks to the truth's
   }
   expect(jobsAt.length, `truths from seq ${first}`).toBeGreaterThan(0);
   expect(jobsAt, `the alert names jobs ${named}`).toContain(named);
+});
+
+test("NVL72: an NVLink switch tray down shows on /racks with the truth's compute trays cut, and its alert names them", async ({ page, request }) => {
+  test.setTimeout(90_000);
+  await started(request);
+  type Rack = { name: string; nvlink_down?: string[]; nvlink_cut?: string[]; nvlink_links_down?: number };
+  let down: { at: number; rack: Rack } | undefined;
+  let links: Rack | undefined;
+  // NMX-T is read at most every 5 s: wait that and two live intervals past the truth.
+  await expect
+    .poll(
+      async () => {
+        const r = await request.get(`${base}/sim/truth`).catch(() => undefined);
+        if (r?.status() !== 200) return false;
+        const racks: Rack[] = (await r.json()).truth.racks;
+        links = racks.find((x) => (x.nvlink_down ?? []).length === 0 && (x.nvlink_links_down ?? 0) > 0);
+        const rack = racks.find((x) => (x.nvlink_down ?? []).length > 0);
+        if (rack && !down) down = { at: Date.now(), rack };
+        return down !== undefined && Date.now() - down.at >= 5_000 + 2 * INTERVAL_MS;
+      },
+      { timeout: 60_000, intervals: [100], message: `no switch tray down in the truth; log:\n${gantry?.log().slice(-3000)}` },
+    )
+    .toBe(true);
+  const { rack } = down!;
+  const trays = rack.nvlink_down!.join(", ");
+  await page.goto(`${base}/racks`);
+  await expect(page.locator('[data-test="live-status"]')).toHaveClass(/\blive\b/, { timeout: 15_000 });
+  // The rack's row in "NVLink switch trays": the switch tray down, its links, every
+  // compute tray the truth has cut; its head says so and is critical.
+  const row = page.locator(`[data-test="fabric"] tr[data-rack="${rack.name}"]`);
+  await expect(row.locator('[data-test="fabric-state"]')).toContainText(`8 of 9 up; down: ${trays}`);
+  await expect(row.locator('[data-test="fabric-links"]')).toHaveText("1152 of 1296");
+  await expect(row.locator('[data-test="fabric-cut"] a')).toHaveText(rack.nvlink_cut!);
+  const head = page.locator(`[data-test="floor-rack"][data-rack="${rack.name}"] [data-test="floor-rack-head"]`);
+  await expect(head).toContainText(`NVLink switch tray down: ${trays}`);
+  await expect(head).toHaveClass(/sev-critical/);
+  // The rack with one link down names the tray the truth has (where DCGM places it).
+  expect(links, "the truth has a rack with a link down").toBeTruthy();
+  const lrow = page.locator(`[data-test="fabric"] tr[data-rack="${links!.name}"]`);
+  await expect(lrow.locator('[data-test="fabric-cut"] a')).toHaveText(links!.nvlink_cut!);
+  await expect(lrow.locator('[data-test="fabric-links"]')).toHaveText(`${1296 - links!.nvlink_links_down!} of 1296`);
+  // The alert is open and names the switch tray and the compute trays cut.
+  await page.goto(`${base}/alerts`);
+  const alert = page.locator(`[data-test="alert"][data-rule="nvlink_switch_tray_down"][data-subject="rack:${rack.name}"]`);
+  await expect(alert).toHaveCount(1, { timeout: 1 });
+  const text = (await alert.textContent()) ?? "";
+  expect(text).toContain(`NVLink switch tray down: ${trays} (8 of 9 switch trays up; 1152 of 1296 GPU links active); compute trays cut: ${rack.nvlink_cut!.join(", ")};`);
 });
