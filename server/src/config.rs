@@ -653,6 +653,25 @@ impl Config {
                 "gpu_exporter_url and bmc_exporter_url go together",
             ));
         }
+        // On Slurm, the scraper runs for the nodes' exporters: templates of the nodes'
+        // other exporters and of the racks' would otherwise be read by nothing, silently.
+        if self.source == SourceKind::Slurm
+            && self.telemetry == TelemetryKind::Scrape
+            && self.gpu_exporter_url.is_none()
+        {
+            for (field, t) in [
+                ("node_exporter_url", &self.node_exporter_url),
+                ("rack_exporter_url", &self.rack_exporter_url),
+                ("nvlink_telemetry_url", &self.nvlink_telemetry_url),
+            ] {
+                if t.is_some() {
+                    return Err(invalid(
+                        field,
+                        "is scraped with the nodes' exporters: with source \"slurm\", set gpu_exporter_url and bmc_exporter_url too",
+                    ));
+                }
+            }
+        }
         if self
             .ingest_token
             .as_ref()

@@ -127,6 +127,49 @@ fn shelf_metric_names_must_be_prometheus_names() {
 }
 
 #[test]
+fn on_slurm_rack_templates_need_the_nodes_exporters() {
+    let e = Config::load(
+        None,
+        env(&[
+            ("GANTRY_SOURCE", "slurm"),
+            ("GANTRY_NVLINK_TELEMETRY_URL", "http://nmx/{rack}/metrics"),
+        ]),
+    )
+    .expect_err("read by nothing");
+    assert!(
+        e.to_string().contains("nvlink_telemetry_url")
+            && e.to_string()
+                .contains("gpu_exporter_url and bmc_exporter_url"),
+        "{e}"
+    );
+    let e = Config::load(
+        None,
+        env(&[
+            ("GANTRY_SOURCE", "slurm"),
+            ("GANTRY_RACK_EXPORTER_URL", "http://pdu-{rack}/metrics"),
+        ]),
+    )
+    .expect_err("read by nothing");
+    assert!(e.to_string().contains("rack_exporter_url"), "{e}");
+    Config::load(
+        None,
+        env(&[
+            ("GANTRY_SOURCE", "slurm"),
+            ("GANTRY_GPU_EXPORTER_URL", "http://{node}:9400/metrics"),
+            ("GANTRY_BMC_EXPORTER_URL", "http://{node}-bmc:9290/metrics"),
+            ("GANTRY_NVLINK_TELEMETRY_URL", "http://nmx/{rack}/metrics"),
+        ]),
+    )
+    .expect("with the nodes' exporters");
+    // The simulator serves its own exporters.
+    Config::load(
+        None,
+        env(&[("GANTRY_NVLINK_TELEMETRY_URL", "http://nmx/{rack}/metrics")]),
+    )
+    .expect("the simulator's");
+}
+
+#[test]
 fn tls_cert_and_key_go_together_and_https_urls_are_taken() {
     let c = Config::load(None, env(&[])).expect("valid");
     assert_eq!((c.tls.serving(), c.tls.ca_bundle.as_deref()), (None, None));
