@@ -541,9 +541,14 @@ pub fn fabric_tiles(inv: &Inventory, r: &Readings) -> Vec<Option<app::live::Fabr
                     cut.push(name);
                 }
             }
+            // Nodes in inventory order, then trays with no node by their index ("tray 8"
+            // before "tray 10"), then the rest by name.
             cut.sort_by_key(|n| {
                 (
                     inv_idx.get(n.as_str()).copied().unwrap_or(usize::MAX),
+                    n.strip_prefix("tray ")
+                        .and_then(|t| t.parse::<u32>().ok())
+                        .unwrap_or(u32::MAX),
                     n.clone(),
                 )
             });
@@ -1008,6 +1013,50 @@ mod tests {
         assert_eq!(
             got,
             vec![(1, DomainKind::Leaf, 3, 1), (1, DomainKind::Block, 2, 1)]
+        );
+    }
+
+    #[test]
+    fn trays_cut_without_a_node_follow_the_nodes_in_tray_order() {
+        use app::model::{NvlinkFabric, NvlinkPortDown, SwitchTrayLinks};
+        let sim = Sim::new(64, 42, "t", T0);
+        let mut inv = sim.inventory().clone();
+        inv.racks[0].switch_trays = Some(9);
+        let rack = inv.racks[0].name.clone();
+        let mut in_rack: Vec<&app::model::Node> =
+            inv.nodes.iter().filter(|n| n.rack == rack).collect();
+        in_rack.sort_by_key(|n| n.u_position);
+        let nodes: Vec<String> = in_rack.iter().map(|n| n.name.clone()).collect();
+        let n = nodes.len() as u32;
+        // Trays past the layout's nodes, given out of order, and the first node's.
+        let down = |t: u32| NvlinkPortDown {
+            tray_index: Some(t),
+            device: Some(0),
+            port_label: "GPUP0".into(),
+            state: "DOWN".into(),
+            ..NvlinkPortDown::default()
+        };
+        let mut r = sim.readings();
+        r.racks[0].fabric = Some(NvlinkFabric {
+            switch_trays: vec![SwitchTrayLinks {
+                tray: "sw01".into(),
+                links: 144,
+                active: 140,
+                not_active: vec![down(n + 10), down(n), down(0), down(n + 2)],
+                ..SwitchTrayLinks::default()
+            }],
+            ..NvlinkFabric::default()
+        });
+        let tiles = fabric_tiles(&inv, &r);
+        let cut = &tiles[0].as_ref().expect("a tile").cut;
+        assert_eq!(
+            cut,
+            &[
+                nodes[0].clone(),
+                format!("tray {n}"),
+                format!("tray {}", n + 2),
+                format!("tray {}", n + 10),
+            ]
         );
     }
 

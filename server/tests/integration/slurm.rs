@@ -1186,3 +1186,234 @@ async fn free_segments_on_a_real_slurm_follow_its_idle_nodes() {
     r.stop().await.expect("stop");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// NMX-T on the real source: Gantry on the real Slurm, whose layout gives rack R1
+/// (gpu001-gpu008) nine NVLink switch trays, scrapes an NMX-T endpoint this test serves in
+/// NMX-T's text (the simulator's writer, read back to its reading by a unit test). A link
+/// down on compute tray 3 names gpu004 (the layout's fourth tray: no DCGM identity fields
+/// here) and this test's job there; switch tray sw04 down fires `nvlink_switch_tray_down`
+/// within one NMX-T interval and two scrape intervals, naming R1, sw04, the trays it cuts
+/// (the layout's eight nodes, then the trays it has no node for) and the jobs on them.
+#[tokio::test]
+async fn nmxt_on_a_real_slurm_names_its_nodes_and_jobs() {
+    use axum::extract::{Path, State};
+    use axum::routing::get;
+    use server::sim::fabric::{port_partner, render_nmxt, LinkDown, RackLinks, PORTS_PER_GPU};
+    use std::sync::{Arc, Mutex};
+
+    use crate::support;
+    if cluster().is_none() {
+        return;
+    }
+    let conf = std::env::var("GANTRY_TEST_SLURM_CONF").unwrap_or_default();
+    let gpus_per_tray = 4;
+    let links = Arc::new(Mutex::new(RackLinks {
+        rack: 0,
+        gpus_per_tray,
+        down: vec![LinkDown {
+            tray: 3,
+            gpu: 1,
+            port: 3,
+            remote: false,
+        }],
+    }));
+    let app = axum::Router::new()
+        .route(
+            "/nmxt/{rack}",
+            get(
+                |State(l): State<Arc<Mutex<RackLinks>>>, Path(rack): Path<String>| async move {
+                    if rack != "R1" {
+                        return Err(axum::http::StatusCode::NOT_FOUND);
+                    }
+                    let text = render_nmxt(&l.lock().expect("links"));
+                    Ok(text)
+                },
+            ),
+        )
+        .with_state(Arc::clone(&links));
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let nmxt = l.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(l, app).await;
+    });
+    // The nodes' own exporters too: on Slurm, racks are scraped with them.
+    let nodes = cluster().expect("cluster").nodes().await.expect("nodes");
+    let inv = server::sources::slurm::inventory_from_nodes("truth", &nodes);
+    let exporters = serve_exporters(inv.clone(), known_readings(&inv)).await;
+    let dir = std::env::temp_dir().join(format!("gantry-nmxt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let layout = dir.join("layout.toml");
+    std::fs::write(
+        &layout,
+        "[[rack]]\nname = \"R1\"\nrow = \"A\"\npower_limit_kw = 40\nswitch_trays = 9\nnodes = \"gpu[001-008]\"\n\
+         [[rack]]\nname = \"R2\"\nrow = \"A\"\npower_limit_kw = 40\nnodes = \"gpu[009-016]\"\n",
+    )
+    .expect("layout");
+    let mut cfg = support::test_config(support::sqlite_url(), 16, 1.0, 200);
+    cfg.source = server::config::SourceKind::Slurm;
+    cfg.slurm.conf = Some(conf.clone().into());
+    cfg.slurm.poll_interval_ms = 500;
+    cfg.slurm.layout = Some(layout);
+    cfg.gpu_exporter_url = Some(format!("http://{exporters}/dcgm/{{node}}"));
+    cfg.bmc_exporter_url = Some(format!("http://{exporters}/ipmi/{{node}}"));
+    cfg.nvlink_telemetry_url = Some(format!("http://{nmxt}/nmxt/{{rack}}"));
+    cfg.scrape_interval_ms = Some(500);
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    let job = sbatch(
+        &conf,
+        &[
+            "-N1",
+            "-w",
+            "gpu004",
+            "--exclusive",
+            "-p",
+            "gpu",
+            "--output=/dev/null",
+            "-J",
+            "gantry-nmxt",
+            "--wrap",
+            "sleep 120",
+        ],
+    );
+    let scancel = || {
+        let _ = std::process::Command::new("scancel")
+            .arg(job.to_string())
+            .env("SLURM_CONF", &conf)
+            .status();
+    };
+
+    // The link down: a warning naming gpu004, the port and its switch tray, and the job.
+    let mut seen = String::new();
+    let mut warned = None;
+    for _ in 0..300 {
+        if let Some(t) = r.live.current() {
+            let ov = &t.overview;
+            let f = ov
+                .racks
+                .iter()
+                .find(|k| k.name == "R1")
+                .and_then(|k| k.fabric.clone());
+            seen = format!("{f:?}");
+            let running = ov
+                .nodes
+                .iter()
+                .any(|n| n.name == "gpu004" && n.jobs.contains(&job));
+            if let Some(f) = f.filter(|f| f.reporting() && running) {
+                assert_eq!(f.expected, 9);
+                assert_eq!(f.cut, ["gpu004"]);
+                assert_eq!(f.links - f.active, 1, "{f:?}");
+                assert_eq!(f.links_down, ["gpu004 GPU 1 GPUP2 to sw02 (Local_phy)"]);
+                let open = r.store.open_alerts().await.expect("alerts");
+                warned = open
+                    .into_iter()
+                    .find(|a| a.rule == "nvlink_links_down" && a.subject == "rack:R1");
+                if warned.is_some() {
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let Some(warned) = warned else {
+        scancel();
+        let targets: Vec<String> = r
+            .live
+            .targets()
+            .iter()
+            .map(|t| format!("{} {:?} {:?}", t.url, t.last_success_ms, t.last_error))
+            .collect();
+        panic!("no nvlink_links_down alert for R1 naming gpu004 with the job on it: {seen}; targets: {targets:?}");
+    };
+    assert!(
+        warned.summary.starts_with("rack R1: 1 NVLink link(s) not active, on switch tray sw02: gpu004 GPU 1 GPUP2 to sw02 (Local_phy); compute trays cut: gpu004; running jobs: ")
+            && warned.summary.contains(&job.to_string()),
+        "{}",
+        warned.summary
+    );
+    // R2 has no switch trays and is not scraped.
+    assert!(r
+        .live
+        .targets()
+        .iter()
+        .all(|t| !t.url.ends_with("/nmxt/R2")));
+
+    // Switch tray sw04 down: every GPU link cabled to it, on all 18 compute trays.
+    let t0 = server::live::wall_now_ms();
+    {
+        let mut l = links.lock().expect("links");
+        for tray in 0..18 {
+            for gpu in 0..gpus_per_tray {
+                for port in (1..=PORTS_PER_GPU).filter(|&p| port_partner(p).0 == 4) {
+                    l.down.push(LinkDown {
+                        tray,
+                        gpu,
+                        port,
+                        remote: true,
+                    });
+                }
+            }
+        }
+        l.down.sort();
+    }
+    let fabric_ms = server::ingest::FABRIC_MIN_INTERVAL.as_millis() as i64;
+    let mut on_r1: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
+    let mut fired = None;
+    for _ in 0..300 {
+        if let Some(t) = r.live.current() {
+            on_r1.extend(
+                t.overview
+                    .nodes
+                    .iter()
+                    .filter(|n| n.name.as_str() <= "gpu008")
+                    .flat_map(|n| n.jobs.iter().copied()),
+            );
+        }
+        let open = r.store.open_alerts().await.expect("alerts");
+        fired = open
+            .into_iter()
+            .find(|a| a.rule == "nvlink_switch_tray_down" && a.subject == "rack:R1");
+        if fired.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    scancel();
+    let a = fired.expect("no nvlink_switch_tray_down alert for R1 in 30 s");
+    assert!(
+        a.started_ms - t0 <= fabric_ms + 2 * 500 + 500,
+        "fired {} ms after sw04 went down (NMX-T read at most every {fabric_ms} ms)",
+        a.started_ms - t0
+    );
+    assert_eq!(a.severity, "critical");
+    let trays: Vec<String> = (1..=8)
+        .map(|i| format!("gpu{i:03}"))
+        .chain((8..18).map(|t| format!("tray {t}")))
+        .collect();
+    assert!(
+        a.summary.starts_with(&format!(
+            "rack R1: NVLink switch tray down: sw04 (8 of 9 switch trays up; 1151 of 1296 GPU links active); compute trays cut: {}; running jobs: ",
+            trays.join(", ")
+        )),
+        "{}",
+        a.summary
+    );
+    let named: std::collections::BTreeSet<u64> = a
+        .summary
+        .split("running jobs: ")
+        .nth(1)
+        .unwrap_or("")
+        .split(", ")
+        .filter_map(|j| j.trim().parse().ok())
+        .collect();
+    assert!(named.contains(&job), "{}", a.summary);
+    assert!(
+        named.is_subset(&on_r1),
+        "every job named ran on R1's nodes ({on_r1:?}): {}",
+        a.summary
+    );
+    r.stop().await.expect("stop");
+    let _ = std::fs::remove_dir_all(&dir);
+}
