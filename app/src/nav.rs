@@ -41,6 +41,30 @@ pub fn safe_next(next: &str) -> Option<String> {
     Some(out)
 }
 
+/// `s` percent-encoded for a query value (unreserved characters and `/` kept): a path
+/// carried in `?next=`.
+pub fn query_encode(s: &str) -> String {
+    percent_encode(s, b"/-_.~")
+}
+
+/// `s` percent-encoded with only RFC 3986's unreserved characters kept: any one query
+/// value or form field, whatever it holds.
+pub fn encode_component(s: &str) -> String {
+    percent_encode(s, b"-_.~")
+}
+
+fn percent_encode(s: &str, keep: &[u8]) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || keep.contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::safe_next;
@@ -70,28 +94,4 @@ mod tests {
             assert_eq!(safe_next(bad), None, "{bad:?}");
         }
     }
-}
-
-/// `s` percent-encoded for a query value (unreserved characters and `/` kept): a path
-/// carried in `?next=`.
-pub fn query_encode(s: &str) -> String {
-    percent_encode(s, b"/-_.~")
-}
-
-/// `s` percent-encoded with only RFC 3986's unreserved characters kept: any one query
-/// value or form field, whatever it holds.
-pub fn encode_component(s: &str) -> String {
-    percent_encode(s, b"-_.~")
-}
-
-fn percent_encode(s: &str, keep: &[u8]) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || keep.contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
