@@ -267,189 +267,220 @@ fn Shelves(state: RwSignal<Overview>) -> impl IntoView {
     view! { <div inner_html=move || html.get()></div> }
 }
 
+/// One rack-scale section as HTML: its heading, then a table of the racks in trouble
+/// (each row the rack's name, then what `cells` writes) or one line saying all is well,
+/// then `note`. `key` is the section's id and the prefix of its `data-test` names. Nothing
+/// when no rack has what the section is about.
+struct Section<'a> {
+    key: &'a str,
+    title: &'a str,
+    /// "racks with <what>: <ok>" when none is in trouble.
+    what: &'a str,
+    ok: &'a str,
+    /// The table's column heads after "Rack".
+    head: &'a str,
+    note: &'a str,
+}
+
+impl Section<'_> {
+    /// `racks`: those the section is about, each with whether it is in trouble and, if so,
+    /// whether critically.
+    fn html<'r>(
+        &self,
+        racks: impl Iterator<Item = (&'r RackTile, Option<bool>)>,
+        mut cells: impl FnMut(&mut String, &'r RackTile),
+    ) -> String {
+        let racks: Vec<(&RackTile, Option<bool>)> = racks.collect();
+        if racks.is_empty() {
+            return String::new();
+        }
+        let key = self.key;
+        let mut out = format!(
+            r#"<section class="{key}" aria-labelledby="{key}"><h2 id="{key}">{}</h2>"#,
+            self.title
+        );
+        let trouble: Vec<(&RackTile, bool)> = racks
+            .iter()
+            .filter_map(|(r, t)| t.map(|crit| (*r, crit)))
+            .collect();
+        if trouble.is_empty() {
+            out.push_str(&format!(
+                r#"<p data-test="{key}-ok">{} {} with {}: {}</p>"#,
+                units::count(racks.len() as u64),
+                if racks.len() == 1 { "rack" } else { "racks" },
+                self.what,
+                self.ok
+            ));
+        } else {
+            out.push_str(&format!(
+                r#"<table class="grid compact" aria-labelledby="{key}" data-test="{key}"><thead><tr><th scope="col">Rack</th>{}</tr></thead><tbody>"#,
+                self.head
+            ));
+            for (r, crit) in trouble {
+                out.push_str(r#"<tr data-rack=""#);
+                units::xml_escape_into(&mut out, &r.name);
+                out.push_str(if crit {
+                    r#"" class="crit"><th scope="row">"#
+                } else {
+                    r#"" class="warn"><th scope="row">"#
+                });
+                units::xml_escape_into(&mut out, &r.name);
+                out.push_str("</th>");
+                cells(&mut out, r);
+                out.push_str("</tr>");
+            }
+            out.push_str("</tbody></table>");
+        }
+        out.push_str(&format!(r#"<p class="muted">{}</p></section>"#, self.note));
+        out
+    }
+}
+
+/// Links to `jobs` (`job N` and what follows each), or "none".
+fn job_links(out: &mut String, jobs: impl Iterator<Item = (u64, String)>) {
+    let mut any = false;
+    for (j, after) in jobs {
+        any = true;
+        out.push_str(&format!(
+            r#"<a href="/jobs/{j}" data-job="{j}">job {j}</a> {after}"#
+        ));
+    }
+    if !any {
+        out.push_str("none");
+    }
+}
+
 /// The power shelves section as HTML: every name escaped (shelf names come from the
 /// racks' power controllers).
 pub(crate) fn shelves_html(s: &Overview) -> String {
-    let with = s.racks.iter().filter(|r| r.shelves.is_some()).count();
-    if with == 0 {
-        return String::new();
-    }
-    let mut out = String::from(
-        r#"<section class="shelves" aria-labelledby="shelves"><h2 id="shelves">Power shelves</h2>"#,
-    );
-    let esc = |out: &mut String, t: &str| units::xml_escape_into(out, t);
-    let trouble: Vec<&RackTile> = s
-        .racks
-        .iter()
-        .filter(|r| r.shelves.as_ref().is_some_and(|x| x.in_trouble()))
-        .collect();
-    if trouble.is_empty() {
+    let section = Section {
+        key: "shelves",
+        title: "Power shelves",
+        what: "power shelves",
+        ok: "every shelf reporting and delivering.",
+        head: r#"<th scope="col">Shelves</th><th scope="col" class="num">Limit (bus bar)</th><th scope="col" class="num">Power</th><th scope="col">Drawing its power</th>"#,
+        note: "A rack's limit is the lower of its bus bar's and what its working shelves deliver with the site's reserve held back: a shelf down lowers it.",
+    };
+    let racks = s.racks.iter().filter_map(|r| {
+        let sh = r.shelves.as_ref()?;
+        Some((
+            r,
+            sh.in_trouble().then(|| r.severity() == Severity::Critical),
+        ))
+    });
+    section.html(racks, |out, r| {
+        let sh = r.shelves.clone().unwrap_or_default();
+        let state = if !sh.reporting() {
+            "not reporting".to_string()
+        } else {
+            let mut w = vec![format!(
+                "{} of {} delivering",
+                sh.expected.saturating_sub(sh.lost()),
+                sh.expected
+            )];
+            if !sh.down.is_empty() {
+                w.push(format!("down: {}", sh.down.join(", ")));
+            }
+            if sh.missing > 0 {
+                w.push(format!("{} missing", sh.missing));
+            }
+            if !sh.degraded.is_empty() {
+                w.push(format!("degraded: {}", sh.degraded.join(", ")));
+            }
+            w.join("; ")
+        };
+        out.push_str(r#"<td data-test="shelves-state">"#);
+        units::xml_escape_into(out, &state);
         out.push_str(&format!(
-            r#"<p data-test="shelves-ok">{} {} with power shelves: every shelf reporting and delivering.</p>"#,
-            units::count(with as u64),
-            if with == 1 { "rack" } else { "racks" }
+            r#"</td><td class="num" data-test="shelves-limit" data-limit-watts="{:.0}">{} ({})</td><td class="num">{}</td><td data-test="shelves-jobs">"#,
+            r.power_limit_watts,
+            units::power(Some(r.power_limit_watts)),
+            units::power(Some(sh.busbar_watts)),
+            units::power(r.power_watts)
         ));
-    } else {
-        out.push_str(r#"<table class="grid compact" aria-labelledby="shelves" data-test="shelves"><thead><tr><th scope="col">Rack</th><th scope="col">Shelves</th><th scope="col" class="num">Limit (bus bar)</th><th scope="col" class="num">Power</th><th scope="col">Drawing its power</th></tr></thead><tbody>"#);
-        for r in trouble {
-            let sh = r.shelves.clone().unwrap_or_default();
-            let class = if r.severity() == Severity::Critical {
-                "crit"
-            } else {
-                "warn"
-            };
-            let state = if !sh.reporting() {
-                "not reporting".to_string()
-            } else {
-                let mut w = vec![format!(
-                    "{} of {} delivering",
-                    sh.expected.saturating_sub(sh.lost()),
-                    sh.expected
-                )];
-                if !sh.down.is_empty() {
-                    w.push(format!("down: {}", sh.down.join(", ")));
-                }
-                if sh.missing > 0 {
-                    w.push(format!("{} missing", sh.missing));
-                }
-                if !sh.degraded.is_empty() {
-                    w.push(format!("degraded: {}", sh.degraded.join(", ")));
-                }
-                w.join("; ")
-            };
-            out.push_str(r#"<tr data-rack=""#);
-            esc(&mut out, &r.name);
-            out.push_str(&format!(r#"" class="{class}"><th scope="row">"#));
-            esc(&mut out, &r.name);
-            out.push_str(r#"</th><td data-test="shelves-state">"#);
-            esc(&mut out, &state);
-            out.push_str(&format!(
-                r#"</td><td class="num" data-test="shelves-limit" data-limit-watts="{:.0}">{} ({})</td><td class="num">{}</td><td data-test="shelves-jobs">"#,
-                r.power_limit_watts,
-                units::power(Some(r.power_limit_watts)),
-                units::power(Some(sh.busbar_watts)),
-                units::power(r.power_watts)
-            ));
-            let jobs = s.rack_job_power(&r.name);
-            if jobs.is_empty() {
-                out.push_str("none");
-            }
-            for (j, w) in jobs {
-                out.push_str(&format!(
-                    r#"<a href="/jobs/{j}" data-job="{j}">job {j}</a> {} "#,
-                    units::power(Some(w))
-                ));
-            }
-            out.push_str("</td></tr>");
-        }
-        out.push_str("</tbody></table>");
-    }
-    out.push_str(r#"<p class="muted">A rack's limit is the lower of its bus bar's and what its working shelves deliver with the site's reserve held back: a shelf down lowers it.</p></section>"#);
-    out
+        job_links(
+            out,
+            s.rack_job_power(&r.name)
+                .into_iter()
+                .map(|(j, w)| (j, format!("{} ", units::power(Some(w))))),
+        );
+        out.push_str("</td>");
+    })
 }
 
 /// The NVLink switch trays section as HTML: every name escaped (switch tray names come
 /// from NMX-T).
 pub(crate) fn fabric_html(s: &Overview) -> String {
-    let with = s.racks.iter().filter(|r| r.fabric.is_some()).count();
-    if with == 0 {
-        return String::new();
-    }
-    let mut out = String::from(
-        r#"<section class="fabric" aria-labelledby="fabric"><h2 id="fabric">NVLink switch trays</h2>"#,
-    );
-    let esc = |out: &mut String, t: &str| units::xml_escape_into(out, t);
-    let trouble: Vec<&RackTile> = s
-        .racks
-        .iter()
-        .filter(|r| r.fabric.as_ref().is_some_and(|x| x.in_trouble()))
-        .collect();
-    if trouble.is_empty() {
+    let section = Section {
+        key: "fabric",
+        title: "NVLink switch trays",
+        what: "NVLink switch trays",
+        ok: "every switch tray reporting, every GPU link active.",
+        head: r#"<th scope="col">Switch trays</th><th scope="col" class="num">GPU links active</th><th scope="col">Compute trays cut</th><th scope="col">Jobs on them</th>"#,
+        note: "What NVIDIA NMX-T reports of each rack's NVLink domain: a switch tray down takes its share of every GPU's NVLink bandwidth, a link down one GPU's.",
+    };
+    let racks = s.racks.iter().filter_map(|r| {
+        let f = r.fabric.as_ref()?;
+        Some((r, f.in_trouble().then(|| f.reporting() && f.lost() > 0)))
+    });
+    section.html(racks, |out, r| {
+        let f = r.fabric.clone().unwrap_or_default();
+        let state = if !f.reporting() {
+            "not reporting".to_string()
+        } else {
+            let mut w = vec![format!(
+                "{} of {} up",
+                f.expected.saturating_sub(f.lost()),
+                f.expected
+            )];
+            if !f.down.is_empty() {
+                w.push(format!("down: {}", f.down.join(", ")));
+            }
+            if f.missing > 0 {
+                w.push(format!("{} missing", f.missing));
+            }
+            if !f.links_down.is_empty() {
+                w.push(format!("links down: {}", f.links_down.join(", ")));
+            }
+            w.join("; ")
+        };
+        out.push_str(r#"<td data-test="fabric-state">"#);
+        units::xml_escape_into(out, &state);
         out.push_str(&format!(
-            r#"<p data-test="fabric-ok">{} {} with NVLink switch trays: every switch tray reporting, every GPU link active.</p>"#,
-            units::count(with as u64),
-            if with == 1 { "rack" } else { "racks" }
+            r#"</td><td class="num" data-test="fabric-links">{} of {}</td><td data-test="fabric-cut">"#,
+            f.active, f.links
         ));
-    } else {
-        out.push_str(r#"<table class="grid compact" aria-labelledby="fabric" data-test="fabric"><thead><tr><th scope="col">Rack</th><th scope="col">Switch trays</th><th scope="col" class="num">GPU links active</th><th scope="col">Compute trays cut</th><th scope="col">Jobs on them</th></tr></thead><tbody>"#);
-        for r in trouble {
-            let f = r.fabric.clone().unwrap_or_default();
-            let class = if f.reporting() && f.lost() > 0 {
-                "crit"
-            } else {
-                "warn"
-            };
-            let state = if !f.reporting() {
-                "not reporting".to_string()
-            } else {
-                let mut w = vec![format!(
-                    "{} of {} up",
-                    f.expected.saturating_sub(f.lost()),
-                    f.expected
-                )];
-                if !f.down.is_empty() {
-                    w.push(format!("down: {}", f.down.join(", ")));
-                }
-                if f.missing > 0 {
-                    w.push(format!("{} missing", f.missing));
-                }
-                if !f.links_down.is_empty() {
-                    w.push(format!("links down: {}", f.links_down.join(", ")));
-                }
-                w.join("; ")
-            };
-            out.push_str(r#"<tr data-rack=""#);
-            esc(&mut out, &r.name);
-            out.push_str(&format!(r#"" class="{class}"><th scope="row">"#));
-            esc(&mut out, &r.name);
-            out.push_str(r#"</th><td data-test="fabric-state">"#);
-            esc(&mut out, &state);
-            out.push_str(&format!(
-                r#"</td><td class="num" data-test="fabric-links">{} of {}</td><td data-test="fabric-cut">"#,
-                f.active, f.links
-            ));
-            if f.cut.is_empty() {
-                out.push_str("none");
-            }
-            for (i, n) in f.cut.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                if s.nodes.iter().any(|x| x.name == *n) {
-                    out.push_str(r#"<a href=""#);
-                    esc(&mut out, &units::node_href(n));
-                    out.push_str(r#"" data-node=""#);
-                    esc(&mut out, n);
-                    out.push_str(r#"">"#);
-                    esc(&mut out, n);
-                    out.push_str("</a>");
-                } else {
-                    esc(&mut out, n);
-                }
-            }
-            out.push_str(r#"</td><td data-test="fabric-jobs">"#);
-            let mut jobs: Vec<u64> = s
-                .nodes
-                .iter()
-                .filter(|x| f.cut.contains(&x.name))
-                .flat_map(|x| x.jobs.iter().copied())
-                .collect();
-            jobs.sort_unstable();
-            jobs.dedup();
-            if jobs.is_empty() {
-                out.push_str("none");
-            }
-            for j in jobs {
-                out.push_str(&format!(
-                    r#"<a href="/jobs/{j}" data-job="{j}">job {j}</a> "#
-                ));
-            }
-            out.push_str("</td></tr>");
+        if f.cut.is_empty() {
+            out.push_str("none");
         }
-        out.push_str("</tbody></table>");
-    }
-    out.push_str(r#"<p class="muted">What NVIDIA NMX-T reports of each rack's NVLink domain: a switch tray down takes its share of every GPU's NVLink bandwidth, a link down one GPU's.</p></section>"#);
-    out
+        for (i, n) in f.cut.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            if s.nodes.iter().any(|x| x.name == *n) {
+                out.push_str(r#"<a href=""#);
+                units::xml_escape_into(out, &units::node_href(n));
+                out.push_str(r#"" data-node=""#);
+                units::xml_escape_into(out, n);
+                out.push_str(r#"">"#);
+                units::xml_escape_into(out, n);
+                out.push_str("</a>");
+            } else {
+                units::xml_escape_into(out, n);
+            }
+        }
+        out.push_str(r#"</td><td data-test="fabric-jobs">"#);
+        let mut jobs: Vec<u64> = s
+            .nodes
+            .iter()
+            .filter(|x| f.cut.contains(&x.name))
+            .flat_map(|x| x.jobs.iter().copied())
+            .collect();
+        jobs.sort_unstable();
+        jobs.dedup();
+        job_links(out, jobs.into_iter().map(|j| (j, String::new())));
+        out.push_str("</td>");
+    })
 }
 
 /// What the floor's DOM shows now, per node and per rack, and where their elements are.
