@@ -551,6 +551,19 @@ impl Overview {
         by_job
     }
 
+    /// The jobs running on any of `nodes`, by id, each once.
+    pub fn jobs_on(&self, nodes: &[String]) -> Vec<u64> {
+        let mut jobs: Vec<u64> = self
+            .nodes
+            .iter()
+            .filter(|n| nodes.contains(&n.name))
+            .flat_map(|n| n.jobs.iter().copied())
+            .collect();
+        jobs.sort_unstable();
+        jobs.dedup();
+        jobs
+    }
+
     /// The delta that turns `self` into `next`.
     pub fn diff(&self, next: &Overview) -> OverviewDelta {
         let racks = next

@@ -470,15 +470,10 @@ pub(crate) fn fabric_html(s: &Overview) -> String {
             }
         }
         out.push_str(r#"</td><td data-test="fabric-jobs">"#);
-        let mut jobs: Vec<u64> = s
-            .nodes
-            .iter()
-            .filter(|x| f.cut.contains(&x.name))
-            .flat_map(|x| x.jobs.iter().copied())
-            .collect();
-        jobs.sort_unstable();
-        jobs.dedup();
-        job_links(out, jobs.into_iter().map(|j| (j, String::new())));
+        job_links(
+            out,
+            s.jobs_on(&f.cut).into_iter().map(|j| (j, String::new())),
+        );
         out.push_str("</td>");
     })
 }

@@ -315,14 +315,7 @@ fn fabric(ov: &Overview, out: &mut Vec<Condition>) {
         else {
             continue;
         };
-        let mut jobs: Vec<u64> = ov
-            .nodes
-            .iter()
-            .filter(|n| f.cut.contains(&n.name))
-            .flat_map(|n| n.jobs.iter().copied())
-            .collect();
-        jobs.sort_unstable();
-        jobs.dedup();
+        let jobs = ov.jobs_on(&f.cut);
         let running = if jobs.is_empty() {
             "no running job on them".to_string()
         } else {

@@ -123,15 +123,7 @@ async fn leak_fires(url: String) {
         "{}",
         alert.summary
     );
-    let named: BTreeSet<u64> = alert
-        .summary
-        .split("running jobs: ")
-        .nth(1)
-        .and_then(|s| s.split(';').next())
-        .expect("jobs part")
-        .split(", ")
-        .filter_map(|j| j.trim().parse().ok())
-        .collect();
+    let named = support::jobs_named(&alert.summary);
     let truth_jobs: BTreeSet<u64> = tr.jobs.iter().copied().collect();
     assert_eq!(named, truth_jobs, "{}", alert.summary);
     let block = format!("b{:02}", rack_i + 1);
@@ -523,14 +515,7 @@ async fn an_nvlink_switch_tray_down_fires_naming_the_truths_switch_tray_compute_
         "{}",
         alert.summary
     );
-    let named: BTreeSet<u64> = alert
-        .summary
-        .split("running jobs: ")
-        .nth(1)
-        .unwrap_or("")
-        .split(", ")
-        .filter_map(|j| j.trim().parse().ok())
-        .collect();
+    let named = support::jobs_named(&alert.summary);
     let truth_jobs: BTreeSet<u64> = tr.nvlink_jobs.iter().copied().collect();
     assert_eq!(named, truth_jobs, "{}", alert.summary);
     // The link down of the seventh rack is a warning of its own, naming its tray.

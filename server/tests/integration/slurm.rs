@@ -1400,14 +1400,7 @@ async fn nmxt_on_a_real_slurm_names_its_nodes_and_jobs() {
         "{}",
         a.summary
     );
-    let named: std::collections::BTreeSet<u64> = a
-        .summary
-        .split("running jobs: ")
-        .nth(1)
-        .unwrap_or("")
-        .split(", ")
-        .filter_map(|j| j.trim().parse().ok())
-        .collect();
+    let named = support::jobs_named(&a.summary);
     assert!(named.contains(&job), "{}", a.summary);
     assert!(
         named.is_subset(&on_r1),

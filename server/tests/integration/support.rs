@@ -482,3 +482,15 @@ pub fn sim_frame(
         truth: None,
     }
 }
+
+/// The job ids an alert's summary names after "running jobs: " (up to a ';').
+pub fn jobs_named(summary: &str) -> std::collections::BTreeSet<u64> {
+    summary
+        .split("running jobs: ")
+        .nth(1)
+        .and_then(|s| s.split(';').next())
+        .unwrap_or("")
+        .split(", ")
+        .filter_map(|j| j.trim().parse().ok())
+        .collect()
+}
