@@ -321,12 +321,19 @@ async fn dcgm_identity_fields_map_the_racks_and_name_the_trays_the_layout_mispla
 }
 
 #[tokio::test]
-async fn a_power_shelf_down_fires_within_two_intervals_naming_the_shelf_its_lowered_limit_and_the_jobs_drawing_the_rack(
+async fn a_power_shelf_down_fires_within_two_intervals_naming_the_shelf_its_lowered_limit_and_the_jobs_drawing_the_rack_on_both_databases(
 ) {
+    shelf_down_fires(support::sqlite_url()).await;
+    if let Some(pg) = support::postgres_url().await {
+        shelf_down_fires(pg).await;
+    }
+}
+
+async fn shelf_down_fires(url: String) {
     // 60x: the scenario's shelf goes down 8 simulated minutes in (8 s). Read by scraping
     // the simulator's redfish_exporter text for each rack's power controller.
     let interval_ms = 1_000;
-    let r = start(60.0, interval_ms).await;
+    let r = start_on(url, 60.0, interval_ms).await;
     let inv = r.live.inventory().expect("inventory");
     let mut truths: BTreeMap<u64, (i64, Arc<SimTruth>)> = BTreeMap::new();
     let mut first_down: Option<(u64, i64, usize)> = None;
@@ -432,12 +439,20 @@ async fn a_power_shelf_down_fires_within_two_intervals_naming_the_shelf_its_lowe
 }
 
 #[tokio::test]
-async fn an_nvlink_switch_tray_down_fires_naming_the_truths_switch_tray_compute_trays_and_jobs() {
+async fn an_nvlink_switch_tray_down_fires_naming_the_truths_switch_tray_compute_trays_and_jobs_on_both_databases(
+) {
+    switch_tray_down_fires(support::sqlite_url()).await;
+    if let Some(pg) = support::postgres_url().await {
+        switch_tray_down_fires(pg).await;
+    }
+}
+
+async fn switch_tray_down_fires(url: String) {
     // 60x: switch tray sw04 of the fifth rack goes down 6 simulated minutes in (6 s). Read
     // by scraping the simulator's NMX-T text for each rack, at most every 5 s.
     let interval_ms = 1_000;
     let fabric_ms = server::ingest::FABRIC_MIN_INTERVAL.as_millis() as i64;
-    let r = start(60.0, interval_ms).await;
+    let r = start_on(url, 60.0, interval_ms).await;
     let inv = r.live.inventory().expect("inventory");
     let mut truths: BTreeMap<u64, (i64, Arc<SimTruth>)> = BTreeMap::new();
     let mut first_down: Option<(u64, i64, usize)> = None;
