@@ -41,6 +41,17 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
     let (tx, rx) = tokio::sync::mpsc::channel::<Delivery>(1024);
     let delivery = tokio::spawn(deliver(cfg.clone(), tls, store.clone(), rx));
     let mut ticks = live.subscribe();
+    // Rows an older version stored with numbers out of range are skipped by every query;
+    // said once here, not every tick.
+    match store.rows_out_of_range().await {
+        Ok((0, 0)) => {}
+        Ok((checkpoints, nccl)) => tracing::warn!(
+            checkpoints,
+            nccl,
+            "stored rows with numbers out of range are skipped (written before ingest checked them)"
+        ),
+        Err(e) => tracing::warn!(error = %e, "cannot count stored rows out of range"),
+    }
     let mut state = RuleState::default();
     // Open alerts by (rule, subject) -> id; loaded from the store so a restart resumes.
     // Open alerts silenced, id -> until (refreshed every tick from the store).

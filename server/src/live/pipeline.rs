@@ -256,7 +256,7 @@ impl Pipeline {
                     self.reports
                         .checkpoint(c.job_id, c.started_ms, c.duration_ms, c.complete);
                     if c.complete {
-                        live.checkpoint_seen(c.job_id, c.started_ms + c.duration_ms);
+                        live.checkpoint_seen(c.job_id, c.started_ms.saturating_add(c.duration_ms));
                     }
                     writes.push(StoreWrite::Checkpoint(c));
                 }

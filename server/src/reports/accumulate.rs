@@ -396,7 +396,11 @@ impl Accumulator {
     /// A save of job `id` was recorded (before, during or after it ran).
     pub fn checkpoint(&mut self, id: u64, started_ms: UnixMs, duration_ms: i64, complete: bool) {
         if let Some(l) = self.ledgers.get_mut(&id) {
-            let d = l.checkpoint(started_ms, started_ms + duration_ms.max(0), complete);
+            let d = l.checkpoint(
+                started_ms,
+                started_ms.saturating_add(duration_ms.max(0)),
+                complete,
+            );
             self.book(id, &d);
         }
     }

@@ -34,8 +34,10 @@ mod tokens;
 pub use actions::{StoredAction, StoredTarget};
 pub use alerts::NewAlert;
 pub use auth::{
-    DirectoryPut, Origin, SessionInfo, UserInfo, UserRow, AUDIT_MAX_ROWS, LAST_SEEN_EVERY_MS,
+    DirectoryPut, Origin, SessionInfo, UserChange, UserInfo, UserRow, AUDIT_MAX_ROWS,
+    LAST_SEEN_EVERY_MS,
 };
+pub use checkpoints::{checkpoint_out_of_range, MAX_STORED};
 pub use jobs::JobEvent;
 pub use lease::{ActionTurn, Fence, LeaseView, Role};
 pub use reliability::{EvidenceRow, NodeEventRow, XidRow};

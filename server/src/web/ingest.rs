@@ -14,6 +14,7 @@ use super::extract::bad_body;
 use super::{AppState, Routes};
 use crate::auth::IngestScope;
 use crate::live::wall_now_ms;
+use crate::store::MAX_STORED;
 
 pub(super) fn routes() -> Routes {
     vec![
@@ -38,6 +39,33 @@ async fn known_job(st: &AppState, id: u64) -> Result<String, ApiError> {
         None => Err(ApiError::BadRequest(format!(
             "unknown job {id}: Gantry has not seen it in the scheduler"
         ))),
+    }
+}
+
+/// Longest a checkpoint save may take: 7 days.
+const MAX_SAVE_MS: i64 = 7 * 86_400_000;
+/// How far from now a reported time may be: 5 years back (a late backfill), 1 day ahead
+/// (a job's clock off).
+const MAX_PAST_MS: i64 = 5 * 366 * 86_400_000;
+const MAX_AHEAD_MS: i64 = 86_400_000;
+
+/// `v` if at most `max`, else a 400 naming the field.
+fn in_range(field: &str, v: u64, max: u64) -> Result<u64, ApiError> {
+    if v <= max {
+        Ok(v)
+    } else {
+        Err(ApiError::BadRequest(format!("{field}: 0 to {max}")))
+    }
+}
+
+/// A reported time (Unix ms) within 5 years before and a day after `now`, else a 400.
+fn recent(field: &str, t: i64, now: i64) -> Result<i64, ApiError> {
+    if (now.saturating_sub(MAX_PAST_MS)..=now.saturating_add(MAX_AHEAD_MS)).contains(&t) {
+        Ok(t)
+    } else {
+        Err(ApiError::BadRequest(format!(
+            "{field}: a Unix time in milliseconds within 5 years before and 1 day after now"
+        )))
     }
 }
 
@@ -78,7 +106,9 @@ async fn ingest_allowed(st: &AppState, headers: &HeaderMap) -> Result<IngestScop
             "ingest is off: set ingest_token or add one with gantry token add",
         ));
     }
-    Err(ApiError::Unauthenticated)
+    Err(ApiError::NoToken {
+        given: got.is_some(),
+    })
 }
 
 /// A job this token may write for: known, and of its account when it has one.
@@ -132,20 +162,29 @@ async fn ingest_checkpoint(
             )))
         }
     };
-    if e.path.is_empty() || e.path.len() > 4096 || e.duration_ms < 0 {
-        return Err(ApiError::BadRequest(
-            "path: 1 to 4096 bytes; duration_ms: not negative".into(),
-        ));
+    if e.path.is_empty() || e.path.len() > 4096 {
+        return Err(ApiError::BadRequest("path: 1 to 4096 bytes".into()));
     }
+    let now = wall_now_ms();
+    in_range("job_id", e.job_id, MAX_STORED as u64)?;
+    in_range("step", e.step, MAX_STORED as u64)?;
+    in_range("bytes", e.bytes, MAX_STORED as u64)?;
+    if !(0..=MAX_SAVE_MS).contains(&e.duration_ms) {
+        return Err(ApiError::BadRequest(format!(
+            "duration_ms: 0 to {MAX_SAVE_MS} (7 days)"
+        )));
+    }
+    let started_ms = match e.started_ms {
+        Some(t) => recent("started_ms", t, now)?,
+        None => now - e.duration_ms,
+    };
     job_for(&st, &scope, e.job_id).await?;
     let c = app::model::Checkpoint {
         job_id: e.job_id,
         step: e.step,
         path: e.path,
         size_bytes: e.bytes,
-        started_ms: e
-            .started_ms
-            .unwrap_or_else(|| wall_now_ms() - e.duration_ms),
+        started_ms,
         duration_ms: e.duration_ms,
         complete,
     };
@@ -155,7 +194,7 @@ async fn ingest_checkpoint(
         .map_err(ApiError::Storage)?;
     if c.complete {
         st.live
-            .checkpoint_seen(c.job_id, c.started_ms + c.duration_ms);
+            .checkpoint_seen(c.job_id, c.started_ms.saturating_add(c.duration_ms));
     }
     Ok((StatusCode::CREATED, Json(Recorded { recorded: true })).into_response())
 }
@@ -185,15 +224,19 @@ async fn ingest_nccl(
             "latency_us must be a number from 0 to 1e9".into(),
         ));
     }
+    in_range("job_id", e.job_id, MAX_STORED as u64)?;
+    in_range("step", e.step, MAX_STORED as u64)?;
+    if let Some(b) = e.message_bytes {
+        in_range("message_bytes", b, MAX_STORED as u64)?;
+    }
+    let now = wall_now_ms();
+    let at_ms = match e.at_ms {
+        Some(t) => recent("at_ms", t, now)?,
+        None => now,
+    };
     job_for(&st, &scope, e.job_id).await?;
     st.store
-        .put_nccl(
-            e.job_id,
-            e.step,
-            e.at_ms.unwrap_or_else(wall_now_ms),
-            e.latency_us,
-            e.message_bytes,
-        )
+        .put_nccl(e.job_id, e.step, at_ms, e.latency_us, e.message_bytes)
         .await
         .map_err(ApiError::Storage)?;
     Ok((StatusCode::CREATED, Json(Recorded { recorded: true })).into_response())

@@ -230,8 +230,8 @@ pub(super) async fn job_detail(
     let (lost, at_risk) = app::views::work_lost_and_at_risk(job.gpus, &runs, &checkpoints, now_ms);
     let last_good = checkpoints
         .iter()
-        .filter(|c| c.complete && c.started_ms + c.duration_ms <= now_ms)
-        .max_by_key(|c| c.started_ms + c.duration_ms)
+        .filter(|c| c.complete && c.started_ms.saturating_add(c.duration_ms) <= now_ms)
+        .max_by_key(|c| c.started_ms.saturating_add(c.duration_ms))
         .cloned();
     // Advice needs the recent rates; without them (no inventory yet, a failing read) the
     // page shows the rest and says the advice is unavailable.
