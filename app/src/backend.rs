@@ -62,7 +62,7 @@ pub trait Backend: Send + Sync + 'static {
     /// Alerts firing and not silenced.
     fn alerts_firing(&self) -> u32;
     fn ack_alert<'a>(&'a self, me: &'a Me, id: i64, note: &'a str) -> BackendFuture<'a, ()>;
-    fn silence_alert(&self, id: i64, minutes: u32) -> BackendFuture<'_, ()>;
+    fn silence_alert<'a>(&'a self, me: &'a Me, id: i64, minutes: u32) -> BackendFuture<'a, ()>;
     /// The report `q` asks for (manager or admin; the guard checks). Errors are words for
     /// the user.
     fn report<'a>(

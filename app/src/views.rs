@@ -110,6 +110,11 @@ pub struct AlertItem {
     pub acked_ms: Option<UnixMs>,
     pub ack_note: Option<String>,
     pub silenced_until_ms: Option<UnixMs>,
+    /// Who silenced it last, and why.
+    #[serde(default)]
+    pub silenced_by: Option<String>,
+    #[serde(default)]
+    pub silence_note: Option<String>,
 }
 
 /// The alerts page's data.

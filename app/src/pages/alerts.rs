@@ -38,8 +38,9 @@ pub async fn ack_alert(id: i64, note: String) -> Result<(), ServerFnError> {
 
 #[server(endpoint = "silence_alert", input = server_fn::codec::Json)]
 pub async fn silence_alert(id: i64, minutes: u32) -> Result<(), ServerFnError> {
+    let me = crate::backend::me();
     crate::backend::backend()?
-        .silence_alert(id, minutes)
+        .silence_alert(&me, id, minutes)
         .await
         .map_err(ServerFnError::new)
 }
@@ -97,11 +98,12 @@ fn AlertsBody(v: AlertsView, data: Resource<Result<AlertsView, ServerFnError>>) 
                             let id = a.id;
                             let note = RwSignal::new(String::new());
                             let silenced = a.silenced_until_ms.filter(|u| *u > now);
+                            let silenced_by = a.silenced_by.clone().map(|u| format!(" by {u}")).unwrap_or_default();
                             view! {
                                 <tr data-test="alert" data-rule=a.rule.clone() data-subject=a.subject.clone()>
                                     <td><span class=format!("badge sev-{}", a.severity)>{a.severity.clone()}</span></td>
                                     <td><a href=a.link.clone()>{a.summary.clone()}</a>
-                                        {silenced.map(|u| view! { <span class="muted">{format!(" · silenced until {}", units::utc(u))}</span> })}
+                                        {silenced.map(|u| view! { <span class="muted">{format!(" · silenced until {}{silenced_by}", units::utc(u))}</span> })}
                                     </td>
                                     <td class="num">{units::utc(a.started_ms)}</td>
                                     <td data-test="alert-ack">{a.acked_by.clone().map(|u| format!("{u}: {}", a.ack_note.clone().unwrap_or_default())).unwrap_or_default()}</td>

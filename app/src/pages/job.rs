@@ -276,6 +276,8 @@ mod tests {
             acked_ms: None,
             ack_note: None,
             silenced_until_ms: None,
+            silenced_by: None,
+            silence_note: None,
         }
     }
 

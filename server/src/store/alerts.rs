@@ -6,9 +6,10 @@ use app::model::UnixMs;
 use app::views::AlertItem;
 use sqlx::Row;
 
-use super::{Result, Store};
+use super::checkpoints::{CHECKPOINT_IN_RANGE, MAX_STORED, NCCL_IN_RANGE};
+use super::{Result, Store, StoreError};
 
-const COLS: &str = "id, rule, subject, severity, summary, link, state, started_ms, resolved_ms, acked_by, acked_ms, ack_note, silenced_until_ms";
+const COLS: &str = "id, rule, subject, severity, summary, link, state, started_ms, resolved_ms, acked_by, acked_ms, ack_note, silenced_until_ms, silenced_by, silence_note";
 
 fn row(r: &sqlx::any::AnyRow) -> Result<AlertItem> {
     Ok(AlertItem {
@@ -25,6 +26,8 @@ fn row(r: &sqlx::any::AnyRow) -> Result<AlertItem> {
         acked_ms: r.try_get("acked_ms")?,
         ack_note: r.try_get("ack_note")?,
         silenced_until_ms: r.try_get("silenced_until_ms")?,
+        silenced_by: r.try_get("silenced_by")?,
+        silence_note: r.try_get("silence_note")?,
     })
 }
 
@@ -129,12 +132,27 @@ impl Store {
         Ok(r.rows_affected() > 0)
     }
 
-    pub async fn silence_alert(&self, id: i64, until_ms: UnixMs) -> Result<bool> {
-        let r = sqlx::query("UPDATE alerts SET silenced_until_ms = $1 WHERE id = $2")
-            .bind(until_ms)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
+    /// Silences an alert until `until_ms` (who, when, a note), or ends its silence
+    /// (`until_ms` `None`); `false` if there is no such alert.
+    pub async fn silence_alert(
+        &self,
+        id: i64,
+        until_ms: Option<UnixMs>,
+        user: &str,
+        note: &str,
+        now_ms: UnixMs,
+    ) -> Result<bool> {
+        // A NULL is written as a literal, never bound (see `put_rollup`).
+        let until = until_ms.map_or("NULL".to_string(), |u| u.to_string());
+        let r = sqlx::query(&format!(
+            "UPDATE alerts SET silenced_until_ms = {until}, silenced_by = $1, silenced_ms = $2, silence_note = $3 WHERE id = $4",
+        ))
+        .bind(user)
+        .bind(now_ms)
+        .bind(note)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
         Ok(r.rows_affected() > 0)
     }
 
@@ -179,6 +197,16 @@ impl Store {
         latency_us: f64,
         message_bytes: Option<u64>,
     ) -> Result<()> {
+        let max = MAX_STORED as u64;
+        if job_id > max
+            || step > max
+            || message_bytes.is_some_and(|b| b > max)
+            || !(0..=MAX_STORED).contains(&at_ms)
+        {
+            return Err(StoreError::Corrupt(format!(
+                "NCCL sample of job {job_id} not stored: a number out of range"
+            )));
+        }
         let q = format!(
             "INSERT INTO nccl_samples (job_id, step, at_ms, latency_us, message_bytes) VALUES ($1, $2, $3, $4, {}) \
              ON CONFLICT (job_id, step) DO UPDATE SET at_ms = excluded.at_ms, latency_us = excluded.latency_us, message_bytes = excluded.message_bytes",
@@ -219,7 +247,7 @@ impl Store {
                    SELECT job_id, step, latency_us, \
                           ROW_NUMBER() OVER (PARTITION BY job_id ORDER BY step) AS first_n, \
                           ROW_NUMBER() OVER (PARTITION BY job_id ORDER BY step DESC) AS last_n \
-                   FROM nccl_samples WHERE job_id IN ({ids})) t \
+                   FROM nccl_samples WHERE job_id IN ({ids}) AND {NCCL_IN_RANGE}) t \
                  WHERE first_n <= 200 OR last_n <= 200 ORDER BY job_id, step"
             ))
             .fetch_all(&self.pool)
@@ -233,7 +261,7 @@ impl Store {
             }
             let rows = sqlx::query(&format!(
                 "SELECT job_id, MAX(started_ms + duration_ms) FROM checkpoints \
-                 WHERE complete = 1 AND job_id IN ({ids}) GROUP BY job_id"
+                 WHERE complete = 1 AND job_id IN ({ids}) AND {CHECKPOINT_IN_RANGE} GROUP BY job_id"
             ))
             .fetch_all(&self.pool)
             .await?;

@@ -1,14 +1,14 @@
 //! Alerts as the store keeps them: the list, acknowledgement, silencing.
 
 use app::model::UnixMs;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Json;
 use serde::Deserialize;
 
 use super::error::ApiError;
-use super::extract::JsonBody;
+use super::extract::{JsonBody, Path, Query};
 use super::{AppState, Routes};
 use crate::auth::Caller;
 use crate::live::wall_now_ms;
@@ -18,6 +18,7 @@ pub(super) fn routes() -> Routes {
         ("/api/alerts", get(alerts_list)),
         ("/api/alerts/{id}/ack", post(alert_ack)),
         ("/api/alerts/{id}/silence", post(alert_silence)),
+        ("/api/alerts/{id}/unsilence", post(alert_unsilence)),
     ]
 }
 
@@ -72,61 +73,162 @@ async fn alerts_list(
     .into_response())
 }
 
+/// What an operator does to an alert without touching the cluster: each is audited.
+pub(super) enum Mute<'a> {
+    Ack { note: &'a str },
+    Silence { minutes: u32, note: &'a str },
+    Unsilence { note: &'a str },
+}
+
+impl Mute<'_> {
+    fn action(&self) -> &'static str {
+        match self {
+            Mute::Ack { .. } => "alert_ack",
+            Mute::Silence { .. } => "alert_silence",
+            Mute::Unsilence { .. } => "alert_unsilence",
+        }
+    }
+}
+
+/// Acknowledges, silences or unsilences alert `id` as `user` with `role`: the audit row is
+/// written first (actor, role, note, duration), then the change, then the row's outcome.
+/// `Ok(None)`: no such alert.
+pub(super) async fn mute(
+    store: &crate::store::Store,
+    user: &str,
+    role: app::actions::Role,
+    id: i64,
+    what: Mute<'_>,
+) -> Result<Option<app::views::AlertItem>, ApiError> {
+    let now = wall_now_ms();
+    let (note, until, duration) = match &what {
+        Mute::Ack { note } => (*note, None, String::new()),
+        Mute::Silence { minutes, note } => {
+            let until = silence_until(*minutes, now).map_err(|m| ApiError::BadRequest(m.into()))?;
+            (
+                *note,
+                Some(until),
+                format!("{minutes} min, until {}; ", app::units::utc(until)),
+            )
+        }
+        Mute::Unsilence { note } => (*note, None, String::new()),
+    };
+    check_note(note).map_err(|m| ApiError::BadRequest(m.into()))?;
+    let Some(alert) = store.alert(id).await.map_err(ApiError::Storage)? else {
+        return Ok(None);
+    };
+    let target = format!("alert {id}: {} {}", alert.rule, alert.subject);
+    let detail = format!("{duration}note: {note}");
+    let audit = store
+        .audit_begin(now, user, role, what.action(), &target, &detail)
+        .await
+        .map_err(ApiError::Storage)?;
+    let done = match &what {
+        Mute::Ack { note } => store.ack_alert(id, user, note, now).await,
+        Mute::Silence { note, .. } => store.silence_alert(id, until, user, note, now).await,
+        Mute::Unsilence { note } => store.silence_alert(id, None, user, note, now).await,
+    };
+    let (status, result) = match &done {
+        Ok(true) => ("ok", "done".to_string()),
+        Ok(false) => ("failed", "no such alert".to_string()),
+        Err(_) => ("failed", "storage unavailable".to_string()),
+    };
+    if let Err(e) = store
+        .audit_finish(audit, status, &result, wall_now_ms())
+        .await
+    {
+        tracing::error!(error = %e, audit_id = audit, "audit row could not be completed");
+    }
+    tracing::info!(user, action = what.action(), target, status, "alert muted");
+    if !done.map_err(ApiError::Storage)? {
+        return Ok(None);
+    }
+    store.alert(id).await.map_err(ApiError::Storage)
+}
+
+/// The caller's name and role, for an audited change.
+fn actor(c: &Caller) -> Result<(String, app::actions::Role), ApiError> {
+    match (&c.user, c.role) {
+        (Some(u), Some(r)) => Ok((u.clone(), r)),
+        _ => Err(ApiError::Unauthenticated),
+    }
+}
+
 #[derive(Deserialize, utoipa::ToSchema)]
 struct AckBody {
+    /// Why (at most 1000 bytes, no control characters).
     #[serde(default)]
     note: String,
 }
 
-/// `POST /api/alerts/{id}/ack` `{"note": "…"}`: who acknowledged, when, why.
-/// Acknowledges an alert, with a note.
+/// `POST /api/alerts/{id}/ack` `{"note": "…"}`: who acknowledged, when, why (audited).
 #[utoipa::path(post, path = "/api/alerts/{id}/ack", tag = "alerts", request_body = AckBody,
     params(("id" = i64, Path, description = "the alert")),
-    responses((status = 200, description = "the alert", body = Option<app::views::AlertItem>)))]
+    responses((status = 200, description = "the alert", body = app::views::AlertItem)))]
 async fn alert_ack(
     State(st): State<AppState>,
     c: Caller,
     Path(id): Path<i64>,
     JsonBody(b): JsonBody<AckBody>,
 ) -> Result<Response, ApiError> {
-    check_note(&b.note).map_err(|m| ApiError::BadRequest(m.into()))?;
-    let user = c.user.unwrap_or_default();
-    if !st
-        .store
-        .ack_alert(id, &user, &b.note, wall_now_ms())
-        .await
-        .map_err(ApiError::Storage)?
-    {
-        return Err(ApiError::NotFound);
-    }
-    let row = st.store.alert(id).await.map_err(ApiError::Storage)?;
+    let (user, role) = actor(&c)?;
+    let row = mute(&st.store, &user, role, id, Mute::Ack { note: &b.note })
+        .await?
+        .ok_or(ApiError::NotFound)?;
     Ok(Json(row).into_response())
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
 struct SilenceBody {
+    /// How long: 1 to 10080 minutes (a week).
+    #[schema(minimum = 1, maximum = 10080)]
     minutes: u32,
+    /// Why (at most 1000 bytes, no control characters).
+    #[serde(default)]
+    note: String,
 }
 
-/// `POST /api/alerts/{id}/silence` `{"minutes": 60}`: no deliveries or badge until then.
-/// Silences an alert for `minutes` (1 to 10080).
+/// `POST /api/alerts/{id}/silence` `{"minutes": 60, "note": "…"}`: no deliveries or badge
+/// until then (audited, with who and why).
 #[utoipa::path(post, path = "/api/alerts/{id}/silence", tag = "alerts", request_body = SilenceBody,
     params(("id" = i64, Path, description = "the alert")),
-    responses((status = 200, description = "the alert", body = Option<app::views::AlertItem>)))]
+    responses((status = 200, description = "the alert", body = app::views::AlertItem)))]
 async fn alert_silence(
     State(st): State<AppState>,
+    c: Caller,
     Path(id): Path<i64>,
     JsonBody(b): JsonBody<SilenceBody>,
 ) -> Result<Response, ApiError> {
-    let until =
-        silence_until(b.minutes, wall_now_ms()).map_err(|m| ApiError::BadRequest(m.into()))?;
-    if !st
-        .store
-        .silence_alert(id, until)
-        .await
-        .map_err(ApiError::Storage)?
-    {
-        return Err(ApiError::NotFound);
-    }
-    Ok(Json(st.store.alert(id).await.map_err(ApiError::Storage)?).into_response())
+    let (user, role) = actor(&c)?;
+    let what = Mute::Silence {
+        minutes: b.minutes,
+        note: &b.note,
+    };
+    let row = mute(&st.store, &user, role, id, what)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Ok(Json(row).into_response())
+}
+
+/// `POST /api/alerts/{id}/unsilence` `{"note": "…"}`: ends a silence now (audited).
+#[utoipa::path(post, path = "/api/alerts/{id}/unsilence", tag = "alerts", request_body = AckBody,
+    params(("id" = i64, Path, description = "the alert")),
+    responses((status = 200, description = "the alert", body = app::views::AlertItem)))]
+async fn alert_unsilence(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(id): Path<i64>,
+    JsonBody(b): JsonBody<AckBody>,
+) -> Result<Response, ApiError> {
+    let (user, role) = actor(&c)?;
+    let row = mute(
+        &st.store,
+        &user,
+        role,
+        id,
+        Mute::Unsilence { note: &b.note },
+    )
+    .await?
+    .ok_or(ApiError::NotFound)?;
+    Ok(Json(row).into_response())
 }

@@ -32,6 +32,28 @@ impl LiveBackend {
             sso_label: st.oidc.as_ref().map(|p| p.label().to_string()),
         }
     }
+
+    /// An audited acknowledgement or silence from a page, in words for the operator.
+    async fn mute(
+        &self,
+        me: &app::actions::Me,
+        id: i64,
+        what: super::alerts::Mute<'_>,
+    ) -> Result<(), String> {
+        let (Some(user), Some(role)) = (&me.user, me.role) else {
+            return Err("sign in first".into());
+        };
+        match super::alerts::mute(&self.store, user, role, id, what).await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(format!("no alert {id}")),
+            Err(e) => {
+                if let super::error::ApiError::Storage(inner) = &e {
+                    tracing::error!(error = %inner, "alert change failed");
+                }
+                Err(e.to_string())
+            }
+        }
+    }
 }
 
 /// An action error in words for the operator; storage internals are logged, not shown.
@@ -238,30 +260,22 @@ impl Backend for LiveBackend {
             if !me.can_act() {
                 return Err("operators acknowledge alerts".into());
             }
-            super::alerts::check_note(note)?;
-            let user = me.user.clone().unwrap_or_default();
-            match self.store.ack_alert(id, &user, note, wall_now_ms()).await {
-                Ok(true) => Ok(()),
-                Ok(false) => Err(format!("no alert {id}")),
-                Err(e) => {
-                    tracing::error!(error = %e, "alert ack failed");
-                    Err("storage unavailable".into())
-                }
-            }
+            self.mute(me, id, super::alerts::Mute::Ack { note }).await
         })
     }
 
-    fn silence_alert(&self, id: i64, minutes: u32) -> app::backend::BackendFuture<'_, ()> {
+    fn silence_alert<'a>(
+        &'a self,
+        me: &'a app::actions::Me,
+        id: i64,
+        minutes: u32,
+    ) -> app::backend::BackendFuture<'a, ()> {
         Box::pin(async move {
-            let until = super::alerts::silence_until(minutes, wall_now_ms())?;
-            match self.store.silence_alert(id, until).await {
-                Ok(true) => Ok(()),
-                Ok(false) => Err(format!("no alert {id}")),
-                Err(e) => {
-                    tracing::error!(error = %e, "alert silence failed");
-                    Err("storage unavailable".into())
-                }
+            if !me.can_act() {
+                return Err("operators silence alerts".into());
             }
+            self.mute(me, id, super::alerts::Mute::Silence { minutes, note: "" })
+                .await
         })
     }
 

@@ -342,7 +342,7 @@ async fn silence_carries_over(url: String) {
         .expect("fire");
     assert_eq!(none, None);
     assert!(store
-        .silence_alert(first, t0 + 3_600_000)
+        .silence_alert(first, Some(t0 + 3_600_000), "operator1", "", t0)
         .await
         .expect("silence"));
     // Still open: firing again is the same row, silenced.
