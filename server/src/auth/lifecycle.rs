@@ -10,7 +10,7 @@ use app::actions::Role;
 
 use super::{hash_password, new_token, token_digest, validate_user_name, AuthError};
 use crate::live::wall_now_ms;
-use crate::store::{IngestTokenInfo, Store};
+use crate::store::{IngestTokenInfo, Store, UserChange};
 
 /// Who makes a change, as the audit log records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,9 +112,12 @@ async fn existing(store: &Store, name: &str) -> Result<(Role, bool), AuthError> 
 }
 
 /// What a change found of the user when it ran: sessions ended, or gone meanwhile.
-fn found(name: &str, n: Option<u64>) -> Result<(u64, String), AuthError> {
-    let n = n.ok_or_else(|| AuthError::UnknownUser(name.into()))?;
-    Ok((n, ended(n)))
+fn found(name: &str, change: UserChange) -> Result<(u64, String), AuthError> {
+    match change {
+        UserChange::NoSuchUser => Err(AuthError::UnknownUser(name.into())),
+        UserChange::Unchanged => Ok((0, "unchanged: no session ended".into())),
+        UserChange::Changed { sessions_ended } => Ok((sessions_ended, ended(sessions_ended))),
+    }
 }
 
 /// A new password for `name` (`gantry user passwd`); ends their sessions. How many ended.

@@ -309,10 +309,11 @@ impl Store {
         super::u64_of(row.try_get(0)?, "admin count")
     }
 
-    /// Runs `update` (binding `$1` to the name, then `binds`) on user `name` and, if the
-    /// user exists, ends its sessions in the same transaction: `None` for an unknown user,
-    /// else how many sessions ended.
-    async fn change_user(&self, name: &str, update: &str, binds: Binds<'_>) -> Result<Option<u64>> {
+    /// Runs `update` (binding `$1` to the name, then `binds`) on user `name` and, if it
+    /// changed the row, ends the user's sessions in the same transaction. An `update` whose
+    /// `WHERE` matches only rows it would change (`AND role <> $2`) leaves the sessions of
+    /// a user it would not change alone ([`UserChange::Unchanged`]).
+    async fn change_user(&self, name: &str, update: &str, binds: Binds<'_>) -> Result<UserChange> {
         let mut tx = self.pool.begin().await?;
         let mut q = sqlx::query(update).bind(name);
         for b in binds {
@@ -323,16 +324,27 @@ impl Store {
         }
         let hit = q.execute(&mut *tx).await?.rows_affected();
         if hit == 0 {
+            let exists = sqlx::query("SELECT 1 FROM users WHERE name = $1")
+                .bind(name)
+                .fetch_optional(&mut *tx)
+                .await?
+                .is_some();
             tx.rollback().await?;
-            return Ok(None);
+            return Ok(if exists {
+                UserChange::Unchanged
+            } else {
+                UserChange::NoSuchUser
+            });
         }
         let ended = end_sessions_of(&mut tx, name).await?;
         tx.commit().await?;
-        Ok(Some(ended))
+        Ok(UserChange::Changed {
+            sessions_ended: ended,
+        })
     }
 
-    /// A new password hash for `name`; ends its sessions. `None`: no such user.
-    pub async fn set_password_hash(&self, name: &str, password_hash: &str) -> Result<Option<u64>> {
+    /// A new password hash for `name`; ends its sessions (a new hash is always a change).
+    pub async fn set_password_hash(&self, name: &str, password_hash: &str) -> Result<UserChange> {
         self.change_user(
             name,
             "UPDATE users SET password_hash = $2 WHERE name = $1",
@@ -341,43 +353,43 @@ impl Store {
         .await
     }
 
-    /// A new role for `name`; ends its sessions. `None`: no such user.
-    pub async fn set_role(&self, name: &str, role: Role) -> Result<Option<u64>> {
+    /// A new role for `name`; ends its sessions if the role was another.
+    pub async fn set_role(&self, name: &str, role: Role) -> Result<UserChange> {
         self.change_user(
             name,
-            "UPDATE users SET role = $2 WHERE name = $1",
+            "UPDATE users SET role = $2 WHERE name = $1 AND role <> $2",
             &[Bind::Text(role.as_str())],
         )
         .await
     }
 
-    /// Disables (ending its sessions) or enables `name`. `None`: no such user.
+    /// Disables (ending its sessions) or enables `name`; a user already so is unchanged.
     pub async fn set_disabled(
         &self,
         name: &str,
         disabled: bool,
         now_ms: UnixMs,
-    ) -> Result<Option<u64>> {
+    ) -> Result<UserChange> {
         // A NULL is written as a literal, never bound (see `put_rollup`).
         if disabled {
             self.change_user(
                 name,
-                "UPDATE users SET disabled = 1, disabled_ms = $2 WHERE name = $1",
+                "UPDATE users SET disabled = 1, disabled_ms = $2 WHERE name = $1 AND disabled = 0",
                 &[Bind::Int(now_ms)],
             )
             .await
         } else {
             self.change_user(
                 name,
-                "UPDATE users SET disabled = 0, disabled_ms = NULL WHERE name = $1",
+                "UPDATE users SET disabled = 0, disabled_ms = NULL WHERE name = $1 AND disabled <> 0",
                 &[],
             )
             .await
         }
     }
 
-    /// Deletes `name` and its sessions. `None`: no such user.
-    pub async fn delete_user(&self, name: &str) -> Result<Option<u64>> {
+    /// Deletes `name` and its sessions.
+    pub async fn delete_user(&self, name: &str) -> Result<UserChange> {
         self.change_user(name, "DELETE FROM users WHERE name = $1", &[])
             .await
     }
@@ -629,6 +641,17 @@ impl Store {
             })
             .collect()
     }
+}
+
+/// What a change of a user did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UserChange {
+    NoSuchUser,
+    /// The user was already so: nothing written, no session ended.
+    Unchanged,
+    Changed {
+        sessions_ended: u64,
+    },
 }
 
 /// A bound value of [`Store::change_user`]'s update.

@@ -739,6 +739,32 @@ async fn user_lifecycle(url: &str) {
         "a session from while disabled does not come back"
     );
 
+    // A change that changes nothing ends nothing: enabling an enabled user, giving the
+    // role they have (it is still audited, as unchanged).
+    let a8 = start("alice").await;
+    let before = store.auth_epoch().await.expect("epoch");
+    assert_eq!(
+        auth::set_disabled(&store, &cli, "alice", false)
+            .await
+            .expect("enable again"),
+        0
+    );
+    let role_now = store
+        .user("alice")
+        .await
+        .expect("user")
+        .expect("alice")
+        .role;
+    assert_eq!(
+        auth::change_role(&store, &cli, "alice", role_now)
+            .await
+            .expect("same role"),
+        0
+    );
+    assert!(user_of(&a8, now + 1000).await.is_some(), "still signed in");
+    assert_eq!(store.auth_epoch().await.expect("epoch"), before);
+    auth::end_session(&store, &a8).await.expect("sign out");
+
     // An admin revokes one session by its opaque id: the other stays.
     let a6 = start("alice").await;
     let a7 = start("alice").await;
@@ -810,6 +836,8 @@ async fn user_lifecycle(url: &str) {
             ("user_password", "alice", "ok"),
             ("user_disable", "alice", "ok"),
             ("user_enable", "alice", "ok"),
+            ("user_enable", "alice", "ok"),
+            ("user_role", "alice", "ok"),
             ("session_revoke", "alice", "ok"),
             ("user_delete", "carol", "ok"),
         ]
