@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -17,7 +17,7 @@ use axum::Json;
 use serde::Deserialize;
 
 use super::error::ApiError;
-use super::extract::JsonBody;
+use super::extract::{JsonBody, Path, Query};
 use super::{AppState, Routes};
 use crate::auth::Caller;
 
@@ -200,10 +200,14 @@ pub(super) struct AuditAnswer {
     entries: Vec<app::actions::AuditEntry>,
 }
 
+/// The audit query: each field its own (a `flatten`ed filter would take every value as a
+/// string, so `limit=5` could never be read).
 #[derive(Deserialize)]
 struct AuditQuery {
-    #[serde(flatten)]
-    filter: app::actions::AuditFilter,
+    user: Option<String>,
+    action: Option<String>,
+    target: Option<String>,
+    limit: Option<u32>,
     format: Option<String>,
 }
 
@@ -214,15 +218,30 @@ struct AuditQuery {
         ("action" = Option<String>, Query, description = "only this action"),
         ("target" = Option<String>, Query, description = "only actions on this node or job"),
         ("limit" = Option<u32>, Query, description = "at most this many"),
-        ("format" = Option<String>, Query, description = "`csv` for a download")),
+        ("format" = Option<String>, Query, description = "`json` (default) or `csv` for a download")),
     responses((status = 200, description = "audit entries, or CSV with format=csv",
         content((AuditAnswer = "application/json"), (String = "text/csv")))))]
 async fn audit(
     State(st): State<AppState>,
     Query(q): Query<AuditQuery>,
 ) -> Result<Response, ApiError> {
-    let rows = st.store.audit(&q.filter).await.map_err(ApiError::Storage)?;
-    if q.format.as_deref() == Some("csv") {
+    let csv = match q.format.as_deref() {
+        None | Some("json") => false,
+        Some("csv") => true,
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "unknown format {other:?}: json or csv"
+            )))
+        }
+    };
+    let filter = app::actions::AuditFilter {
+        user: q.user,
+        action: q.action,
+        target: q.target,
+        limit: q.limit,
+    };
+    let rows = st.store.audit(&filter).await.map_err(ApiError::Storage)?;
+    if csv {
         let mut out =
             String::from("id,at_utc,user,role,action,target,detail,status,result,finished_utc\n");
         for r in &rows {

@@ -6,7 +6,7 @@
 //! redirect back to `/admin` saying what was done or why not, so the page needs no
 //! JavaScript.
 
-use axum::extract::{FromRequest, Path, Request, State};
+use axum::extract::{FromRequest, Request, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use super::error::ApiError;
+use super::extract::Path;
 use super::guard::urlencode;
 use super::{AppState, Routes};
 use crate::auth::{Actor, Caller};

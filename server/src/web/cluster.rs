@@ -1,7 +1,7 @@
 //! The cluster as it is now and was in the last hour: nodes, jobs, scrape targets, the hot
 //! window's series, and charts of them (SVG).
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -9,6 +9,7 @@ use axum::Json;
 use serde::Deserialize;
 
 use super::error::ApiError;
+use super::extract::{Path, Query};
 use super::{AppState, Routes};
 
 pub(super) fn routes() -> Routes {

@@ -24,10 +24,18 @@ pub enum ApiError {
     Storage(#[source] crate::store::StoreError),
     #[error("sign in first")]
     Unauthenticated,
+    /// A bearer token is needed (ingest): none was given, or the one `given` was refused.
+    #[error("a valid ingest token is needed: Authorization: Bearer <token>")]
+    NoToken { given: bool },
     #[error("forbidden: {0}")]
     Forbidden(&'static str),
+    /// Too many for now: the message, and how many seconds to wait (`Retry-After`).
     #[error("{0}")]
-    TooMany(String),
+    TooMany(String, u64),
+    /// A request the extractors refused (a query, path, body or content type): its status
+    /// (400, 413, 415, 422) and words.
+    #[error("{1}")]
+    Rejected(StatusCode, String),
     /// Overloaded for now; try again shortly.
     #[error("{0}")]
     Busy(String),
@@ -57,7 +65,8 @@ impl From<crate::actions::ActionError> for ApiError {
         use crate::actions::ActionError as A;
         match e {
             A::Invalid(m) => ApiError::BadRequest(m),
-            A::RateLimited(_) => ApiError::TooMany(e.to_string()),
+            // The limit is per minute: a minute from now, the oldest action has left it.
+            A::RateLimited(_) => ApiError::TooMany(e.to_string(), 60),
             A::Scheduler(s) => ApiError::Scheduler(s.to_string()),
             A::Audit(s) => ApiError::Storage(s),
             A::Stopping => ApiError::Busy(e.to_string()),
@@ -104,9 +113,10 @@ impl IntoResponse for ApiError {
                 tracing::error!(error = %e, "storage error");
                 StatusCode::SERVICE_UNAVAILABLE
             }
-            ApiError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthenticated | ApiError::NoToken { .. } => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
-            ApiError::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::TooMany(..) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Rejected(status, _) => *status,
             ApiError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Scheduler(m) => {
                 tracing::warn!(error = %m, "scheduler call failed");
@@ -124,10 +134,27 @@ impl IntoResponse for ApiError {
             },
         };
         let mut resp = (status, Json(body)).into_response();
-        if matches!(self, ApiError::Busy(_) | ApiError::NotReady) {
+        let retry_after = match &self {
+            ApiError::Busy(_) | ApiError::NotReady => Some(1),
+            ApiError::TooMany(_, secs) => Some(*secs),
+            _ => None,
+        };
+        if let Some(secs) = retry_after {
             resp.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static("1"),
+                axum::http::HeaderValue::from(secs),
+            );
+        }
+        if let ApiError::NoToken { given } = &self {
+            // RFC 6750: say the scheme, and whether the token given was refused.
+            let v = if *given {
+                "Bearer realm=\"gantry-ingest\", error=\"invalid_token\""
+            } else {
+                "Bearer realm=\"gantry-ingest\""
+            };
+            resp.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static(v),
             );
         }
         resp

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use app::live::{EVENT_DELTA, EVENT_SNAPSHOT};
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::get;
 use futures_util::stream::{self, Stream};
@@ -15,6 +15,7 @@ use serde::Deserialize;
 use tokio::sync::{broadcast, watch};
 
 use super::error::ApiError;
+use super::extract::Query;
 use super::guard::Peer;
 use super::{AppState, Routes};
 use crate::auth::Caller;
@@ -315,6 +316,7 @@ async fn live_sse(
             }
             SlotRefused::PerUser => ApiError::TooMany(
                 "too many live streams of yours are open: close some Gantry tabs".into(),
+                10,
             ),
         }
     })?;

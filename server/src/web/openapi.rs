@@ -23,7 +23,7 @@ use app::actions::Role;
 #[openapi(
     info(
         title = "Gantry",
-        description = "The JSON API of Gantry, the live console of a GPU training cluster. Sign in with the form at /login (the session cookie gantry_session), or through the trusted proxy's header; training jobs post to /api/ingest with an ingest token. Every operation lists the roles that may call it in x-gantry-roles (anonymous: when anonymous reading is on). Errors answer with the ErrorBody envelope.",
+        description = "The JSON API of Gantry, the live console of a GPU training cluster. Sign in with the form at /login (the session cookie gantry_session), or through the trusted proxy's header; training jobs post to /api/ingest with an ingest token. Every operation lists the roles that may call it in x-gantry-roles (anonymous: when anonymous reading is on; ingest-token: only a bearer ingest token, never a session). Errors answer with the ErrorBody envelope.",
         license(name = "Apache-2.0", identifier = "Apache-2.0")
     ),
     paths(
@@ -48,6 +48,7 @@ use app::actions::Role;
         super::alerts::alerts_list,
         super::alerts::alert_ack,
         super::alerts::alert_silence,
+        super::alerts::alert_unsilence,
         super::reports::report_get,
         super::reports::report_chart,
         super::reliability::reliability_get,
@@ -71,9 +72,16 @@ pub(super) fn routes() -> Routes {
     vec![("/api/openapi.json", get(openapi_json))]
 }
 
+/// The pseudo-role of `x-gantry-roles` for what only an ingest token may call.
+pub const INGEST_TOKEN: &str = "ingest-token";
+
 /// The roles that may call `method path`, as the guard decides (`anonymous` too where
 /// anyone may, and for reads when anonymous reading is on).
 pub fn roles_for(method: &Method, path: &str) -> Vec<&'static str> {
+    if path.starts_with("/api/ingest/") {
+        // No session role writes here: only an ingest token (bearer), whoever holds it.
+        return vec![INGEST_TOKEN];
+    }
     let all = [Role::Viewer, Role::Operator, Role::Manager, Role::Admin];
     let access = access_for(method, path);
     let mut out: Vec<&'static str> = all

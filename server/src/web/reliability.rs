@@ -1,18 +1,19 @@
 //! Reliability (`crate::reliability`): the answer as JSON, and each of its tables as CSV.
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Json;
 
 use super::error::ApiError;
+use super::extract::Path;
+use super::extract::Query;
 use super::{AppState, Routes};
 use crate::charts::LedgerChartKind;
 use crate::live::Live;
 use crate::reliability::{History, ReliabilityError};
 use crate::store::Store;
 use app::reliability::LedgerRow;
-use axum::extract::Path;
 
 pub(super) fn routes() -> Routes {
     vec![

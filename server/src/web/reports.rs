@@ -1,12 +1,13 @@
 //! Reports (`crate::reports`): JSON with its charts, CSV, and one chart as a download.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Json;
 
 use super::error::ApiError;
+use super::extract::{Path, Query};
 use super::{AppState, Routes};
 
 pub(super) fn routes() -> Routes {

@@ -1,7 +1,7 @@
 //! The simulator's own endpoints, routed only when it is the source: its ground truth and
 //! each node's exporters, as those exporters would answer.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -9,6 +9,7 @@ use axum::Json;
 use serde::Deserialize;
 
 use super::error::ApiError;
+use super::extract::{Path, Query};
 use super::{AppState, Routes};
 
 pub(super) fn routes() -> Routes {

@@ -593,6 +593,11 @@ async fn actions_are_rate_limited_per_user() {
     }
     let third = post_json(r.addr, "/api/actions/drain?wait=20", Some(&op), &body).await;
     assert_eq!(third.status, 429, "{}", third.text());
+    assert_eq!(
+        third.header("retry-after"),
+        Some("60"),
+        "429 says when to try again"
+    );
     // Another user is not limited by the first.
     assert_eq!(
         post_json(

@@ -36,6 +36,9 @@ fn api_paths(paths: &[String]) -> BTreeSet<String> {
 async fn the_api_description_lists_every_route_with_its_roles_and_is_valid_openapi_3_1() {
     let mut cfg = support::test_config(support::sqlite_url(), 4, 1.0, 500);
     cfg.auth.anonymous_read = false;
+    cfg.ingest_token = Some(server::config::Secret::new(
+        "openapi-test-ingest-token".into(),
+    ));
     let r = server::serve::start(cfg).await.expect("start");
     support::wait_ready(&r).await;
     support::add_users(&r.store).await;
@@ -90,6 +93,29 @@ async fn the_api_description_lists_every_route_with_its_roles_and_is_valid_opena
                     == "#/components/schemas/ErrorBody",
                 "{method} {path}: the error envelope"
             );
+            if roles.contains("ingest-token") {
+                assert_eq!(roles.len(), 1, "{method} {path}: a token, not roles");
+                // No session of any role writes here, nor does anybody without a token.
+                let mut tried: Vec<Vec<(&str, &str)>> = vec![vec![]];
+                tried.extend(cookies.iter().map(|(_, c)| vec![("Cookie", c.as_str())]));
+                for h in &tried {
+                    let resp = support::request(
+                        r.addr,
+                        "POST",
+                        path,
+                        h,
+                        Some(("application/json", b"{}")),
+                    )
+                    .await;
+                    assert_eq!(resp.status, 401, "{method} {path} with {h:?}");
+                    assert!(
+                        resp.header("www-authenticate")
+                            .is_some_and(|v| v.starts_with("Bearer")),
+                        "{method} {path}: WWW-Authenticate"
+                    );
+                }
+                continue;
+            }
             if method != "get" || path.contains('{') || path == "/api/live" {
                 continue;
             }
