@@ -301,6 +301,10 @@ impl Default for SimConfig {
 pub struct Config {
     #[serde(deserialize_with = "listen")]
     pub listen: SocketAddr,
+    /// The origins Gantry is served under (`https://gantry.example.org`, a list): requests
+    /// for another host name are refused (421), and a browser's state-changing request must
+    /// come from one of them. Empty: what the listener serves.
+    pub public_url: Vec<String>,
     /// `sqlite://path` (created if missing, WAL) or `postgres://...`.
     pub database_url: Secret<String>,
     /// Where `cargo xtask site` (or `cargo leptos build`) put the site (`pkg/` with wasm, js, css).
@@ -367,6 +371,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 3000)),
+            public_url: Vec::new(),
             database_url: Secret::new("sqlite://gantry.db".into()),
             site_root: PathBuf::from("target/site"),
             cluster_name: "sim".into(),
@@ -576,6 +581,13 @@ impl Config {
                 "database_url",
                 "must start with sqlite:, postgres:// or postgresql://",
             ));
+        }
+        if self.public_url.len() > 16 {
+            return Err(invalid("public_url", "at most 16 origins"));
+        }
+        for u in &self.public_url {
+            crate::web::origins::check_public_url(u)
+                .map_err(|m| invalid("public_url", format!("{u:?}: {m}")))?;
         }
         if self.cluster_name.is_empty() || self.cluster_name.len() > 64 {
             return Err(invalid("cluster_name", "must be 1 to 64 characters"));

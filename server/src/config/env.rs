@@ -31,6 +31,7 @@ pub(super) const DAYS: Kind = Kind::Int(int::<u32>, "days");
 #[rustfmt::skip]
 pub(super) const ENV: &[(&str, &str, Kind)] = &[
     ("GANTRY_LISTEN",             "listen",             Kind::Addr),
+    ("GANTRY_PUBLIC_URL",         "public_url",         Kind::List),
     ("GANTRY_DATABASE_URL",       "database_url",       Kind::Str),
     ("GANTRY_SITE_ROOT",          "site_root",          Kind::Str),
     ("GANTRY_CLUSTER_NAME",       "cluster_name",       Kind::Str),

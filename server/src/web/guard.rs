@@ -1,8 +1,8 @@
 //! The guard in front of every route, and signing in and out.
 //!
 //! The guard resolves the caller (a trusted proxy's user header, else the session cookie),
-//! refuses state-changing requests that do not come from Gantry's own pages (Origin /
-//! Sec-Fetch-Site), and applies [`crate::auth::access_for`]: a page asked for by a browser
+//! refuses requests for a host name Gantry is not served under and state-changing requests
+//! that do not come from Gantry's own pages ([`super::origins`]), and applies [`crate::auth::access_for`]: a page asked for by a browser
 //! that is not signed in is redirected to `/login`, anything else refused in the error
 //! envelope. Users, sessions and the rule itself are `crate::auth`'s.
 
@@ -55,31 +55,6 @@ pub(super) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .filter_map(|kv| kv.trim().split_once('='))
         .find(|(k, _)| *k == name)
         .map(|(_, v)| v.to_string())
-}
-
-/// Whether a state-changing request comes from Gantry's own pages: a browser sends
-/// `Sec-Fetch-Site` and `Origin` on cross-site posts, and both must then say same-origin.
-/// Tools that send neither (curl, tests) pass; they hold the cookie themselves.
-fn same_origin(headers: &HeaderMap) -> bool {
-    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
-        if !matches!(site, "same-origin" | "none") {
-            return false;
-        }
-    }
-    match headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
-        None => true,
-        Some(origin) => {
-            let host = headers
-                .get(header::HOST)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
-            let origin_host = origin
-                .strip_prefix("http://")
-                .or_else(|| origin.strip_prefix("https://"))
-                .unwrap_or("");
-            !host.is_empty() && origin_host == host
-        }
-    }
 }
 
 /// The user a trusted reverse proxy names, if one is configured and this peer is it.
@@ -139,6 +114,17 @@ fn wants_html(headers: &HeaderMap) -> bool {
 pub async fn guard(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    // A name Gantry is not served under (DNS rebinding) reaches nothing but what machines
+    // call by address: health, metrics, and ingest (a bearer token, no cookie).
+    let by_address = matches!(path.as_str(), "/healthz" | "/metrics" | "/metrics/cluster")
+        || path.starts_with("/api/ingest/");
+    if !by_address && !st.origins.host_allowed(req.headers()) {
+        return ApiError::Rejected(
+            axum::http::StatusCode::MISDIRECTED_REQUEST,
+            "this host name is not one Gantry is served under (public_url)".into(),
+        )
+        .into_response();
+    }
     let access = access_for(&method, &path);
     let peer = req
         .extensions()
@@ -149,7 +135,7 @@ pub async fn guard(State(st): State<AppState>, mut req: Request, next: Next) -> 
         Err(e) => return e.into_response(),
     };
     let mutating = !(method == Method::GET || method == Method::HEAD);
-    if mutating && access != Access::Public && !same_origin(req.headers()) {
+    if mutating && access != Access::Public && !st.origins.same_origin(req.headers()) {
         return ApiError::Forbidden("cross-site request refused").into_response();
     }
     let allowed = match access {
@@ -252,7 +238,7 @@ pub(super) fn try_later(headers: &HeaderMap, wait: std::time::Duration, busy: bo
     } else if busy {
         ApiError::Busy(message).into_response()
     } else {
-        ApiError::TooMany(message).into_response()
+        ApiError::TooMany(message, secs).into_response()
     };
     resp.headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(secs));
@@ -268,7 +254,7 @@ pub async fn login(
     headers: HeaderMap,
     Form(f): Form<LoginForm>,
 ) -> Result<Response, ApiError> {
-    if !same_origin(&headers) {
+    if !st.origins.same_origin(&headers) {
         return Err(ApiError::Forbidden("cross-site request refused"));
     }
     let addr = client_addr(&st, &headers, peer);
@@ -332,6 +318,13 @@ pub async fn login(
         }
     };
     st.throttle.succeeded(addr, &user.name);
+    // Signing in over a session (another user in the same browser, or the same again)
+    // ends the one the browser held: a cookie replaced is a session nobody can end.
+    if let Some(old) = cookie_token(&headers) {
+        crate::auth::end_session(&st.store, &old)
+            .await
+            .map_err(ApiError::Storage)?;
+    }
     let cookie = start_session_cookie(&st, &user).await?;
     let mut resp = Redirect::to(&next).into_response();
     if let Ok(v) = HeaderValue::from_str(&cookie) {
@@ -368,7 +361,7 @@ pub(super) fn secure_attr(st: &AppState) -> &'static str {
 
 /// `POST /auth/logout`: ends the session.
 pub async fn logout(State(st): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
-    if !same_origin(&headers) {
+    if !st.origins.same_origin(&headers) {
         return Err(ApiError::Forbidden("cross-site request refused"));
     }
     let mut to = "/login".to_string();
@@ -411,7 +404,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cookies_origins_and_redirects() {
+    fn cookies_and_redirects() {
         let mut h = HeaderMap::new();
         let t = "ab".repeat(32);
         h.insert(
@@ -424,23 +417,6 @@ mod tests {
             HeaderValue::from_static("gantry_session=../../etc"),
         );
         assert_eq!(cookie_token(&h), None);
-
-        let mut h = HeaderMap::new();
-        h.insert(header::HOST, HeaderValue::from_static("gantry:3000"));
-        assert!(same_origin(&h));
-        h.insert(
-            header::ORIGIN,
-            HeaderValue::from_static("http://gantry:3000"),
-        );
-        assert!(same_origin(&h));
-        h.insert(
-            header::ORIGIN,
-            HeaderValue::from_static("http://evil.example"),
-        );
-        assert!(!same_origin(&h));
-        let mut h = HeaderMap::new();
-        h.insert("sec-fetch-site", HeaderValue::from_static("cross-site"));
-        assert!(!same_origin(&h));
 
         assert_eq!(safe_next(Some("/nodes/gpu001")), "/nodes/gpu001");
         assert_eq!(safe_next(None), "/");

@@ -62,6 +62,7 @@ mod ingest;
 pub mod live;
 mod oidc;
 pub mod openapi;
+pub mod origins;
 mod reliability;
 mod reports;
 mod sim;
@@ -98,6 +99,8 @@ pub struct AppState {
     pub streams: Arc<live::StreamSlots>,
     /// The last 30 days' reliability, reused for minutes (checkpoint advice, lemon marks).
     pub recent: Arc<crate::reliability::Recent>,
+    /// The names Gantry is served under: the `Host` and cross-site checks.
+    pub origins: Arc<origins::PublicOrigins>,
 }
 
 impl FromRef<AppState> for LeptosOptions {

@@ -1,6 +1,7 @@
 //! Gantry's one integration-test binary (one link step on a 2-core machine).
 //!
 //! - `alerts`: rules, webhook deliveries, the auto-drain policy, and the ingest API.
+//! - `ingest`: numbers out of range refused, and rows stored out of range skipped.
 //! - `actions`: sign-in, roles, the guard on every route, actions and their audit trail.
 //! - `storage`: the same storage story on SQLite and on PostgreSQL.
 //! - `http`: a real server on a real socket: pages, live SSE, health, metrics, shutdown.
@@ -15,6 +16,8 @@
 //! - `faults`: a full SQLite disk, PostgreSQL restarted under load, slurmctld stopped and
 //!   started again.
 //! - `crash`: the `gantry` binary killed with SIGKILL mid-action, 50 times, on that Slurm.
+//! - `shapes`: the error envelope everywhere, Retry-After, WWW-Authenticate, the host and
+//!   cross-site checks against `public_url`, alert mutes audited.
 //! - `security`: sign-in under a flood, redirects, security headers and the CSP nonce,
 //!   connection and stream limits.
 //! - `frameworks`: checkpoints the real frameworks wrote (committed fixtures), judged as
@@ -38,6 +41,7 @@ mod crash;
 mod faults;
 mod frameworks;
 mod http;
+mod ingest;
 mod ldap;
 mod ledger;
 mod nvl72;
@@ -51,6 +55,7 @@ mod reports;
 mod rest;
 mod scrape;
 mod security;
+mod shapes;
 mod slurm;
 mod storage;
 mod tls;

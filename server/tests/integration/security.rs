@@ -335,9 +335,15 @@ async fn a_live_client_that_stops_reading_is_dropped_and_resyncs_from_a_snapshot
     let sock = tokio::net::TcpSocket::new_v4().expect("socket");
     sock.set_recv_buffer_size(4096).expect("rcvbuf");
     let mut s = sock.connect(r.addr).await.expect("connect");
-    s.write_all(b"GET /api/live HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
-        .await
-        .expect("write");
+    s.write_all(
+        format!(
+            "GET /api/live HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n",
+            r.addr
+        )
+        .as_bytes(),
+    )
+    .await
+    .expect("write");
     let mut dropped = false;
     for _ in 0..100 {
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -134,7 +134,12 @@ pub async fn request(
     body: Option<(&str, &[u8])>,
 ) -> Resp {
     let mut s = TcpStream::connect(addr).await.expect("connect");
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    // The address as `Host`, unless the caller names one (or several) itself.
+    let mut req = if extra.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n")
+    } else {
+        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n")
+    };
     for (k, v) in extra {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
