@@ -34,6 +34,11 @@ use crate::scheduler::{SchedError, SharedScheduler};
 use crate::scheduler::{SchedJob, SchedNode};
 use crate::store::{Store, StoredAction, StoredTarget};
 
+/// The longest drain reason a person may type: with `user: ` before it (names are at most
+/// 64 bytes) it stays within [`MAX_REASON_BYTES`].
+pub const MAX_TYPED_REASON_BYTES: usize = 900;
+const _: () = assert!(MAX_TYPED_REASON_BYTES + 64 + 2 <= MAX_REASON_BYTES);
+
 /// Most targets in one request (a large rack or domain).
 const MAX_TARGETS: usize = 512;
 
@@ -84,6 +89,9 @@ pub struct Actions {
     closing: std::sync::atomic::AtomicBool,
     /// When this process made the service: rows older than it are a previous server's.
     started_ms: UnixMs,
+    /// Wakes [`Actions::recover`] before its next round: another replica handed over an
+    /// action it cannot run itself.
+    handed: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -145,7 +153,13 @@ impl Actions {
             followed: Mutex::new(Followed::default()),
             closing: std::sync::atomic::AtomicBool::new(false),
             started_ms: wall_now_ms(),
+            handed: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Another replica recorded an action for this one (the leader) to run: look now.
+    pub fn wake(&self) {
+        self.handed.notify_one();
     }
 
     fn resolve_nodes(
@@ -219,8 +233,8 @@ impl Actions {
             let ckpt_end = match self.store.checkpoints(j.job.id).await {
                 Ok(cs) => cs
                     .iter()
-                    .filter(|c| c.complete && c.started_ms + c.duration_ms <= now)
-                    .map(|c| c.started_ms + c.duration_ms)
+                    .filter(|c| c.complete && c.started_ms.saturating_add(c.duration_ms) <= now)
+                    .map(|c| c.started_ms.saturating_add(c.duration_ms))
                     .filter(|&end| start.is_none_or(|s| end >= s))
                     .max(),
                 Err(e) => {
@@ -244,6 +258,29 @@ impl Actions {
         out
     }
 
+    /// Jobs, and nodes if `with_nodes`: a fresh read of the scheduler, or on a replica that
+    /// cannot call it (a simulator's standby) what the leader published last.
+    async fn scheduler_state(
+        &self,
+        with_nodes: bool,
+    ) -> Result<(Vec<SchedJob>, Vec<SchedNode>), ActionError> {
+        if !self.sched.runs_here() {
+            let s = self.live.sched().ok_or_else(|| {
+                ActionError::Scheduler(SchedError::Unavailable(
+                    "the leading replica has published no scheduler state yet".into(),
+                ))
+            })?;
+            return Ok((s.jobs.clone(), s.nodes.clone()));
+        }
+        let jobs = self.sched.jobs().await?;
+        let nodes = if with_nodes {
+            self.sched.nodes().await?
+        } else {
+            Vec::new()
+        };
+        Ok((jobs, nodes))
+    }
+
     /// What `kind` on `t` would do, from a fresh read of the scheduler.
     pub async fn preview(
         &self,
@@ -252,7 +289,7 @@ impl Actions {
     ) -> Result<Preview, ActionError> {
         // The source's now (simulated time with the simulator), for checkpoint ages.
         let now = self.live.source_now();
-        let jobs = self.sched.jobs().await?;
+        let (jobs, nodes) = self.scheduler_state(kind.on_nodes()).await?;
         let running: Vec<&SchedJob> = jobs
             .iter()
             .filter(|j| j.job.state == JobState::Running)
@@ -260,7 +297,6 @@ impl Actions {
         let mut segments = Vec::new();
         let (targets, already, hit): (Vec<String>, Vec<String>, Vec<&SchedJob>) = if kind.on_nodes()
         {
-            let nodes = self.sched.nodes().await?;
             let targets = self.resolve_nodes(t, &nodes)?;
             let by_name: HashMap<&str, &SchedNode> =
                 nodes.iter().map(|n| (n.name.as_str(), n)).collect();
@@ -370,13 +406,16 @@ impl Actions {
         let slurm_reason = match kind {
             ActionKind::Drain => {
                 let r = reason.unwrap_or("").trim();
-                // Stored in Slurm prefixed with who acted.
-                let full = format!("{user}: {r}");
-                validate_reason(r).map_err(|e| ActionError::Invalid(e.to_string()))?;
-                if full.len() > MAX_REASON_BYTES {
-                    return Err(ActionError::Invalid("reason is too long".into()));
+                // What a person types is bounded on its own, so that with the prefix of who
+                // acted (a user name is at most 64 bytes) it always fits Slurm's reason.
+                if r.len() > MAX_TYPED_REASON_BYTES {
+                    return Err(ActionError::Invalid(format!(
+                        "reason: at most {MAX_TYPED_REASON_BYTES} bytes"
+                    )));
                 }
-                full
+                validate_reason(r).map_err(|e| ActionError::Invalid(e.to_string()))?;
+                // Stored in Slurm prefixed with who acted.
+                format!("{user}: {r}")
             }
             _ => String::new(),
         };
@@ -433,6 +472,13 @@ impl Actions {
             targets = targets.len(),
             "action recorded"
         );
+        if !self.sched.runs_here() {
+            // The leader runs it (its recovery takes every unfinished action); this replica
+            // follows it through the store.
+            tracing::info!(id, "action handed to the leading replica");
+            self.poke().await;
+            return Ok(status);
+        }
         let tx = self.follow(status.clone());
         if let Ok(mut f) = self.followed.lock() {
             f.carried.insert(id);
@@ -534,6 +580,7 @@ impl Actions {
             };
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
+                _ = self.handed.notified() => {}
                 _ = stop.changed() => return,
             }
         }

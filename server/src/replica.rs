@@ -404,8 +404,14 @@ fn apply(live: &Live, t: TickBody) {
     live.publish(t.overview, None);
 }
 
-/// The leader's side of pokes: another replica acted and asks for a poll now.
-pub async fn take_pokes(live: Arc<Live>, database_url: String, mut stop: watch::Receiver<bool>) {
+/// The leader's side of pokes: another replica acted and asks for a poll now, or handed
+/// over an action it cannot run itself (the simulator's standby).
+pub async fn take_pokes(
+    live: Arc<Live>,
+    actions: Arc<crate::actions::Actions>,
+    database_url: String,
+    mut stop: watch::Receiver<bool>,
+) {
     loop {
         let Some(mut l) = listen(&database_url, "gantry_poke").await else {
             tokio::select! {
@@ -417,7 +423,10 @@ pub async fn take_pokes(live: Arc<Live>, database_url: String, mut stop: watch::
             tokio::select! {
                 _ = stop.changed() => return,
                 n = l.recv() => match n {
-                    Ok(_) => live.poke(),
+                    Ok(_) => {
+                        live.poke();
+                        actions.wake();
+                    }
                     Err(_) => break,
                 },
             }

@@ -109,6 +109,12 @@ pub trait Scheduler: Send + Sync + 'static {
     fn resume<'a>(&'a self, node: &'a str) -> SchedFuture<'a, ()>;
     /// Requeues a running job, held if `hold`.
     fn requeue(&self, job: u64, hold: bool) -> SchedFuture<'_, ()>;
+    /// Whether this process can call the scheduler now. A standby replica of the simulator
+    /// cannot (the simulated cluster lives in the leader): its actions are recorded and
+    /// handed to the leader through the store.
+    fn runs_here(&self) -> bool {
+        true
+    }
 }
 
 pub type SharedScheduler = Arc<dyn Scheduler>;

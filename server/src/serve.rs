@@ -208,6 +208,11 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         recent: Arc::clone(&recent),
         directory: directory.clone(),
         oidc,
+        origins: Arc::new(crate::web::origins::PublicOrigins::new(
+            &cfg.public_url,
+            addr,
+            serving_https || cfg.auth.secure_cookies,
+        )),
     };
     let streams = std::sync::Arc::clone(&state.streams);
     let (app, paths) = router_with_paths(state);
@@ -490,6 +495,7 @@ async fn start_term(work: &Work, f: &Fence) -> Started {
         )));
         tasks.push(tokio::spawn(crate::replica::take_pokes(
             Arc::clone(live),
+            Arc::clone(&work.actions),
             cfg.database_url.expose().clone(),
             stop_rx.clone(),
         )));

@@ -301,6 +301,9 @@ impl SimScheduler {
 }
 
 impl Scheduler for SimScheduler {
+    fn runs_here(&self) -> bool {
+        self.ops.serving.load(std::sync::atomic::Ordering::Acquire)
+    }
     fn nodes(&self) -> SchedFuture<'_, Vec<SchedNode>> {
         Box::pin(async move {
             let (reply, rx) = oneshot::channel();

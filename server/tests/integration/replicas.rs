@@ -469,3 +469,100 @@ async fn sqlite_refuses_a_second_serving_process() {
         .expect("after the first stopped");
     again.stop().await.expect("stop");
 }
+
+/// Two replicas of the simulator on one PostgreSQL: an action sent to the standby (which
+/// runs no simulator) is recorded there, answered like the leader's, run by the leader,
+/// and its verified end shows on both.
+#[tokio::test]
+async fn a_simulator_standby_hands_its_actions_to_the_leader() {
+    let Some(db) = support::postgres_url().await else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("gantry-sim-replicas-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let config = dir.join("gantry.toml");
+    std::fs::write(
+        &config,
+        "live_interval_ms = 500\n[sim]\nnodes = 16\n[auth]\nanonymous_read = true\n",
+    )
+    .expect("config");
+    let store = server::store::Store::connect(&db).await.expect("store");
+    add_users(&store).await;
+    let (log_a, log_b) = (dir.join("a.log"), dir.join("b.log"));
+    let logs = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    let mut a = spawn(&config, &db, &log_a);
+    healthy(&mut a, &log_a).await;
+    until(Duration::from_secs(10), "A leads", || async {
+        term(&a).await > 0
+    })
+    .await;
+    let mut b = spawn(&config, &db, &log_b);
+    healthy(&mut b, &log_b).await;
+    until(
+        Duration::from_secs(10),
+        "B shows the leader's state",
+        || async { shows_drained(&b).await.is_some() },
+    )
+    .await;
+    assert_eq!(term(&b).await, 0, "B stands by: {}", logs(&log_b));
+    let op_b = login(b.addr, "operator1").await;
+
+    // The preview on the standby reads what the leader published.
+    let preview = post_json(
+        b.addr,
+        "/api/actions/preview",
+        Some(&op_b),
+        &json!({"action": "drain", "nodes": [NODE], "reason": "x"}),
+    )
+    .await;
+    assert_eq!(preview.status, 200, "preview on B: {}", preview.text());
+
+    // Drained through B, answered at once: 202 and where to follow it.
+    let drained = post_json(
+        b.addr,
+        "/api/actions/drain",
+        Some(&op_b),
+        &json!({"nodes": [NODE], "reason": "sim replica test"}),
+    )
+    .await;
+    assert_eq!(drained.status, 202, "drain on B: {}", drained.text());
+    let id = drained.json()["id"].as_i64().expect("the action's id");
+    assert_eq!(
+        drained.header("location"),
+        Some(format!("/api/actions/{id}").as_str())
+    );
+    // Followed on B to its verified end, which A ran; both show it.
+    let mut done = None;
+    for _ in 0..60 {
+        let s = support::get_with(
+            b.addr,
+            &format!("/api/actions/{id}?wait=5"),
+            &[("Cookie", &op_b)],
+        )
+        .await
+        .json();
+        if s["state"] == "done" || s["state"] == "stopped" {
+            done = Some(s);
+            break;
+        }
+    }
+    let done = done.unwrap_or_else(|| panic!("action {id} never ended: {}", logs(&log_a)));
+    assert_eq!(done["state"], "done", "{done}");
+    for g in [&a, &b] {
+        until(
+            Duration::from_secs(5),
+            "the drain on both replicas",
+            || async { shows_drained(g).await.is_some_and(|(d, _)| d) },
+        )
+        .await;
+    }
+    let stored = store.action(id).await.expect("read").expect("the action");
+    assert!(
+        stored.targets.iter().all(|t| t.status == "ok"),
+        "{:?}",
+        stored.targets
+    );
+    terminate(&mut b);
+    terminate(&mut a);
+    let _ = std::fs::remove_dir_all(&dir);
+}
