@@ -516,6 +516,21 @@ pub enum ConfigError {
     Invalid { field: String, message: String },
 }
 
+/// Why a `public_url` entry is refused.
+fn check_public_url(s: &str) -> Result<(), &'static str> {
+    let u = url::Url::parse(s).map_err(|_| "not a URL")?;
+    if !matches!(u.scheme(), "http" | "https") {
+        return Err("must be http:// or https://");
+    }
+    if u.host_str().is_none() || !u.username().is_empty() || u.password().is_some() {
+        return Err("must name a host, with no user");
+    }
+    if u.path() != "/" || u.query().is_some() || u.fragment().is_some() {
+        return Err("must be a scheme, host and port only (no path, query or fragment)");
+    }
+    Ok(())
+}
+
 fn invalid(field: &str, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         field: field.into(),
@@ -586,8 +601,7 @@ impl Config {
             return Err(invalid("public_url", "at most 16 origins"));
         }
         for u in &self.public_url {
-            crate::web::origins::check_public_url(u)
-                .map_err(|m| invalid("public_url", format!("{u:?}: {m}")))?;
+            check_public_url(u).map_err(|m| invalid("public_url", format!("{u:?}: {m}")))?;
         }
         if self.cluster_name.is_empty() || self.cluster_name.len() > 64 {
             return Err(invalid("cluster_name", "must be 1 to 64 characters"));

@@ -467,6 +467,7 @@ fn every_variable_reaches_its_field() {
         ("GANTRY_MAX_CONNECTIONS", "777", |c| c.limits.max_connections == 777),
         ("GANTRY_PROXY_HEADER", "X-Remote-User", |c| text(&c.auth.proxy_header) == "X-Remote-User"),
         ("GANTRY_TRUSTED_PROXIES", "10.0.0.1, ::1", |c| c.auth.trusted_proxies.len() == 2),
+        ("GANTRY_PUBLIC_URL", "https://gantry.example, http://10.0.0.5:3000", |c| c.public_url.len() == 2),
         ("GANTRY_ALERT_WEBHOOK_URL", "http://hook", |c| text(&c.alerts.webhook_url) == "http://hook"),
         ("GANTRY_ALERT_WEBHOOK_FORMAT", "alertmanager", |c| c.alerts.webhook_format == Alertmanager),
         ("GANTRY_ALERT_AUTO_DRAIN", "1", |c| c.alerts.auto_drain),
@@ -735,5 +736,20 @@ fn the_readme_configuration_table_is_true() {
                 "{var} sets {key}, not {row_keys:?}"
             );
         }
+    }
+}
+
+#[test]
+fn public_urls_are_origins_only() {
+    assert!(check_public_url("https://gantry.example").is_ok());
+    assert!(check_public_url("http://10.0.0.5:3000/").is_ok());
+    for bad in [
+        "gantry.example",
+        "ftp://gantry.example",
+        "https://gantry.example/gantry",
+        "https://u@gantry.example",
+        "https://gantry.example/?x",
+    ] {
+        assert!(check_public_url(bad).is_err(), "{bad}");
     }
 }
