@@ -16,7 +16,8 @@
 //! one place, [`read_marker`], which takes a regular file only and refuses one of more than
 //! `MAX_MARKER_BYTES` after reading no more than that, and Lightning's `.ckpt` files, of
 //! which [`zip_ends_whole`] reads the last 64 KiB only, opened the same way, to see whether
-//! the archive ends; and no marker's text reaches an issue or a log (an issue names a step
+//! the archive ends, and [`ckpt_head`] the first MiB only, for whose checkpoint dict it is
+//! and its `global_step`; and no marker's text reaches an issue or a log (an issue names a step
 //! only as rebuilt from a parsed number). The configured
 //! roots are the operator's and may themselves be links.
 
@@ -66,7 +67,8 @@ pub struct Facts {
     /// `model_optim_rng.pt` and `common.pt`): whether it ends in its ZIP directory.
     pub zip_whole: Option<bool>,
     /// For Accelerate's `random_states_0.pkl`: the `step` it records (`Accelerator.step`,
-    /// the optimizer step when gradients are not accumulated).
+    /// advanced only inside `accelerator.accumulate()`); for its `optimizer.bin`: the
+    /// optimizer's own step count, where the optimizer keeps one.
     pub step: Option<u64>,
 }
 
@@ -252,7 +254,8 @@ fn deepspeed_complete(entries: &[Entry]) -> (bool, Option<String>) {
 
 /// A file name as Lightning's `ModelCheckpoint` writes them: `last.ckpt` or, from its
 /// default template, one with `epoch=` or `step=` in it (`epoch=0-step=100.ckpt`), with a
-/// `-v{n}` suffix on a clash. Other `.ckpt` files are not taken for Lightning's.
+/// `-v{n}` suffix on a clash. A `.ckpt` of another name (`ModelCheckpoint(filename=…)`)
+/// is taken for Lightning's only when its start says so ([`ckpt_head`]).
 fn lightning_name(name: &str) -> bool {
     name.strip_suffix(".ckpt").is_some_and(|stem| {
         stem == "last"
@@ -261,6 +264,22 @@ fn lightning_name(name: &str) -> bool {
                 .is_some_and(|v| v.parse::<u32>().is_ok())
             || stem.contains("epoch=")
             || stem.contains("step=")
+    })
+}
+
+/// Whether a Trainer checkpoint holds optimizer state where `Trainer._save_checkpoint` puts
+/// it: `optimizer.pt` (or, on SageMaker model parallel, `optimizer.pt_{rank}`), FSDP's
+/// `optimizer.bin` or sharded `optimizer_0/`, or DeepSpeed's own `global_stepN/` (with its
+/// `latest`). Without it, `Trainer.train(resume_from_checkpoint=…)` does not fail: it skips
+/// loading the optimizer and the scheduler and trains on from fresh ones.
+fn trainer_optimizer_state(entries: &[Entry]) -> bool {
+    entries.iter().any(|e| {
+        let n = e.name.as_str();
+        if e.is_dir {
+            n.contains("optimizer") || num_after(n, "global_step").is_some()
+        } else {
+            n == "optimizer.pt" || n == "optimizer.bin" || n.starts_with("optimizer.pt_")
+        }
     })
 }
 
@@ -726,7 +745,8 @@ fn classify_layout(
     }
     // Accelerate's `save_state`: `checkpoint_N` by its automatic naming (N counts saves),
     // any name otherwise; told from a Trainer checkpoint by its per-process RNG files.
-    // `checkpoint_N` counts saves, not steps: no step is known from it.
+    // `checkpoint_N` counts saves (`ProjectConfiguration.iteration`), not steps: no step
+    // is known from it.
     let auto = num_after(name, "checkpoint_");
     if let Some(n) = auto.or_else(|| num_after(name, "checkpoint-")) {
         let accelerate = !accelerate_ranks(entries).is_empty()
@@ -735,11 +755,19 @@ fn classify_layout(
                 .any(|f| has(entries, f));
         if !has(entries, "trainer_state.json") && accelerate {
             let (complete, why) = accelerate_complete(entries);
-            // The name's number where it is a step; else the step process 0 recorded.
-            let recorded = entries
-                .iter()
-                .find(|e| e.name == "random_states_0.pkl")
-                .and_then(|e| e.facts.as_ref()?.step);
+            // The name's number where it is a step. Else the optimizer's own step count
+            // (`optimizer.bin`); else `Accelerator.step`, which process 0 records but which
+            // only `accelerator.accumulate()` advances (counting micro-batches, from 0 each
+            // epoch), so that 0 there says nothing: the step is then unknown, not 0.
+            let fact = |file: &str| {
+                entries
+                    .iter()
+                    .find(|e| e.name == file)
+                    .and_then(|e| e.facts.as_ref()?.step)
+            };
+            let recorded = fact("optimizer.bin")
+                .filter(|&s| s > 0)
+                .or_else(|| fact("random_states_0.pkl").filter(|&s| s > 0));
             let step = if auto.is_none() { Some(n) } else { recorded };
             return Some(("accelerate", step, complete, why));
         }
@@ -774,20 +802,35 @@ fn classify_layout(
                     Some(format!("missing weight shard {m} of {total}")),
                 ));
             }
-            return Some(("huggingface", Some(step), true, None));
+        } else {
+            let weights = [
+                "model.safetensors",
+                "pytorch_model.bin",
+                "adapter_model.safetensors",
+            ]
+            .iter()
+            .any(|w| has(entries, w))
+                || entries
+                    .iter()
+                    .any(|e| e.name.starts_with("pytorch_model_fsdp"));
+            if !weights {
+                return Some((
+                    "huggingface",
+                    Some(step),
+                    false,
+                    Some("no model weights".into()),
+                ));
+            }
         }
-        let weights = [
-            "model.safetensors",
-            "pytorch_model.bin",
-            "adapter_model.safetensors",
-        ]
-        .iter()
-        .any(|w| has(entries, w))
-            || entries
-                .iter()
-                .any(|e| e.name.starts_with("pytorch_model_fsdp"));
-        let why = (!weights).then(|| "no model weights".to_string());
-        return Some(("huggingface", Some(step), weights, why));
+        if !trainer_optimizer_state(entries) {
+            return Some((
+                "huggingface",
+                Some(step),
+                false,
+                Some("no optimizer.pt: Trainer.train(resume_from_checkpoint=…) would go on without the optimizer and scheduler state (a copy without it, a save cut short, or save_only_model)".into()),
+            ));
+        }
+        return Some(("huggingface", Some(step), true, None));
     }
     if is_dcp {
         let (ok, why) = dcp_verdict(entries);
@@ -906,14 +949,42 @@ pub fn zip_ends_whole(path: &Path) -> Result<bool, MarkerError> {
 /// The most of a `.ckpt` archive's start read for its `data.pkl`.
 const CKPT_HEAD_BYTES: u64 = 1 << 20;
 
-/// A Lightning `.ckpt`'s `global_step`: `torch.save` writes `data.pkl` (the checkpoint
-/// dict's pickle) as the archive's first entry, stored uncompressed, and Lightning's dict
-/// starts with `epoch` and `global_step`. Read from at most [`CKPT_HEAD_BYTES`] of the
-/// file's start, opened as [`read_marker`] opens; `None` when not found there.
-pub fn ckpt_global_step(path: &Path) -> Result<Option<u64>, MarkerError> {
+/// What the start of a `.ckpt` file says, read by [`ckpt_head`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CkptHead {
+    /// Its `data.pkl` is Lightning's checkpoint dict: Lightning's `dump_checkpoint` puts
+    /// `epoch`, `global_step` and `pytorch-lightning_version` first in every one.
+    pub lightning: bool,
+    /// The dict's `global_step`, where found.
+    pub global_step: Option<u64>,
+}
+
+/// The start of a `.ckpt` archive: `torch.save` writes `data.pkl` (the checkpoint dict's
+/// pickle) as the archive's first entry, stored uncompressed, and Lightning's dict starts
+/// with `epoch`, `global_step` and `pytorch-lightning_version`. Read from at most
+/// [`CKPT_HEAD_BYTES`] of the file's start, opened as [`read_marker`] opens; a file that is
+/// no ZIP, or whose `data.pkl` is not first, says nothing (`CkptHead::default()`).
+pub fn ckpt_head(path: &Path) -> Result<CkptHead, MarkerError> {
     let (file, _) = open_regular(path)?;
     let mut head = Vec::new();
     file.take(CKPT_HEAD_BYTES).read_to_end(&mut head)?;
+    let Some(pkl) = zip_data_pkl(&head) else {
+        return Ok(CkptHead::default());
+    };
+    Ok(CkptHead {
+        lightning: find(pkl, b"pytorch-lightning_version").is_some(),
+        global_step: pickle_int_after(pkl, b"global_step"),
+    })
+}
+
+/// A Lightning `.ckpt`'s `global_step` (see [`ckpt_head`]); `None` when not found there.
+pub fn ckpt_global_step(path: &Path) -> Result<Option<u64>, MarkerError> {
+    Ok(ckpt_head(path)?.global_step)
+}
+
+/// The bytes of `data.pkl` in the start `head` of a `torch.save` archive (as much of them
+/// as `head` holds), walking its local file headers from the first.
+fn zip_data_pkl(head: &[u8]) -> Option<&[u8]> {
     let u16_at = |i: usize| {
         head.get(i..i + 2)
             .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
@@ -925,30 +996,23 @@ pub fn ckpt_global_step(path: &Path) -> Result<Option<u64>, MarkerError> {
     let mut at = 0;
     // Local file headers, in order, up to `data.pkl`.
     while head.get(at..at + 4) == Some(&b"PK\x03\x04"[..]) {
-        let (Some(size), Some(nlen), Some(elen)) =
-            (u32_at(at + 18), u16_at(at + 26), u16_at(at + 28))
-        else {
-            return Ok(None);
-        };
+        let (size, nlen, elen) = (u32_at(at + 18)?, u16_at(at + 26)?, u16_at(at + 28)?);
         let name = head.get(at + 30..at + 30 + nlen).unwrap_or_default();
         let data = at + 30 + nlen + elen;
         if name.ends_with(b"data.pkl") {
             let end = if size == 0 {
                 head.len()
             } else {
-                (data + size).min(head.len())
+                data.saturating_add(size).min(head.len())
             };
-            return Ok(pickle_int_after(
-                head.get(data..end).unwrap_or_default(),
-                b"global_step",
-            ));
+            return Some(head.get(data..end).unwrap_or_default());
         }
         if size == 0 {
-            return Ok(None);
+            return None;
         }
-        at = data + size;
+        at = data.saturating_add(size);
     }
-    Ok(None)
+    None
 }
 
 /// The integer a pickle stores under the string key `key` (its first occurrence): the
@@ -984,6 +1048,107 @@ fn pickle_int_after(pkl: &[u8], key: &[u8]) -> Option<u64> {
         }
         _ => None,
     }
+}
+
+/// The optimizer's step count in the start `head` of a `torch.save` archive of a torch
+/// optimizer's `state_dict()` (Accelerate's `optimizer.bin`): the `step` of its first
+/// parameter's state, which Adam, AdamW, Adagrad, RMSprop and most others keep (SGD does
+/// not). Older torch pickles it as an int; newer as a one-element tensor, whose storage is a
+/// record of its own (`{archive}/data/{key}`), written after `data.pkl`. Within `head` only.
+fn optimizer_step(head: &[u8]) -> Option<u64> {
+    let pkl = zip_data_pkl(head)?;
+    let key = [&b"X\x04\x00\x00\x00step"[..], b"\x8c\x04step"]
+        .iter()
+        .filter_map(|k| find(pkl, k).map(|at| (at, k.len())))
+        .min()?;
+    let after = &pkl[key.0..];
+    if let Some(n) = pickle_int_after(after, &after[..key.1]) {
+        return Some(n);
+    }
+    let (storage, ty) = pickle_tensor_storage(&after[key.1..])?;
+    let bytes = zip_record(head, format!("/data/{storage}").as_bytes())?;
+    let as_u64 = |v: f64| {
+        (v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v < 9_007_199_254_740_992.0)
+            .then_some(v as u64)
+    };
+    match ty {
+        b"FloatStorage" => as_u64(f64::from(f32::from_le_bytes(
+            bytes.get(..4)?.try_into().ok()?,
+        ))),
+        b"DoubleStorage" => as_u64(f64::from_le_bytes(bytes.get(..8)?.try_into().ok()?)),
+        b"LongStorage" => u64::try_from(i64::from_le_bytes(bytes.get(..8)?.try_into().ok()?)).ok(),
+        b"IntStorage" => u64::try_from(i32::from_le_bytes(bytes.get(..4)?.try_into().ok()?)).ok(),
+        _ => None,
+    }
+}
+
+/// The storage of the tensor a pickle stores next (`pkl` starts right after its key): its
+/// record key and storage type, as `torch.save` spells them the first time a pickle names
+/// a tensor: `_rebuild_tensor_v2(('storage', torch.FloatStorage, '0', 'cpu', 1), ...)`. A
+/// later tensor names its storage type by a memo reference, and is not read.
+fn pickle_tensor_storage(pkl: &[u8]) -> Option<(String, &[u8])> {
+    let skip_memo = |mut i: usize| loop {
+        match pkl.get(i) {
+            Some(b'q') => i += 2,
+            Some(b'r') => i += 5,
+            Some(0x94) => i += 1,
+            _ => return i,
+        }
+    };
+    let mut i = skip_memo(0);
+    let rebuild = b"ctorch._utils\n_rebuild_tensor_v2\n";
+    if pkl.get(i..i + rebuild.len()) != Some(&rebuild[..]) {
+        return None;
+    }
+    i = skip_memo(i + rebuild.len());
+    if pkl.get(i..i + 2) != Some(&b"(("[..]) {
+        return None;
+    }
+    let storage = b"X\x07\x00\x00\x00storage";
+    i += 2;
+    if pkl.get(i..i + storage.len()) != Some(&storage[..]) {
+        return None;
+    }
+    i = skip_memo(i + storage.len());
+    let ty_at = i + 7;
+    if pkl.get(i..ty_at) != Some(&b"ctorch\n"[..]) {
+        return None;
+    }
+    let ty_end = ty_at + find(pkl.get(ty_at..(ty_at + 32).min(pkl.len()))?, b"\n")?;
+    let ty = &pkl[ty_at..ty_end];
+    i = skip_memo(ty_end + 1);
+    if pkl.get(i) != Some(&b'X') {
+        return None;
+    }
+    let n = u32::from_le_bytes(pkl.get(i + 1..i + 5)?.try_into().ok()?) as usize;
+    let key = pkl.get(i + 5..i + 5 + n.min(16))?;
+    (n <= 16 && !key.is_empty() && key.iter().all(u8::is_ascii_digit))
+        .then(|| (String::from_utf8_lossy(key).into_owned(), ty))
+}
+
+/// The bytes (to the end of `head`) of the record of a `torch.save` archive whose name is
+/// `{archive}{suffix}`, found by its local file header in `head`. `torch.save` writes its
+/// sizes after the data (a data descriptor), so the caller knows how many bytes it needs.
+fn zip_record<'a>(head: &'a [u8], suffix: &[u8]) -> Option<&'a [u8]> {
+    let mut from = 0;
+    while let Some(p) = find(&head[from..], b"PK\x03\x04").map(|p| p + from) {
+        from = p + 4;
+        let nlen = usize::from(u16::from_le_bytes(
+            head.get(p + 26..p + 28)?.try_into().ok()?,
+        ));
+        let elen = usize::from(u16::from_le_bytes(
+            head.get(p + 28..p + 30)?.try_into().ok()?,
+        ));
+        // (A signature inside some record's data names nothing that fits: go on.)
+        let Some(name) = head.get(p + 30..p + 30 + nlen) else {
+            continue;
+        };
+        let archive = name.strip_suffix(suffix);
+        if archive.is_some_and(|a| !a.is_empty() && !a.contains(&b'/')) {
+            return head.get(p + 30 + nlen + elen..);
+        }
+    }
+    None
 }
 
 /// Why a directory was not listed; like [`MarkerError`], never anything read from disk.
@@ -1029,6 +1194,7 @@ fn wants_facts(name: &str) -> bool {
         || name.ends_with(".safetensors")
         || is_rank_archive(name)
         || name == "random_states_0.pkl"
+        || name == "optimizer.bin"
 }
 
 /// The per-rank `torch.save` archives whose end the scanner checks: each rank writes its own
@@ -1048,6 +1214,16 @@ pub fn read_facts(path: &Path, name: &str) -> Result<Option<Facts>, MarkerError>
         }));
     }
     let (file, len) = open_regular(path)?;
+    if name == "optimizer.bin" {
+        // Accelerate's `torch.save` of the optimizer's state dict: its step count, where it
+        // keeps one.
+        let mut head = Vec::new();
+        file.take(CKPT_HEAD_BYTES).read_to_end(&mut head)?;
+        return Ok(Some(Facts {
+            step: optimizer_step(&head),
+            ..Facts::default()
+        }));
+    }
     if name == "random_states_0.pkl" {
         // `{"step": N, "random_state": ...}`: the key comes first, in the first bytes.
         let mut head = Vec::new();
@@ -1241,6 +1417,9 @@ fn mtime_ms(m: &std::fs::Metadata) -> i64 {
 #[derive(Default)]
 pub struct Scanner {
     known: HashMap<PathBuf, (i64, Found)>,
+    /// `.ckpt` files of other names whose start is not Lightning's, by (mtime, size): not
+    /// read again until they change.
+    not_lightning: HashMap<PathBuf, (i64, u64)>,
     /// Directories listed in the last scan (for tests and the benchmark of rescans).
     pub listed: usize,
     /// Called with a path just before it is opened (marker or subdirectory), so that tests
@@ -1274,11 +1453,15 @@ impl Scanner {
         (found, issues)
     }
 
-    /// Lightning's single-file checkpoints in `dir` (`epoch=E-step=S.ckpt`, `last.ckpt`):
-    /// `torch.save` archives, complete once their ZIP directory ends the file (Lightning
-    /// writes a temporary file and moves it into place, which across file systems is a
-    /// copy, seen half-done). The save began when the file was born (its temporary file's
-    /// birth, kept by a rename), where the file system records it.
+    /// Lightning's single-file checkpoints in `dir`: `torch.save` archives, complete once
+    /// their ZIP directory ends the file (Lightning writes a temporary file and moves it into
+    /// place, which across file systems is a copy, seen half-done). Named by
+    /// `ModelCheckpoint`'s default template (`epoch=E-step=S.ckpt`, `last.ckpt`), or by a
+    /// `filename=` of the user's (`best.ckpt`, `model-0.25.ckpt`): a `.ckpt` of any other
+    /// name is Lightning's when its `data.pkl` is Lightning's checkpoint dict
+    /// ([`ckpt_head`]). The step is the name's `step=`, else the archive's `global_step`.
+    /// The save began when the file was born (its temporary file's birth, kept by a
+    /// rename), where the file system records it.
     fn ckpt_files(
         &mut self,
         dir: &Dir,
@@ -1289,7 +1472,7 @@ impl Scanner {
     ) {
         for e in entries
             .iter()
-            .filter(|e| !e.is_dir && lightning_name(&e.name))
+            .filter(|e| !e.is_dir && e.name.ends_with(".ckpt"))
         {
             let path = shown.join(&e.name);
             if let Some((mt, f)) = self.known.get(&path) {
@@ -1298,8 +1481,33 @@ impl Scanner {
                     continue;
                 }
             }
-            self.about_to_open(&path);
+            let named = lightning_name(&e.name);
+            if !named && self.not_lightning.get(&path) == Some(&(e.mtime_ms, e.size_bytes)) {
+                continue;
+            }
             let via = dir.via.join(&e.name);
+            // Another name: Lightning's only if its start says so.
+            let head = if named {
+                None
+            } else {
+                self.about_to_open(&path);
+                match ckpt_head(&via) {
+                    Ok(h) if h.lightning => Some(h),
+                    Ok(_) => {
+                        self.not_lightning.insert(path, (e.mtime_ms, e.size_bytes));
+                        continue;
+                    }
+                    Err(err) => {
+                        issues.push(ScanIssue {
+                            path: path.to_string_lossy().into(),
+                            problem: err.to_string(),
+                        });
+                        continue;
+                    }
+                }
+            };
+            self.not_lightning.remove(&path);
+            self.about_to_open(&path);
             let (complete, why) = match zip_ends_whole(&via) {
                 Ok(true) => (true, None),
                 Ok(false) => (
@@ -1320,15 +1528,18 @@ impl Scanner {
                 .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
                 .map(|d| d.as_millis() as i64)
                 .filter(|&b| b <= e.mtime_ms);
+            // `last.ckpt` and the user's own names name no step: the archive's
+            // `global_step` says it.
+            let step = nemo_step(&e.name).or_else(|| match head {
+                Some(h) => h.global_step,
+                None => complete
+                    .then(|| ckpt_global_step(&via).ok().flatten())
+                    .flatten(),
+            });
             let f = Found {
                 path: path.to_string_lossy().into(),
                 framework: "lightning",
-                // `last.ckpt` names no step: its archive's `global_step` says it.
-                step: nemo_step(&e.name).or_else(|| {
-                    complete
-                        .then(|| ckpt_global_step(&via).ok().flatten())
-                        .flatten()
-                }),
+                step,
                 size_bytes: e.size_bytes,
                 files: 1,
                 started_ms: born,
@@ -1600,7 +1811,7 @@ pub async fn run_scanner(
             }
             let c = app::model::Checkpoint {
                 job_id,
-                step: f.step.unwrap_or(0),
+                step: f.step,
                 path: f.path.clone(),
                 size_bytes: f.size_bytes,
                 started_ms: start,
@@ -2200,7 +2411,12 @@ mod tests {
         fs::write(root.join("ds/3001/latest"), b"global_step10").expect("latest");
         mk(
             "hf/4001/checkpoint-50",
-            &["trainer_state.json", "model.safetensors"],
+            &[
+                "trainer_state.json",
+                "model.safetensors",
+                "optimizer.pt",
+                "scheduler.pt",
+            ],
         );
         mk(
             "nemo/5001/m--step=7-last/weights",
@@ -2227,6 +2443,12 @@ mod tests {
         assert_eq!(by("iter_0000100").framework, "megatron");
         assert!(by("global_step10").complete);
         assert_eq!(by("checkpoint-50").framework, "huggingface");
+        // (Its 1-byte model.safetensors is cut short; its optimizer state is there.)
+        assert!(!by("checkpoint-50")
+            .incomplete_reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("optimizer"));
         assert_eq!(by("m--step=7-last").step, Some(7));
         assert_eq!(found.len(), 6, "{found:?}");
         // The Megatron tracker points to iteration 200, which is not there.
@@ -2256,6 +2478,184 @@ mod tests {
         assert!(after
             .iter()
             .any(|f| f.path.ends_with("step-1000") && f.complete));
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    /// The committed fixture file `case/tree/rel` (written by the real framework).
+    fn fixture(case: &str, rel: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/checkpoints")
+            .join(case)
+            .join("tree")
+            .join(rel)
+    }
+
+    /// A Trainer checkpoint without its optimizer state resumes on a fresh optimizer (the
+    /// Trainer skips what is missing): not complete. DeepSpeed's and FSDP's places for it
+    /// count.
+    #[test]
+    fn a_trainer_checkpoint_needs_its_optimizer_state() {
+        let base = [
+            f("trainer_state.json"),
+            f("model.safetensors"),
+            f("scheduler.pt"),
+        ];
+        let c = classify("checkpoint-20", &base);
+        assert_eq!(c.as_ref().map(|c| (c.1, c.2)), Some((Some(20), false)));
+        assert!(c
+            .and_then(|c| c.3)
+            .unwrap_or_default()
+            .contains("no optimizer.pt"));
+        for with in [
+            f("optimizer.pt"),
+            f("optimizer.bin"),
+            d("optimizer_0", vec![]),
+            d("global_step20", vec![]),
+        ] {
+            let mut e = base.to_vec();
+            e.push(with.clone());
+            assert_eq!(
+                classify("checkpoint-20", &e),
+                Some(("huggingface", Some(20), true, None)),
+                "with {}",
+                with.name
+            );
+        }
+        // Sharded weights, all there, still need it.
+        let sharded = [
+            f("trainer_state.json"),
+            f("model-00001-of-00002.safetensors"),
+            f("model-00002-of-00002.safetensors"),
+        ];
+        assert_eq!(classify("checkpoint-5", &sharded).map(|c| c.2), Some(false));
+    }
+
+    /// Accelerate's automatic naming counts saves: the step is the optimizer's own count
+    /// (read from the real `optimizer.bin`), else a nonzero `Accelerator.step`; a 0 there
+    /// (a loop without `accumulate()`) says nothing, and the step is unknown.
+    #[test]
+    fn accelerate_steps_from_what_the_save_records() {
+        let adamw = fixture(
+            "accelerate_auto_naming_no_accumulate",
+            "checkpoints/checkpoint_1/optimizer.bin",
+        );
+        let sgd = fixture(
+            "accelerate_auto_naming_step_unknown",
+            "checkpoints/checkpoint_0/optimizer.bin",
+        );
+        let step_of = |p: &Path| {
+            read_facts(p, "optimizer.bin")
+                .expect("read")
+                .and_then(|f| f.step)
+        };
+        assert_eq!(step_of(&adamw), Some(10));
+        assert_eq!(step_of(&sgd), None, "plain SGD keeps no step");
+        let rng0 = fixture(
+            "accelerate_auto_naming_no_accumulate",
+            "checkpoints/checkpoint_1/random_states_0.pkl",
+        );
+        assert_eq!(
+            read_facts(&rng0, "random_states_0.pkl")
+                .expect("read")
+                .and_then(|f| f.step),
+            Some(0),
+            "Accelerator.step without accumulate()"
+        );
+        let with = |name: &str, step: u64| Entry {
+            facts: Some(Facts {
+                step: Some(step),
+                ..Facts::default()
+            }),
+            ..f(name)
+        };
+        let save = |opt: Option<u64>, rng: u64| {
+            let mut e = vec![
+                f("model.safetensors"),
+                f("scheduler.bin"),
+                with("random_states_0.pkl", rng),
+            ];
+            e.push(match opt {
+                Some(s) => with("optimizer.bin", s),
+                None => f("optimizer.bin"),
+            });
+            classify("checkpoint_1", &e).map(|c| (c.0, c.1, c.2))
+        };
+        assert_eq!(save(Some(10), 0), Some(("accelerate", Some(10), true)));
+        assert_eq!(save(Some(10), 40), Some(("accelerate", Some(10), true)));
+        assert_eq!(save(None, 7), Some(("accelerate", Some(7), true)));
+        assert_eq!(save(None, 0), Some(("accelerate", None, true)));
+        // An explicit `checkpoint-N` still takes the name's N.
+        let named = classify(
+            "checkpoint-7",
+            &[
+                f("model.safetensors"),
+                f("optimizer.bin"),
+                with("random_states_0.pkl", 0),
+            ],
+        );
+        assert_eq!(named.map(|c| c.1), Some(Some(7)));
+    }
+
+    /// A `.ckpt` named by the user's own `ModelCheckpoint(filename=…)` is found when its
+    /// start is Lightning's checkpoint dict (real bytes from Lightning), with the step from
+    /// its `global_step`; a ZIP that is not Lightning's stays unfound, and is not read again
+    /// while unchanged.
+    #[test]
+    fn lightning_checkpoints_of_any_name() {
+        use std::fs;
+        let real =
+            fs::read(fixture("lightning_custom_filename", "tiny-00-00020.ckpt")).expect("fixture");
+        let root = scratch("pl-named");
+        let dir = root.join("9001/ckpts");
+        fs::create_dir_all(&dir).expect("mkdir");
+        fs::write(dir.join("best.ckpt"), &real).expect("write");
+        fs::write(dir.join("run-a.ckpt"), &real[..real.len() / 2]).expect("write");
+        // A torch.save archive of something else: not Lightning's.
+        let other = fixture(
+            "accelerate_auto_naming_no_accumulate",
+            "checkpoints/checkpoint_1/optimizer.bin",
+        );
+        fs::copy(other, dir.join("other.ckpt")).expect("copy");
+        fs::write(dir.join("junk.ckpt"), b"not a zip").expect("write");
+        assert_eq!(
+            ckpt_head(&dir.join("best.ckpt")).expect("head"),
+            CkptHead {
+                lightning: true,
+                global_step: Some(20)
+            }
+        );
+        let mut sc = Scanner::default();
+        let (found, issues) = sc.scan(std::slice::from_ref(&root), Limits::default());
+        assert!(issues.is_empty(), "{issues:?}");
+        let got: Vec<_> = found
+            .iter()
+            .map(|f| {
+                (
+                    f.path.rsplit('/').next().unwrap_or_default(),
+                    f.framework,
+                    f.step,
+                    f.complete,
+                    f.job_id,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("best.ckpt", "lightning", Some(20), true, Some(9001)),
+                ("run-a.ckpt", "lightning", Some(20), false, Some(9001)),
+            ]
+        );
+        assert_eq!(sc.not_lightning.len(), 2);
+        // Unchanged: the files that are not Lightning's are not opened again.
+        sc.before_open = Some(Box::new(|p: &Path| {
+            assert!(
+                !p.ends_with("other.ckpt") && !p.ends_with("junk.ckpt"),
+                "{p:?} opened again"
+            );
+        }));
+        let (again, _) = sc.scan(std::slice::from_ref(&root), Limits::default());
+        assert_eq!(again, found);
         let _ = fs::remove_dir_all(&root);
     }
 
