@@ -655,7 +655,9 @@ impl NvlinkFabric {
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Checkpoint {
     pub job_id: u64,
-    pub step: u64,
+    /// The training step the save holds; `None` where nothing the framework wrote says
+    /// (never a made-up 0). One save per path.
+    pub step: Option<u64>,
     pub path: String,
     pub size_bytes: u64,
     pub started_ms: UnixMs,

@@ -470,7 +470,7 @@ mod tests {
     fn ckpt(started_s: i64, duration_s: i64, complete: bool) -> Checkpoint {
         Checkpoint {
             job_id: 1,
-            step: started_s as u64,
+            step: Some(started_s as u64),
             path: String::new(),
             size_bytes: 0,
             started_ms: started_s * 1000,

@@ -218,7 +218,7 @@ mod tests {
     fn ck(start: UnixMs, dur: i64, complete: bool) -> Checkpoint {
         Checkpoint {
             job_id: 1,
-            step: 0,
+            step: Some(0),
             path: String::new(),
             size_bytes: 0,
             started_ms: start,

@@ -90,7 +90,7 @@ fn JobBody(
             <div class="stat"><dt>"Lost to failures and requeues"</dt><dd class="num" data-test="work-lost">{format!("{:.1} GPU-h", d.lost_gpu_hours)}</dd></div>
             <div class="stat wide"><dt>"Last good checkpoint"</dt><dd class="num" data-test="last-good"
                 title=d.last_good.as_ref().map(|c| format!("ended {}", units::utc(c.started_ms + c.duration_ms))).unwrap_or_default()>
-                {d.last_good.as_ref().map(|c| format!("step {} · {} ago", c.step, units::duration_ms(now - c.started_ms - c.duration_ms))).unwrap_or_else(|| "none".into())}
+                {d.last_good.as_ref().map(|c| format!("step {} · {} ago", c.step.map_or("unknown".into(), |s| s.to_string()), units::duration_ms(now - c.started_ms - c.duration_ms))).unwrap_or_else(|| "none".into())}
             </dd></div>
         </dl>
         <div inner_html=d.radar_html.clone()></div>
@@ -199,8 +199,8 @@ pub mod server_html {
                                 {checkpoints.iter().rev().map(|c| {
                                     let gbps = (c.duration_ms > 0).then(|| c.size_bytes as f64 / 1e9 / (c.duration_ms as f64 / 1000.0));
                                     view! {
-                                        <tr data-test="checkpoint" data-step=c.step.to_string()>
-                                            <td class="num">{c.step}</td><td class="num">{units::utc(c.started_ms)}</td>
+                                        <tr data-test="checkpoint" data-step=c.step.map(|s| s.to_string()).unwrap_or_default()>
+                                            <td class="num">{c.step.map_or_else(|| "unknown".to_string(), |s| s.to_string())}</td><td class="num">{units::utc(c.started_ms)}</td>
                                             <td class="num">{gib(c.size_bytes)}</td><td class="num">{units::duration_ms(c.duration_ms)}</td>
                                             <td class="num">{gbps.map(|g| format!("{g:.1} GB/s")).unwrap_or_else(|| "-".into())}</td>
                                             <td>{if c.complete { "yes" } else { "no" }}</td>

@@ -618,7 +618,7 @@ impl Sim {
                     sj.next_ckpt_ms = when + sj.ckpt_interval_ms;
                     let ck = Checkpoint {
                         job_id: sj.job.id,
-                        step: sj.step,
+                        step: Some(sj.step),
                         path: format!(
                             "/lustre/ckpt/{}/{}/step-{}",
                             sj.job.name, sj.job.id, sj.step

@@ -13,7 +13,8 @@ pub const MAX_STORED: i64 = (1 << 53) - 1;
 /// SQL for a checkpoint row whose numbers are all in `0..=MAX_STORED`: rows an older version
 /// may have stored outside it are skipped by every query (and counted once, by
 /// [`Store::rows_out_of_range`]).
-pub(super) const CHECKPOINT_IN_RANGE: &str = "step BETWEEN 0 AND 9007199254740991 \
+pub(super) const CHECKPOINT_IN_RANGE: &str =
+    "(step IS NULL OR step BETWEEN 0 AND 9007199254740991) \
      AND size_bytes BETWEEN 0 AND 9007199254740991 \
      AND started_ms BETWEEN 0 AND 9007199254740991 \
      AND duration_ms BETWEEN 0 AND 9007199254740991";
@@ -27,7 +28,7 @@ pub fn checkpoint_out_of_range(c: &Checkpoint) -> Option<&'static str> {
     let max = MAX_STORED as u64;
     if c.job_id > max {
         Some("job_id")
-    } else if c.step > max {
+    } else if c.step.is_some_and(|s| s > max) {
         Some("step")
     } else if c.size_bytes > max {
         Some("bytes")
@@ -41,8 +42,9 @@ pub fn checkpoint_out_of_range(c: &Checkpoint) -> Option<&'static str> {
 }
 
 impl Store {
-    /// Stores a checkpoint; the same (job, step) again updates it (a save that completed).
-    /// A value out of range is refused (every source checks before; this is the last stop).
+    /// Stores a checkpoint; the same (job, path) again updates it (a save that completed,
+    /// or whose step became known). A value out of range is refused (every source checks
+    /// before; this is the last stop).
     pub async fn put_checkpoint(&self, c: &Checkpoint) -> Result<()> {
         if let Some(field) = checkpoint_out_of_range(c) {
             return Err(StoreError::Corrupt(format!(
@@ -50,14 +52,15 @@ impl Store {
                 c.job_id
             )));
         }
-        sqlx::query(
+        // A NULL is written as a literal, never bound (see `put_rollup`); a step is a number.
+        let step = c.step.map_or("NULL".to_string(), |s| s.to_string());
+        sqlx::query(&format!(
             "INSERT INTO checkpoints (job_id, step, path, size_bytes, started_ms, duration_ms, complete) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) \
-             ON CONFLICT (job_id, step) DO UPDATE SET path = excluded.path, size_bytes = excluded.size_bytes, \
+             VALUES ($1, {step}, $2, $3, $4, $5, $6) \
+             ON CONFLICT (job_id, path) DO UPDATE SET step = excluded.step, size_bytes = excluded.size_bytes, \
                 started_ms = excluded.started_ms, duration_ms = excluded.duration_ms, complete = excluded.complete",
-        )
+        ))
         .bind(c.job_id as i64)
-        .bind(c.step as i64)
         .bind(&c.path)
         .bind(c.size_bytes as i64)
         .bind(c.started_ms)
@@ -68,11 +71,11 @@ impl Store {
         Ok(())
     }
 
-    /// A job's checkpoints by step.
+    /// A job's checkpoints in the order they were saved.
     pub async fn checkpoints(&self, job_id: u64) -> Result<Vec<Checkpoint>> {
         let rows = sqlx::query(&format!(
             "SELECT job_id, step, path, size_bytes, started_ms, duration_ms, complete \
-             FROM checkpoints WHERE job_id = $1 AND {CHECKPOINT_IN_RANGE} ORDER BY step"
+             FROM checkpoints WHERE job_id = $1 AND {CHECKPOINT_IN_RANGE} ORDER BY started_ms, path"
         ))
         .bind(job_id as i64)
         .fetch_all(&self.pool)
@@ -81,7 +84,10 @@ impl Store {
             .map(|r| {
                 Ok(Checkpoint {
                     job_id: u64_of(r.try_get("job_id")?, "job id")?,
-                    step: u64_of(r.try_get("step")?, "step")?,
+                    step: r
+                        .try_get::<Option<i64>, _>("step")?
+                        .map(|s| u64_of(s, "step"))
+                        .transpose()?,
                     path: r.try_get("path")?,
                     size_bytes: u64_of(r.try_get("size_bytes")?, "size")?,
                     started_ms: r.try_get("started_ms")?,

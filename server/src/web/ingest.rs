@@ -181,7 +181,7 @@ async fn ingest_checkpoint(
     job_for(&st, &scope, e.job_id).await?;
     let c = app::model::Checkpoint {
         job_id: e.job_id,
-        step: e.step,
+        step: Some(e.step),
         path: e.path,
         size_bytes: e.bytes,
         started_ms,

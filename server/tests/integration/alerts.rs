@@ -225,7 +225,7 @@ async fn training_jobs_post_checkpoints_and_nccl_latency() {
     let stored = r.store.checkpoints(job).await.expect("checkpoints");
     assert!(stored
         .iter()
-        .any(|c| c.step == 1200 && c.complete && c.duration_ms == 45_000));
+        .any(|c| c.step == Some(1200) && c.complete && c.duration_ms == 45_000));
     // Three slow all-reduces in a row: the NCCL rule fires for this job.
     for (step, us) in [(1u64, 40.0), (2, 180.0), (3, 190.0), (4, 210.0)] {
         let resp = post(
@@ -279,14 +279,14 @@ async fn the_scanner_records_checkpoints_of_running_jobs() {
     let mut found = Vec::new();
     for _ in 0..50 {
         found = r.store.checkpoints(1000).await.expect("checkpoints");
-        if found.iter().any(|c| c.step == 700) {
+        if found.iter().any(|c| c.step == Some(700)) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let c = found
         .iter()
-        .find(|c| c.step == 700)
+        .find(|c| c.step == Some(700))
         .expect("step 700 recorded");
     assert!(c.complete);
     assert_eq!(c.size_bytes, 15);
@@ -473,7 +473,7 @@ async fn scoped_ingest_tokens(db: String) {
         .await
         .expect("checkpoints")
         .iter()
-        .any(|c| c.step == 2));
+        .any(|c| c.step == Some(2)));
     // An unknown job is still a 400, and an unscoped token writes for any account.
     let unknown = post("/api/ingest/checkpoint", scoped.clone(), ck(999_999, 1)).await;
     assert_eq!(unknown.status, 400);
@@ -485,7 +485,7 @@ async fn scoped_ingest_tokens(db: String) {
         .await
         .expect("checkpoints")
         .iter()
-        .any(|c| c.step == 3));
+        .any(|c| c.step == Some(3)));
     // Listed with its use, never with the token or its digest.
     let listed =
         serde_json::to_string(&r.store.ingest_tokens().await.expect("list")).expect("json");

@@ -136,10 +136,10 @@ async fn story(url: &str, dialect: Dialect) {
         4242
     );
 
-    // Checkpoints: the same (job, step) again updates it.
+    // Checkpoints: the same (job, path) again updates it.
     let mut c = Checkpoint {
         job_id: 4242,
-        step: 1000,
+        step: Some(1000),
         path: "/lustre/ckpt/run/step-1000".into(),
         size_bytes: 160_000_000_000,
         started_ms: T0 + 1_800_000,
@@ -150,12 +150,20 @@ async fn story(url: &str, dialect: Dialect) {
     c.complete = true;
     store.put_checkpoint(&c).await.expect("checkpoint done");
     let mut c2 = c.clone();
-    c2.step = 500;
+    c2.step = Some(500);
+    c2.path = "/lustre/ckpt/run/step-500".into();
+    c2.started_ms = T0 + 900_000;
     store.put_checkpoint(&c2).await.expect("earlier step");
+    // A save whose step nothing records: kept as unknown, never as 0, beside the others.
+    let mut c3 = c.clone();
+    c3.step = None;
+    c3.path = "/lustre/ckpt/run/checkpoint_3".into();
+    c3.started_ms = T0 + 2_700_000;
+    store.put_checkpoint(&c3).await.expect("unknown step");
     let cks = store.checkpoints(4242).await.expect("checkpoints");
     assert_eq!(
         cks.iter().map(|c| c.step).collect::<Vec<_>>(),
-        vec![500, 1000]
+        vec![Some(500), Some(1000), None]
     );
     assert!(cks[1].complete);
     assert_eq!(cks[1].size_bytes, 160_000_000_000);
@@ -463,7 +471,7 @@ async fn alert_facts(url: &str) {
     store.put_nccl(8, 1, T0, 99.0, None).await.expect("nccl");
     let ck = |job: u64, step: u64, started: i64, complete: bool| Checkpoint {
         job_id: job,
-        step,
+        step: Some(step),
         path: format!("/ckpt/{job}/{step}"),
         size_bytes: 1,
         started_ms: started,
