@@ -393,7 +393,12 @@ async fn https_get(
         .await
         .map_err(|e| server::tls::failure(&e).unwrap_or_else(|| e.to_string()))?;
     s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+        // As a browser sends it: the port too, where it is not HTTPS's default.
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: {host}:{}\r\nConnection: close\r\n\r\n",
+            addr.port()
+        )
+        .as_bytes(),
     )
     .await
     .map_err(|e| e.to_string())?;
