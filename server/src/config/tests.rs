@@ -725,8 +725,14 @@ fn the_configuration_table_is_true() {
     ] {
         v.sort_unstable();
     }
-    assert_eq!(documented_keys, keys, "docs/configuration.md's keys, and the file's");
-    assert_eq!(documented_vars, vars, "docs/configuration.md's variables, and ENV's");
+    assert_eq!(
+        documented_keys, keys,
+        "docs/configuration.md's keys, and the file's"
+    );
+    assert_eq!(
+        documented_vars, vars,
+        "docs/configuration.md's variables, and ENV's"
+    );
     // A variable is documented in the row of the key it sets.
     for (row_keys, row_vars) in &rows {
         for var in row_vars {
