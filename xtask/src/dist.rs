@@ -33,6 +33,38 @@ const FILES: &[(&str, &str, u32)] = &[
         0o644,
     ),
     ("README.md", "usr/share/doc/gantry/README.md", 0o644),
+    // The README links into docs/, kept beside it so the links hold.
+    (
+        "docs/features.md",
+        "usr/share/doc/gantry/docs/features.md",
+        0o644,
+    ),
+    (
+        "docs/deploying.md",
+        "usr/share/doc/gantry/docs/deploying.md",
+        0o644,
+    ),
+    (
+        "docs/configuration.md",
+        "usr/share/doc/gantry/docs/configuration.md",
+        0o644,
+    ),
+    (
+        "docs/security.md",
+        "usr/share/doc/gantry/docs/security.md",
+        0o644,
+    ),
+    ("docs/api.md", "usr/share/doc/gantry/docs/api.md", 0o644),
+    (
+        "docs/commands.md",
+        "usr/share/doc/gantry/docs/commands.md",
+        0o644,
+    ),
+    (
+        "docs/design.md",
+        "usr/share/doc/gantry/docs/design.md",
+        0o644,
+    ),
 ];
 
 /// Builds the release binary with its site and the Debian package; returns the package.

@@ -675,14 +675,14 @@ fn key_paths_are_the_file_s_keys() {
     }
 }
 
-/// README.md's `## Configuration` table: each row's TOML keys (first column) and
-/// variables (second column; notes in parentheses aside).
-fn readme_rows() -> Vec<(Vec<String>, Vec<String>)> {
-    let readme = include_str!("../../../README.md");
-    let section = readme
+/// docs/configuration.md's `## Keys and variables` table: each row's TOML keys (first
+/// column) and variables (second column; notes in parentheses aside).
+fn documented_rows() -> Vec<(Vec<String>, Vec<String>)> {
+    let doc = include_str!("../../../docs/configuration.md");
+    let section = doc
         .split("\n## ")
-        .find(|s| s.starts_with("Configuration\n"))
-        .expect("README has ## Configuration");
+        .find(|s| s.starts_with("Keys and variables\n"))
+        .expect("docs/configuration.md has ## Keys and variables");
     let quoted = |cell: &str| -> Vec<String> {
         let mut depth = 0;
         let plain: String = cell
@@ -711,8 +711,8 @@ fn readme_rows() -> Vec<(Vec<String>, Vec<String>)> {
 }
 
 #[test]
-fn the_readme_configuration_table_is_true() {
-    let rows = readme_rows();
+fn the_configuration_table_is_true() {
+    let rows = documented_rows();
     let mut documented_keys: Vec<String> = rows.iter().flat_map(|r| r.0.clone()).collect();
     let mut documented_vars: Vec<String> = rows.iter().flat_map(|r| r.1.clone()).collect();
     let mut keys = key_paths();
@@ -725,8 +725,14 @@ fn the_readme_configuration_table_is_true() {
     ] {
         v.sort_unstable();
     }
-    assert_eq!(documented_keys, keys, "README's keys, and the file's");
-    assert_eq!(documented_vars, vars, "README's variables, and ENV's");
+    assert_eq!(
+        documented_keys, keys,
+        "docs/configuration.md's keys, and the file's"
+    );
+    assert_eq!(
+        documented_vars, vars,
+        "docs/configuration.md's variables, and ENV's"
+    );
     // A variable is documented in the row of the key it sets.
     for (row_keys, row_vars) in &rows {
         for var in row_vars {

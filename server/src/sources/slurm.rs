@@ -19,7 +19,7 @@ use crate::scheduler::{SchedJob, SchedNode};
 const NODES_PER_RACK: usize = 8;
 
 /// A layout from Slurm's node list alone: nodes in name order, eight to a rack, one row.
-/// (Rows, U positions, PDUs and rack limits come from a layout file; see ARCHITECTURE.md.)
+/// (Rows, U positions, PDUs and rack limits come from a layout file; see docs/configuration.md.)
 pub fn inventory_from_nodes(cluster: &str, nodes: &[SchedNode]) -> Inventory {
     let mut names: Vec<&SchedNode> = nodes.iter().collect();
     names.sort_by(|a, b| a.name.cmp(&b.name));

@@ -73,7 +73,7 @@ impl Store {
     pub async fn put_rollup(&self, r: &Rollup) -> Result<()> {
         // A missing double is written as a literal NULL, never bound: sqlx 0.8's Any driver
         // declares a bound NULL double as float4 on PostgreSQL, and a statement prepared so
-        // then refuses every real double on that connection (see ARCHITECTURE.md). It comes
+        // then refuses every real double on that connection (see docs/design.md). It comes
         // last, so the other placeholders keep their numbers.
         let sm = r.sm_active_mean.map(|_| "$11").unwrap_or("NULL");
         let sql = format!(
