@@ -1,4 +1,4 @@
-//! Checkpoints: one row per (job, step), rewritten when a save completes.
+//! Checkpoints: one row per save (job, path), its step when known, rewritten when the save completes.
 
 use app::model::Checkpoint;
 use sqlx::Row;
