@@ -127,7 +127,7 @@ pub struct ActionTargets {
     /// Every node of this switch domain (NVLink domain, leaf, spine or block).
     #[serde(default)]
     pub domain: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "whole::vec_u64")]
     pub jobs: Vec<u64>,
 }
 
@@ -300,4 +300,88 @@ pub struct SessionInfo {
 pub struct AdminView {
     pub users: Vec<UserInfo>,
     pub sessions: Vec<SessionInfo>,
+}
+
+/// Whole numbers as JSON may write them: `807` or `807.0` (JSON Schema's `integer` takes
+/// both), never a fraction, a negative or one out of range.
+pub mod whole {
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer};
+
+    fn of<T: TryFrom<i128>>(n: &serde_json::Number) -> Option<T> {
+        let i = if let Some(u) = n.as_u64() {
+            i128::from(u)
+        } else if let Some(i) = n.as_i64() {
+            i128::from(i)
+        } else {
+            let f = n.as_f64()?;
+            if !f.is_finite() || f.fract() != 0.0 || f.abs() > 1e19 {
+                return None;
+            }
+            f as i128
+        };
+        T::try_from(i).ok()
+    }
+
+    fn one<'de, D: Deserializer<'de>, T: TryFrom<i128>>(d: D) -> Result<T, D::Error> {
+        let n = serde_json::Number::deserialize(d)?;
+        of(&n).ok_or_else(|| D::Error::custom(format!("{n}: not a whole number in range")))
+    }
+
+    pub fn u32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+        one(d)
+    }
+
+    pub fn u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        one(d)
+    }
+
+    pub fn i64<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+        one(d)
+    }
+
+    pub fn opt_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        Option::<serde_json::Number>::deserialize(d)?
+            .map(|n| {
+                of(&n).ok_or_else(|| D::Error::custom(format!("{n}: not a whole number in range")))
+            })
+            .transpose()
+    }
+
+    pub fn opt_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+        Option::<serde_json::Number>::deserialize(d)?
+            .map(|n| {
+                of(&n).ok_or_else(|| D::Error::custom(format!("{n}: not a whole number in range")))
+            })
+            .transpose()
+    }
+
+    pub fn vec_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+        Vec::<serde_json::Number>::deserialize(d)?
+            .iter()
+            .map(|n| {
+                of(n).ok_or_else(|| D::Error::custom(format!("{n}: not a whole number in range")))
+            })
+            .collect()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[derive(serde::Deserialize)]
+        struct T {
+            #[serde(deserialize_with = "super::u32")]
+            n: u32,
+        }
+
+        #[test]
+        fn whole_numbers_in_either_spelling() {
+            let n = |s: &str| serde_json::from_str::<T>(s).map(|t| t.n).ok();
+            assert_eq!(n(r#"{"n": 807}"#), Some(807));
+            assert_eq!(n(r#"{"n": 807.0}"#), Some(807));
+            assert_eq!(n(r#"{"n": 807.5}"#), None);
+            assert_eq!(n(r#"{"n": -1}"#), None);
+            assert_eq!(n(r#"{"n": 4294967296}"#), None);
+            assert_eq!(n(r#"{"n": 1e300}"#), None);
+        }
+    }
 }

@@ -187,6 +187,10 @@ impl ReportQuery {
                     .ok_or_else(|| format!("{what} {s:?} is not a date like 2026-11-29")),
             }
         };
+        // Every date given is read, whichever period uses it.
+        day(&self.at, "day")?;
+        day(&self.from, "first day")?;
+        day(&self.to, "last day")?;
         match self.period {
             Period::Day => {
                 let d = day(&self.at, "day")?;
@@ -198,11 +202,12 @@ impl ReportQuery {
             }
             Period::Month => Ok(units::month_bounds(day(&self.at, "day")?)),
             Period::Custom => {
-                if self.from.is_none() || self.to.is_none() {
-                    return Err("a custom period needs both a first and a last day".into());
-                }
-                let from = day(&self.from, "first day")?;
+                // The last day defaults to today, the first to the last.
                 let to = day(&self.to, "last day")? + DAY_MS;
+                let from = match self.from {
+                    Some(_) => day(&self.from, "first day")?,
+                    None => to - DAY_MS,
+                };
                 if to <= from {
                     return Err("the last day comes before the first".into());
                 }

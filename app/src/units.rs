@@ -163,7 +163,7 @@ pub fn parse_date(s: &str) -> Option<UnixMs> {
     let y: i64 = it.next()?.parse().ok()?;
     let m: u32 = it.next()?.parse().ok()?;
     let d: u32 = it.next()?.parse().ok()?;
-    if !(1970..=9999).contains(&y) || !(1..=12).contains(&m) || d == 0 {
+    if !(1..=9999).contains(&y) || !(1..=12).contains(&m) || d == 0 {
         return None;
     }
     let days = days_from_civil(y, m, d);

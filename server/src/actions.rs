@@ -34,10 +34,11 @@ use crate::scheduler::{SchedError, SharedScheduler};
 use crate::scheduler::{SchedJob, SchedNode};
 use crate::store::{Store, StoredAction, StoredTarget};
 
-/// The longest drain reason a person may type: with `user: ` before it (names are at most
-/// 64 bytes) it stays within [`MAX_REASON_BYTES`].
-pub const MAX_TYPED_REASON_BYTES: usize = 900;
-const _: () = assert!(MAX_TYPED_REASON_BYTES + 64 + 2 <= MAX_REASON_BYTES);
+/// The longest drain reason a person may type, in characters: with `user: ` before it
+/// (names are at most 64 bytes) it stays within [`MAX_REASON_BYTES`] however wide its
+/// characters (4 bytes at most each).
+pub const MAX_TYPED_REASON_CHARS: usize = 900;
+const _: () = assert!(4 * MAX_TYPED_REASON_CHARS + 64 + 2 <= MAX_REASON_BYTES);
 
 /// Most targets in one request (a large rack or domain).
 const MAX_TARGETS: usize = 512;
@@ -61,6 +62,9 @@ const STORE_POLL: Duration = Duration::from_millis(250);
 pub enum ActionError {
     #[error("{0}")]
     Invalid(String),
+    /// A well-formed request naming a node, rack, domain or job the scheduler does not have.
+    #[error("{0}")]
+    Unknown(String),
     #[error("too many actions: at most {0} per minute per user")]
     RateLimited(u32),
     #[error("{0}")]
@@ -185,7 +189,7 @@ impl Actions {
                     .map(|n| n.name.clone()),
             );
             if out.len() == before && !inv.racks.iter().any(|r| &r.name == rack) {
-                return Err(ActionError::Invalid(format!(
+                return Err(ActionError::Unknown(format!(
                     "unknown rack {:?}",
                     rack.chars().take(64).collect::<String>()
                 )));
@@ -201,7 +205,7 @@ impl Actions {
                 .iter()
                 .find(|d| &d.name == domain)
                 .ok_or_else(|| {
-                    ActionError::Invalid(format!(
+                    ActionError::Unknown(format!(
                         "unknown switch domain {:?}",
                         domain.chars().take(64).collect::<String>()
                     ))
@@ -218,7 +222,7 @@ impl Actions {
         }
         let names: BTreeSet<&str> = known.iter().map(|n| n.name.as_str()).collect();
         if let Some(unknown) = out.iter().find(|n| !names.contains(n.as_str())) {
-            return Err(ActionError::Invalid(format!(
+            return Err(ActionError::Unknown(format!(
                 "the scheduler has no node {unknown:?}"
             )));
         }
@@ -335,7 +339,7 @@ impl Actions {
             }
             let ids: BTreeSet<u64> = t.jobs.iter().copied().collect();
             if let Some(missing) = ids.iter().find(|id| !jobs.iter().any(|j| j.job.id == **id)) {
-                return Err(ActionError::Invalid(format!(
+                return Err(ActionError::Unknown(format!(
                     "the scheduler has no job {missing}"
                 )));
             }
@@ -408,9 +412,9 @@ impl Actions {
                 let r = reason.unwrap_or("").trim();
                 // What a person types is bounded on its own, so that with the prefix of who
                 // acted (a user name is at most 64 bytes) it always fits Slurm's reason.
-                if r.len() > MAX_TYPED_REASON_BYTES {
+                if r.chars().count() > MAX_TYPED_REASON_CHARS {
                     return Err(ActionError::Invalid(format!(
-                        "reason: at most {MAX_TYPED_REASON_BYTES} bytes"
+                        "reason: at most {MAX_TYPED_REASON_CHARS} characters"
                     )));
                 }
                 validate_reason(r).map_err(|e| ActionError::Invalid(e.to_string()))?;

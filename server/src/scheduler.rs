@@ -49,7 +49,7 @@ pub enum Invalid {
 }
 
 /// Longest reason Gantry passes to a scheduler.
-pub const MAX_REASON_BYTES: usize = 1000;
+pub const MAX_REASON_BYTES: usize = 4000;
 
 /// A Slurm node name: `[A-Za-z0-9._-]{1,64}`, not starting with '-'.
 pub fn validate_node_name(name: &str) -> Result<(), Invalid> {
@@ -73,7 +73,7 @@ pub fn validate_reason(reason: &str) -> Result<(), Invalid> {
         return Err(Invalid::BadReason("a reason is required"));
     }
     if reason.len() > MAX_REASON_BYTES {
-        return Err(Invalid::BadReason("longer than 1000 bytes"));
+        return Err(Invalid::BadReason("longer than 4000 bytes"));
     }
     if reason.chars().any(char::is_control) {
         return Err(Invalid::BadReason(

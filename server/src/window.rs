@@ -29,6 +29,16 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// Every metric's name, as `parse` takes them.
+    pub const NAMES: [&'static str; 6] = [
+        "power_watts",
+        "temp_celsius",
+        "sm_active_ratio",
+        "sm_clock_mhz",
+        "inlet_celsius",
+        "gpus_throttling",
+    ];
+
     pub fn parse(s: &str) -> Option<Metric> {
         Some(match s {
             "power_watts" => Metric::PowerWatts,

@@ -25,7 +25,7 @@ pub(super) fn routes() -> Routes {
 /// An acknowledgement's note, from the API or a page: at most 1000 bytes, no control
 /// characters.
 pub(super) fn check_note(note: &str) -> Result<(), &'static str> {
-    if note.len() > 1000 || note.chars().any(char::is_control) {
+    if note.chars().count() > 1000 || note.chars().any(char::is_control) {
         return Err("note: at most 1000 characters, no control characters");
     }
     Ok(())
@@ -182,6 +182,7 @@ async fn alert_ack(
 struct SilenceBody {
     /// How long: 1 to 10080 minutes (a week).
     #[schema(minimum = 1, maximum = 10080)]
+    #[serde(deserialize_with = "app::actions::whole::u32")]
     minutes: u32,
     /// Why (at most 1000 bytes, no control characters).
     #[serde(default)]

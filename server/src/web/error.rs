@@ -65,6 +65,7 @@ impl From<crate::actions::ActionError> for ApiError {
         use crate::actions::ActionError as A;
         match e {
             A::Invalid(m) => ApiError::BadRequest(m),
+            A::Unknown(m) => ApiError::NoSuch(m),
             // The limit is per minute: a minute from now, the oldest action has left it.
             A::RateLimited(_) => ApiError::TooMany(e.to_string(), 60),
             A::Scheduler(s) => ApiError::Scheduler(s.to_string()),

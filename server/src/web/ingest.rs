@@ -15,6 +15,7 @@ use super::{AppState, Routes};
 use crate::auth::IngestScope;
 use crate::live::wall_now_ms;
 use crate::store::MAX_STORED;
+use app::actions::whole;
 
 pub(super) fn routes() -> Routes {
     vec![
@@ -36,18 +37,20 @@ async fn known_job(st: &AppState, id: u64) -> Result<String, ApiError> {
     }
     match st.store.job(id).await.map_err(ApiError::Storage)? {
         Some(j) => Ok(j.account),
-        None => Err(ApiError::BadRequest(format!(
+        None => Err(ApiError::NoSuch(format!(
             "unknown job {id}: Gantry has not seen it in the scheduler"
         ))),
     }
 }
 
 /// Longest a checkpoint save may take: 7 days.
-const MAX_SAVE_MS: i64 = 7 * 86_400_000;
+pub(super) const MAX_SAVE_MS: i64 = 7 * 86_400_000;
+/// Longest checkpoint path, in characters (Linux's PATH_MAX is 4096 bytes).
+pub(super) const MAX_PATH_CHARS: usize = 4096;
 /// How far from now a reported time may be: 5 years back (a late backfill), 1 day ahead
 /// (a job's clock off).
-const MAX_PAST_MS: i64 = 5 * 366 * 86_400_000;
-const MAX_AHEAD_MS: i64 = 86_400_000;
+pub(super) const MAX_PAST_MS: i64 = 5 * 366 * 86_400_000;
+pub(super) const MAX_AHEAD_MS: i64 = 86_400_000;
 
 /// `v` if at most `max`, else a 400 naming the field.
 fn in_range(field: &str, v: u64, max: u64) -> Result<u64, ApiError> {
@@ -95,7 +98,9 @@ async fn ingest_allowed(st: &AppState, headers: &HeaderMap) -> Result<IngestScop
             return Ok(IngestScope::of(&t));
         }
     }
-    if st.ingest_token_sha256.is_none()
+    // No token given: 401 whether or not ingest is on (the caller must say who it is first).
+    if got.is_some()
+        && st.ingest_token_sha256.is_none()
         && !st
             .store
             .has_ingest_tokens()
@@ -125,14 +130,19 @@ async fn job_for(st: &AppState, scope: &IngestScope, id: u64) -> Result<(), ApiE
 
 #[derive(Deserialize, utoipa::ToSchema)]
 struct CheckpointEvent {
+    #[serde(deserialize_with = "whole::u64")]
     job_id: u64,
+    #[serde(deserialize_with = "whole::u64")]
     step: u64,
+    #[serde(deserialize_with = "whole::u64")]
     bytes: u64,
+    #[serde(deserialize_with = "whole::i64")]
     duration_ms: i64,
     path: String,
     /// `complete` or `failed`.
     status: String,
     /// When the save started; default: now minus the duration.
+    #[serde(default, deserialize_with = "whole::opt_i64")]
     started_ms: Option<i64>,
 }
 
@@ -162,8 +172,10 @@ async fn ingest_checkpoint(
             )))
         }
     };
-    if e.path.is_empty() || e.path.len() > 4096 {
-        return Err(ApiError::BadRequest("path: 1 to 4096 bytes".into()));
+    if e.path.is_empty() || e.path.chars().count() > MAX_PATH_CHARS {
+        return Err(ApiError::BadRequest(format!(
+            "path: 1 to {MAX_PATH_CHARS} characters"
+        )));
     }
     let now = wall_now_ms();
     in_range("job_id", e.job_id, MAX_STORED as u64)?;
@@ -201,10 +213,14 @@ async fn ingest_checkpoint(
 
 #[derive(Deserialize, utoipa::ToSchema)]
 struct NcclEvent {
+    #[serde(deserialize_with = "whole::u64")]
     job_id: u64,
+    #[serde(deserialize_with = "whole::u64")]
     step: u64,
     latency_us: f64,
+    #[serde(default, deserialize_with = "whole::opt_u64")]
     message_bytes: Option<u64>,
+    #[serde(default, deserialize_with = "whole::opt_i64")]
     at_ms: Option<i64>,
 }
 

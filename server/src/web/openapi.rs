@@ -7,10 +7,12 @@
 //! simulator's routes, and the pages' server functions (`POST /api/{name}`, the app's
 //! internal calls, whose arguments follow Leptos's encoding and may change with it).
 
+use axum::extract::State;
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Json;
+use serde_json::Value;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::OpenApi;
@@ -157,6 +159,288 @@ fn mark(op: &mut Operation, method: &Method, path: &str) {
 /// This description.
 #[utoipa::path(get, path = "/api/openapi.json", tag = "api",
     responses((status = 200, description = "the OpenAPI 3.1 description of this API", body = Object)))]
-async fn openapi_json() -> Response {
-    Json(document()).into_response()
+async fn openapi_json(State(st): State<super::AppState>) -> Response {
+    let mut doc = serde_json::to_value(document()).unwrap_or_default();
+    refine(&mut doc, crate::live::wall_now_ms(), st.auth.anonymous_read);
+    Json(doc).into_response()
+}
+
+/// What the handlers' annotations cannot say, said in the served document so that it
+/// describes exactly what the server takes (checked by schemathesis in `cargo xtask test`):
+/// the real ranges of unsigned integers, the shapes of scopes and names, the enums of
+/// formats and tables, one request body per action, the live stream's events, and the
+/// bounds ingest applies (times relative to `now_ms`).
+pub fn refine(d: &mut Value, now_ms: i64, anonymous_read: bool) {
+    use serde_json::json;
+    const NOCTRL: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$";
+    let max_stored = crate::store::MAX_STORED;
+    unsigned(d);
+    let Some(paths) = d.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let mut param = |path: &str, name: &str, patch: Value| {
+        let Some(ps) = paths
+            .get_mut(path)
+            .and_then(|p| p.get_mut("get").or_else(|| None))
+            .and_then(|g| g.get_mut("parameters"))
+            .and_then(Value::as_array_mut)
+        else {
+            return;
+        };
+        for p in ps {
+            if p["name"] == name {
+                merge(&mut p["schema"], &patch);
+            }
+        }
+    };
+    let scope = "^(cluster|domain:.+|(rack|node):[^:]+|gpu:[^:]+:[0-9]{1,9})$";
+    let metrics = crate::window::Metric::NAMES;
+    for path in ["/api/history", "/api/charts/history.svg"] {
+        param(path, "scope", json!({"pattern": scope}));
+        param(path, "metric", json!({"enum": metrics}));
+    }
+    param(
+        "/api/charts/throttling.svg",
+        "scope",
+        json!({"pattern": "^(cluster|rack:.+)$", "maxLength": 80}),
+    );
+    param("/api/audit", "format", json!({"enum": ["json", "csv"]}));
+    for path in [
+        "/api/reports",
+        "/api/reliability",
+        "/api/reports/charts/{file}",
+        "/api/reliability/charts/{file}",
+    ] {
+        param(
+            path,
+            "period",
+            json!({"enum": ["", "day", "week", "month", "custom"]}),
+        );
+        param(
+            path,
+            "group",
+            json!({"enum": ["", "account", "partition", "user", "rack", "domain"]}),
+        );
+        for k in ["at", "from", "to"] {
+            param(
+                path,
+                k,
+                json!({"pattern": "^([0-9]{4}-[0-9]{2}-[0-9]{2})?$"}),
+            );
+        }
+        param(path, "format", json!({"enum": ["json", "csv"]}));
+    }
+    param(
+        "/api/reliability",
+        "table",
+        json!({"enum": ["causes", "groups", "models", "nodes", "sizes", "repairs", "lemons",
+            "interruptions", "ledger", "ledger_accounts", "ledger_jobs"]}),
+    );
+    let files = |charts: &[&str]| -> Vec<String> {
+        charts
+            .iter()
+            .flat_map(|c| ["svg", "png"].map(|e| format!("{c}.{e}")))
+            .collect()
+    };
+    param(
+        "/api/reports/charts/{file}",
+        "file",
+        json!({"enum": files(&["utilization", "goodput", "cost"])}),
+    );
+    param(
+        "/api/reliability/charts/{file}",
+        "file",
+        json!({"enum": files(&["ettr", "ledger"])}),
+    );
+    for path in [
+        "/api/reports/charts/{file}",
+        "/api/reliability/charts/{file}",
+    ] {
+        if let Some(png) = paths
+            .get_mut(path)
+            .and_then(|p| p.pointer_mut("/get/responses/200/content/image~1png"))
+        {
+            png["schema"] = json!({"type": "string", "contentMediaType": "image/png"});
+        }
+    }
+    let name = json!({"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"});
+    for (path, item) in paths.iter_mut() {
+        if !path.starts_with("/api/admin/users/{name}/") {
+            continue;
+        }
+        if let Some(ps) = item
+            .pointer_mut("/post/parameters")
+            .and_then(Value::as_array_mut)
+        {
+            for p in ps.iter_mut().filter(|p| p["name"] == "name") {
+                p["schema"] = name.clone();
+            }
+        }
+    }
+    // One body per action: what each requires.
+    let node = json!({"type": "string", "pattern": "^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}$"});
+    let nodes = json!({"type": "array", "items": node, "minItems": 1, "maxItems": 512});
+    let jobs = json!({"type": "array", "items": {"type": "integer", "minimum": 0,
+        "maximum": max_stored}, "minItems": 1, "maxItems": 512});
+    let node_targets = json!({"type": "object",
+        "anyOf": [{"required": ["nodes"]}, {"required": ["rack"]}, {"required": ["domain"]}],
+        "properties": {"nodes": nodes, "rack": {"type": "string", "minLength": 1},
+            "domain": {"type": "string", "minLength": 1}}});
+    let reason = json!({"type": "string",
+        "maxLength": crate::actions::MAX_TYPED_REASON_CHARS,
+        "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$"});
+    for (ep, body) in [
+        (
+            "drain",
+            json!({"allOf": [node_targets, {"type": "object", "required": ["reason"],
+                "properties": {"reason": reason}}]}),
+        ),
+        ("resume", node_targets.clone()),
+        (
+            "requeue",
+            json!({"type": "object", "required": ["jobs"],
+                "properties": {"jobs": jobs, "hold": {"type": "boolean"}}}),
+        ),
+        (
+            "preview",
+            json!({"oneOf": [
+                {"allOf": [node_targets, {"type": "object", "required": ["action", "reason"],
+                    "properties": {"action": {"const": "drain"}, "reason": reason}}]},
+                {"allOf": [node_targets, {"type": "object", "required": ["action"],
+                    "properties": {"action": {"const": "resume"}}}]},
+                {"type": "object", "required": ["action", "jobs"], "properties": {
+                    "action": {"enum": ["requeue", "requeue_hold"]}, "jobs": jobs}}]}),
+        ),
+    ] {
+        if let Some(s) = paths
+            .get_mut(&format!("/api/actions/{ep}"))
+            .and_then(|p| p.pointer_mut("/post/requestBody/content/application~1json/schema"))
+        {
+            *s = body;
+        }
+    }
+    // The live stream: each event, its data the JSON of a snapshot or a delta.
+    let event = |name: &str, schema: &str| {
+        json!({"type": "object", "required": ["event", "id", "data"], "properties": {
+            "event": {"const": name}, "id": {"type": "string", "pattern": "^[0-9]+-[0-9]+$"},
+            "data": {"type": "string", "contentMediaType": "application/json",
+                "contentSchema": {"$ref": format!("#/components/schemas/{schema}")}}}})
+    };
+    if let Some(s) = paths
+        .get_mut("/api/live")
+        .and_then(|p| p.pointer_mut("/get/responses/200/content/text~1event-stream/schema"))
+    {
+        *s = json!({"oneOf": [event("snapshot", "LiveSnapshot"), event("delta", "OverviewDelta")]});
+    }
+    if anonymous_read {
+        for item in paths.values_mut() {
+            let Some(op) = item.get_mut("get") else {
+                continue;
+            };
+            let roles = op["x-gantry-roles"].as_array().cloned().unwrap_or_default();
+            let read =
+                roles.iter().any(|r| r == "viewer") && !roles.iter().any(|r| r == "anonymous");
+            if read && roles.len() == 4 {
+                op["x-gantry-roles"]
+                    .as_array_mut()
+                    .map(|r| r.push(json!("anonymous")));
+                op["security"] = json!([{"session": []}, {}]);
+            }
+        }
+    }
+    // Ingest: the bounds the handlers apply.
+    let recent = json!({"minimum": now_ms - super::ingest::MAX_PAST_MS + 3_600_000,
+        "maximum": now_ms + super::ingest::MAX_AHEAD_MS - 3_600_000});
+    let Some(schemas) = d
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let mut prop = |schema: &str, field: &str, patch: Value| {
+        if let Some(p) = schemas
+            .get_mut(schema)
+            .and_then(|s| s.pointer_mut(&format!("/properties/{field}")))
+        {
+            merge(p, &patch);
+        }
+    };
+    prop(
+        "CheckpointEvent",
+        "status",
+        json!({"enum": ["complete", "failed"]}),
+    );
+    prop(
+        "CheckpointEvent",
+        "path",
+        json!({"minLength": 1, "maxLength": super::ingest::MAX_PATH_CHARS}),
+    );
+    prop(
+        "CheckpointEvent",
+        "duration_ms",
+        json!({"minimum": 0, "maximum": super::ingest::MAX_SAVE_MS}),
+    );
+    prop("CheckpointEvent", "started_ms", recent.clone());
+    prop("NcclEvent", "at_ms", recent);
+    prop(
+        "NcclEvent",
+        "latency_us",
+        json!({"minimum": 0, "exclusiveMaximum": 1e9}),
+    );
+    for (schema, field) in [
+        ("CheckpointEvent", "job_id"),
+        ("CheckpointEvent", "step"),
+        ("CheckpointEvent", "bytes"),
+        ("NcclEvent", "job_id"),
+        ("NcclEvent", "step"),
+        ("NcclEvent", "message_bytes"),
+    ] {
+        prop(schema, field, json!({"maximum": max_stored}));
+    }
+    for body in ["AckBody", "SilenceBody"] {
+        prop(body, "note", json!({"maxLength": 1000, "pattern": NOCTRL}));
+    }
+    prop(
+        "RoleBody",
+        "role",
+        json!({"enum": ["viewer", "operator", "manager", "admin"]}),
+    );
+}
+
+/// Sets `patch`'s keys in `target` (an object).
+fn merge(target: &mut Value, patch: &Value) {
+    if let (Some(t), Some(p)) = (target.as_object_mut(), patch.as_object()) {
+        for (k, v) in p {
+            t.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// utoipa writes `u32` and `usize` as integers with `minimum: 0` and no upper bound (or
+/// `int32`, whose range is half of it): the range they have.
+fn unsigned(x: &mut Value) {
+    match x {
+        Value::Object(o) => {
+            let integer = matches!(o.get("type"), Some(t) if t == "integer" || t == &serde_json::json!(["integer", "null"]));
+            if integer && o.get("minimum") == Some(&Value::from(0)) {
+                let format = o.get("format").and_then(Value::as_str).map(str::to_string);
+                match format.as_deref() {
+                    None | Some("int32") | Some("uint32") => {
+                        o.insert("format".into(), "uint32".into());
+                        o.entry("maximum").or_insert(Value::from(u32::MAX));
+                    }
+                    Some("int64") | Some("uint64") => {
+                        o.entry("maximum")
+                            .or_insert(Value::from(crate::store::MAX_STORED));
+                    }
+                    _ => {}
+                }
+            }
+            for v in o.values_mut() {
+                unsigned(v);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(unsigned),
+        _ => {}
+    }
 }

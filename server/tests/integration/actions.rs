@@ -367,7 +367,7 @@ async fn action_story(db: String) {
         &json!({"action": "drain", "domain": "leaf99"}),
     )
     .await;
-    assert_eq!(none.status, 400);
+    assert_eq!(none.status, 404, "a domain the cluster does not have");
 
     // A viewer's drain is refused and changes nothing.
     let v = post_json(
@@ -408,7 +408,7 @@ async fn action_story(db: String) {
         &json!({"nodes": ["gpu999"], "reason": "x"}),
     )
     .await;
-    assert_eq!(e.status, 400);
+    assert_eq!(e.status, 404, "a node the scheduler does not have");
     let e = request(
         r.addr,
         "POST",

@@ -218,7 +218,7 @@ async fn training_jobs_post_checkpoints_and_nccl_latency() {
         401
     );
     let unknown = post("/api/ingest/checkpoint", Some("ingest-token-for-tests"), json!({"job_id": 999_999, "step": 1, "bytes": 1, "duration_ms": 1, "path": "/x", "status": "complete"})).await;
-    assert_eq!(unknown.status, 400);
+    assert_eq!(unknown.status, 404, "a job Gantry does not know");
     assert!(unknown.text().contains("unknown job 999999"));
     let ok = post("/api/ingest/checkpoint", Some("ingest-token-for-tests"), ck).await;
     assert_eq!(ok.status, 201, "{}", ok.text());
@@ -474,9 +474,9 @@ async fn scoped_ingest_tokens(db: String) {
         .expect("checkpoints")
         .iter()
         .any(|c| c.step == Some(2)));
-    // An unknown job is still a 400, and an unscoped token writes for any account.
+    // An unknown job is still a 404, and an unscoped token writes for any account.
     let unknown = post("/api/ingest/checkpoint", scoped.clone(), ck(999_999, 1)).await;
-    assert_eq!(unknown.status, 400);
+    assert_eq!(unknown.status, 404);
     let ok = post("/api/ingest/checkpoint", any.clone(), ck(theirs, 3)).await;
     assert_eq!(ok.status, 201, "{}", ok.text());
     assert!(r

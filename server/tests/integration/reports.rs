@@ -375,12 +375,27 @@ async fn story(url: String) {
     assert_eq!(r.total.usage.capacity_gh, 0.0);
     assert!(r.rows.is_empty());
 
-    // A bad question is an error in words.
-    let bad = ReportQuery::from_pairs([("period", "custom"), ("from", "2026-11-20")]).expect("q");
+    // A bad question is an error in words: the last day before the first.
+    let bad = ReportQuery::from_pairs([
+        ("period", "custom"),
+        ("from", "2026-11-20"),
+        ("to", "2026-11-19"),
+    ])
+    .expect("q");
     let e = server::reports::build(&store, &bad, now, &rates)
         .await
-        .expect_err("no last day");
-    assert!(e.to_string().contains("both a first and a last day"), "{e}");
+        .expect_err("backwards");
+    assert!(e.to_string().contains("before the first"), "{e}");
+    // A custom period without a last day ends today; without a first, it is that one day.
+    let open = ReportQuery::from_pairs([("period", "custom"), ("from", "2026-11-20")]).expect("q");
+    assert!(server::reports::build(&store, &open, now, &rates)
+        .await
+        .is_ok());
+    // A date that is not one is refused whichever period would use it.
+    let junk = ReportQuery::from_pairs([("period", "day"), ("to", "2026-02-30")]).expect("q");
+    assert!(server::reports::build(&store, &junk, now, &rates)
+        .await
+        .is_err());
 }
 
 trait WithAt {

@@ -370,10 +370,13 @@ async fn signing_in_over_a_session_ends_it() {
         r.addr,
         "/api/actions/drain",
         Some(&op),
-        &json!({"nodes": ["gpu001"], "reason": "r".repeat(901)}),
+        &json!({"nodes": ["gpu001"], "reason": "é".repeat(901)}),
     )
     .await;
-    envelope(&long, 400, "a reason of 901 bytes");
-    assert_eq!(long.json()["error"]["message"], "reason: at most 900 bytes");
+    envelope(&long, 400, "a reason of 901 characters");
+    assert_eq!(
+        long.json()["error"]["message"],
+        "reason: at most 900 characters"
+    );
     r.stop().await.expect("stop");
 }
