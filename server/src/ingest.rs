@@ -13,13 +13,13 @@ use app::model::{
     CoolantReading, GpuReading, Inventory, Job, LeakState, NodeState, RackReading, UnixMs,
 };
 
-use crate::aggregate::Readings;
-use crate::nvlink_fabric::{self, FabricReader};
 use crate::placement::GpuPlace;
-use crate::promql::{PromError, PromQl};
-pub use crate::scrape::RoundStats;
-use crate::scrape::{Client, ScrapeError, TargetHealth};
-use crate::shelves::{self, ShelfReader};
+use crate::telemetry::nvlink_fabric::{self, FabricReader};
+use crate::telemetry::promql::{PromError, PromQl};
+pub use crate::telemetry::scrape::RoundStats;
+use crate::telemetry::scrape::{Client, ScrapeError, TargetHealth};
+use crate::telemetry::shelves::{self, ShelfReader};
+use crate::telemetry::Readings;
 use crate::telemetry::{dcgm, exposition};
 
 /// Which metrics of the BMC/PDU exporter carry node power, inlet temperature and, on
@@ -544,7 +544,7 @@ impl Ingest {
 
     /// Scrapes the targets that are due at `now_ms` for a round `interval`: healthy ones
     /// every round, failing ones after their backoff (doubling per failure, up to
-    /// [`crate::scrape::MAX_BACKOFF`]), so a dead exporter costs one attempt now and then.
+    /// [`crate::telemetry::scrape::MAX_BACKOFF`]), so a dead exporter costs one attempt now and then.
     pub async fn scrape_due(&mut self, now_ms: UnixMs, interval: Duration) -> RoundStats {
         let round = self.plan(now_ms, interval);
         let results = round.fetch().await;
@@ -840,7 +840,7 @@ impl Ingest {
             l.switches = sw;
             l.gpus_at_ms = Some(now_ms);
         }
-        let node_of = |s: &crate::promql::Series| -> String {
+        let node_of = |s: &crate::telemetry::promql::Series| -> String {
             ["node", "hostname", "Hostname"]
                 .iter()
                 .find_map(|k| s.labels.get(*k))
@@ -941,13 +941,13 @@ impl Ingest {
                 None,
             )
             .await?;
-        let rack_of = |s: &crate::promql::Series| -> String {
+        let rack_of = |s: &crate::telemetry::promql::Series| -> String {
             s.labels
                 .get("rack")
                 .cloned()
                 .unwrap_or_else(|| s.instance_host().to_string())
         };
-        let label = |s: &crate::promql::Series, k: &str| s.labels.get(k).cloned();
+        let label = |s: &crate::telemetry::promql::Series, k: &str| s.labels.get(k).cloned();
         let mut readers: HashMap<String, FabricReader> = HashMap::new();
         for s in &active {
             if let Some(&(_, v)) = s.points.last().filter(|(_, v)| v.is_finite() && *v >= 0.0) {

@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use app::model::{Inventory, Job, JobState};
 
-use crate::aggregate::Readings;
+use crate::telemetry::Readings;
 
 const DRIVER_VERSION: &str = "580.105.08";
 
@@ -377,7 +377,7 @@ pub fn render_nmxt(r: &Readings, rack: &str) -> Option<String> {
 pub fn render_redfish(r: &Readings, rack: &str) -> Option<String> {
     let (_, supplies) = r.rack_supplies.iter().find(|(x, _)| x == rack)?;
     let mut out = String::with_capacity(supplies.len() * 700);
-    type Value = fn(&crate::shelves::SupplyLine) -> Option<f64>;
+    type Value = fn(&crate::telemetry::shelves::SupplyLine) -> Option<f64>;
     let families: [(&str, &str, Value); 4] = [
         (
             "redfish_chassis_power_powersupply_health",
@@ -831,11 +831,11 @@ mod tests {
         let mut sim = Sim::with_profile(crate::sim::Profile::Nvl72, 144, 42, "t", T0);
         sim.advance_to(T0 + 9 * 60_000);
         let r = sim.readings();
-        let names = crate::shelves::ShelfNames::default();
+        let names = crate::telemetry::shelves::ShelfNames::default();
         assert_eq!(r.rack_supplies.len(), sim.inventory().racks.len());
         for rr in &r.racks {
             let text = render_redfish(&r, &rr.rack).expect("every NVL72 rack has shelves");
-            let (shelves, report) = crate::shelves::read(text.as_bytes(), &names);
+            let (shelves, report) = crate::telemetry::shelves::read(text.as_bytes(), &names);
             assert_eq!(report.error_count, 0, "{}", rr.rack);
             // Every supply's four readings, but for the absent one's health.
             assert_eq!(report.samples, 4 * 48 - usize::from(rr.rack == "A02"));

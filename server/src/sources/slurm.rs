@@ -10,10 +10,10 @@ use std::time::Duration;
 use app::model::{Cooling, Gpu, GpuReading, Inventory, JobState, Node, Rack, RackReading, UnixMs};
 use tokio::sync::watch;
 
-use crate::aggregate::Readings;
 use crate::live::{wall_now_ms, Event, Frame, Latest, Live, Pipeline, SchedSnapshot, StoreQueue};
 use crate::scheduler::Scheduler;
 use crate::scheduler::{SchedJob, SchedNode};
+use crate::telemetry::Readings;
 
 /// Nodes per rack when Slurm is the only source of layout.
 const NODES_PER_RACK: usize = 8;

@@ -2,6 +2,13 @@
 //! dcgm-exporter semantics on top of it. Neither knows HTTP, the database or the clock.
 
 pub mod dcgm;
+pub mod nvlink_fabric;
+pub mod promql;
+mod readings;
+pub mod scrape;
+pub mod shelves;
+
+pub use readings::Readings;
 // The parser is its own crate (server/exposition), so the fuzz targets and the parse
 // benchmark build it without the server; re-exported here so its path stays
 // `crate::telemetry::exposition`.

@@ -3,8 +3,8 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use server::scrape::{Client, ScrapeConfig, ScrapeError};
 use server::telemetry::dcgm;
+use server::telemetry::scrape::{Client, ScrapeConfig, ScrapeError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
