@@ -8,7 +8,6 @@ pub mod charts;
 pub mod checkpoints;
 pub mod config;
 pub mod figures;
-pub mod ingest;
 #[cfg(test)]
 mod layers;
 pub mod layout;

@@ -469,14 +469,14 @@ fn inspect(args: &[String]) -> ExitCode {
                 Ok(c) => c.power_mapping,
                 Err(e) => return fail("configuration", &e),
             };
-            let bmc = server::ingest::read_bmc(&body, &mapping);
-            let (ib_total, _) = server::ingest::read_ib_total(&body);
+            let bmc = server::telemetry::ingest::read_bmc(&body, &mapping);
+            let (ib_total, _) = server::telemetry::ingest::read_ib_total(&body);
             let names = mapping.shelf_names();
             let (shelves, _) = server::telemetry::shelves::read(&body, &names);
             let (fabric, _) = server::telemetry::nvlink_fabric::read(&body);
             let read_elsewhere = |name: &str| {
                 mapping.pickers().iter().any(|(m, _)| *m == name)
-                    || server::ingest::IB_METRICS.contains(&name)
+                    || server::telemetry::ingest::IB_METRICS.contains(&name)
                     || names.metrics.contains(&name)
                     || [
                         server::telemetry::nvlink_fabric::PORT_METRIC,

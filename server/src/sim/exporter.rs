@@ -531,7 +531,7 @@ pub fn render_node(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
         .copied()
         .flatten()
         .unwrap_or(0);
-    let name = crate::ingest::IB_LINK_DOWNED;
+    let name = crate::telemetry::ingest::IB_LINK_DOWNED;
     let _ = writeln!(
         out,
         "# HELP {name} Number of times the link failed to recover from an error state and went down\n# TYPE {name} counter"
@@ -676,7 +676,7 @@ mod tests {
         let r1 = sim.readings();
         let read = |r: &Readings, node: &str| -> Option<f64> {
             let text = render_node(sim.inventory(), r, node)?;
-            let (ib, report) = crate::ingest::read_ib(text.as_bytes());
+            let (ib, report) = crate::telemetry::ingest::read_ib(text.as_bytes());
             // Bytes each way on 4 ports, and each port's link-down count.
             assert_eq!((report.samples, report.error_count), (12, 0));
             assert_eq!(ib.link_downed_total, Some(0), "{node}");
@@ -752,20 +752,20 @@ mod tests {
         let sc = sim.coolant_scenario().cloned().expect("scenario");
         sim.advance_to(sc.leak_critical_ms + 1_000);
         let r = sim.readings();
-        let mapping = crate::ingest::PowerMapping::default();
+        let mapping = crate::telemetry::ingest::PowerMapping::default();
         let mut seen = 0;
         for (i, n) in sim.inventory().nodes.iter().enumerate() {
             let Some(text) = render_ipmi(sim.inventory(), &r, &n.name) else {
                 continue;
             };
-            let b = crate::ingest::read_bmc(text.as_bytes(), &mapping);
+            let b = crate::telemetry::ingest::read_bmc(text.as_bytes(), &mapping);
             assert_eq!(b.report.error_count, 0, "{text}");
             assert_eq!(Some(b.coolant), r.node_coolant[i], "{}", n.name);
             seen += 1;
         }
         assert!(seen > 100);
         let leak = &sim.inventory().nodes[sc.leak_trays[0]].name;
-        let b = crate::ingest::read_bmc(
+        let b = crate::telemetry::ingest::read_bmc(
             render_ipmi(sim.inventory(), &r, leak)
                 .expect("text")
                 .as_bytes(),

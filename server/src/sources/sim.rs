@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 use app::model::UnixMs;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::ingest::{RoundStats, Telemetry, PROMQL_QUERIES};
 use crate::live::StoreQueue;
 use crate::live::{wall_now_ms, Event, Frame, Latest, Live, Pipeline, SchedSnapshot, SimFrame};
 use crate::scheduler::{
     validate_node_name, validate_reason, SchedError, SchedFuture, SchedJob, SchedNode, Scheduler,
 };
 use crate::sim::{Sim, SimEvent};
+use crate::telemetry::ingest::{RoundStats, Telemetry, PROMQL_QUERIES};
 use crate::telemetry::Readings;
 
 /// Settings of the simulator source task.
@@ -165,7 +165,7 @@ pub async fn run_sim_source(
             readings,
         });
         // What the scraper holds fresh now, with the simulator's nodes and jobs.
-        let fresh = |ing: &crate::ingest::Ingest| {
+        let fresh = |ing: &crate::telemetry::ingest::Ingest| {
             let r = &frame.readings;
             Latest::Owned(Arc::new(ing.readings(
                 &inventory,

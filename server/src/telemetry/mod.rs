@@ -2,6 +2,7 @@
 //! dcgm-exporter semantics on top of it. Neither knows HTTP, the database or the clock.
 
 pub mod dcgm;
+pub mod ingest;
 pub mod nvlink_fabric;
 pub mod promql;
 mod readings;

@@ -1358,7 +1358,7 @@ async fn nmxt_on_a_real_slurm_names_its_nodes_and_jobs() {
         }
         l.down.sort();
     }
-    let fabric_ms = server::ingest::FABRIC_MIN_INTERVAL.as_millis() as i64;
+    let fabric_ms = server::telemetry::ingest::FABRIC_MIN_INTERVAL.as_millis() as i64;
     let mut on_r1: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
     let mut fired = None;
     // The first tick whose reading has sw04 down.
