@@ -20,9 +20,9 @@ use std::time::Instant;
 
 use app::model::{GpuReading, Job, JobState, NodeState};
 use app::reports::{GroupBy, Rates, ReportQuery};
-use server::aggregate::Readings;
 use server::reports::Accumulator;
 use server::store::{ReportDelta, Store};
+use server::telemetry::Readings;
 
 const HOUR: i64 = 3_600_000;
 const DAYS: i64 = 90;

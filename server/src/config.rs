@@ -15,7 +15,7 @@ use serde::Deserialize;
 use toml::{Table, Value};
 
 use crate::alerts::{AlertConfig, WebhookFormat};
-use crate::ingest::PowerMapping;
+use crate::telemetry::ingest::PowerMapping;
 
 pub use crate::secret::Secret;
 

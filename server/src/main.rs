@@ -469,18 +469,18 @@ fn inspect(args: &[String]) -> ExitCode {
                 Ok(c) => c.power_mapping,
                 Err(e) => return fail("configuration", &e),
             };
-            let bmc = server::ingest::read_bmc(&body, &mapping);
-            let (ib_total, _) = server::ingest::read_ib_total(&body);
+            let bmc = server::telemetry::ingest::read_bmc(&body, &mapping);
+            let (ib_total, _) = server::telemetry::ingest::read_ib_total(&body);
             let names = mapping.shelf_names();
-            let (shelves, _) = server::shelves::read(&body, &names);
-            let (fabric, _) = server::nvlink_fabric::read(&body);
+            let (shelves, _) = server::telemetry::shelves::read(&body, &names);
+            let (fabric, _) = server::telemetry::nvlink_fabric::read(&body);
             let read_elsewhere = |name: &str| {
                 mapping.pickers().iter().any(|(m, _)| *m == name)
-                    || server::ingest::IB_METRICS.contains(&name)
+                    || server::telemetry::ingest::IB_METRICS.contains(&name)
                     || names.metrics.contains(&name)
                     || [
-                        server::nvlink_fabric::PORT_METRIC,
-                        server::nvlink_fabric::LINK_DOWN_METRIC,
+                        server::telemetry::nvlink_fabric::PORT_METRIC,
+                        server::telemetry::nvlink_fabric::LINK_DOWN_METRIC,
                     ]
                     .contains(&name)
             };
@@ -628,8 +628,8 @@ fn read_bounded(src: &str) -> std::io::Result<Vec<u8>> {
             .enable_all()
             .build()?;
         let tls = server::tls::client_config(None).map_err(std::io::Error::other)?;
-        let client = server::scrape::Client::new(
-            server::scrape::ScrapeConfig {
+        let client = server::telemetry::scrape::Client::new(
+            server::telemetry::scrape::ScrapeConfig {
                 timeout: std::time::Duration::from_secs(10),
                 max_body_bytes: MAX_SCRAPE_BYTES as usize,
                 gzip: true,

@@ -49,7 +49,7 @@ impl Metrics {
         SseClientGuard(Arc::clone(self))
     }
 
-    pub fn record_scrape_round(&self, r: &crate::scrape::RoundStats) {
+    pub fn record_scrape_round(&self, r: &crate::telemetry::scrape::RoundStats) {
         self.scrapes_total.fetch_add(r.targets as u64, Relaxed);
         self.scrape_failures_total
             .fetch_add(r.failed as u64, Relaxed);

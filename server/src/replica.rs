@@ -28,11 +28,11 @@ use app::live::Overview;
 use app::model::{Inventory, UnixMs};
 use tokio::sync::watch;
 
-use crate::aggregate::Readings;
 use crate::live::{wall_now_ms, Latest, Live, SchedSnapshot};
 use crate::scheduler::{SchedJob, SchedNode};
 pub use crate::store::Role;
 use crate::store::{Dialect, Fence, Store, StoreError};
+use crate::telemetry::Readings;
 
 /// A name for this replica, unique among processes: host, process id and random bits.
 pub fn holder_id() -> String {
@@ -202,7 +202,7 @@ struct TickBody {
     inventory: Option<Inventory>,
     sched: Option<SchedBody>,
     readings: Option<Readings>,
-    targets: Vec<crate::scrape::TargetHealth>,
+    targets: Vec<crate::telemetry::scrape::TargetHealth>,
     /// Newest complete checkpoint end of each running job.
     checkpoints: Vec<(u64, UnixMs)>,
 }

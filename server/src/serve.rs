@@ -10,15 +10,15 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::config::{Config, SourceKind, TelemetryKind};
-use crate::ingest::{self, Ingest, Telemetry};
 use crate::live::{self, Live};
 use crate::metrics::Metrics;
-use crate::promql::PromQl;
 use crate::replica::{Lease, Role};
-use crate::scrape::{Client, ScrapeConfig};
 use crate::sim::Sim;
 use crate::sources::sim::SimSource;
 use crate::store::{Fence, Store};
+use crate::telemetry::ingest::{self, Ingest, Telemetry};
+use crate::telemetry::promql::PromQl;
+use crate::telemetry::scrape::{Client, ScrapeConfig};
 use crate::web::{router_with_paths, AppState};
 
 /// Why the server could not start or stopped badly.

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use app::live::Overview;
 use app::model::{Inventory, UnixMs};
 
-use crate::aggregate::Readings;
+use crate::telemetry::Readings;
 
 /// What a series measures.
 #[derive(

@@ -10,9 +10,8 @@ use app::units;
 use serde::Serialize;
 
 use super::webhook::WebhookFormat;
-use crate::aggregate::Readings;
 use crate::scheduler::SchedJob;
-use crate::scrape::TargetHealth;
+use crate::telemetry::{scrape::TargetHealth, Readings};
 
 /// Thresholds and durations, from `[alerts]`.
 #[derive(Clone, Debug, PartialEq)]

@@ -23,9 +23,9 @@ use app::live::Overview;
 use app::model::{Inventory, UnixMs};
 use tokio::sync::{broadcast, watch};
 
-use crate::aggregate::Readings;
 use crate::metrics::Metrics;
 use crate::sim::SimTruth;
+use crate::telemetry::Readings;
 
 /// One published update.
 #[derive(Debug)]
@@ -176,7 +176,7 @@ pub struct Live {
     poke: tokio::sync::Notify,
     current: RwLock<Option<Arc<Tick>>>,
     sim_frame: RwLock<Option<Arc<SimFrame>>>,
-    targets: RwLock<Arc<Vec<crate::scrape::TargetHealth>>>,
+    targets: RwLock<Arc<Vec<crate::telemetry::scrape::TargetHealth>>>,
     /// The last hour at 10 s resolution, per GPU, node, rack and cluster.
     window: Mutex<crate::window::HotWindow>,
     tx: broadcast::Sender<Arc<Tick>>,
@@ -372,14 +372,14 @@ impl Live {
     }
 
     /// Health of every scrape target, as of the last round.
-    pub fn targets(&self) -> Arc<Vec<crate::scrape::TargetHealth>> {
+    pub fn targets(&self) -> Arc<Vec<crate::telemetry::scrape::TargetHealth>> {
         self.targets
             .read()
             .map(|t| Arc::clone(&t))
             .unwrap_or_default()
     }
 
-    pub fn set_targets(&self, t: Vec<crate::scrape::TargetHealth>) {
+    pub fn set_targets(&self, t: Vec<crate::telemetry::scrape::TargetHealth>) {
         if let Ok(mut g) = self.targets.write() {
             *g = Arc::new(t);
         }

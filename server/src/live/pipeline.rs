@@ -17,10 +17,11 @@ use app::model::{Checkpoint, Inventory, Job, NodeState, UnixMs};
 use super::rollups::{HourRollups, MinuteRollups, ReasonCounter};
 use super::store_queue::{StoreQueue, StoreWrite};
 use super::{wall_now_ms, Latest, Live, SchedSnapshot};
-use crate::aggregate::{self, Readings};
+use crate::aggregate;
 use crate::reports::{loses_work, Accumulator};
 use crate::scheduler::SchedNode;
 use crate::sim::SimTruth;
+use crate::telemetry::Readings;
 
 /// Something a source saw happen, for history (and, when a job lost work, for reports).
 #[derive(Clone, Debug, PartialEq)]

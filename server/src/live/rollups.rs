@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use app::live::Overview;
 use app::model::UnixMs;
 
-use crate::aggregate::Readings;
 use crate::store::{Rollup, Rollup1h};
+use crate::telemetry::Readings;
 
 /// One scope's period so far.
 #[derive(Clone, Debug, Default)]

@@ -11,9 +11,10 @@ use app::reports::UNALLOCATED;
 
 use super::ledger::{JobLedger, JobTick};
 use super::HOUR_MS;
+use crate::aggregate::clock_deficit;
 use crate::aggregate::hang;
-use crate::aggregate::{clock_deficit, Readings};
 use crate::store::{ReportDelta, ReportSums};
+use crate::telemetry::Readings;
 
 const MINUTE_MS: i64 = 60_000;
 const JOB_KINDS: [&str; 3] = ["account", "partition", "user"];

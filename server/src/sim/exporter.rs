@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use app::model::{Inventory, Job, JobState};
 
-use crate::aggregate::Readings;
+use crate::telemetry::Readings;
 
 const DRIVER_VERSION: &str = "580.105.08";
 
@@ -377,7 +377,7 @@ pub fn render_nmxt(r: &Readings, rack: &str) -> Option<String> {
 pub fn render_redfish(r: &Readings, rack: &str) -> Option<String> {
     let (_, supplies) = r.rack_supplies.iter().find(|(x, _)| x == rack)?;
     let mut out = String::with_capacity(supplies.len() * 700);
-    type Value = fn(&crate::shelves::SupplyLine) -> Option<f64>;
+    type Value = fn(&crate::telemetry::shelves::SupplyLine) -> Option<f64>;
     let families: [(&str, &str, Value); 4] = [
         (
             "redfish_chassis_power_powersupply_health",
@@ -531,7 +531,7 @@ pub fn render_node(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
         .copied()
         .flatten()
         .unwrap_or(0);
-    let name = crate::ingest::IB_LINK_DOWNED;
+    let name = crate::telemetry::ingest::IB_LINK_DOWNED;
     let _ = writeln!(
         out,
         "# HELP {name} Number of times the link failed to recover from an error state and went down\n# TYPE {name} counter"
@@ -676,7 +676,7 @@ mod tests {
         let r1 = sim.readings();
         let read = |r: &Readings, node: &str| -> Option<f64> {
             let text = render_node(sim.inventory(), r, node)?;
-            let (ib, report) = crate::ingest::read_ib(text.as_bytes());
+            let (ib, report) = crate::telemetry::ingest::read_ib(text.as_bytes());
             // Bytes each way on 4 ports, and each port's link-down count.
             assert_eq!((report.samples, report.error_count), (12, 0));
             assert_eq!(ib.link_downed_total, Some(0), "{node}");
@@ -752,20 +752,20 @@ mod tests {
         let sc = sim.coolant_scenario().cloned().expect("scenario");
         sim.advance_to(sc.leak_critical_ms + 1_000);
         let r = sim.readings();
-        let mapping = crate::ingest::PowerMapping::default();
+        let mapping = crate::telemetry::ingest::PowerMapping::default();
         let mut seen = 0;
         for (i, n) in sim.inventory().nodes.iter().enumerate() {
             let Some(text) = render_ipmi(sim.inventory(), &r, &n.name) else {
                 continue;
             };
-            let b = crate::ingest::read_bmc(text.as_bytes(), &mapping);
+            let b = crate::telemetry::ingest::read_bmc(text.as_bytes(), &mapping);
             assert_eq!(b.report.error_count, 0, "{text}");
             assert_eq!(Some(b.coolant), r.node_coolant[i], "{}", n.name);
             seen += 1;
         }
         assert!(seen > 100);
         let leak = &sim.inventory().nodes[sc.leak_trays[0]].name;
-        let b = crate::ingest::read_bmc(
+        let b = crate::telemetry::ingest::read_bmc(
             render_ipmi(sim.inventory(), &r, leak)
                 .expect("text")
                 .as_bytes(),
@@ -831,11 +831,11 @@ mod tests {
         let mut sim = Sim::with_profile(crate::sim::Profile::Nvl72, 144, 42, "t", T0);
         sim.advance_to(T0 + 9 * 60_000);
         let r = sim.readings();
-        let names = crate::shelves::ShelfNames::default();
+        let names = crate::telemetry::shelves::ShelfNames::default();
         assert_eq!(r.rack_supplies.len(), sim.inventory().racks.len());
         for rr in &r.racks {
             let text = render_redfish(&r, &rr.rack).expect("every NVL72 rack has shelves");
-            let (shelves, report) = crate::shelves::read(text.as_bytes(), &names);
+            let (shelves, report) = crate::telemetry::shelves::read(text.as_bytes(), &names);
             assert_eq!(report.error_count, 0, "{}", rr.rack);
             // Every supply's four readings, but for the absent one's health.
             assert_eq!(report.samples, 4 * 48 - usize::from(rr.rack == "A02"));

@@ -1,5 +1,5 @@
 //! The NVL72 profile's NVLink fabric as NVIDIA NMX-T reports it (see
-//! [`crate::nvlink_fabric`]): every GPU's 18 NVLink ports, each cabled through the rack's
+//! [`crate::telemetry::nvlink_fabric`]): every GPU's 18 NVLink ports, each cabled through the rack's
 //! backplane to one ASIC of one of the nine switch trays (port `p` to tray `ceil(p/2)`,
 //! ASIC U1 for odd `p` and U2 for even, which fits NVIDIA's one published live line: port
 //! 11 to `sw06`, `U1`).
@@ -15,7 +15,7 @@ use app::model::UnixMs;
 
 use super::model::{nvl72_chassis_serial, nvl72_u, NVL72_TRAYS};
 use super::Sim;
-use crate::nvlink_fabric::{Fabric, PortDown, SwitchTrayLinks, ACTIVE, MAX_LISTED};
+use crate::telemetry::nvlink_fabric::{Fabric, PortDown, SwitchTrayLinks, ACTIVE, MAX_LISTED};
 
 /// NVLink ports per Blackwell GPU, and switch ASICs per switch tray.
 pub const PORTS_PER_GPU: u32 = 18;
@@ -45,7 +45,7 @@ pub fn switch_tray_name(t: u32) -> String {
     format!("sw{t:02}")
 }
 
-pub use crate::nvlink_fabric::{LinkDown, RackLinks};
+pub use crate::telemetry::nvlink_fabric::{LinkDown, RackLinks};
 
 fn down_at(l: &RackLinks, tray: u32, gpu: u32, port: u32) -> Option<&LinkDown> {
     l.down
@@ -244,7 +244,7 @@ mod tests {
             down,
         };
         let text = render_nmxt(&l);
-        let (read, report) = crate::nvlink_fabric::read(text.as_bytes());
+        let (read, report) = crate::telemetry::nvlink_fabric::read(text.as_bytes());
         assert_eq!(report.error_count, 0, "{report:?}");
         assert_eq!(read, fabric_of(&l));
         let sw5 = &read.switch_trays[4];

@@ -37,7 +37,7 @@ use rng::Rng;
 use telemetry::{job_extra_watts, job_ib_bytes_per_second};
 use workload::{long_run_nodes, max_random_job_nodes, mean_random_duration_ms, RANDOM_JOB_NODES};
 
-pub use crate::aggregate::Readings;
+pub use crate::telemetry::Readings;
 
 /// GPUs per HGX node (the most any simulated node has) and the H100 SXM's numbers the
 /// model uses.

@@ -8,7 +8,7 @@ use app::model::{
 };
 
 use super::rng::hash_unit;
-use crate::shelves::SupplyLine;
+use crate::telemetry::shelves::SupplyLine;
 
 use super::{
     Readings, Sim, SimJob, GPUS_PER_NODE, GPU_BOOST_CLOCK_MHZ, GPU_IDLE_CLOCK_MHZ,
@@ -540,7 +540,7 @@ impl Sim {
         for (i, r) in racks.iter_mut().enumerate() {
             let supplies = self.supplies(i, r.nodes_power_watts.unwrap_or(0.0), self.t_ms);
             if !supplies.is_empty() {
-                r.shelves = crate::shelves::shelves_of(&supplies);
+                r.shelves = crate::telemetry::shelves::shelves_of(&supplies);
                 rack_supplies.push((r.rack.clone(), supplies));
             }
         }

@@ -11,11 +11,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::ingest::{Fetched, Ingest, Kind, PowerMapping};
 use crate::live::{Frame, Latest, Live, Pipeline, Step};
 use crate::metrics::Metrics;
-use crate::scrape::{Client, ScrapeConfig, ScrapeError};
 use crate::sim::{exporter, Sim};
+use crate::telemetry::ingest::{Fetched, Ingest, Kind, PowerMapping};
+use crate::telemetry::scrape::{Client, ScrapeConfig, ScrapeError};
 
 /// 2026-11-02 13:00 UTC: the weak rack's warm afternoon, so GPUs throttle.
 const T0: i64 = 1_793_624_400_000;

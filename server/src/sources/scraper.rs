@@ -1,12 +1,12 @@
 //! The scrape task for configured exporters of real nodes: it scrapes what is due every
-//! round and hands the answers to the shared [`crate::ingest::Ingest`], holding it only to plan and to
+//! round and hands the answers to the shared [`crate::telemetry::ingest::Ingest`], holding it only to plan and to
 //! take answers, never while exporters are awaited; a source's tick reads what is fresh.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::ingest::SharedIngest;
 use crate::live::{next_tick, wall_now_ms, Live};
+use crate::telemetry::ingest::SharedIngest;
 
 /// Scrapes what is due every `round` until `shutdown`, holding the `Ingest` only to plan
 /// and to take the answers, never while exporters are awaited.

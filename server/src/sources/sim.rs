@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 use app::model::UnixMs;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::aggregate::Readings;
-use crate::ingest::{RoundStats, Telemetry, PROMQL_QUERIES};
 use crate::live::StoreQueue;
 use crate::live::{wall_now_ms, Event, Frame, Latest, Live, Pipeline, SchedSnapshot, SimFrame};
 use crate::scheduler::{
     validate_node_name, validate_reason, SchedError, SchedFuture, SchedJob, SchedNode, Scheduler,
 };
 use crate::sim::{Sim, SimEvent};
+use crate::telemetry::ingest::{RoundStats, Telemetry, PROMQL_QUERIES};
+use crate::telemetry::Readings;
 
 /// Settings of the simulator source task.
 pub struct SimSource {
@@ -28,7 +28,7 @@ pub struct SimSource {
     /// Scrape the simulator's exporters (the embedded default) instead of reading it directly.
     pub ingest: Option<Telemetry>,
     /// With `ingest`: query this PromQL store (which scrapes the exporters) instead of scraping.
-    pub promql: Option<crate::promql::PromQl>,
+    pub promql: Option<crate::telemetry::promql::PromQl>,
     /// How often each target is scraped; data older than two of these is stale.
     pub scrape_interval_ms: u64,
     /// Whether the simulator makes up GPU and BMC readings. Off when the telemetry comes
@@ -165,7 +165,7 @@ pub async fn run_sim_source(
             readings,
         });
         // What the scraper holds fresh now, with the simulator's nodes and jobs.
-        let fresh = |ing: &crate::ingest::Ingest| {
+        let fresh = |ing: &crate::telemetry::ingest::Ingest| {
             let r = &frame.readings;
             Latest::Owned(Arc::new(ing.readings(
                 &inventory,

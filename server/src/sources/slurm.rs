@@ -10,10 +10,10 @@ use std::time::Duration;
 use app::model::{Cooling, Gpu, GpuReading, Inventory, JobState, Node, Rack, RackReading, UnixMs};
 use tokio::sync::watch;
 
-use crate::aggregate::Readings;
 use crate::live::{wall_now_ms, Event, Frame, Latest, Live, Pipeline, SchedSnapshot, StoreQueue};
 use crate::scheduler::Scheduler;
 use crate::scheduler::{SchedJob, SchedNode};
+use crate::telemetry::Readings;
 
 /// Nodes per rack when Slurm is the only source of layout.
 const NODES_PER_RACK: usize = 8;
@@ -132,7 +132,7 @@ pub struct SlurmSource {
     /// (optional) NVLink domain NMX-T URL templates. `None`: no telemetry.
     #[allow(clippy::type_complexity)]
     pub telemetry: Option<(
-        crate::ingest::SharedIngest,
+        crate::telemetry::ingest::SharedIngest,
         String,
         String,
         Option<String>,
@@ -218,7 +218,7 @@ impl SlurmFrames {
         nodes: Vec<SchedNode>,
         jobs: Vec<SchedJob>,
         at_ms: UnixMs,
-        ingest: Option<(&crate::ingest::Ingest, UnixMs, i64)>,
+        ingest: Option<(&crate::telemetry::ingest::Ingest, UnixMs, i64)>,
         events: Vec<Event>,
     ) -> Frame {
         let node_states: Vec<(String, app::model::NodeState)> =
@@ -341,11 +341,11 @@ pub async fn run_slurm_source(
             (new, telemetry.as_ref())
         {
             let mut ing = ing.lock().unwrap_or_else(|e| e.into_inner());
-            ing.set_targets(crate::ingest::with_node_exporter(
-                crate::ingest::targets(&inv, gpu_t, bmc_t),
+            ing.set_targets(crate::telemetry::ingest::with_node_exporter(
+                crate::telemetry::ingest::targets(&inv, gpu_t, bmc_t),
                 node_t.as_deref(),
             ));
-            ing.set_rack_targets(crate::ingest::rack_targets(
+            ing.set_rack_targets(crate::telemetry::ingest::rack_targets(
                 &inv,
                 rack_t.as_deref(),
                 fabric_t.as_deref(),

@@ -29,7 +29,7 @@ pub(super) fn routes() -> Routes {
 /// `GET /api/targets`.
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub(super) struct TargetsAnswer<'a> {
-    targets: &'a [crate::scrape::TargetHealth],
+    targets: &'a [crate::telemetry::scrape::TargetHealth],
 }
 
 /// Health of every scrape target: last success, last error, duration, samples.

@@ -47,7 +47,7 @@ async fn sim_truth(
 fn sim_exporter(
     st: &AppState,
     node: &str,
-    render: fn(&app::model::Inventory, &crate::aggregate::Readings, &str) -> Option<String>,
+    render: fn(&app::model::Inventory, &crate::telemetry::Readings, &str) -> Option<String>,
 ) -> Result<Response, ApiError> {
     let frame = st.live.sim_frame().ok_or(ApiError::NotReady)?;
     if !frame.inventory.nodes.iter().any(|n| n.name == node) {
@@ -99,7 +99,7 @@ async fn sim_nmxt(
 fn sim_rack(
     st: &AppState,
     rack: &str,
-    render: fn(&crate::aggregate::Readings, &str) -> Option<String>,
+    render: fn(&crate::telemetry::Readings, &str) -> Option<String>,
 ) -> Result<Response, ApiError> {
     let frame = st.live.sim_frame().ok_or(ApiError::NotReady)?;
     let body = render(&frame.readings, rack).ok_or(ApiError::NotFound)?;

@@ -451,7 +451,7 @@ async fn switch_tray_down_fires(url: String) {
     // 60x: switch tray sw04 of the fifth rack goes down 6 simulated minutes in (6 s). Read
     // by scraping the simulator's NMX-T text for each rack, at most every 5 s.
     let interval_ms = 1_000;
-    let fabric_ms = server::ingest::FABRIC_MIN_INTERVAL.as_millis() as i64;
+    let fabric_ms = server::telemetry::ingest::FABRIC_MIN_INTERVAL.as_millis() as i64;
     let r = start_on(url, 60.0, interval_ms).await;
     let inv = r.live.inventory().expect("inventory");
     let mut truths: BTreeMap<u64, (i64, Arc<SimTruth>)> = BTreeMap::new();

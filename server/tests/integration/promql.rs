@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use server::promql::PromQl;
-use server::scrape::{Client, ScrapeConfig};
+use server::telemetry::promql::PromQl;
+use server::telemetry::scrape::{Client, ScrapeConfig};
 
 use crate::support::{self, get};
 
@@ -233,7 +233,7 @@ async fn the_overview_reads_through_a_real_prometheus() {
     }
     // A query the store refuses comes back with the store's reason, not a bare status.
     match prom.query("sum(", None).await {
-        Err(server::promql::PromError::Query { kind, message }) => {
+        Err(server::telemetry::promql::PromError::Query { kind, message }) => {
             assert_eq!(kind, "bad_data");
             assert!(message.contains("parse error"), "{message}");
         }

@@ -10,9 +10,9 @@ use app::model::{
     Cooling, Gpu, GpuReading, Inventory, Job, JobState, Node, NodeState, Rack, ThrottleReasons,
 };
 use app::reports::{Rates, ReportQuery, UNALLOCATED};
-use server::aggregate::Readings;
 use server::reports::Accumulator;
 use server::store::Store;
+use server::telemetry::Readings;
 
 use crate::support;
 

@@ -3,8 +3,8 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use server::scrape::{Client, ScrapeConfig, ScrapeError};
 use server::telemetry::dcgm;
+use server::telemetry::scrape::{Client, ScrapeConfig, ScrapeError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -330,7 +330,7 @@ async fn a_live_node_whose_exporters_fail_marks_its_rack_incomplete() {
     }
     let frame = r.live.sim_frame().expect("frame");
     let base = format!("http://{}/sim/exporter", r.addr);
-    let mut targets = server::ingest::targets(
+    let mut targets = server::telemetry::ingest::targets(
         &frame.inventory,
         &format!("{base}/dcgm/{{node}}/metrics"),
         &format!("{base}/ipmi/{{node}}/metrics"),
@@ -341,10 +341,10 @@ async fn a_live_node_whose_exporters_fail_marks_its_rack_incomplete() {
         .expect("port");
     targets[2].gpu_url = format!("http://{closed}/metrics");
     targets[2].bmc_url = format!("http://{closed}/metrics");
-    let mut ing = server::ingest::Ingest::new(
+    let mut ing = server::telemetry::ingest::Ingest::new(
         client(2_000, 1 << 20),
         targets,
-        server::ingest::PowerMapping::default(),
+        server::telemetry::ingest::PowerMapping::default(),
         8,
     );
     let now = server::live::wall_now_ms();

@@ -658,9 +658,9 @@ const HOST_WATTS: f64 = 1000.0;
 
 /// Known readings for every node of the real cluster: throttled GPUs at 198 MHz (a clock
 /// deficit of 0.9), 600 W and 45% SM activity; the rest at full clock, 400 W and 90%.
-fn known_readings(inv: &app::model::Inventory) -> server::aggregate::Readings {
+fn known_readings(inv: &app::model::Inventory) -> server::telemetry::Readings {
     use app::model::{GpuReading, RackReading, ThrottleReasons};
-    let mut r = server::aggregate::Readings::default();
+    let mut r = server::telemetry::Readings::default();
     for n in &inv.nodes {
         let hot = THROTTLED.contains(&n.name.as_str());
         let mut watts = HOST_WATTS;
@@ -702,7 +702,7 @@ fn known_readings(inv: &app::model::Inventory) -> server::aggregate::Readings {
 /// Serves `readings` as dcgm-exporter (`/dcgm/NODE`) and ipmi_exporter (`/ipmi/NODE`) text.
 async fn serve_exporters(
     inv: app::model::Inventory,
-    readings: server::aggregate::Readings,
+    readings: server::telemetry::Readings,
 ) -> std::net::SocketAddr {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -1358,7 +1358,7 @@ async fn nmxt_on_a_real_slurm_names_its_nodes_and_jobs() {
         }
         l.down.sort();
     }
-    let fabric_ms = server::ingest::FABRIC_MIN_INTERVAL.as_millis() as i64;
+    let fabric_ms = server::telemetry::ingest::FABRIC_MIN_INTERVAL.as_millis() as i64;
     let mut on_r1: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
     let mut fired = None;
     // The first tick whose reading has sw04 down.

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
-use server::scrape::{Client, ScrapeConfig, ScrapeError, TargetHealth};
 use server::slurm::rest::{Address, Rest, RestError};
+use server::telemetry::scrape::{Client, ScrapeConfig, ScrapeError, TargetHealth};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A CA of this test's own, in a fresh directory (`ca.pem`), and the leaves it signs.

@@ -9,8 +9,8 @@ use std::collections::{HashMap, HashSet};
 use app::model::{GpuReading, JobState, UnixMs};
 
 use super::{median, AlertConfig, Condition, RuleState};
-use crate::aggregate::Readings;
 use crate::scheduler::SchedJob;
+use crate::telemetry::Readings;
 
 /// Peers are compared only while the job computes: its median SM activity at least this
 /// (a checkpoint save or a start-up idles every GPU alike).

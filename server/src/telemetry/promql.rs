@@ -12,8 +12,8 @@ use serde::Deserialize;
 use app::model::UnixMs;
 use app::units::url_component;
 
-use crate::scrape::{Client, ScrapeError};
-use crate::telemetry::exposition::{parse_value, Sample};
+use super::exposition::{parse_value, Sample};
+use super::scrape::{Client, ScrapeError};
 
 /// Why a query failed.
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use app::model::{ShelfReading, SupplyHealth};
 
-use crate::telemetry::exposition;
+use super::exposition;
 
 /// redfish_exporter's names (collector/chassis_collector.go): health 1 OK, 2 Warning, 3
 /// Critical; state 1 Enabled ... 7 Absent, 8 UnavailableOffline; capacity and output in

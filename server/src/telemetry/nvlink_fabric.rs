@@ -24,8 +24,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::shelves::natural_cmp;
-use crate::telemetry::exposition;
+use super::exposition;
+use super::shelves::natural_cmp;
 
 /// The series carrying each port's identity and state (its value is the port's LID).
 pub const PORT_METRIC: &str = "lid";

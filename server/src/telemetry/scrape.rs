@@ -1,7 +1,7 @@
 //! Fetching exporters over HTTP or HTTPS: one GET with a deadline, a body size cap (enforced while
 //! reading, so a 100 MB answer costs at most the cap), gzip, and one clear error per
-//! target; and each target's health with backoff. Parsing is `telemetry`'s job: this
-//! module only moves bytes.
+//! target; and each target's health with backoff. Parsing is the rest of `telemetry`'s
+//! job: this module only moves bytes.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,13 @@
 //! dcgm-exporter semantics on top of the exposition parser: which metric is which DCGM
 //! field (matched by field id through every name it has had), which labels say which GPU,
 //! and which values are DCGM's "no data" sentinels. Pure.
+//!
+//! The field table and the sentinels are `fields`, NVSwitches `switch`; this file decodes
+//! GPUs (identity labels, MIG instances, DCGM's platform identity as the GPU's place) and
+//! holds the [`Decoder`] both go through.
+
+mod fields;
+mod switch;
 
 use std::collections::BTreeMap;
 
@@ -13,281 +20,9 @@ use std::collections::HashMap;
 use super::exposition::{self, Report, Sample};
 use crate::placement;
 
-/// The DCGM fields Gantry reads per GPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Field {
-    PowerWatts,
-    PowerLimitWatts,
-    GpuTempCelsius,
-    MemoryTempCelsius,
-    SmClockMhz,
-    ClockEventReasons,
-    GpuUtilPercent,
-    GrEngineActiveRatio,
-    SmActiveRatio,
-    TensorActiveRatio,
-    DramActiveRatio,
-    NvlinkTxBytesPerSecond,
-    NvlinkRxBytesPerSecond,
-    NvlinkBandwidthTotal,
-    PcieTxBytesPerSecond,
-    PcieRxBytesPerSecond,
-    PcieReplayTotal,
-    EccSbeVolatileTotal,
-    EccDbeVolatileTotal,
-    EccSbeAggregateTotal,
-    EccDbeAggregateTotal,
-    RemappedRowsUncorrectable,
-    RemappedRowsCorrectable,
-    RowRemapFailure,
-    LastXid,
-    TotalEnergyMillijoules,
-}
-
-/// (DCGM field id, field, whether DCGM stores it as fp64).
-fn field_of(metric: &str) -> Option<(u32, Field, bool)> {
-    use Field::*;
-    // Every name a field has had: dcgm-exporter up to DCGM 4.5, the DCGM 4.6 canonical
-    // name, and the 1.x `dcgm_*` compatibility names. Field ids are stable across them.
-    Some(match metric {
-        "DCGM_FI_DEV_POWER_USAGE" | "DCGM_FI_DEV_BOARD_POWER_WATTS" | "dcgm_power_usage" => {
-            (155, PowerWatts, true)
-        }
-        "DCGM_FI_DEV_ENFORCED_POWER_LIMIT" | "DCGM_FI_DEV_BOARD_POWER_LIMIT_ENFORCED_WATTS" => {
-            (164, PowerLimitWatts, true)
-        }
-        "DCGM_FI_DEV_GPU_TEMP" | "DCGM_FI_DEV_GPU_TEMP_CELSIUS" | "dcgm_gpu_temp" => {
-            (150, GpuTempCelsius, false)
-        }
-        "DCGM_FI_DEV_MEMORY_TEMP" | "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS" | "dcgm_memory_temp" => {
-            (140, MemoryTempCelsius, false)
-        }
-        "DCGM_FI_DEV_SM_CLOCK" | "dcgm_sm_clock" => (100, SmClockMhz, false),
-        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" | "DCGM_FI_DEV_CLOCKS_EVENT_REASONS" => {
-            (112, ClockEventReasons, false)
-        }
-        "DCGM_FI_DEV_GPU_UTIL" | "DCGM_FI_DEV_GPU_UTIL_RATIO" | "dcgm_gpu_utilization" => {
-            (203, GpuUtilPercent, false)
-        }
-        "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
-        | "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO"
-        | "dcgm_fi_prof_gr_engine_active" => (1001, GrEngineActiveRatio, true),
-        "DCGM_FI_PROF_SM_ACTIVE" | "DCGM_FI_PROF_SM_UTIL_RATIO" => (1002, SmActiveRatio, true),
-        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
-        | "DCGM_FI_PROF_TENSOR_UTIL_RATIO"
-        | "dcgm_fi_prof_pipe_tensor_active" => (1004, TensorActiveRatio, true),
-        "DCGM_FI_PROF_DRAM_ACTIVE"
-        | "DCGM_FI_PROF_DRAM_UTIL_RATIO"
-        | "dcgm_fi_prof_dram_active" => (1005, DramActiveRatio, true),
-        "DCGM_FI_PROF_NVLINK_TX_BYTES" => (1011, NvlinkTxBytesPerSecond, false),
-        "DCGM_FI_PROF_NVLINK_RX_BYTES" => (1012, NvlinkRxBytesPerSecond, false),
-        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
-        | "DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL"
-        | "dcgm_nvlink_bandwidth_total" => (449, NvlinkBandwidthTotal, false),
-        "DCGM_FI_PROF_PCIE_TX_BYTES" | "dcgm_fi_prof_pcie_tx_bytes" => {
-            (1009, PcieTxBytesPerSecond, false)
-        }
-        "DCGM_FI_PROF_PCIE_RX_BYTES" | "dcgm_fi_prof_pcie_rx_bytes" => {
-            (1010, PcieRxBytesPerSecond, false)
-        }
-        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"
-        | "DCGM_FI_DEV_PCIE_REPLAY_TOTAL"
-        | "dcgm_pcie_replay_counter" => (202, PcieReplayTotal, false),
-        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL" => (310, EccSbeVolatileTotal, false),
-        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" => (311, EccDbeVolatileTotal, false),
-        "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL" => (312, EccSbeAggregateTotal, false),
-        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL" => (313, EccDbeAggregateTotal, false),
-        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS" | "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL" => {
-            (393, RemappedRowsUncorrectable, false)
-        }
-        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS" | "DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL" => {
-            (394, RemappedRowsCorrectable, false)
-        }
-        "DCGM_FI_DEV_ROW_REMAP_FAILURE" | "DCGM_FI_DEV_ROW_REMAP_FAILED" => {
-            (395, RowRemapFailure, false)
-        }
-        "DCGM_FI_DEV_XID_ERRORS" | "DCGM_FI_DEV_XID_ERROR" | "dcgm_xid_errors" => {
-            (230, LastXid, false)
-        }
-        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" | "dcgm_total_energy_consumption" => {
-            (156, TotalEnergyMillijoules, false)
-        }
-        _ => return None,
-    })
-}
-
-/// Every metric name `field_of` knows (keep in step: a test checks each one resolves).
-const FIELD_NAMES: &[&str] = &[
-    "DCGM_FI_DEV_POWER_USAGE",
-    "DCGM_FI_DEV_BOARD_POWER_WATTS",
-    "dcgm_power_usage",
-    "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
-    "DCGM_FI_DEV_BOARD_POWER_LIMIT_ENFORCED_WATTS",
-    "DCGM_FI_DEV_GPU_TEMP",
-    "DCGM_FI_DEV_GPU_TEMP_CELSIUS",
-    "dcgm_gpu_temp",
-    "DCGM_FI_DEV_MEMORY_TEMP",
-    "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS",
-    "dcgm_memory_temp",
-    "DCGM_FI_DEV_SM_CLOCK",
-    "dcgm_sm_clock",
-    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
-    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
-    "DCGM_FI_DEV_GPU_UTIL",
-    "DCGM_FI_DEV_GPU_UTIL_RATIO",
-    "dcgm_gpu_utilization",
-    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-    "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO",
-    "dcgm_fi_prof_gr_engine_active",
-    "DCGM_FI_PROF_SM_ACTIVE",
-    "DCGM_FI_PROF_SM_UTIL_RATIO",
-    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-    "DCGM_FI_PROF_TENSOR_UTIL_RATIO",
-    "dcgm_fi_prof_pipe_tensor_active",
-    "DCGM_FI_PROF_DRAM_ACTIVE",
-    "DCGM_FI_PROF_DRAM_UTIL_RATIO",
-    "dcgm_fi_prof_dram_active",
-    "DCGM_FI_PROF_NVLINK_TX_BYTES",
-    "DCGM_FI_PROF_NVLINK_RX_BYTES",
-    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-    "DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL",
-    "dcgm_nvlink_bandwidth_total",
-    "DCGM_FI_PROF_PCIE_TX_BYTES",
-    "dcgm_fi_prof_pcie_tx_bytes",
-    "DCGM_FI_PROF_PCIE_RX_BYTES",
-    "dcgm_fi_prof_pcie_rx_bytes",
-    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
-    "DCGM_FI_DEV_PCIE_REPLAY_TOTAL",
-    "dcgm_pcie_replay_counter",
-    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-    "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
-    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
-    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-    "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL",
-    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-    "DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL",
-    "DCGM_FI_DEV_ROW_REMAP_FAILURE",
-    "DCGM_FI_DEV_ROW_REMAP_FAILED",
-    "DCGM_FI_DEV_XID_ERRORS",
-    "DCGM_FI_DEV_XID_ERROR",
-    "dcgm_xid_errors",
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-    "dcgm_total_energy_consumption",
-];
-
-/// The DCGM NVSwitch fields Gantry reads: of a switch entity (label `nvswitch`, written
-/// `N` up to dcgm-exporter 4.5 and `nvswitchN` from 4.6), and a link's status (labels
-/// `nvlink` and `nvswitch`). dcgm-exporter ships none of them in its counter files: a
-/// site lists them in its own, on hosts that see their NVSwitches (HGX baseboards).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SwitchField {
-    TempCelsius,
-    TempSlowdownCelsius,
-    TempShutdownCelsius,
-    /// The value is the SXid reported; 0: none.
-    FatalSxid,
-    NonFatalSxid,
-    ResetRequired,
-    LinkStatus,
-}
-
-/// (DCGM field id, field) of an NVSwitch metric, by its names up to DCGM 4.5 and from 4.6.
-fn switch_field_of(metric: &str) -> Option<(u32, SwitchField)> {
-    use SwitchField::*;
-    Some(match metric {
-        "DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT" | "DCGM_FI_DEV_NVSWITCH_TEMP_CELSIUS" => {
-            (858, TempCelsius)
-        }
-        "DCGM_FI_DEV_NVSWITCH_TEMPERATURE_LIMIT_SLOWDOWN"
-        | "DCGM_FI_DEV_NVSWITCH_TEMP_SLOWDOWN_CELSIUS" => (859, TempSlowdownCelsius),
-        "DCGM_FI_DEV_NVSWITCH_TEMPERATURE_LIMIT_SHUTDOWN"
-        | "DCGM_FI_DEV_NVSWITCH_TEMP_SHUTDOWN_CELSIUS" => (860, TempShutdownCelsius),
-        "DCGM_FI_DEV_NVSWITCH_FATAL_ERRORS" | "DCGM_FI_DEV_SXID_FATAL_ERROR" => (856, FatalSxid),
-        "DCGM_FI_DEV_NVSWITCH_NON_FATAL_ERRORS" | "DCGM_FI_DEV_SXID_NON_FATAL_ERROR" => {
-            (857, NonFatalSxid)
-        }
-        "DCGM_FI_DEV_NVSWITCH_RESET_REQUIRED" => (864, ResetRequired),
-        "DCGM_FI_DEV_NVSWITCH_LINK_STATUS" => (870, LinkStatus),
-        _ => return None,
-    })
-}
-
-/// Every metric name `switch_field_of` knows.
-const SWITCH_FIELD_NAMES: &[&str] = &[
-    "DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT",
-    "DCGM_FI_DEV_NVSWITCH_TEMP_CELSIUS",
-    "DCGM_FI_DEV_NVSWITCH_TEMPERATURE_LIMIT_SLOWDOWN",
-    "DCGM_FI_DEV_NVSWITCH_TEMP_SLOWDOWN_CELSIUS",
-    "DCGM_FI_DEV_NVSWITCH_TEMPERATURE_LIMIT_SHUTDOWN",
-    "DCGM_FI_DEV_NVSWITCH_TEMP_SHUTDOWN_CELSIUS",
-    "DCGM_FI_DEV_NVSWITCH_FATAL_ERRORS",
-    "DCGM_FI_DEV_SXID_FATAL_ERROR",
-    "DCGM_FI_DEV_NVSWITCH_NON_FATAL_ERRORS",
-    "DCGM_FI_DEV_SXID_NON_FATAL_ERROR",
-    "DCGM_FI_DEV_NVSWITCH_RESET_REQUIRED",
-    "DCGM_FI_DEV_NVSWITCH_LINK_STATUS",
-];
-
-/// NVLink states of field 870: UNKNOWN -1, OFF 0, SAFE 1, ACTIVE 2, ERROR 3.
-pub const LINK_ACTIVE: i64 = 2;
-
-/// One NVSwitch as one scrape describes it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct DcgmSwitch {
-    pub host: String,
-    /// DCGM's switch id (the `nvswitch` label's number).
-    pub switch: u32,
-    pub readings: BTreeMap<SwitchField, f64>,
-    /// Each reported link's status (field 870), by link id.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub links: BTreeMap<u32, i64>,
-}
-
-impl DcgmSwitch {
-    fn get(&self, f: SwitchField) -> Option<f64> {
-        self.readings.get(&f).copied()
-    }
-
-    /// As the model's reading.
-    pub fn to_reading(&self) -> app::model::SwitchReading {
-        let sxid = |f| self.get(f).filter(|v| *v > 0.0).map(|v| v as u32);
-        app::model::SwitchReading {
-            switch: self.switch,
-            temp_celsius: self.get(SwitchField::TempCelsius),
-            slowdown_celsius: self.get(SwitchField::TempSlowdownCelsius),
-            shutdown_celsius: self.get(SwitchField::TempShutdownCelsius),
-            fatal_sxid: sxid(SwitchField::FatalSxid),
-            non_fatal_sxid: sxid(SwitchField::NonFatalSxid),
-            reset_required: self.get(SwitchField::ResetRequired).map(|v| v != 0.0),
-            links_active: self.links.values().filter(|s| **s == LINK_ACTIVE).count() as u32,
-            links_not_active: self
-                .links
-                .iter()
-                .filter(|(_, s)| **s != LINK_ACTIVE)
-                .map(|(l, _)| *l)
-                .collect(),
-        }
-    }
-}
-
-/// The number of an `nvswitch` label: `3` (up to dcgm-exporter 4.5) or `nvswitch3`.
-fn switch_id(v: &str) -> Option<u32> {
-    v.strip_prefix("nvswitch").unwrap_or(v).parse().ok()
-}
-
-/// DCGM's int64 "blank" values (no data, not found, not supported, no permission) start
-/// at 0x7ffffffffffffff0; as f64 every one of them rounds to 2^63.
-const INT64_BLANK_F64: f64 = 9_223_372_036_854_775_792.0;
-/// DCGM's fp64 blank values start at 2^47.
-const FP64_BLANK: f64 = 140_737_488_355_328.0;
-
-/// Whether `v` is a DCGM no-data sentinel for a field stored as fp64 (or int64).
-pub fn is_blank(v: f64, fp64: bool) -> bool {
-    v >= INT64_BLANK_F64 || (fp64 && v >= FP64_BLANK)
-}
+use fields::{field_of, switch_field_of};
+pub use fields::{is_blank, metric_names_regex, Field, SwitchField};
+pub use switch::{DcgmSwitch, LINK_ACTIVE};
 
 /// One GPU (or MIG instance) as one scrape describes it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -488,51 +223,6 @@ impl Decoder {
         }
     }
 
-    /// Takes one sample of an NVSwitch field: a switch entity's (label `nvswitch`, no
-    /// `gpu`), or a link's status on a switch (labels `nvlink` and `nvswitch`). A link of a
-    /// GPU, a blank or a value not finite is no switch's reading.
-    fn push_switch(&mut self, field: SwitchField, s: &Sample<'_>, default_host: &str) {
-        self.samples += 1;
-        let (mut sw, mut link, mut host, mut gpu) = (None, None, None, false);
-        for (k, v) in &s.labels {
-            match *k {
-                "nvswitch" => sw = switch_id(v),
-                "nvlink" => link = v.parse::<u32>().ok(),
-                "Hostname" => host = Some(v.as_ref()),
-                "hostname" => host = host.or(Some(v.as_ref())),
-                "gpu" => gpu = true,
-                _ => {}
-            }
-        }
-        let Some(sw) = sw.filter(|_| !gpu) else {
-            note_ignored(&mut self.ignored, s.name);
-            return;
-        };
-        let host = host.unwrap_or(default_host);
-        // A switch reported only with blanks is there, with nothing known about it.
-        let e = self
-            .switches
-            .entry((host.to_string(), sw))
-            .or_insert_with(|| DcgmSwitch {
-                host: host.to_string(),
-                switch: sw,
-                ..DcgmSwitch::default()
-            });
-        if is_blank(s.value, false) || !s.value.is_finite() {
-            return;
-        }
-        match (field, link) {
-            (SwitchField::LinkStatus, Some(l)) => {
-                e.links.insert(l, s.value as i64);
-            }
-            // A link's status without a link, or a switch field on a link: not read.
-            (SwitchField::LinkStatus, None) | (_, Some(_)) => {}
-            (f, None) => {
-                e.readings.insert(f, s.value);
-            }
-        }
-    }
-
     /// The GPU (host, index, MIG instance) a sample is about, created when first seen.
     fn gpu_mut(&mut self, host: &str, gpu: u32, mig: Option<&str>) -> &mut DcgmGpu {
         if self.last_host.as_ref().is_some_and(|(h, _)| h != host) {
@@ -700,14 +390,6 @@ impl Decoder {
     }
 }
 
-/// The regular expression of every metric name the field table knows, for a PromQL
-/// `{__name__=~"..."}` selector.
-pub fn metric_names_regex() -> String {
-    let mut all: Vec<&str> = FIELD_NAMES.to_vec();
-    all.extend_from_slice(SWITCH_FIELD_NAMES);
-    all.join("|")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -796,20 +478,6 @@ DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT{nvswitch="nvswitch0",hostname="gpu017"}
         let s = decode(t.as_bytes(), "a");
         assert_eq!(s.gpus[0].get(Field::MemoryTempCelsius), None);
         assert_eq!(s.gpus[0].no_data, vec![Field::MemoryTempCelsius]);
-    }
-
-    #[test]
-    fn every_listed_name_is_a_known_field_and_the_regex_selects_them() {
-        for n in FIELD_NAMES {
-            assert!(field_of(n).is_some(), "{n}");
-        }
-        for n in SWITCH_FIELD_NAMES {
-            assert!(switch_field_of(n).is_some(), "{n}");
-        }
-        let re = metric_names_regex();
-        assert!(re.contains("|DCGM_FI_DEV_BOARD_POWER_WATTS|"));
-        assert!(re.contains("|DCGM_FI_DEV_SXID_FATAL_ERROR|"));
-        assert!(!re.contains('"') && !re.contains('\\'));
     }
 
     #[test]
@@ -916,47 +584,5 @@ DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT{nvswitch="nvswitch0",hostname="gpu017"}
             "{:?}",
             checked.errors
         );
-    }
-
-    /// An HGX host's NVSwitches as dcgm-exporter writes them with a counters file listing
-    /// switch fields: 4.5 and earlier label a switch `nvswitch="N"` with `Hostname`; 4.6 and
-    /// later `nvswitch="nvswitchN"`, and links `nvlink`, `nvswitch` and lowercase `hostname`
-    /// (internal/pkg/rendermetrics/render_metrics.go, switchMetricsFormat and
-    /// linkMetricsFormat). Field 856's value is the SXid; blanks are no data.
-    #[test]
-    fn nvswitches_are_read_by_either_label_form_and_either_field_name() {
-        let t = "\
-# HELP DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT NVSwitch current temperature.
-# TYPE DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT gauge
-DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT{nvswitch=\"0\",Hostname=\"gpu017\"} 51
-DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT{nvswitch=\"1\",Hostname=\"gpu017\"} 9223372036854775794
-DCGM_FI_DEV_NVSWITCH_TEMPERATURE_LIMIT_SLOWDOWN{nvswitch=\"0\",Hostname=\"gpu017\"} 95
-DCGM_FI_DEV_NVSWITCH_FATAL_ERRORS{nvswitch=\"0\",Hostname=\"gpu017\"} 0
-DCGM_FI_DEV_SXID_FATAL_ERROR{nvswitch=\"nvswitch2\",hostname=\"gpu017\"} 12028
-DCGM_FI_DEV_NVSWITCH_RESET_REQUIRED{nvswitch=\"nvswitch2\",hostname=\"gpu017\"} 1
-DCGM_FI_DEV_NVSWITCH_LINK_STATUS{nvlink=\"0\",nvswitch=\"nvswitch2\",hostname=\"gpu017\"} 2
-DCGM_FI_DEV_NVSWITCH_LINK_STATUS{nvlink=\"1\",nvswitch=\"nvswitch2\",hostname=\"gpu017\"} 3
-DCGM_FI_DEV_NVSWITCH_LINK_STATUS{nvlink=\"1\",gpu=\"0\",gpu_uuid=\"GPU-x\",hostname=\"gpu017\"} 2
-DCGM_FI_DEV_GPU_TEMP{gpu=\"0\",Hostname=\"gpu017\"} 40
-";
-        let s = decode(t.as_bytes(), "target");
-        assert_eq!(s.gpus.len(), 1);
-        let ids: Vec<u32> = s.switches.iter().map(|x| x.switch).collect();
-        assert_eq!(ids, [0, 1, 2]);
-        let r: Vec<app::model::SwitchReading> =
-            s.switches.iter().map(DcgmSwitch::to_reading).collect();
-        assert_eq!(r[0].temp_celsius, Some(51.0));
-        assert_eq!(r[0].slowdown_celsius, Some(95.0));
-        assert_eq!(r[0].fatal_sxid, None, "0 is no SXid");
-        assert_eq!(r[1].temp_celsius, None, "a blank is no data");
-        assert_eq!(r[2].fatal_sxid, Some(12028));
-        assert_eq!(r[2].reset_required, Some(true));
-        // The switch's links only; the GPU's link is not the switch's.
-        assert_eq!(
-            (r[2].links_active, r[2].links_not_active.clone()),
-            (1, vec![1])
-        );
-        assert!(s.switches.iter().all(|x| x.host == "gpu017"));
-        assert_eq!(s.line_errors, 0);
     }
 }
