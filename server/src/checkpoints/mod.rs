@@ -20,6 +20,10 @@
 //! and its `global_step`; and no marker's text reaches an issue or a log (an issue names a step
 //! only as rebuilt from a parsed number). The configured
 //! roots are the operator's and may themselves be links.
+//!
+//! The parts: `layouts` (each framework's rules, and the verdicts from a checkpoint's
+//! siblings), `reads` (every read of a file's bytes), `scanner` (the walk) and `task` (the
+//! scan on a timer, writing to the store).
 
 mod layouts;
 mod reads;

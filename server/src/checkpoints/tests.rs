@@ -1,3 +1,5 @@
+//! This module's own tests, and what the tests of its parts share.
+
 use std::path::{Path, PathBuf};
 
 use super::*;
