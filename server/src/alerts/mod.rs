@@ -7,7 +7,7 @@
 //! acknowledge (with a note) and silence until a time. An opt-in policy drains a node on a
 //! double-bit ECC error or a drain-class XID through the same action path as a person.
 //!
-//! `rules.rs` holds the rules and their state (pure), `task.rs` the task, `webhook.rs`
+//! `rules/` holds the rules and their state (pure), `task.rs` the task, `webhook.rs`
 //! delivery with retries, `policy.rs` the auto-drain policy.
 
 mod policy;

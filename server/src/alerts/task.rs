@@ -246,19 +246,46 @@ fn static_rule(rule: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     /// Every rule the rules can fire is one `static_rule` knows, or its resolution would be
-    /// delivered (and a restart would seed it) as `unknown`.
+    /// delivered (and a restart would seed it) as `unknown`. Reads every source file under
+    /// `alerts/rules/` (the rules' tests aside) for `rule: "…"` and the names a rule picks
+    /// between (`rule: if … { "…" } else { "…" }`).
     #[test]
     fn every_rule_the_rules_fire_is_known() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/alerts");
-        let mut seen = 0;
-        for f in ["rules.rs", "rules/radar.rs"] {
-            let text = std::fs::read_to_string(dir.join(f)).expect("rules source");
-            for part in text.split("rule: \"").skip(1) {
-                let name = part.split('"').next().unwrap_or("");
-                assert_eq!(super::static_rule(name), name, "{f}: {name}");
-                seen += 1;
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/alerts/rules");
+        let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+            .expect("alerts/rules")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+            .filter(|p| p.file_name().is_some_and(|n| n != "tests.rs"))
+            .collect();
+        files.sort();
+        let mut names = std::collections::BTreeSet::new();
+        let mut with_rules = 0;
+        for f in &files {
+            let text = std::fs::read_to_string(f).expect("rules source");
+            let before = names.len();
+            for part in text.split("rule: ").skip(1) {
+                // `rule: "name"`, or `rule: if … { "name" } else { "name" }`: each quoted
+                // name up to the field's end.
+                let field = if part.starts_with('"') {
+                    part.split_inclusive('"').take(2).collect::<String>()
+                } else if part.starts_with("if ") {
+                    part.split("},").next().unwrap_or("").to_string()
+                } else {
+                    continue;
+                };
+                for name in field.split('"').skip(1).step_by(2) {
+                    assert_eq!(super::static_rule(name), name, "{}: {name}", f.display());
+                    names.insert(name.to_string());
+                }
+            }
+            if names.len() > before {
+                with_rules += 1;
             }
         }
-        assert!(seen > 20, "{seen}");
+        // The reading works: the family files are found, and the rules in them.
+        assert!(with_rules >= 10, "{with_rules} files with rules: {files:?}");
+        assert!(names.len() >= 25, "{names:?}");
     }
 }

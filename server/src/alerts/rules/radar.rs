@@ -8,9 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use app::model::{GpuReading, JobState, UnixMs};
 
-use super::{median, AlertConfig, Condition, RuleState};
-use crate::scheduler::SchedJob;
-use crate::telemetry::Readings;
+use super::{median, AlertConfig, Condition, RuleState, Tick};
 
 /// Peers are compared only while the job computes: its median SM activity at least this
 /// (a checkpoint save or a start-up idles every GPU alike).
@@ -19,15 +17,11 @@ pub use crate::aggregate::hang::{
     hang_signal, ib_quiet, HangHold, HANG_IB_BYTES_PER_SECOND, HANG_POWER_BAND, HANG_UTIL_PERCENT,
 };
 
-pub(super) fn evaluate(
-    cfg: &AlertConfig,
-    r: &Readings,
-    jobs: &[SchedJob],
-    now: UnixMs,
-    st: &mut RuleState,
-    seen: &mut HashSet<(&'static str, String)>,
-    out: &mut Vec<Condition>,
-) {
+/// The radar's rules on the readings: `straggler` (a warning per GPU) and `job_hung`
+/// (critical).
+pub(super) fn evaluate(t: &Tick<'_>, st: &mut RuleState, out: &mut Vec<Condition>) {
+    let Some(r) = t.f.readings else { return };
+    let (cfg, jobs, now) = (t.cfg, t.f.jobs, t.now);
     let mut by_node: HashMap<&str, Vec<&GpuReading>> = HashMap::new();
     for g in &r.gpus {
         by_node.entry(g.node.as_str()).or_default().push(g);
@@ -58,7 +52,7 @@ pub(super) fn evaluate(
         if gpus.len() < 2 {
             continue;
         }
-        stragglers(cfg, id, &gpus, now, st, seen, out);
+        stragglers(cfg, id, &gpus, now, st, out);
         let quiet = j
             .job
             .nodes
@@ -96,7 +90,6 @@ fn stragglers(
     gpus: &[&GpuReading],
     now: UnixMs,
     st: &mut RuleState,
-    seen: &mut HashSet<(&'static str, String)>,
     out: &mut Vec<Condition>,
 ) {
     let sms: Vec<f64> = gpus.iter().filter_map(|g| g.sm_active_ratio).collect();
@@ -105,7 +98,7 @@ fn stragglers(
         let prefix = format!("job:{id}:");
         for k in st.since.keys() {
             if k.0 == "straggler" && k.1.starts_with(&prefix) {
-                seen.insert(k.clone());
+                st.seen.insert(k.clone());
             }
         }
         return;
@@ -119,7 +112,7 @@ fn stragglers(
             continue;
         }
         let subject = format!("job:{id}:{}:gpu{}", g.node, g.index);
-        if st.held("straggler", &subject, now, cfg.straggler_ms, seen) {
+        if st.held("straggler", &subject, now, cfg.straggler_ms) {
             out.push(Condition {
                 rule: "straggler",
                 subject,

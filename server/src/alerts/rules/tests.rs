@@ -1,5 +1,6 @@
 use super::*;
 use crate::sim::Sim;
+use app::model::JobState;
 
 const T0: i64 = 1_795_968_000_000;
 

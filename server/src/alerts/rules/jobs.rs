@@ -1,0 +1,82 @@
+//! Running jobs from what they report: NCCL latency and checkpoints. (A job's GPUs against
+//! their peers are the radar's, `radar.rs`.)
+
+use app::model::JobState;
+
+use super::{median, Condition, RuleState, Tick};
+use crate::scheduler::SchedJob;
+
+fn running<'a>(t: &Tick<'a>) -> impl Iterator<Item = &'a SchedJob> {
+    t.f.jobs.iter().filter(|j| j.job.state == JobState::Running)
+}
+
+/// NCCL all-reduce latency over the limit for `nccl_consecutive` steps in a row (a
+/// warning): the job's own baseline times `nccl_baseline_factor` once it has one (the
+/// median of its first `nccl_baseline_steps`), else the cluster's `nccl_latency_us`.
+pub(super) fn nccl_latency(t: &Tick<'_>, _: &mut RuleState, out: &mut Vec<Condition>) {
+    let cfg = t.cfg;
+    for j in running(t) {
+        let id = j.job.id;
+        let Some(samples) = t.f.nccl.get(&id) else {
+            continue;
+        };
+        let k = cfg.nccl_consecutive.max(1);
+        if samples.len() >= k {
+            let last: Vec<f64> = samples[samples.len() - k..].iter().map(|s| s.1).collect();
+            let baseline = (samples.len() >= cfg.nccl_baseline_steps + k)
+                .then(|| {
+                    median(
+                        &samples[..cfg.nccl_baseline_steps]
+                            .iter()
+                            .map(|s| s.1)
+                            .collect::<Vec<_>>(),
+                    )
+                })
+                .flatten();
+            // Like with like: the job's own baseline once it has one, else the cluster's
+            // threshold for small messages.
+            let limit = match baseline {
+                Some(b) => b * cfg.nccl_baseline_factor,
+                None => cfg.nccl_latency_us,
+            };
+            if last.iter().all(|&l| l > limit) {
+                out.push(Condition {
+                    rule: "nccl_latency",
+                    subject: format!("job:{id}"),
+                    severity: "warning",
+                    summary: format!(
+                        "job {id}: NCCL all-reduce over {limit:.0} us for {k} steps in a row (last {:.0} us){}",
+                        last[k - 1],
+                        baseline.map(|b| format!("; its baseline is {b:.0} us")).unwrap_or_default()
+                    ),
+                    link: format!("/jobs/{id}"),
+                    drain_node: None,
+                });
+            }
+        }
+    }
+}
+
+/// A job that has checkpointed, and then not for `checkpoint_overdue_ms` (a warning).
+pub(super) fn checkpoint_overdue(t: &Tick<'_>, _: &mut RuleState, out: &mut Vec<Condition>) {
+    let now = t.now;
+    for j in running(t) {
+        let id = j.job.id;
+        if let Some(&last) = t.f.last_checkpoint_ms.get(&id) {
+            if now - last > t.cfg.checkpoint_overdue_ms {
+                out.push(Condition {
+                    rule: "checkpoint_overdue",
+                    subject: format!("job:{id}"),
+                    severity: "warning",
+                    summary: format!(
+                        "job {id} ({}): no checkpoint for {}",
+                        j.job.name,
+                        app::units::duration_ms(now - last)
+                    ),
+                    link: "/jobs".into(),
+                    drain_node: None,
+                });
+            }
+        }
+    }
+}
