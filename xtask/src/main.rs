@@ -23,6 +23,8 @@
 //! - `cargo xtask bench login-flood`: a signed-in browser's latency and Gantry's RSS while
 //!   1,000 wrong passwords a second arrive from 200 loopback addresses.
 //!
+//! - `cargo xtask schemathesis`: schemathesis (pinned, in a venv outside the checkout)
+//!   against a fresh Gantry as every role, with all its checks (also a step of `test`).
 //! - `cargo xtask soak [--minutes N]`: 1,000 live clients and 200 requests a second at
 //!   2,048 nodes for N minutes (30 unless told): RSS growth and slope, errors, p99 per route.
 //!
@@ -37,6 +39,7 @@ mod fence;
 mod fixtures;
 mod postgres;
 mod run;
+mod schemathesis;
 mod site;
 mod slurm;
 mod soak;
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
         Some("test") => test::test(rest),
         Some("bench") => bench::bench(rest),
         Some("soak") => soak::soak(rest),
+        Some("schemathesis") => schemathesis::schemathesis(rest),
         // The load generator `soak` runs (a process of its own, release).
         Some("soak-load") => soak::soak_load(rest),
         Some("fence") => fence::fence(),

@@ -99,6 +99,8 @@ pub(crate) fn test(args: &[String]) -> Result {
         "--ignored",
         "--test-threads=1",
     ]))?;
+    // The OpenAPI document against the server, by schemathesis as every role.
+    crate::schemathesis::schemathesis(&[])?;
     // The soak for one minute: a busy release server answers everything (errors fail it).
     crate::soak::soak(&["--minutes".into(), "1".into()])?;
     // The Debian package of that release binary (it carries its site), installed into a

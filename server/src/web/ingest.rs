@@ -235,7 +235,7 @@ async fn ingest_nccl(
 ) -> Result<Response, ApiError> {
     let scope = ingest_allowed(&st, &headers).await?;
     let Json(e) = body.map_err(|e| bad_body("invalid NCCL sample", &e))?;
-    if !(e.latency_us.is_finite() && e.latency_us >= 0.0 && e.latency_us < 1e9) {
+    if !(e.latency_us.is_finite() && e.latency_us >= 0.0 && e.latency_us <= 1e9) {
         return Err(ApiError::BadRequest(
             "latency_us must be a number from 0 to 1e9".into(),
         ));

@@ -222,10 +222,12 @@ pub fn refine(d: &mut Value, now_ms: i64, anonymous_read: bool) {
             json!({"enum": ["", "account", "partition", "user", "rack", "domain"]}),
         );
         for k in ["at", "from", "to"] {
+            // Empty (absent), or a real date (2026-02-30 is refused).
             param(
                 path,
                 k,
-                json!({"pattern": "^([0-9]{4}-[0-9]{2}-[0-9]{2})?$"}),
+                json!({"anyOf": [{"type": "string", "maxLength": 0},
+                    {"type": "string", "format": "date"}]}),
             );
         }
         param(path, "format", json!({"enum": ["json", "csv"]}));
@@ -233,8 +235,7 @@ pub fn refine(d: &mut Value, now_ms: i64, anonymous_read: bool) {
     param(
         "/api/reliability",
         "table",
-        json!({"enum": ["causes", "groups", "models", "nodes", "sizes", "repairs", "lemons",
-            "interruptions", "ledger", "ledger_accounts", "ledger_jobs"]}),
+        json!({"enum": super::reliability::TABLES}),
     );
     let files = |charts: &[&str]| -> Vec<String> {
         charts
@@ -385,7 +386,8 @@ pub fn refine(d: &mut Value, now_ms: i64, anonymous_read: bool) {
     prop(
         "NcclEvent",
         "latency_us",
-        json!({"minimum": 0, "exclusiveMaximum": 1e9}),
+        // Inclusive: a JSON reader may round 999999999.99999999 to 1e9.
+        json!({"minimum": 0, "maximum": 1e9}),
     );
     for (schema, field) in [
         ("CheckpointEvent", "job_id"),

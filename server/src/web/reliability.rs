@@ -49,6 +49,21 @@ pub(super) async fn answer(
     Ok((r, h, jobs))
 }
 
+/// The tables `format=csv` can give.
+pub(super) const TABLES: [&str; 11] = [
+    "causes",
+    "groups",
+    "models",
+    "nodes",
+    "sizes",
+    "repairs",
+    "lemons",
+    "interruptions",
+    "ledger",
+    "ledger_accounts",
+    "ledger_jobs",
+];
+
 /// `GET /api/reliability?period=&group=&at=&from=&to=[&format=csv&table=]`: the answer as
 /// JSON, or one table as CSV (`table`: causes, groups, models, nodes, sizes, repairs,
 /// lemons, interruptions, ledger, ledger_accounts, ledger_jobs; interruptions and
@@ -66,6 +81,16 @@ async fn reliability_get(
     Query(pairs): Query<Vec<(String, String)>>,
 ) -> Result<Response, ApiError> {
     let (q, format) = super::reports::report_query(&pairs)?;
+    // A table is read whichever format is asked for: a wrong one is a wrong question.
+    for (_, t) in pairs.iter().filter(|(k, _)| k == "table") {
+        if !TABLES.contains(&t.as_str()) {
+            return Err(ApiError::BadRequest(format!(
+                "unknown table {:?}: {}",
+                t.chars().take(40).collect::<String>(),
+                TABLES.join(", ")
+            )));
+        }
+    }
     let (r, h, jobs) = answer(&st.live, &st.store, &q).await?;
     match format.as_deref() {
         None | Some("json") => Ok(Json(r).into_response()),
