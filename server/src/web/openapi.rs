@@ -181,7 +181,7 @@ pub fn refine(d: &mut Value, now_ms: i64, anonymous_read: bool) {
     let mut param = |path: &str, name: &str, patch: Value| {
         let Some(ps) = paths
             .get_mut(path)
-            .and_then(|p| p.get_mut("get").or_else(|| None))
+            .and_then(|p| p.get_mut("get"))
             .and_then(|g| g.get_mut("parameters"))
             .and_then(Value::as_array_mut)
         else {
@@ -342,9 +342,9 @@ pub fn refine(d: &mut Value, now_ms: i64, anonymous_read: bool) {
             let read =
                 roles.iter().any(|r| r == "viewer") && !roles.iter().any(|r| r == "anonymous");
             if read && roles.len() == 4 {
-                op["x-gantry-roles"]
-                    .as_array_mut()
-                    .map(|r| r.push(json!("anonymous")));
+                if let Some(r) = op["x-gantry-roles"].as_array_mut() {
+                    r.push(json!("anonymous"));
+                }
                 op["security"] = json!([{"session": []}, {}]);
             }
         }
