@@ -66,7 +66,7 @@ use app::actions::Role;
         super::admin::revoke,
         openapi_json,
     ),
-    components(schemas(super::error::ErrorBody))
+    components(schemas(super::error::ErrorBody, app::live::OverviewDelta))
 )]
 struct ApiDoc;
 
