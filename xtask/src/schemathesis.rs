@@ -10,7 +10,7 @@ use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::util::{
@@ -89,21 +89,17 @@ pub(crate) fn schemathesis(_args: &[String]) -> Result {
     fs::create_dir_all(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
     let db = format!("sqlite://{}", tmp.join("gantry.db").display());
     let password = random_password();
-    for (name, role) in [
-        ("viewer1", "viewer"),
-        ("operator1", "operator"),
-        ("manager1", "manager"),
-        ("admin1", "admin"),
-    ] {
-        run_cmd(
-            Command::new(&exe)
-                .args(["user", "add", name, "--role", role])
-                .env("GANTRY_DATABASE_URL", &db)
-                .env("GANTRY_PASSWORD", &password)
-                .env("RUST_LOG", "warn")
-                .stdout(Stdio::null()),
-        )?;
-    }
+    crate::util::add_users(
+        &exe,
+        &db,
+        &password,
+        &[
+            ("viewer1", "viewer"),
+            ("operator1", "operator"),
+            ("manager1", "manager"),
+            ("admin1", "admin"),
+        ],
+    )?;
     let said = Command::new(&exe)
         .args(["token", "add", "schemathesis"])
         .env("GANTRY_DATABASE_URL", &db)

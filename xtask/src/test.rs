@@ -4,7 +4,7 @@
 use std::env;
 use std::fs;
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::{bootstrap, ensure_apt, WASM_TARGET};
@@ -171,22 +171,19 @@ fn end2end(slurm_conf: &std::path::Path, pg_url: &str) -> Result {
     let db = format!("sqlite://{}", tmp.join("gantry.db").display());
     // Users for the action tests; the browser tests read the password from the environment.
     let password = random_password();
-    for (name, role) in [
-        ("operator1", "operator"),
-        ("viewer1", "viewer"),
-        ("manager1", "manager"),
-        ("admin1", "admin"),
-        // For the admin page's test to change, disable and delete.
-        ("spare1", "viewer"),
-    ] {
-        run_cmd(
-            Command::new(&exe)
-                .args(["user", "add", name, "--role", role])
-                .env("GANTRY_DATABASE_URL", &db)
-                .env("GANTRY_PASSWORD", &password)
-                .stdout(Stdio::null()),
-        )?;
-    }
+    crate::util::add_users(
+        &exe,
+        &db,
+        &password,
+        &[
+            ("operator1", "operator"),
+            ("viewer1", "viewer"),
+            ("manager1", "manager"),
+            ("admin1", "admin"),
+            // For the admin page's test to change, disable and delete.
+            ("spare1", "viewer"),
+        ],
+    )?;
     let log = fs::File::create(tmp.join("gantry.log")).map_err(|e| e.to_string())?;
     let child = Command::new(&exe)
         .current_dir(root())

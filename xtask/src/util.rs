@@ -201,3 +201,24 @@ pub(crate) fn http_get(addr: SocketAddr, path: &str) -> Result<Vec<u8>> {
         rest = rest.get(eol + 2 + size + 2..).ok_or("truncated chunk")?;
     }
 }
+
+/// Adds `users` (name, role) with `password` to the database at `db`, with `exe`'s
+/// `gantry user add`.
+pub(crate) fn add_users(
+    exe: &std::path::Path,
+    db: &str,
+    password: &str,
+    users: &[(&str, &str)],
+) -> Result {
+    for (name, role) in users {
+        run_cmd(
+            Command::new(exe)
+                .args(["user", "add", name, "--role", role])
+                .env("GANTRY_DATABASE_URL", db)
+                .env("GANTRY_PASSWORD", password)
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null()),
+        )?;
+    }
+    Ok(())
+}

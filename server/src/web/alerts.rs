@@ -146,17 +146,20 @@ pub(super) async fn mute(
     store.alert(id).await.map_err(ApiError::Storage)
 }
 
-/// The caller's name and role, for an audited change.
-fn actor(c: &Caller) -> Result<(String, app::actions::Role), ApiError> {
-    match (&c.user, c.role) {
-        (Some(u), Some(r)) => Ok((u.clone(), r)),
-        _ => Err(ApiError::Unauthenticated),
-    }
+/// A mute by the request's caller, answered with the alert (404 if there is none).
+async fn mute_as(st: &AppState, c: &Caller, id: i64, what: Mute<'_>) -> Result<Response, ApiError> {
+    let (Some(user), Some(role)) = (&c.user, c.role) else {
+        return Err(ApiError::Unauthenticated);
+    };
+    let row = mute(&st.store, user, role, id, what)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Ok(Json(row).into_response())
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
 struct AckBody {
-    /// Why (at most 1000 bytes, no control characters).
+    /// Why (at most 1000 characters, no control characters).
     #[serde(default)]
     note: String,
 }
@@ -171,11 +174,7 @@ async fn alert_ack(
     Path(id): Path<i64>,
     JsonBody(b): JsonBody<AckBody>,
 ) -> Result<Response, ApiError> {
-    let (user, role) = actor(&c)?;
-    let row = mute(&st.store, &user, role, id, Mute::Ack { note: &b.note })
-        .await?
-        .ok_or(ApiError::NotFound)?;
-    Ok(Json(row).into_response())
+    mute_as(&st, &c, id, Mute::Ack { note: &b.note }).await
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -184,7 +183,7 @@ struct SilenceBody {
     #[schema(minimum = 1, maximum = 10080)]
     #[serde(deserialize_with = "app::actions::whole::u32")]
     minutes: u32,
-    /// Why (at most 1000 bytes, no control characters).
+    /// Why (at most 1000 characters, no control characters).
     #[serde(default)]
     note: String,
 }
@@ -200,15 +199,11 @@ async fn alert_silence(
     Path(id): Path<i64>,
     JsonBody(b): JsonBody<SilenceBody>,
 ) -> Result<Response, ApiError> {
-    let (user, role) = actor(&c)?;
     let what = Mute::Silence {
         minutes: b.minutes,
         note: &b.note,
     };
-    let row = mute(&st.store, &user, role, id, what)
-        .await?
-        .ok_or(ApiError::NotFound)?;
-    Ok(Json(row).into_response())
+    mute_as(&st, &c, id, what).await
 }
 
 /// `POST /api/alerts/{id}/unsilence` `{"note": "…"}`: ends a silence now (audited).
@@ -221,15 +216,5 @@ async fn alert_unsilence(
     Path(id): Path<i64>,
     JsonBody(b): JsonBody<AckBody>,
 ) -> Result<Response, ApiError> {
-    let (user, role) = actor(&c)?;
-    let row = mute(
-        &st.store,
-        &user,
-        role,
-        id,
-        Mute::Unsilence { note: &b.note },
-    )
-    .await?
-    .ok_or(ApiError::NotFound)?;
-    Ok(Json(row).into_response())
+    mute_as(&st, &c, id, Mute::Unsilence { note: &b.note }).await
 }
