@@ -9,16 +9,15 @@ use leptos::config::LeptosOptions;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::config::{Config, SourceKind, TelemetryKind};
+use crate::config::{Config, SourceKind};
 use crate::live::{self, Live};
 use crate::metrics::Metrics;
 use crate::replica::{Lease, Role};
-use crate::sim::Sim;
+use crate::sources;
+use crate::sources::run::{run, PipelineSettings};
 use crate::sources::sim::SimSource;
+use crate::sources::slurm::SlurmSource;
 use crate::store::{Fence, Store};
-use crate::telemetry::ingest::{self, Ingest, Telemetry};
-use crate::telemetry::promql::PromQl;
-use crate::telemetry::scrape::{Client, ScrapeConfig};
 use crate::web::{router_with_paths, AppState};
 
 /// Why the server could not start or stopped badly.
@@ -422,17 +421,40 @@ async fn start_term(work: &Work, f: &Fence) -> Started {
             None
         }
     };
-    match cfg.source {
-        SourceKind::Simulator => {
-            if let Some(t) = start_sim_source(work, queue, resume, &stop_rx, &mut tasks).await {
-                tasks.push(t);
-            }
+    let settings = PipelineSettings {
+        idle_below_sm: cfg.reports.idle_below_sm,
+        hang_ms: cfg.alerts.hang_ms,
+        resume,
+    };
+    let mut ctx = sources::Context {
+        live,
+        tls: &work.tls,
+        stop: &stop_rx,
+        tasks: &mut tasks,
+    };
+    let source = match (cfg.source, &work.sim_ops) {
+        (SourceKind::Simulator, Some(ops)) => {
+            let ops = Arc::clone(ops);
+            SimSource::from_config(cfg, work.addr, work.serving_https, ops, &mut ctx)
+                .await
+                .map(|src| {
+                    tokio::spawn(run(src, settings, Arc::clone(live), queue, stop_rx.clone()))
+                })
         }
-        SourceKind::Slurm => {
-            let t = start_slurm_source(work, queue, resume, &stop_rx, &mut tasks);
-            tasks.push(t);
+        (SourceKind::Simulator, None) => None,
+        (SourceKind::Slurm, _) => {
+            let layout = work.layout.clone();
+            let src = SlurmSource::from_config(cfg, Arc::clone(&work.sched), layout, &mut ctx);
+            Some(tokio::spawn(run(
+                src,
+                settings,
+                Arc::clone(live),
+                queue,
+                stop_rx.clone(),
+            )))
         }
-    }
+    };
+    tasks.extend(source);
     tasks.push(writer);
     if !cfg.checkpoint_roots.is_empty() {
         tasks.push(tokio::spawn(crate::checkpoints::run_scanner(
@@ -501,222 +523,6 @@ async fn start_term(work: &Work, f: &Fence) -> Started {
         )));
     }
     Started { stop, tasks }
-}
-
-async fn start_sim_source(
-    work: &Work,
-    queue: live::StoreQueue,
-    resume: Option<(app::model::UnixMs, i64)>,
-    stop: &watch::Receiver<bool>,
-    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> Option<tokio::task::JoinHandle<()>> {
-    let cfg = &work.cfg;
-    let live = &work.live;
-    let addr = work.addr;
-    let start_ms = cfg.sim.start_ms.unwrap_or_else(live::wall_now_ms);
-    let (profile, nodes, seed, name) = (
-        cfg.sim.profile,
-        cfg.sim.nodes as usize,
-        cfg.sim.seed,
-        cfg.cluster_name.clone(),
-    );
-    let sim = match tokio::task::spawn_blocking(move || {
-        let mut sim = Sim::with_profile(profile, nodes, seed, &name, start_ms);
-        sim.track_ledgers();
-        sim
-    })
-    .await
-    {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(error = %e, "simulator could not start");
-            return None;
-        }
-    };
-    // Configured exporters, or the simulator's own, on this server (scraped by
-    // Gantry, or by a PromQL store that Gantry queries).
-    let own = format!("http://{addr}/sim/exporter");
-    let external = cfg
-        .gpu_exporter_url
-        .clone()
-        .zip(cfg.bmc_exporter_url.clone());
-    let (gpu_t, bmc_t) = external.clone().unwrap_or_else(|| {
-        (
-            format!("{own}/dcgm/{{node}}/metrics"),
-            format!("{own}/ipmi/{{node}}/metrics"),
-        )
-    });
-    // node_exporter (InfiniBand counters): configured, or the simulator's own when
-    // its other exporters are the ones read.
-    let node_t = cfg.node_exporter_url.clone().or_else(|| {
-        external
-            .is_none()
-            .then(|| format!("{own}/node/{{node}}/metrics"))
-    });
-    let targets = ingest::with_node_exporter(
-        ingest::targets(sim.inventory(), &gpu_t, &bmc_t),
-        node_t.as_deref(),
-    );
-    // Racks' power controllers (racks with shelves): configured, or the simulator's own.
-    let rack_t = cfg.rack_exporter_url.clone().or_else(|| {
-        external
-            .is_none()
-            .then(|| format!("{own}/redfish/{{rack}}/metrics"))
-    });
-    // NVLink domains' NMX-T (racks with switch trays): configured, or the simulator's own.
-    let fabric_t = cfg.nvlink_telemetry_url.clone().or_else(|| {
-        external
-            .is_none()
-            .then(|| format!("{own}/nmxt/{{rack}}/xcset/nvlink_domain_telemetry"))
-    });
-    let rack_targets =
-        ingest::rack_targets(sim.inventory(), rack_t.as_deref(), fabric_t.as_deref());
-    // The simulator's own exporters are scraped every tick, so a tick shows one
-    // simulated instant; configured ones every 10 s, spread over the interval.
-    let scrape_interval_ms = cfg.scrape_interval_ms.unwrap_or(if external.is_some() {
-        10_000
-    } else {
-        cfg.live_interval_ms
-    });
-    // The simulator's own exporters and PromQL are read within the tick that uses
-    // them; configured exporters by their own task, each within most of the interval.
-    let client = Client::new(
-        ScrapeConfig {
-            timeout: Duration::from_millis(if external.is_some() {
-                (scrape_interval_ms * 4 / 5).min(10_000)
-            } else {
-                cfg.live_interval_ms * 4 / 5
-            }),
-            gzip: external.is_some(),
-            max_idle_per_host: cfg.scrape_concurrency,
-            ..ScrapeConfig::default()
-        },
-        Arc::clone(&work.tls),
-    );
-    // Serving HTTPS, the simulator's own exporters would be scraped over TLS at an
-    // address its certificate does not name: its readings are then taken directly.
-    let telemetry = if work.serving_https
-        && external.is_none()
-        && cfg.telemetry == TelemetryKind::Scrape
-    {
-        tracing::info!("serving HTTPS: the simulator's readings are taken directly, not scraped");
-        TelemetryKind::Direct
-    } else {
-        cfg.telemetry
-    };
-    let (ingest, promql) = match telemetry {
-        TelemetryKind::Direct => (None, None),
-        TelemetryKind::Scrape => {
-            let ing = Ingest::new(
-                client,
-                targets,
-                cfg.power_mapping.clone(),
-                cfg.scrape_concurrency,
-            )
-            .with_rack_targets(rack_targets);
-            if external.is_some() {
-                // Real exporters: their own task, spread over the interval.
-                let shared =
-                    spawn_scraper(ing.with_jitter(), live, scrape_interval_ms, stop, tasks);
-                (Some(Telemetry::Task(shared)), None)
-            } else {
-                (Some(Telemetry::InTick(Box::new(ing))), None)
-            }
-        }
-        TelemetryKind::PromQl => {
-            let url = cfg.promql_url.clone().unwrap_or_default();
-            let prom = PromQl::new(client.clone(), &url);
-            (
-                Some(Telemetry::InTick(Box::new(Ingest::new(
-                    client,
-                    Vec::new(),
-                    cfg.power_mapping.clone(),
-                    cfg.scrape_concurrency,
-                )))),
-                Some(prom),
-            )
-        }
-    };
-    let src = SimSource {
-        sim,
-        start_ms,
-        speed: cfg.sim.speed,
-        interval_ms: cfg.live_interval_ms,
-        ingest,
-        promql,
-        scrape_interval_ms,
-        simulate_telemetry: external.is_none(),
-        idle_below_sm: cfg.reports.idle_below_sm,
-        hang_ms: cfg.alerts.hang_ms,
-        resume,
-    };
-    let ops = work.sim_ops.clone()?;
-    Some(tokio::spawn(crate::sources::sim::run_sim_source(
-        src,
-        Arc::clone(live),
-        queue,
-        ops,
-        stop.clone(),
-    )))
-}
-
-fn start_slurm_source(
-    work: &Work,
-    queue: live::StoreQueue,
-    resume: Option<(app::model::UnixMs, i64)>,
-    stop: &watch::Receiver<bool>,
-    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> tokio::task::JoinHandle<()> {
-    let cfg = &work.cfg;
-    // Telemetry from each node's exporters, if their URL templates are configured.
-    let scrape_interval_ms = cfg.scrape_interval_ms.unwrap_or(10_000);
-    let telemetry = cfg
-        .gpu_exporter_url
-        .clone()
-        .zip(cfg.bmc_exporter_url.clone())
-        .map(|(g, b)| {
-            let client = Client::new(
-                ScrapeConfig {
-                    timeout: Duration::from_millis((scrape_interval_ms * 4 / 5).min(10_000)),
-                    max_idle_per_host: cfg.scrape_concurrency,
-                    ..ScrapeConfig::default()
-                },
-                Arc::clone(&work.tls),
-            );
-            let ing = Ingest::new(
-                client,
-                Vec::new(),
-                cfg.power_mapping.clone(),
-                cfg.scrape_concurrency,
-            )
-            .with_jitter();
-            let shared = spawn_scraper(ing, &work.live, scrape_interval_ms, stop, tasks);
-            (
-                shared,
-                g,
-                b,
-                cfg.node_exporter_url.clone(),
-                cfg.rack_exporter_url.clone(),
-                cfg.nvlink_telemetry_url.clone(),
-            )
-        });
-    let src = crate::sources::slurm::SlurmSource {
-        sched: Arc::clone(&work.sched),
-        layout: work.layout.clone(),
-        telemetry,
-        scrape_interval_ms,
-        cluster: cfg.cluster_name.clone(),
-        interval_ms: cfg.slurm.poll_interval_ms,
-        idle_below_sm: cfg.reports.idle_below_sm,
-        hang_ms: cfg.alerts.hang_ms,
-        resume,
-    };
-    tokio::spawn(crate::sources::slurm::run_slurm_source(
-        src,
-        Arc::clone(&work.live),
-        queue,
-        stop.clone(),
-    ))
 }
 
 /// What `gantry check-config` checks beyond the file's keys and values (which
@@ -933,25 +739,4 @@ async fn retention(
         }
         crate::auth::prune_sessions_now(&store, live::wall_now_ms()).await;
     }
-}
-
-/// Starts the scrape task of configured exporters and returns the `Ingest` it shares with
-/// the live tick. It looks for due targets every tenth of the interval (at most a second):
-/// targets keep their own phase in the interval, so each is scraped close to its time.
-fn spawn_scraper(
-    ing: Ingest,
-    live: &Arc<Live>,
-    interval_ms: u64,
-    shutdown: &watch::Receiver<bool>,
-    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> ingest::SharedIngest {
-    let shared = Arc::new(std::sync::Mutex::new(ing));
-    tasks.push(tokio::spawn(crate::sources::scraper::run_scraper(
-        Arc::clone(&shared),
-        Arc::clone(live),
-        Duration::from_millis(interval_ms),
-        Duration::from_millis((interval_ms / 10).clamp(100, 1000)),
-        shutdown.clone(),
-    )));
-    shared
 }
