@@ -8,6 +8,7 @@ pub mod charts;
 pub mod checkpoints;
 pub mod config;
 pub mod figures;
+pub mod housekeeping;
 #[cfg(test)]
 mod layers;
 pub mod layout;

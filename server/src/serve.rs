@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::config::{Config, SourceKind};
+use crate::housekeeping;
 use crate::live::{self, Live};
 use crate::metrics::Metrics;
 use crate::replica::{Lease, Role};
@@ -465,7 +466,7 @@ async fn start_term(work: &Work, f: &Fence) -> Started {
             stop_rx.clone(),
         )));
     }
-    tasks.push(tokio::spawn(retention(
+    tasks.push(tokio::spawn(housekeeping::retention(
         work.store.clone(),
         Arc::clone(live),
         cfg.rollup_1m_days,
@@ -489,14 +490,14 @@ async fn start_term(work: &Work, f: &Fence) -> Started {
         },
         stop_rx.clone(),
     )));
-    tasks.push(tokio::spawn(lemon_marks(
+    tasks.push(tokio::spawn(housekeeping::lemon_marks(
         Arc::clone(&work.recent),
         work.store.clone(),
         Arc::clone(live),
         stop_rx.clone(),
     )));
     if let Some(dir) = &work.directory {
-        tasks.push(tokio::spawn(directory_check(
+        tasks.push(tokio::spawn(housekeeping::directory_check(
             Arc::clone(dir),
             work.store.clone(),
             stop_rx.clone(),
@@ -656,87 +657,5 @@ fn sqlite_serving_lock(url: &str) -> Result<Option<std::fs::File>, ServeError> {
         Err(std::fs::TryLockError::Error(e)) => {
             Err(ServeError::InUse(format!("cannot lock {lock_path}: {e}")))
         }
-    }
-}
-
-/// Looks the signed-in LDAP users up again every `check_seconds` (the leader only): a
-/// user the directory no longer knows, or no longer gives a role, is signed out everywhere.
-async fn directory_check(
-    dir: Arc<crate::auth::ldap::Directory>,
-    store: Store,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let mut ticker = tokio::time::interval(dir.check_every());
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    while crate::live::next_tick(&mut ticker, &mut shutdown).await {
-        if let Err(e) = crate::auth::check_directory_users(&store, &dir).await {
-            tracing::warn!(error = %e, "the directory check could not finish: no session ended by it");
-        }
-    }
-}
-
-/// Keeps the floor's lemon marks: the recent reliability's RMA marks, looked at every
-/// 15 s (the answer itself is rebuilt only every 10 minutes of source time).
-async fn lemon_marks(
-    recent: Arc<crate::reliability::Recent>,
-    store: Store,
-    live: Arc<Live>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let mut ticker = tokio::time::interval(Duration::from_secs(15));
-    while crate::live::next_tick(&mut ticker, &mut shutdown).await {
-        let Some(inv) = live.inventory() else {
-            continue;
-        };
-        match recent.get(&store, &inv, live.source_now()).await {
-            Ok(r) => live.set_lemons(
-                r.lemons
-                    .iter()
-                    .filter(|l| l.rma)
-                    .map(|l| l.node.clone())
-                    .collect(),
-            ),
-            Err(e) => tracing::warn!(error = %e, "lemon marks not refreshed"),
-        }
-    }
-}
-
-/// Keeps rollups for their configured days (counted in source time, which the rollups are
-/// stamped with) and drops expired sessions; once at start, then hourly.
-async fn retention(
-    store: Store,
-    live: Arc<Live>,
-    days_1m: u32,
-    days_1h: u32,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let mut ticker = tokio::time::interval(Duration::from_secs(3600));
-    while crate::live::next_tick(&mut ticker, &mut shutdown).await {
-        let Some(now) = live.current().map(|t| t.overview.at_ms) else {
-            continue;
-        };
-        let day = 86_400_000i64;
-        let r1 = store.prune_rollups(now - i64::from(days_1m) * day).await;
-        let r2 = store.prune_rollups_1h(now - i64::from(days_1h) * day).await;
-        // Report rollups are hourly too, and kept as long.
-        let r2 = match (
-            r2,
-            store
-                .prune_report_rollups(now - i64::from(days_1h) * day)
-                .await,
-        ) {
-            (Ok(a), Ok(b)) => Ok(a + b),
-            (Err(e), _) | (_, Err(e)) => Err(e),
-        };
-        match (r1, r2) {
-            (Ok(a), Ok(b)) if a + b > 0 => tracing::info!(
-                minute_rows = a,
-                hour_rows = b,
-                "rollups past retention removed"
-            ),
-            (Err(e), _) | (_, Err(e)) => tracing::warn!(error = %e, "rollup retention failed"),
-            _ => {}
-        }
-        crate::auth::prune_sessions_now(&store, live::wall_now_ms()).await;
     }
 }
