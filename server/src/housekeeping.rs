@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::live::{next_tick, wall_now_ms, Live};
+use crate::clock::{next_tick, wall_now_ms};
+use crate::live::Live;
 use crate::store::Store;
 
 /// Looks the signed-in LDAP users up again every `check_seconds` (the leader only): a

@@ -6,6 +6,7 @@ pub mod alerts;
 pub mod auth;
 pub mod charts;
 pub mod checkpoints;
+pub mod clock;
 pub mod config;
 pub mod figures;
 pub mod housekeeping;

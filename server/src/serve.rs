@@ -178,7 +178,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         call_within,
     ));
     let actions_for_alerts = Arc::clone(&actions);
-    crate::auth::prune_sessions_now(&store, live::wall_now_ms()).await;
+    crate::auth::prune_sessions_now(&store, crate::clock::wall_now_ms()).await;
     crate::auth::set_hash_cost(cfg.auth.hash_cost());
     let recent = Arc::new(crate::reliability::Recent::default());
     let state = AppState {

@@ -41,7 +41,8 @@ use app::model::UnixMs;
 use tokio::sync::watch;
 
 use crate::auth::RateLimiter;
-use crate::live::{wall_now_ms, Live};
+use crate::clock::wall_now_ms;
+use crate::live::Live;
 use crate::scheduler::{SchedError, SharedScheduler, MAX_REASON_BYTES};
 use crate::store::{Store, StoredTarget};
 

@@ -12,7 +12,7 @@ use super::{
     ActionError, Actions, Plan, MAX_TARGETS, MAX_TYPED_REASON_CHARS,
 };
 use crate::auth::Caller;
-use crate::live::wall_now_ms;
+use crate::clock::wall_now_ms;
 use crate::scheduler::{validate_node_name, validate_reason, SchedError, SchedJob, SchedNode};
 use crate::store::{StoredAction, StoredTarget};
 

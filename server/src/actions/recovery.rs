@@ -8,7 +8,7 @@ use app::actions::ActionKind;
 use tokio::sync::watch;
 
 use super::{Actions, Plan, RecoverError, RECOVER_EVERY};
-use crate::live::wall_now_ms;
+use crate::clock::wall_now_ms;
 use crate::store::StoredTarget;
 
 impl Actions {

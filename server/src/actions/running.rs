@@ -7,7 +7,7 @@ use app::actions::{ActionKind, ActionStatus};
 use tokio::sync::watch;
 
 use super::{Actions, Plan, RecoverError, RowFailed, RESUME_WITHIN_MS};
-use crate::live::wall_now_ms;
+use crate::clock::wall_now_ms;
 use crate::store::StoredTarget;
 
 impl Actions {

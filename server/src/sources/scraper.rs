@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::live::{next_tick, wall_now_ms, Live};
+use crate::clock::{next_tick, wall_now_ms};
+use crate::live::Live;
 use crate::telemetry::ingest::SharedIngest;
 
 /// Scrapes what is due every `round` until `shutdown`, holding the `Ingest` only to plan

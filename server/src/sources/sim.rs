@@ -12,8 +12,9 @@ use app::model::{Inventory, UnixMs};
 use tokio::sync::{mpsc, oneshot, OwnedMutexGuard};
 
 use super::run::Source;
+use crate::clock::wall_now_ms;
 use crate::config::{Config, TelemetryKind};
-use crate::live::{wall_now_ms, Event, Frame, Latest, Live, SchedSnapshot, SimFrame};
+use crate::live::{Event, Frame, Latest, Live, SchedSnapshot, SimFrame};
 use crate::scheduler::{
     validate_node_name, validate_reason, SchedError, SchedFuture, SchedJob, SchedNode, Scheduler,
 };

@@ -10,8 +10,9 @@ use std::time::Duration;
 use app::model::{Cooling, Gpu, GpuReading, Inventory, JobState, Node, Rack, RackReading, UnixMs};
 
 use super::run::Source;
+use crate::clock::wall_now_ms;
 use crate::config::Config;
-use crate::live::{wall_now_ms, Event, Frame, Latest, Live, SchedSnapshot};
+use crate::live::{Event, Frame, Latest, Live, SchedSnapshot};
 use crate::scheduler::Scheduler;
 use crate::scheduler::{SchedJob, SchedNode};
 use crate::telemetry::ingest::{self, Ingest, SharedIngest};

@@ -18,7 +18,7 @@ use super::error::ApiError;
 use super::live::Credential;
 use super::{AppState, Routes};
 use crate::auth::{access_for, Access, Caller};
-use crate::live::wall_now_ms;
+use crate::clock::wall_now_ms;
 use app::actions::{Me, Role};
 
 /// The address of the connection's other end (the guard puts it in every request).

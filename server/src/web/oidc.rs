@@ -17,7 +17,7 @@ use super::guard::{
 };
 use super::AppState;
 use crate::auth::oidc::{Identity, OidcError, Pending, COOKIE, PENDING_SECONDS};
-use crate::live::wall_now_ms;
+use crate::clock::wall_now_ms;
 use crate::store::{DirectoryPut, Origin};
 
 /// The throttle's name for failed single sign-ons (a client address's own count).
