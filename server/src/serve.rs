@@ -399,9 +399,10 @@ fn start_standby(work: &Work) -> Started {
     Started { stop, tasks }
 }
 
-/// The leader's work for term `f`: the source and its history writer, the checkpoint
-/// scanner, retention, alerts (webhooks, auto-drain), reconciling orphaned actions, and
-/// publishing ticks for standbys.
+/// The leader's work for term `f`: the source (in the one source loop) and its history
+/// writer, the checkpoint scanner, housekeeping (retention, lemon marks, the directory
+/// check), alerts (webhooks, auto-drain), reconciling orphaned actions, and publishing
+/// ticks for standbys.
 async fn start_term(work: &Work, f: &Fence) -> Started {
     let (stop, stop_rx) = watch::channel(false);
     let cfg = &work.cfg;
