@@ -19,7 +19,7 @@ use argon2::Argon2;
 use http::Method;
 use sha2::{Digest, Sha256};
 
-use crate::live::wall_now_ms;
+use crate::clock::wall_now_ms;
 use crate::store::{DirectoryPut, Origin, Store, StoreError, UserRow};
 
 mod sign_in;

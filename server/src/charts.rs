@@ -120,6 +120,10 @@ pub fn line_svg(c: &LineChart<'_>, points: &[(UnixMs, Option<f32>)]) -> Result<S
 }
 
 /// Inserts `<title>` after the opening `<svg>` tag, for screen readers and hover.
+///
+/// Not HTML markup: the document is the SVG (XML) plotters wrote, served as
+/// `image/svg+xml`, and the one element added is SVG's own `<title>`, its text
+/// XML-escaped. A Leptos view cannot edit plotters' output, so it is spliced here.
 fn with_title(svg: String, title: &str) -> String {
     match svg.find('>') {
         Some(pos) => {

@@ -6,8 +6,10 @@ pub mod alerts;
 pub mod auth;
 pub mod charts;
 pub mod checkpoints;
+pub mod clock;
 pub mod config;
 pub mod figures;
+pub mod housekeeping;
 #[cfg(test)]
 mod layers;
 pub mod layout;

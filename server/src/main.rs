@@ -311,7 +311,7 @@ fn user(args: &[String]) -> ExitCode {
         ["add"] => usage_error("user add needs a NAME"),
         ["list"] => with_store(config, "user list", |store| async move {
             let users = store
-                .users(server::live::wall_now_ms())
+                .users(server::clock::wall_now_ms())
                 .await
                 .map_err(|e| e.to_string())?;
             let mut out = format!(

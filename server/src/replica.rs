@@ -28,7 +28,8 @@ use app::live::Overview;
 use app::model::{Inventory, UnixMs};
 use tokio::sync::watch;
 
-use crate::live::{wall_now_ms, Latest, Live, SchedSnapshot};
+use crate::clock::wall_now_ms;
+use crate::live::{Latest, Live, SchedSnapshot};
 use crate::scheduler::{SchedJob, SchedNode};
 pub use crate::store::Role;
 use crate::store::{Dialect, Fence, Store, StoreError};

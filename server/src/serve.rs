@@ -9,16 +9,16 @@ use leptos::config::LeptosOptions;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::config::{Config, SourceKind, TelemetryKind};
+use crate::config::{Config, SourceKind};
+use crate::housekeeping;
 use crate::live::{self, Live};
 use crate::metrics::Metrics;
 use crate::replica::{Lease, Role};
-use crate::sim::Sim;
+use crate::sources;
+use crate::sources::run::{run, PipelineSettings};
 use crate::sources::sim::SimSource;
+use crate::sources::slurm::SlurmSource;
 use crate::store::{Fence, Store};
-use crate::telemetry::ingest::{self, Ingest, Telemetry};
-use crate::telemetry::promql::PromQl;
-use crate::telemetry::scrape::{Client, ScrapeConfig};
 use crate::web::{router_with_paths, AppState};
 
 /// Why the server could not start or stopped badly.
@@ -178,7 +178,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         call_within,
     ));
     let actions_for_alerts = Arc::clone(&actions);
-    crate::auth::prune_sessions_now(&store, live::wall_now_ms()).await;
+    crate::auth::prune_sessions_now(&store, crate::clock::wall_now_ms()).await;
     crate::auth::set_hash_cost(cfg.auth.hash_cost());
     let recent = Arc::new(crate::reliability::Recent::default());
     let state = AppState {
@@ -399,9 +399,10 @@ fn start_standby(work: &Work) -> Started {
     Started { stop, tasks }
 }
 
-/// The leader's work for term `f`: the source and its history writer, the checkpoint
-/// scanner, retention, alerts (webhooks, auto-drain), reconciling orphaned actions, and
-/// publishing ticks for standbys.
+/// The leader's work for term `f`: the source (in the one source loop) and its history
+/// writer, the checkpoint scanner, housekeeping (retention, lemon marks, the directory
+/// check), alerts (webhooks, auto-drain), reconciling orphaned actions, and publishing
+/// ticks for standbys.
 async fn start_term(work: &Work, f: &Fence) -> Started {
     let (stop, stop_rx) = watch::channel(false);
     let cfg = &work.cfg;
@@ -422,17 +423,40 @@ async fn start_term(work: &Work, f: &Fence) -> Started {
             None
         }
     };
-    match cfg.source {
-        SourceKind::Simulator => {
-            if let Some(t) = start_sim_source(work, queue, resume, &stop_rx, &mut tasks).await {
-                tasks.push(t);
-            }
+    let settings = PipelineSettings {
+        idle_below_sm: cfg.reports.idle_below_sm,
+        hang_ms: cfg.alerts.hang_ms,
+        resume,
+    };
+    let mut ctx = sources::Context {
+        live,
+        tls: &work.tls,
+        stop: &stop_rx,
+        tasks: &mut tasks,
+    };
+    let source = match (cfg.source, &work.sim_ops) {
+        (SourceKind::Simulator, Some(ops)) => {
+            let ops = Arc::clone(ops);
+            SimSource::from_config(cfg, work.addr, work.serving_https, ops, &mut ctx)
+                .await
+                .map(|src| {
+                    tokio::spawn(run(src, settings, Arc::clone(live), queue, stop_rx.clone()))
+                })
         }
-        SourceKind::Slurm => {
-            let t = start_slurm_source(work, queue, resume, &stop_rx, &mut tasks);
-            tasks.push(t);
+        (SourceKind::Simulator, None) => None,
+        (SourceKind::Slurm, _) => {
+            let layout = work.layout.clone();
+            let src = SlurmSource::from_config(cfg, Arc::clone(&work.sched), layout, &mut ctx);
+            Some(tokio::spawn(run(
+                src,
+                settings,
+                Arc::clone(live),
+                queue,
+                stop_rx.clone(),
+            )))
         }
-    }
+    };
+    tasks.extend(source);
     tasks.push(writer);
     if !cfg.checkpoint_roots.is_empty() {
         tasks.push(tokio::spawn(crate::checkpoints::run_scanner(
@@ -443,7 +467,7 @@ async fn start_term(work: &Work, f: &Fence) -> Started {
             stop_rx.clone(),
         )));
     }
-    tasks.push(tokio::spawn(retention(
+    tasks.push(tokio::spawn(housekeeping::retention(
         work.store.clone(),
         Arc::clone(live),
         cfg.rollup_1m_days,
@@ -467,14 +491,14 @@ async fn start_term(work: &Work, f: &Fence) -> Started {
         },
         stop_rx.clone(),
     )));
-    tasks.push(tokio::spawn(lemon_marks(
+    tasks.push(tokio::spawn(housekeeping::lemon_marks(
         Arc::clone(&work.recent),
         work.store.clone(),
         Arc::clone(live),
         stop_rx.clone(),
     )));
     if let Some(dir) = &work.directory {
-        tasks.push(tokio::spawn(directory_check(
+        tasks.push(tokio::spawn(housekeeping::directory_check(
             Arc::clone(dir),
             work.store.clone(),
             stop_rx.clone(),
@@ -501,222 +525,6 @@ async fn start_term(work: &Work, f: &Fence) -> Started {
         )));
     }
     Started { stop, tasks }
-}
-
-async fn start_sim_source(
-    work: &Work,
-    queue: live::StoreQueue,
-    resume: Option<(app::model::UnixMs, i64)>,
-    stop: &watch::Receiver<bool>,
-    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> Option<tokio::task::JoinHandle<()>> {
-    let cfg = &work.cfg;
-    let live = &work.live;
-    let addr = work.addr;
-    let start_ms = cfg.sim.start_ms.unwrap_or_else(live::wall_now_ms);
-    let (profile, nodes, seed, name) = (
-        cfg.sim.profile,
-        cfg.sim.nodes as usize,
-        cfg.sim.seed,
-        cfg.cluster_name.clone(),
-    );
-    let sim = match tokio::task::spawn_blocking(move || {
-        let mut sim = Sim::with_profile(profile, nodes, seed, &name, start_ms);
-        sim.track_ledgers();
-        sim
-    })
-    .await
-    {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(error = %e, "simulator could not start");
-            return None;
-        }
-    };
-    // Configured exporters, or the simulator's own, on this server (scraped by
-    // Gantry, or by a PromQL store that Gantry queries).
-    let own = format!("http://{addr}/sim/exporter");
-    let external = cfg
-        .gpu_exporter_url
-        .clone()
-        .zip(cfg.bmc_exporter_url.clone());
-    let (gpu_t, bmc_t) = external.clone().unwrap_or_else(|| {
-        (
-            format!("{own}/dcgm/{{node}}/metrics"),
-            format!("{own}/ipmi/{{node}}/metrics"),
-        )
-    });
-    // node_exporter (InfiniBand counters): configured, or the simulator's own when
-    // its other exporters are the ones read.
-    let node_t = cfg.node_exporter_url.clone().or_else(|| {
-        external
-            .is_none()
-            .then(|| format!("{own}/node/{{node}}/metrics"))
-    });
-    let targets = ingest::with_node_exporter(
-        ingest::targets(sim.inventory(), &gpu_t, &bmc_t),
-        node_t.as_deref(),
-    );
-    // Racks' power controllers (racks with shelves): configured, or the simulator's own.
-    let rack_t = cfg.rack_exporter_url.clone().or_else(|| {
-        external
-            .is_none()
-            .then(|| format!("{own}/redfish/{{rack}}/metrics"))
-    });
-    // NVLink domains' NMX-T (racks with switch trays): configured, or the simulator's own.
-    let fabric_t = cfg.nvlink_telemetry_url.clone().or_else(|| {
-        external
-            .is_none()
-            .then(|| format!("{own}/nmxt/{{rack}}/xcset/nvlink_domain_telemetry"))
-    });
-    let rack_targets =
-        ingest::rack_targets(sim.inventory(), rack_t.as_deref(), fabric_t.as_deref());
-    // The simulator's own exporters are scraped every tick, so a tick shows one
-    // simulated instant; configured ones every 10 s, spread over the interval.
-    let scrape_interval_ms = cfg.scrape_interval_ms.unwrap_or(if external.is_some() {
-        10_000
-    } else {
-        cfg.live_interval_ms
-    });
-    // The simulator's own exporters and PromQL are read within the tick that uses
-    // them; configured exporters by their own task, each within most of the interval.
-    let client = Client::new(
-        ScrapeConfig {
-            timeout: Duration::from_millis(if external.is_some() {
-                (scrape_interval_ms * 4 / 5).min(10_000)
-            } else {
-                cfg.live_interval_ms * 4 / 5
-            }),
-            gzip: external.is_some(),
-            max_idle_per_host: cfg.scrape_concurrency,
-            ..ScrapeConfig::default()
-        },
-        Arc::clone(&work.tls),
-    );
-    // Serving HTTPS, the simulator's own exporters would be scraped over TLS at an
-    // address its certificate does not name: its readings are then taken directly.
-    let telemetry = if work.serving_https
-        && external.is_none()
-        && cfg.telemetry == TelemetryKind::Scrape
-    {
-        tracing::info!("serving HTTPS: the simulator's readings are taken directly, not scraped");
-        TelemetryKind::Direct
-    } else {
-        cfg.telemetry
-    };
-    let (ingest, promql) = match telemetry {
-        TelemetryKind::Direct => (None, None),
-        TelemetryKind::Scrape => {
-            let ing = Ingest::new(
-                client,
-                targets,
-                cfg.power_mapping.clone(),
-                cfg.scrape_concurrency,
-            )
-            .with_rack_targets(rack_targets);
-            if external.is_some() {
-                // Real exporters: their own task, spread over the interval.
-                let shared =
-                    spawn_scraper(ing.with_jitter(), live, scrape_interval_ms, stop, tasks);
-                (Some(Telemetry::Task(shared)), None)
-            } else {
-                (Some(Telemetry::InTick(Box::new(ing))), None)
-            }
-        }
-        TelemetryKind::PromQl => {
-            let url = cfg.promql_url.clone().unwrap_or_default();
-            let prom = PromQl::new(client.clone(), &url);
-            (
-                Some(Telemetry::InTick(Box::new(Ingest::new(
-                    client,
-                    Vec::new(),
-                    cfg.power_mapping.clone(),
-                    cfg.scrape_concurrency,
-                )))),
-                Some(prom),
-            )
-        }
-    };
-    let src = SimSource {
-        sim,
-        start_ms,
-        speed: cfg.sim.speed,
-        interval_ms: cfg.live_interval_ms,
-        ingest,
-        promql,
-        scrape_interval_ms,
-        simulate_telemetry: external.is_none(),
-        idle_below_sm: cfg.reports.idle_below_sm,
-        hang_ms: cfg.alerts.hang_ms,
-        resume,
-    };
-    let ops = work.sim_ops.clone()?;
-    Some(tokio::spawn(crate::sources::sim::run_sim_source(
-        src,
-        Arc::clone(live),
-        queue,
-        ops,
-        stop.clone(),
-    )))
-}
-
-fn start_slurm_source(
-    work: &Work,
-    queue: live::StoreQueue,
-    resume: Option<(app::model::UnixMs, i64)>,
-    stop: &watch::Receiver<bool>,
-    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> tokio::task::JoinHandle<()> {
-    let cfg = &work.cfg;
-    // Telemetry from each node's exporters, if their URL templates are configured.
-    let scrape_interval_ms = cfg.scrape_interval_ms.unwrap_or(10_000);
-    let telemetry = cfg
-        .gpu_exporter_url
-        .clone()
-        .zip(cfg.bmc_exporter_url.clone())
-        .map(|(g, b)| {
-            let client = Client::new(
-                ScrapeConfig {
-                    timeout: Duration::from_millis((scrape_interval_ms * 4 / 5).min(10_000)),
-                    max_idle_per_host: cfg.scrape_concurrency,
-                    ..ScrapeConfig::default()
-                },
-                Arc::clone(&work.tls),
-            );
-            let ing = Ingest::new(
-                client,
-                Vec::new(),
-                cfg.power_mapping.clone(),
-                cfg.scrape_concurrency,
-            )
-            .with_jitter();
-            let shared = spawn_scraper(ing, &work.live, scrape_interval_ms, stop, tasks);
-            (
-                shared,
-                g,
-                b,
-                cfg.node_exporter_url.clone(),
-                cfg.rack_exporter_url.clone(),
-                cfg.nvlink_telemetry_url.clone(),
-            )
-        });
-    let src = crate::sources::slurm::SlurmSource {
-        sched: Arc::clone(&work.sched),
-        layout: work.layout.clone(),
-        telemetry,
-        scrape_interval_ms,
-        cluster: cfg.cluster_name.clone(),
-        interval_ms: cfg.slurm.poll_interval_ms,
-        idle_below_sm: cfg.reports.idle_below_sm,
-        hang_ms: cfg.alerts.hang_ms,
-        resume,
-    };
-    tokio::spawn(crate::sources::slurm::run_slurm_source(
-        src,
-        Arc::clone(&work.live),
-        queue,
-        stop.clone(),
-    ))
 }
 
 /// What `gantry check-config` checks beyond the file's keys and values (which
@@ -851,107 +659,4 @@ fn sqlite_serving_lock(url: &str) -> Result<Option<std::fs::File>, ServeError> {
             Err(ServeError::InUse(format!("cannot lock {lock_path}: {e}")))
         }
     }
-}
-
-/// Looks the signed-in LDAP users up again every `check_seconds` (the leader only): a
-/// user the directory no longer knows, or no longer gives a role, is signed out everywhere.
-async fn directory_check(
-    dir: Arc<crate::auth::ldap::Directory>,
-    store: Store,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let mut ticker = tokio::time::interval(dir.check_every());
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    while crate::live::next_tick(&mut ticker, &mut shutdown).await {
-        if let Err(e) = crate::auth::check_directory_users(&store, &dir).await {
-            tracing::warn!(error = %e, "the directory check could not finish: no session ended by it");
-        }
-    }
-}
-
-/// Keeps the floor's lemon marks: the recent reliability's RMA marks, looked at every
-/// 15 s (the answer itself is rebuilt only every 10 minutes of source time).
-async fn lemon_marks(
-    recent: Arc<crate::reliability::Recent>,
-    store: Store,
-    live: Arc<Live>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let mut ticker = tokio::time::interval(Duration::from_secs(15));
-    while crate::live::next_tick(&mut ticker, &mut shutdown).await {
-        let Some(inv) = live.inventory() else {
-            continue;
-        };
-        match recent.get(&store, &inv, live.source_now()).await {
-            Ok(r) => live.set_lemons(
-                r.lemons
-                    .iter()
-                    .filter(|l| l.rma)
-                    .map(|l| l.node.clone())
-                    .collect(),
-            ),
-            Err(e) => tracing::warn!(error = %e, "lemon marks not refreshed"),
-        }
-    }
-}
-
-/// Keeps rollups for their configured days (counted in source time, which the rollups are
-/// stamped with) and drops expired sessions; once at start, then hourly.
-async fn retention(
-    store: Store,
-    live: Arc<Live>,
-    days_1m: u32,
-    days_1h: u32,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let mut ticker = tokio::time::interval(Duration::from_secs(3600));
-    while crate::live::next_tick(&mut ticker, &mut shutdown).await {
-        let Some(now) = live.current().map(|t| t.overview.at_ms) else {
-            continue;
-        };
-        let day = 86_400_000i64;
-        let r1 = store.prune_rollups(now - i64::from(days_1m) * day).await;
-        let r2 = store.prune_rollups_1h(now - i64::from(days_1h) * day).await;
-        // Report rollups are hourly too, and kept as long.
-        let r2 = match (
-            r2,
-            store
-                .prune_report_rollups(now - i64::from(days_1h) * day)
-                .await,
-        ) {
-            (Ok(a), Ok(b)) => Ok(a + b),
-            (Err(e), _) | (_, Err(e)) => Err(e),
-        };
-        match (r1, r2) {
-            (Ok(a), Ok(b)) if a + b > 0 => tracing::info!(
-                minute_rows = a,
-                hour_rows = b,
-                "rollups past retention removed"
-            ),
-            (Err(e), _) | (_, Err(e)) => tracing::warn!(error = %e, "rollup retention failed"),
-            _ => {}
-        }
-        crate::auth::prune_sessions_now(&store, live::wall_now_ms()).await;
-    }
-}
-
-/// Starts the scrape task of configured exporters and returns the `Ingest` it shares with
-/// the live tick. It looks for due targets every tenth of the interval (at most a second):
-/// targets keep their own phase in the interval, so each is scraped close to its time.
-fn spawn_scraper(
-    ing: Ingest,
-    live: &Arc<Live>,
-    interval_ms: u64,
-    shutdown: &watch::Receiver<bool>,
-    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> ingest::SharedIngest {
-    let shared = Arc::new(std::sync::Mutex::new(ing));
-    tasks.push(tokio::spawn(crate::sources::scraper::run_scraper(
-        Arc::clone(&shared),
-        Arc::clone(live),
-        Duration::from_millis(interval_ms),
-        Duration::from_millis((interval_ms / 10).clamp(100, 1000)),
-        shutdown.clone(),
-    )));
-    shared
 }

@@ -120,7 +120,7 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
             last_checkpoint_ms,
         };
         let now_conds = evaluate(&cfg, ov, &facts, &mut state);
-        let wall = crate::live::wall_now_ms();
+        let wall = crate::clock::wall_now_ms();
         let mut still: HashMap<(String, String), i64> = HashMap::new();
         for c in now_conds {
             let key = (c.rule.to_string(), c.subject.clone());

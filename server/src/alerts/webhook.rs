@@ -154,7 +154,7 @@ pub(super) async fn deliver(
                 .put_delivery(
                     d.alert_id,
                     d.event,
-                    crate::live::wall_now_ms(),
+                    crate::clock::wall_now_ms(),
                     attempt,
                     status,
                     &detail,

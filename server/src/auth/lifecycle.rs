@@ -9,7 +9,7 @@
 use app::actions::Role;
 
 use super::{hash_password, new_token, token_digest, validate_user_name, AuthError};
-use crate::live::wall_now_ms;
+use crate::clock::wall_now_ms;
 use crate::store::{IngestTokenInfo, Store, UserChange};
 
 /// Who makes a change, as the audit log records it.

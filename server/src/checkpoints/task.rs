@@ -18,7 +18,7 @@ pub async fn run_scanner(
     let mut written: HashMap<String, (bool, u64, i64)> = HashMap::new();
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    while crate::live::next_tick(&mut ticker, &mut shutdown).await {
+    while crate::clock::next_tick(&mut ticker, &mut shutdown).await {
         let (sc, r) = (std::sync::Arc::clone(&scanner), roots.clone());
         let scanned = tokio::task::spawn_blocking(move || {
             sc.lock().map(|mut s| s.scan(&r, Limits::default())).ok()

@@ -21,8 +21,9 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use app::live::Overview;
 use app::model::{Inventory, UnixMs};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
 
+use crate::clock::wall_now_ms;
 use crate::metrics::Metrics;
 use crate::sim::SimTruth;
 use crate::telemetry::Readings;
@@ -438,24 +439,4 @@ impl Live {
             .live_ticks_total
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
-}
-
-/// Waits for the next tick of a periodic task; false once `shutdown` is signalled.
-pub async fn next_tick(
-    ticker: &mut tokio::time::Interval,
-    shutdown: &mut watch::Receiver<bool>,
-) -> bool {
-    tokio::select! {
-        _ = ticker.tick() => {}
-        _ = shutdown.changed() => return false,
-    }
-    !*shutdown.borrow()
-}
-
-/// Wall-clock Unix ms: read only here, at the edge, and passed inward.
-pub fn wall_now_ms() -> UnixMs {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as UnixMs)
-        .unwrap_or(0)
 }

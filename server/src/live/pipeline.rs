@@ -16,8 +16,9 @@ use app::model::{Checkpoint, Inventory, Job, NodeState, UnixMs};
 
 use super::rollups::{HourRollups, MinuteRollups, ReasonCounter};
 use super::store_queue::{StoreQueue, StoreWrite};
-use super::{wall_now_ms, Latest, Live, SchedSnapshot};
+use super::{Latest, Live, SchedSnapshot};
 use crate::aggregate;
+use crate::clock::wall_now_ms;
 use crate::reports::{loses_work, Accumulator};
 use crate::scheduler::SchedNode;
 use crate::sim::SimTruth;

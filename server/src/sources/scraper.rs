@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::live::{next_tick, wall_now_ms, Live};
+use crate::clock::{next_tick, wall_now_ms};
+use crate::live::Live;
 use crate::telemetry::ingest::SharedIngest;
 
 /// Scrapes what is due every `round` until `shutdown`, holding the `Ingest` only to plan
@@ -40,4 +41,24 @@ pub async fn run_scraper(
         live.set_targets(health);
     }
     tracing::info!("scraper stopped");
+}
+
+/// Starts the scrape task of configured exporters (into `ctx.tasks`) and returns the
+/// `Ingest` it shares with the live tick. It looks for due targets every tenth of the
+/// interval (at most a second): targets keep their own phase in the interval, so each is
+/// scraped close to its time.
+pub fn spawn(
+    ing: crate::telemetry::ingest::Ingest,
+    ctx: &mut super::Context<'_>,
+    interval_ms: u64,
+) -> SharedIngest {
+    let shared = Arc::new(std::sync::Mutex::new(ing));
+    ctx.tasks.push(tokio::spawn(run_scraper(
+        Arc::clone(&shared),
+        Arc::clone(ctx.live),
+        Duration::from_millis(interval_ms),
+        Duration::from_millis((interval_ms / 10).clamp(100, 1000)),
+        ctx.stop.clone(),
+    )));
+    shared
 }

@@ -4,42 +4,324 @@
 //! and hands the frame to the pipeline. Everything one tick shows comes from one simulated
 //! instant.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use app::model::UnixMs;
-use tokio::sync::{mpsc, oneshot, watch};
+use app::model::{Inventory, UnixMs};
+use tokio::sync::{mpsc, oneshot, OwnedMutexGuard};
 
-use crate::live::StoreQueue;
-use crate::live::{wall_now_ms, Event, Frame, Latest, Live, Pipeline, SchedSnapshot, SimFrame};
+use super::run::Source;
+use crate::clock::wall_now_ms;
+use crate::config::{Config, TelemetryKind};
+use crate::live::{Event, Frame, Latest, Live, SchedSnapshot, SimFrame};
 use crate::scheduler::{
     validate_node_name, validate_reason, SchedError, SchedFuture, SchedJob, SchedNode, Scheduler,
 };
 use crate::sim::{Sim, SimEvent};
-use crate::telemetry::ingest::{RoundStats, Telemetry, PROMQL_QUERIES};
+use crate::telemetry::ingest::{self, Ingest, RoundStats, Telemetry, PROMQL_QUERIES};
+use crate::telemetry::promql::PromQl;
+use crate::telemetry::scrape::{Client, ScrapeConfig};
 use crate::telemetry::Readings;
 
-/// Settings of the simulator source task.
+/// The simulator as the live source (built by [`SimSource::from_config`], run by
+/// [`super::run::run`]).
 pub struct SimSource {
-    pub sim: Sim,
-    pub start_ms: UnixMs,
-    pub speed: f64,
-    pub interval_ms: u64,
+    sim: Sim,
+    start_ms: UnixMs,
+    speed: f64,
+    interval_ms: u64,
     /// Scrape the simulator's exporters (the embedded default) instead of reading it directly.
-    pub ingest: Option<Telemetry>,
+    ingest: Option<Telemetry>,
     /// With `ingest`: query this PromQL store (which scrapes the exporters) instead of scraping.
-    pub promql: Option<crate::telemetry::promql::PromQl>,
+    promql: Option<PromQl>,
     /// How often each target is scraped; data older than two of these is stale.
-    pub scrape_interval_ms: u64,
+    scrape_interval_ms: u64,
     /// Whether the simulator makes up GPU and BMC readings. Off when the telemetry comes
     /// from configured exporters: the simulator then only schedules (and there is no truth).
-    pub simulate_telemetry: bool,
-    /// Allocated GPUs under this SM activity count as idle in reports.
-    pub idle_below_sm: f64,
-    /// The hang rule's hold, which the badput ledger's hung time follows.
-    pub hang_ms: i64,
-    /// Where a predecessor's reports stopped ([`Pipeline::resume`]), and the gap allowed.
-    pub resume: Option<(UnixMs, i64)>,
+    simulate_telemetry: bool,
+    /// The simulator's calls, answered while this source runs (a standby has none).
+    ops: Arc<SimOps>,
+    ops_rx: Option<OwnedMutexGuard<mpsc::Receiver<SimOp>>>,
+    /// When the run started: simulated time is `start_ms` plus the wall time since, times `speed`.
+    wall_start: Instant,
+    inventory: Arc<Inventory>,
+}
+
+impl SimSource {
+    /// The simulator of `cfg`, built off the runtime, with its telemetry: read directly,
+    /// through its own exporters on this server at `addr` (scraped within each tick, or
+    /// through a PromQL store), or configured exporters scraped by their own task (put in
+    /// `ctx.tasks`). `None` if the simulator could not be built.
+    pub async fn from_config(
+        cfg: &Config,
+        addr: std::net::SocketAddr,
+        serving_https: bool,
+        ops: Arc<SimOps>,
+        ctx: &mut super::Context<'_>,
+    ) -> Option<SimSource> {
+        let start_ms = cfg.sim.start_ms.unwrap_or_else(wall_now_ms);
+        let (profile, nodes, seed, name) = (
+            cfg.sim.profile,
+            cfg.sim.nodes as usize,
+            cfg.sim.seed,
+            cfg.cluster_name.clone(),
+        );
+        let sim = match tokio::task::spawn_blocking(move || {
+            let mut sim = Sim::with_profile(profile, nodes, seed, &name, start_ms);
+            sim.track_ledgers();
+            sim
+        })
+        .await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "simulator could not start");
+                return None;
+            }
+        };
+        // Configured exporters, or the simulator's own, on this server (scraped by
+        // Gantry, or by a PromQL store that Gantry queries).
+        let own = format!("http://{addr}/sim/exporter");
+        let external = cfg
+            .gpu_exporter_url
+            .clone()
+            .zip(cfg.bmc_exporter_url.clone());
+        let (gpu_t, bmc_t) = external.clone().unwrap_or_else(|| {
+            (
+                format!("{own}/dcgm/{{node}}/metrics"),
+                format!("{own}/ipmi/{{node}}/metrics"),
+            )
+        });
+        // node_exporter (InfiniBand counters): configured, or the simulator's own when
+        // its other exporters are the ones read.
+        let node_t = cfg.node_exporter_url.clone().or_else(|| {
+            external
+                .is_none()
+                .then(|| format!("{own}/node/{{node}}/metrics"))
+        });
+        let targets = ingest::with_node_exporter(
+            ingest::targets(sim.inventory(), &gpu_t, &bmc_t),
+            node_t.as_deref(),
+        );
+        // Racks' power controllers (racks with shelves): configured, or the simulator's own.
+        let rack_t = cfg.rack_exporter_url.clone().or_else(|| {
+            external
+                .is_none()
+                .then(|| format!("{own}/redfish/{{rack}}/metrics"))
+        });
+        // NVLink domains' NMX-T (racks with switch trays): configured, or the simulator's own.
+        let fabric_t = cfg.nvlink_telemetry_url.clone().or_else(|| {
+            external
+                .is_none()
+                .then(|| format!("{own}/nmxt/{{rack}}/xcset/nvlink_domain_telemetry"))
+        });
+        let rack_targets =
+            ingest::rack_targets(sim.inventory(), rack_t.as_deref(), fabric_t.as_deref());
+        // The simulator's own exporters are scraped every tick, so a tick shows one
+        // simulated instant; configured ones every 10 s, spread over the interval.
+        let scrape_interval_ms = cfg.scrape_interval_ms.unwrap_or(if external.is_some() {
+            10_000
+        } else {
+            cfg.live_interval_ms
+        });
+        // The simulator's own exporters and PromQL are read within the tick that uses
+        // them; configured exporters by their own task, each within most of the interval.
+        let client = Client::new(
+            ScrapeConfig {
+                timeout: Duration::from_millis(if external.is_some() {
+                    (scrape_interval_ms * 4 / 5).min(10_000)
+                } else {
+                    cfg.live_interval_ms * 4 / 5
+                }),
+                gzip: external.is_some(),
+                max_idle_per_host: cfg.scrape_concurrency,
+                ..ScrapeConfig::default()
+            },
+            Arc::clone(ctx.tls),
+        );
+        // Serving HTTPS, the simulator's own exporters would be scraped over TLS at an
+        // address its certificate does not name: its readings are then taken directly.
+        let telemetry =
+            if serving_https && external.is_none() && cfg.telemetry == TelemetryKind::Scrape {
+                tracing::info!(
+                    "serving HTTPS: the simulator's readings are taken directly, not scraped"
+                );
+                TelemetryKind::Direct
+            } else {
+                cfg.telemetry
+            };
+        let (ingest, promql) = match telemetry {
+            TelemetryKind::Direct => (None, None),
+            TelemetryKind::Scrape => {
+                let ing = Ingest::new(
+                    client,
+                    targets,
+                    cfg.power_mapping.clone(),
+                    cfg.scrape_concurrency,
+                )
+                .with_rack_targets(rack_targets);
+                if external.is_some() {
+                    // Real exporters: their own task, spread over the interval.
+                    let shared = super::scraper::spawn(ing.with_jitter(), ctx, scrape_interval_ms);
+                    (Some(Telemetry::Task(shared)), None)
+                } else {
+                    (Some(Telemetry::InTick(Box::new(ing))), None)
+                }
+            }
+            TelemetryKind::PromQl => {
+                let url = cfg.promql_url.clone().unwrap_or_default();
+                let prom = PromQl::new(client.clone(), &url);
+                (
+                    Some(Telemetry::InTick(Box::new(Ingest::new(
+                        client,
+                        Vec::new(),
+                        cfg.power_mapping.clone(),
+                        cfg.scrape_concurrency,
+                    )))),
+                    Some(prom),
+                )
+            }
+        };
+        let inventory = Arc::new(sim.inventory().clone());
+        Some(SimSource {
+            sim,
+            start_ms,
+            speed: cfg.sim.speed,
+            interval_ms: cfg.live_interval_ms,
+            ingest,
+            promql,
+            scrape_interval_ms,
+            simulate_telemetry: external.is_none(),
+            ops,
+            ops_rx: None,
+            wall_start: Instant::now(),
+            inventory,
+        })
+    }
+
+    /// The simulated instant of now.
+    fn sim_now(&self) -> UnixMs {
+        self.start_ms + (self.wall_start.elapsed().as_millis() as f64 * self.speed) as i64
+    }
+}
+
+impl Source for SimSource {
+    const NAME: &'static str = "simulator";
+
+    fn interval_ms(&self) -> u64 {
+        self.interval_ms
+    }
+
+    async fn start(&mut self) -> Option<(Arc<Inventory>, Vec<Event>)> {
+        // The simulator's calls are answered here while this source runs.
+        self.ops_rx = Some(Arc::clone(&self.ops.rx).lock_owned().await);
+        self.ops.serving.store(true, Ordering::Release);
+        self.wall_start = Instant::now();
+        Some((Arc::clone(&self.inventory), events(self.sim.drain_events())))
+    }
+
+    async fn serve(&mut self) -> Vec<Event> {
+        let op = match self.ops_rx.as_mut() {
+            Some(rx) => rx.recv().await,
+            None => None,
+        };
+        let Some(op) = op else {
+            return std::future::pending().await;
+        };
+        // Scheduler calls act on the simulator as of now, between ticks.
+        let now = self.sim_now();
+        self.sim.advance_to(now);
+        serve_sim_op(&mut self.sim, op);
+        events(self.sim.drain_events())
+    }
+
+    async fn frame(&mut self, live: &Live) -> Option<Frame> {
+        let now = self.sim_now();
+        let sim = &mut self.sim;
+        sim.advance_to(now);
+        let happened = events(sim.drain_events());
+        let readings: Readings = if self.simulate_telemetry {
+            sim.readings()
+        } else {
+            sim.sched_readings()
+        };
+        let sched = sched(sim, self.interval_ms);
+        // The scheduler's view is current before the telemetry below is read (a scrape
+        // takes a while): after an action, its effect on jobs and nodes shows at once.
+        live.set_sched(Arc::clone(&sched));
+        let truth = self.simulate_telemetry.then(|| sim.truth_with(&readings));
+        // Publish the simulator's frame first: its exporters serve it to the scrapes below,
+        // so everything this tick shows comes from one instant.
+        let frame = live.set_sim_frame(SimFrame {
+            inventory: Arc::clone(&self.inventory),
+            readings,
+        });
+        let inventory = &self.inventory;
+        let fresh_ms = 2 * self.scrape_interval_ms.max(self.interval_ms) as i64;
+        // What the scraper holds fresh now, with the simulator's nodes and jobs.
+        let fresh = |ing: &Ingest| {
+            let r = &frame.readings;
+            Latest::Owned(Arc::new(ing.readings(
+                inventory,
+                wall_now_ms(),
+                r.at_ms,
+                fresh_ms,
+                r.nodes.clone(),
+                r.jobs.clone(),
+            )))
+        };
+        let readings = match self.ingest.as_mut() {
+            None => Latest::Frame(Arc::clone(&frame)),
+            // Scraped by its own task: take what is fresh now.
+            Some(Telemetry::Task(shared)) => {
+                fresh(&shared.lock().unwrap_or_else(|e| e.into_inner()))
+            }
+            Some(Telemetry::InTick(ing)) => {
+                let round = match &self.promql {
+                    None => {
+                        ing.scrape_due(
+                            wall_now_ms(),
+                            Duration::from_millis(self.scrape_interval_ms),
+                        )
+                        .await
+                    }
+                    Some(prom) => match ing.query_promql(prom, wall_now_ms()).await {
+                        Ok(r) => r,
+                        Err(e) => {
+                            // Logged once per failing tick, counted; the data ages and shows stale.
+                            tracing::warn!(error = %e, "PromQL query failed");
+                            RoundStats {
+                                targets: PROMQL_QUERIES,
+                                failed: PROMQL_QUERIES,
+                                ..Default::default()
+                            }
+                        }
+                    },
+                };
+                live.metrics.record_scrape_round(&round);
+                live.set_targets(ing.health());
+                fresh(ing)
+            }
+        };
+        Some(Frame {
+            inventory: Arc::clone(&self.inventory),
+            readings,
+            sched,
+            events: happened,
+            truth,
+        })
+    }
+
+    fn published(&mut self, live: &Live, took: Duration) {
+        live.metrics
+            .live_tick_duration_us
+            .store(took.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    fn stop(&mut self) {
+        self.ops.serving.store(false, Ordering::Release);
+    }
 }
 
 /// The simulator's events as the pipeline takes them, each at the time it happened. Its
@@ -89,145 +371,6 @@ pub fn sched(sim: &Sim, interval_ms: u64) -> Arc<SchedSnapshot> {
     })
 }
 
-/// Runs the simulator as the live source until `shutdown` turns true.
-pub async fn run_sim_source(
-    src: SimSource,
-    live: Arc<Live>,
-    q: StoreQueue,
-    ops: Arc<SimOps>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    // The simulator's calls are answered here while this task runs (a standby has none).
-    let mut ops_rx = ops.rx.lock().await;
-    let ops_rx = &mut *ops_rx;
-    ops.serving
-        .store(true, std::sync::atomic::Ordering::Release);
-    let SimSource {
-        mut sim,
-        start_ms,
-        speed,
-        interval_ms,
-        mut ingest,
-        promql,
-        scrape_interval_ms,
-        simulate_telemetry,
-        idle_below_sm,
-        hang_ms,
-        resume,
-    } = src;
-    let mut pipeline = Pipeline::new(interval_ms as i64, idle_below_sm);
-    pipeline.set_hang_ms(hang_ms);
-    if let Some((at, gap)) = resume {
-        pipeline.resume(at, gap);
-    }
-    let inventory = Arc::new(sim.inventory().clone());
-    pipeline.start(&inventory, &live, &q);
-    pipeline.record(events(sim.drain_events()), &live, &q);
-    let wall_start = Instant::now();
-    let mut ticker = tokio::time::interval(Duration::from_millis(interval_ms));
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let fresh_ms = 2 * scrape_interval_ms.max(interval_ms) as i64;
-    loop {
-        let sim_now = || start_ms + (wall_start.elapsed().as_millis() as f64 * speed) as i64;
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = shutdown.changed() => break,
-            // After an action: publish its effect now rather than at the next interval.
-            _ = live.poked() => {}
-            Some(op) = ops_rx.recv() => {
-                // Scheduler calls act on the simulator as of now, between ticks.
-                sim.advance_to(sim_now());
-                serve_sim_op(&mut sim, op);
-                pipeline.record(events(sim.drain_events()), &live, &q);
-                continue;
-            }
-        }
-        if *shutdown.borrow() {
-            break;
-        }
-        let began = Instant::now();
-        sim.advance_to(sim_now());
-        let happened = events(sim.drain_events());
-        let readings: Readings = if simulate_telemetry {
-            sim.readings()
-        } else {
-            sim.sched_readings()
-        };
-        let sched = sched(&sim, interval_ms);
-        // The scheduler's view is current before the telemetry below is read (a scrape
-        // takes a while): after an action, its effect on jobs and nodes shows at once.
-        live.set_sched(Arc::clone(&sched));
-        let truth = simulate_telemetry.then(|| sim.truth_with(&readings));
-        // Publish the simulator's frame first: its exporters serve it to the scrapes below,
-        // so everything this tick shows comes from one instant.
-        let frame = live.set_sim_frame(SimFrame {
-            inventory: Arc::clone(&inventory),
-            readings,
-        });
-        // What the scraper holds fresh now, with the simulator's nodes and jobs.
-        let fresh = |ing: &crate::telemetry::ingest::Ingest| {
-            let r = &frame.readings;
-            Latest::Owned(Arc::new(ing.readings(
-                &inventory,
-                wall_now_ms(),
-                r.at_ms,
-                fresh_ms,
-                r.nodes.clone(),
-                r.jobs.clone(),
-            )))
-        };
-        let readings = match ingest.as_mut() {
-            None => Latest::Frame(Arc::clone(&frame)),
-            // Scraped by its own task: take what is fresh now.
-            Some(Telemetry::Task(shared)) => {
-                fresh(&shared.lock().unwrap_or_else(|e| e.into_inner()))
-            }
-            Some(Telemetry::InTick(ing)) => {
-                let round = match &promql {
-                    None => {
-                        ing.scrape_due(wall_now_ms(), Duration::from_millis(scrape_interval_ms))
-                            .await
-                    }
-                    Some(prom) => match ing.query_promql(prom, wall_now_ms()).await {
-                        Ok(r) => r,
-                        Err(e) => {
-                            // Logged once per failing tick, counted; the data ages and shows stale.
-                            tracing::warn!(error = %e, "PromQL query failed");
-                            RoundStats {
-                                targets: PROMQL_QUERIES,
-                                failed: PROMQL_QUERIES,
-                                ..Default::default()
-                            }
-                        }
-                    },
-                };
-                live.metrics.record_scrape_round(&round);
-                live.set_targets(ing.health());
-                fresh(ing)
-            }
-        };
-        pipeline.run(
-            Frame {
-                inventory: Arc::clone(&inventory),
-                readings,
-                sched,
-                events: happened,
-                truth,
-            },
-            &live,
-            &q,
-        );
-        live.metrics.live_tick_duration_us.store(
-            began.elapsed().as_micros() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-    }
-    ops.serving
-        .store(false, std::sync::atomic::Ordering::Release);
-    pipeline.finish(&q);
-    tracing::info!("simulator source stopped");
-}
-
 /// A request to the simulator's task, which owns the simulator.
 pub enum SimOp {
     Nodes(oneshot::Sender<Vec<SchedNode>>),
@@ -257,7 +400,7 @@ pub struct SimScheduler {
 
 /// The receiving end of the simulator's calls, taken by each run of its source task.
 pub struct SimOps {
-    rx: tokio::sync::Mutex<mpsc::Receiver<SimOp>>,
+    rx: Arc<tokio::sync::Mutex<mpsc::Receiver<SimOp>>>,
     /// Whether a source task answers now (a standby replica runs none).
     serving: std::sync::atomic::AtomicBool,
 }
@@ -266,7 +409,7 @@ impl SimScheduler {
     pub fn new() -> (SimScheduler, Arc<SimOps>) {
         let (tx, rx) = mpsc::channel(64);
         let ops = Arc::new(SimOps {
-            rx: tokio::sync::Mutex::new(rx),
+            rx: Arc::new(tokio::sync::Mutex::new(rx)),
             serving: std::sync::atomic::AtomicBool::new(false),
         });
         (
@@ -280,7 +423,7 @@ impl SimScheduler {
 
     async fn ask<T>(&self, op: SimOp, rx: oneshot::Receiver<T>) -> Result<T, SchedError> {
         let gone = || SchedError::Unavailable("the simulator has stopped".into());
-        if !self.ops.serving.load(std::sync::atomic::Ordering::Acquire) {
+        if !self.ops.serving.load(Ordering::Acquire) {
             return Err(SchedError::Unavailable(
                 "the simulated cluster runs in the leading replica, not this one".into(),
             ));
@@ -302,7 +445,7 @@ impl SimScheduler {
 
 impl Scheduler for SimScheduler {
     fn runs_here(&self) -> bool {
-        self.ops.serving.load(std::sync::atomic::Ordering::Acquire)
+        self.ops.serving.load(Ordering::Acquire)
     }
     fn nodes(&self) -> SchedFuture<'_, Vec<SchedNode>> {
         Box::pin(async move {

@@ -8,11 +8,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use app::model::{Cooling, Gpu, GpuReading, Inventory, JobState, Node, Rack, RackReading, UnixMs};
-use tokio::sync::watch;
 
-use crate::live::{wall_now_ms, Event, Frame, Latest, Live, Pipeline, SchedSnapshot, StoreQueue};
+use super::run::Source;
+use crate::clock::wall_now_ms;
+use crate::config::Config;
+use crate::live::{Event, Frame, Latest, Live, SchedSnapshot};
 use crate::scheduler::Scheduler;
 use crate::scheduler::{SchedJob, SchedNode};
+use crate::telemetry::ingest::{self, Ingest, SharedIngest};
+use crate::telemetry::scrape::{Client, ScrapeConfig};
 use crate::telemetry::Readings;
 
 /// Nodes per rack when Slurm is the only source of layout.
@@ -119,33 +123,161 @@ pub fn transitions(
     out
 }
 
-/// Settings of the Slurm source task.
+/// The URL templates of each node's (and rack's) exporters, for the scraper's targets.
+pub struct ExporterUrls {
+    pub gpu: String,
+    pub bmc: String,
+    pub node: Option<String>,
+    /// Racks' power controllers (racks with shelves).
+    pub rack: Option<String>,
+    /// NVLink domains' NMX-T (racks with switch trays).
+    pub fabric: Option<String>,
+}
+
+impl ExporterUrls {
+    /// The configured templates, if the GPU and BMC ones are both there.
+    pub fn from_config(cfg: &Config) -> Option<ExporterUrls> {
+        let (gpu, bmc) = cfg
+            .gpu_exporter_url
+            .clone()
+            .zip(cfg.bmc_exporter_url.clone())?;
+        Some(ExporterUrls {
+            gpu,
+            bmc,
+            node: cfg.node_exporter_url.clone(),
+            rack: cfg.rack_exporter_url.clone(),
+            fabric: cfg.nvlink_telemetry_url.clone(),
+        })
+    }
+}
+
+/// A real Slurm as the live source (built by [`SlurmSource::from_config`], run by
+/// [`super::run::run`]).
 pub struct SlurmSource {
-    pub sched: Arc<dyn Scheduler>,
-    /// Where nodes are on the floor; `None`: eight to a rack in name order.
-    pub layout: Option<crate::layout::Layout>,
-    pub cluster: String,
-    pub interval_ms: u64,
+    sched: Arc<dyn Scheduler>,
+    interval_ms: u64,
     /// Telemetry from each node's exporters: the scraper (run by its own task,
-    /// `sources::scraper`; the source sets its targets and reads the latest) with the
-    /// GPU, BMC, (optional) node_exporter, (optional) rack power controller and
-    /// (optional) NVLink domain NMX-T URL templates. `None`: no telemetry.
-    #[allow(clippy::type_complexity)]
-    pub telemetry: Option<(
-        crate::telemetry::ingest::SharedIngest,
-        String,
-        String,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-    )>,
-    pub scrape_interval_ms: u64,
-    /// Allocated GPUs under this SM activity count as idle in reports.
-    pub idle_below_sm: f64,
-    /// The hang rule's hold, which the badput ledger's hung time follows.
-    pub hang_ms: i64,
-    /// Where a predecessor's reports stopped ([`Pipeline::resume`]), and the gap allowed.
-    pub resume: Option<(UnixMs, i64)>,
+    /// `sources::scraper`; the source sets its targets and reads the latest) and the
+    /// exporters' URL templates. `None`: no telemetry.
+    telemetry: Option<(SharedIngest, ExporterUrls)>,
+    /// Readings older than this are stale (two scrape intervals, or two polls).
+    fresh_ms: i64,
+    frames: SlurmFrames,
+    /// Whether the last poll failed (logged when it starts and when it ends).
+    failing: bool,
+}
+
+impl SlurmSource {
+    /// Slurm through `sched`, placed by `layout` (`None`: eight to a rack in name order),
+    /// with the configured exporters scraped by their own task (put in `ctx.tasks`).
+    pub fn from_config(
+        cfg: &Config,
+        sched: Arc<dyn Scheduler>,
+        layout: Option<crate::layout::Layout>,
+        ctx: &mut super::Context<'_>,
+    ) -> SlurmSource {
+        // Telemetry from each node's exporters, if their URL templates are configured.
+        let scrape_interval_ms = cfg.scrape_interval_ms.unwrap_or(10_000);
+        let telemetry = ExporterUrls::from_config(cfg).map(|urls| {
+            let client = Client::new(
+                ScrapeConfig {
+                    timeout: Duration::from_millis((scrape_interval_ms * 4 / 5).min(10_000)),
+                    max_idle_per_host: cfg.scrape_concurrency,
+                    ..ScrapeConfig::default()
+                },
+                Arc::clone(ctx.tls),
+            );
+            let ing = Ingest::new(
+                client,
+                Vec::new(),
+                cfg.power_mapping.clone(),
+                cfg.scrape_concurrency,
+            )
+            .with_jitter();
+            (super::scraper::spawn(ing, ctx, scrape_interval_ms), urls)
+        });
+        let interval_ms = cfg.slurm.poll_interval_ms;
+        SlurmSource {
+            sched,
+            interval_ms,
+            telemetry,
+            fresh_ms: 2 * scrape_interval_ms.max(interval_ms) as i64,
+            frames: SlurmFrames::new(layout, &cfg.cluster_name, interval_ms),
+            failing: false,
+        }
+    }
+}
+
+impl Source for SlurmSource {
+    const NAME: &'static str = "Slurm";
+
+    fn interval_ms(&self) -> u64 {
+        self.interval_ms
+    }
+
+    /// Polls Slurm (and takes the nodes' exporters' readings, if configured).
+    async fn frame(&mut self, live: &Live) -> Option<Frame> {
+        let sched = &self.sched;
+        let polled = async {
+            Ok::<_, crate::scheduler::SchedError>((sched.nodes().await?, sched.jobs().await?))
+        };
+        let (nodes, jobs) = match polled.await {
+            Ok(x) => {
+                if self.failing {
+                    tracing::info!("Slurm answers again");
+                    self.failing = false;
+                }
+                x
+            }
+            Err(e) => {
+                // Logged when it starts failing, counted always; views go stale.
+                if !self.failing {
+                    tracing::warn!(error = %e, "Slurm poll failed");
+                    self.failing = true;
+                }
+                live.metrics
+                    .slurm_poll_errors_total
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return None;
+            }
+        };
+        let now = wall_now_ms();
+        let frames = &mut self.frames;
+        let (inv, new) = frames.place(&nodes);
+        if let (true, Some((ing, urls))) = (new, self.telemetry.as_ref()) {
+            let mut ing = ing.lock().unwrap_or_else(|e| e.into_inner());
+            ing.set_targets(ingest::with_node_exporter(
+                ingest::targets(&inv, &urls.gpu, &urls.bmc),
+                urls.node.as_deref(),
+            ));
+            ing.set_rack_targets(ingest::rack_targets(
+                &inv,
+                urls.rack.as_deref(),
+                urls.fabric.as_deref(),
+            ));
+        }
+        let events = frames.transitions(&jobs, now);
+        Some(match self.telemetry.as_ref() {
+            Some((ing, _)) => {
+                let ing = ing.lock().unwrap_or_else(|e| e.into_inner());
+                frames.frame(
+                    inv,
+                    nodes,
+                    jobs,
+                    now,
+                    Some((&ing, wall_now_ms(), self.fresh_ms)),
+                    events,
+                )
+            }
+            None => frames.frame(inv, nodes, jobs, now, None, events),
+        })
+    }
+
+    fn published(&mut self, live: &Live, _took: Duration) {
+        live.metrics
+            .slurm_polls_total
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Turns polls of Slurm into frames: the inventory for the node list (the same one while
@@ -273,106 +405,6 @@ impl SlurmFrames {
             truth: None,
         }
     }
-}
-
-/// Polls Slurm (and takes the nodes' exporters' readings, if configured) until `shutdown`.
-pub async fn run_slurm_source(
-    src: SlurmSource,
-    live: Arc<Live>,
-    q: StoreQueue,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let SlurmSource {
-        sched,
-        layout,
-        cluster,
-        interval_ms,
-        telemetry,
-        scrape_interval_ms,
-        idle_below_sm,
-        hang_ms,
-        resume,
-    } = src;
-    let mut pipeline = Pipeline::new(interval_ms as i64, idle_below_sm);
-    pipeline.set_hang_ms(hang_ms);
-    if let Some((at, gap)) = resume {
-        pipeline.resume(at, gap);
-    }
-    let mut frames = SlurmFrames::new(layout, &cluster, interval_ms);
-    let fresh_ms = 2 * scrape_interval_ms.max(interval_ms) as i64;
-    let mut ticker = tokio::time::interval(Duration::from_millis(interval_ms));
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut failing = false;
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            _ = live.poked() => {}
-            _ = shutdown.changed() => break,
-        }
-        if *shutdown.borrow() {
-            break;
-        }
-        let polled = async {
-            Ok::<_, crate::scheduler::SchedError>((sched.nodes().await?, sched.jobs().await?))
-        };
-        let (nodes, jobs) = match polled.await {
-            Ok(x) => {
-                if failing {
-                    tracing::info!("Slurm answers again");
-                    failing = false;
-                }
-                x
-            }
-            Err(e) => {
-                // Logged when it starts failing, counted always; views go stale.
-                if !failing {
-                    tracing::warn!(error = %e, "Slurm poll failed");
-                    failing = true;
-                }
-                live.metrics
-                    .slurm_poll_errors_total
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                continue;
-            }
-        };
-        let now = wall_now_ms();
-        let (inv, new) = frames.place(&nodes);
-        if let (true, Some((ing, gpu_t, bmc_t, node_t, rack_t, fabric_t))) =
-            (new, telemetry.as_ref())
-        {
-            let mut ing = ing.lock().unwrap_or_else(|e| e.into_inner());
-            ing.set_targets(crate::telemetry::ingest::with_node_exporter(
-                crate::telemetry::ingest::targets(&inv, gpu_t, bmc_t),
-                node_t.as_deref(),
-            ));
-            ing.set_rack_targets(crate::telemetry::ingest::rack_targets(
-                &inv,
-                rack_t.as_deref(),
-                fabric_t.as_deref(),
-            ));
-        }
-        let events = frames.transitions(&jobs, now);
-        let frame = match telemetry.as_ref() {
-            Some((ing, ..)) => {
-                let ing = ing.lock().unwrap_or_else(|e| e.into_inner());
-                frames.frame(
-                    inv,
-                    nodes,
-                    jobs,
-                    now,
-                    Some((&ing, wall_now_ms(), fresh_ms)),
-                    events,
-                )
-            }
-            None => frames.frame(inv, nodes, jobs, now, None, events),
-        };
-        pipeline.run(frame, &live, &q);
-        live.metrics
-            .slurm_polls_total
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-    pipeline.finish(&q);
-    tracing::info!("Slurm source stopped");
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use super::extract::Path;
 use super::guard::urlencode;
 use super::{AppState, Routes};
 use crate::auth::{Actor, Caller};
-use crate::live::wall_now_ms;
+use crate::clock::wall_now_ms;
 
 pub(super) fn routes() -> Routes {
     vec![

@@ -11,7 +11,7 @@ use super::error::ApiError;
 use super::extract::{JsonBody, Path, Query};
 use super::{AppState, Routes};
 use crate::auth::Caller;
-use crate::live::wall_now_ms;
+use crate::clock::wall_now_ms;
 
 pub(super) fn routes() -> Routes {
     vec![

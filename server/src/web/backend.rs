@@ -7,7 +7,8 @@ use app::backend::Backend;
 use app::live::Overview;
 
 use super::AppState;
-use crate::live::{wall_now_ms, Live};
+use crate::clock::wall_now_ms;
+use crate::live::Live;
 use crate::store::Store;
 
 /// Server functions see live state, the store and actions only through this.

@@ -18,7 +18,7 @@ use super::error::ApiError;
 use super::live::Credential;
 use super::{AppState, Routes};
 use crate::auth::{access_for, Access, Caller};
-use crate::live::wall_now_ms;
+use crate::clock::wall_now_ms;
 use app::actions::{Me, Role};
 
 /// The address of the connection's other end (the guard puts it in every request).
@@ -228,12 +228,7 @@ pub(super) fn try_later(headers: &HeaderMap, wait: std::time::Duration, busy: bo
         } else {
             axum::http::StatusCode::TOO_MANY_REQUESTS
         };
-        let page = format!(
-            "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Sign in · Gantry</title>\
-             <link rel=\"stylesheet\" href=\"/pkg/gantry.css\"></head><body><main class=\"login\">\
-             <h1>Sign in to Gantry</h1><p class=\"error\" role=\"alert\" data-test=\"login-throttled\">{message}</p>\
-             <p><a href=\"/login\">Back to sign-in</a></p></main></body></html>"
-        );
+        let page = super::plain::try_later(message);
         (status, axum::response::Html(page)).into_response()
     } else if busy {
         ApiError::Busy(message).into_response()

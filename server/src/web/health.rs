@@ -10,7 +10,7 @@ use axum::Json;
 
 use super::error::ApiError;
 use super::{AppState, Routes};
-use crate::live::wall_now_ms;
+use crate::clock::wall_now_ms;
 
 pub(super) fn routes() -> Routes {
     vec![

@@ -13,7 +13,7 @@ use super::error::ApiError;
 use super::extract::bad_body;
 use super::{AppState, Routes};
 use crate::auth::IngestScope;
-use crate::live::wall_now_ms;
+use crate::clock::wall_now_ms;
 use crate::store::MAX_STORED;
 use app::actions::whole;
 

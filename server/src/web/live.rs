@@ -19,7 +19,8 @@ use super::extract::Query;
 use super::guard::Peer;
 use super::{AppState, Routes};
 use crate::auth::Caller;
-use crate::live::{wall_now_ms, Live, Tick};
+use crate::clock::wall_now_ms;
+use crate::live::{Live, Tick};
 
 /// How a stream's caller is signed in, so that the stream ends when that does.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -207,7 +208,7 @@ pub async fn watch_sessions(
     let mut ticker = tokio::time::interval(interval);
     let mut last_epoch = None;
     let mut last_full = tokio::time::Instant::now();
-    while crate::live::next_tick(&mut ticker, &mut shutdown).await {
+    while crate::clock::next_tick(&mut ticker, &mut shutdown).await {
         let epoch = match store.auth_epoch().await {
             Ok(e) => Some(e),
             Err(e) => {

@@ -63,6 +63,7 @@ pub mod live;
 mod oidc;
 pub mod openapi;
 pub mod origins;
+mod plain;
 mod reliability;
 mod reports;
 mod sim;

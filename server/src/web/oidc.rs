@@ -17,7 +17,7 @@ use super::guard::{
 };
 use super::AppState;
 use crate::auth::oidc::{Identity, OidcError, Pending, COOKIE, PENDING_SECONDS};
-use crate::live::wall_now_ms;
+use crate::clock::wall_now_ms;
 use crate::store::{DirectoryPut, Origin};
 
 /// The throttle's name for failed single sign-ons (a client address's own count).
@@ -203,15 +203,7 @@ pub async fn callback(
     st.throttle.succeeded(addr, THROTTLE_NAME);
     let cookie = start_session_cookie(&st, &user).await?;
     let target = safe_next(Some(&next));
-    let esc = app::units::xml_escape(&target);
-    let page = format!(
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta http-equiv=\"refresh\" content=\"0;url={esc}\"><title>Signed in · Gantry</title>\
-         <link rel=\"stylesheet\" href=\"/pkg/gantry.css\"></head><body><main class=\"login\">\
-         <h1>Signed in</h1><p>Signed in as {name}. <a href=\"{esc}\" data-test=\"sso-continue\">Continue</a></p>\
-         </main></body></html>",
-        name = app::units::xml_escape(&user.name),
-    );
+    let page = super::plain::signed_in(&user.name, &target);
     let mut resp = (StatusCode::OK, axum::response::Html(page)).into_response();
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         resp.headers_mut().insert(header::SET_COOKIE, v);

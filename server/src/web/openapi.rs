@@ -161,7 +161,11 @@ fn mark(op: &mut Operation, method: &Method, path: &str) {
     responses((status = 200, description = "the OpenAPI 3.1 description of this API", body = Object)))]
 async fn openapi_json(State(st): State<super::AppState>) -> Response {
     let mut doc = serde_json::to_value(document()).unwrap_or_default();
-    refine(&mut doc, crate::live::wall_now_ms(), st.auth.anonymous_read);
+    refine(
+        &mut doc,
+        crate::clock::wall_now_ms(),
+        st.auth.anonymous_read,
+    );
     Json(doc).into_response()
 }
 

@@ -4,7 +4,8 @@
 
 use app::views::{JobDetail, NodeDetail, NodesView};
 
-use crate::live::{wall_now_ms, Live};
+use crate::clock::wall_now_ms;
+use crate::live::Live;
 use crate::store::Store;
 
 fn node_row(n: &crate::scheduler::SchedNode, rack: String, jobs: Vec<u64>) -> app::views::NodeRow {

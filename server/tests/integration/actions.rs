@@ -1282,7 +1282,7 @@ async fn actions_run_detached_from_their_request_on_postgres() {
 async fn recovery_story(db: String) {
     use app::actions::{ActionKind, Role};
     let store = server::store::Store::connect(&db).await.expect("store");
-    let now = server::live::wall_now_ms();
+    let now = server::clock::wall_now_ms();
     let list = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     // A drain cut off mid-rack: gpu001 done, gpu002 in its call (which never reached the
     // scheduler), gpu003 not reached.

@@ -442,7 +442,7 @@ async fn user_commands(url: String) {
         "",
     ));
     let store = server::store::Store::connect(&url).await.expect("connect");
-    let now = server::live::wall_now_ms();
+    let now = server::clock::wall_now_ms();
     let session = |store: server::store::Store| async move {
         auth::start_session(&store, "alice", now, 3_600_000, 3_600_000)
             .await

@@ -334,7 +334,7 @@ async fn slurmctld_stopped_and_started_again_is_survived() {
     // The age of the scheduler state shown, against the poll interval.
     let nodes_fresh = || async {
         let j = support::get(r.addr, "/api/nodes").await.json();
-        let age = server::live::wall_now_ms() - j["polled_ms"].as_i64().unwrap_or(0);
+        let age = server::clock::wall_now_ms() - j["polled_ms"].as_i64().unwrap_or(0);
         (age, 500)
     };
     let (age, interval) = nodes_fresh().await;
@@ -484,7 +484,7 @@ async fn slurmrestd_answering_500_is_survived() {
             j["nodes"][0]["name"], "gpu-018",
             "the last state is served: {j}"
         );
-        server::live::wall_now_ms() - j["polled_ms"].as_i64().unwrap_or(0)
+        server::clock::wall_now_ms() - j["polled_ms"].as_i64().unwrap_or(0)
     };
     within(5, "fresh at first", || async { age().await < 2 * interval }).await;
     let errors = support::metric(r.addr, "gantry_slurm_poll_errors_total").await;

@@ -118,7 +118,7 @@ async fn the_overview_reads_through_a_real_prometheus() {
         63 * 8 + 63,
         "Prometheus did not scrape every exporter in 30 s"
     );
-    let complete_at = server::live::wall_now_ms();
+    let complete_at = server::clock::wall_now_ms();
 
     // The overview, computed from PromQL answers, equals the truth at its tick.
     let mut matched = false;
@@ -213,7 +213,7 @@ async fn the_overview_reads_through_a_real_prometheus() {
         .iter()
         .find(|g| g.node == "gpu001" && g.index == 0)
         .and_then(|g| g.power_watts);
-    let now = server::live::wall_now_ms();
+    let now = server::clock::wall_now_ms();
     let series = prom
         .query_range(
             "DCGM_FI_DEV_POWER_USAGE{Hostname=\"gpu001\",gpu=\"0\"}",

@@ -92,7 +92,7 @@ fn terminate(g: &mut Gantry) {
 }
 
 fn wall_ms() -> i64 {
-    server::live::wall_now_ms()
+    server::clock::wall_now_ms()
 }
 
 #[tokio::test]

@@ -347,7 +347,7 @@ async fn a_live_node_whose_exporters_fail_marks_its_rack_incomplete() {
         server::telemetry::ingest::PowerMapping::default(),
         8,
     );
-    let now = server::live::wall_now_ms();
+    let now = server::clock::wall_now_ms();
     let round = ing.scrape_all(now).await;
     // gpu003's two, and the two of the simulated cluster's down node (gpu016 at 16 nodes).
     assert_eq!(round.failed, 4);

@@ -252,7 +252,7 @@ async fn acknowledging_and_silencing_are_audited() {
                 summary: "gpu003: double-bit ECC errors",
                 link: "/nodes/gpu003",
             },
-            server::live::wall_now_ms(),
+            server::clock::wall_now_ms(),
         )
         .await
         .expect("fire");

@@ -1139,7 +1139,7 @@ async fn free_segments_on_a_real_slurm_follow_its_idle_nodes() {
     let mut last_disagreement = String::new();
     for _ in 0..100 {
         let before = idle_in_slurm(&cli.nodes().await.expect("nodes"));
-        let t0 = server::live::wall_now_ms();
+        let t0 = server::clock::wall_now_ms();
         tokio::time::sleep(Duration::from_millis(700)).await;
         let seg = support::get(r.addr, "/api/segments").await.json();
         let after = idle_in_slurm(&cli.nodes().await.expect("nodes"));
@@ -1341,7 +1341,7 @@ async fn nmxt_on_a_real_slurm_names_its_nodes_and_jobs() {
         .all(|t| !t.url.ends_with("/nmxt/R2")));
 
     // Switch tray sw04 down: every GPU link cabled to it, on all 18 compute trays.
-    let t0 = server::live::wall_now_ms();
+    let t0 = server::clock::wall_now_ms();
     {
         let mut l = links.lock().expect("links");
         for tray in 0..18 {

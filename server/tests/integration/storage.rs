@@ -521,7 +521,7 @@ async fn user_lifecycle(url: &str) {
     use app::actions::Role;
     use server::auth::{self, token_digest, Actor};
     let store = Store::connect(url).await.expect("connect");
-    let now = server::live::wall_now_ms();
+    let now = server::clock::wall_now_ms();
     let (hour, minute) = (3_600_000, 60_000);
     for (name, role) in [
         ("alice", Role::Operator),
