@@ -128,7 +128,7 @@ fn placement_tiles(
         return out;
     }
     let places = r.places();
-    let map = crate::placement::compare(inv, &places);
+    let map = crate::cluster::placement::compare(inv, &places);
     let reporting: std::collections::HashSet<&str> = places.iter().map(|(n, _)| *n).collect();
     for (i, n) in inv.nodes.iter().enumerate() {
         if let (Some(ri), true) = (rack_of[i], reporting.contains(n.name.as_str())) {

@@ -167,7 +167,7 @@ impl Actions {
                 .collect();
             let set: BTreeSet<&str> = targets.iter().map(String::as_str).collect();
             if let (ActionKind::Drain, Some(inv)) = (kind, self.live.inventory()) {
-                segments = crate::segments::drain_impact(&inv, &nodes, &jobs, &targets);
+                segments = crate::cluster::segments::drain_impact(&inv, &nodes, &jobs, &targets);
             }
             let hit = if kind == ActionKind::Drain {
                 running

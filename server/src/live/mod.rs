@@ -11,6 +11,7 @@
 mod pipeline;
 mod rollups;
 mod store_queue;
+pub mod window;
 
 pub use pipeline::{Event, Frame, Pipeline, Step, EVIDENCE_ECC_DBE, EVIDENCE_IB_LINK_DOWN};
 pub use rollups::{HourRollups, MinuteRollups, ReasonCounter, ReasonCounts};
@@ -179,7 +180,7 @@ pub struct Live {
     sim_frame: RwLock<Option<Arc<SimFrame>>>,
     targets: RwLock<Arc<Vec<crate::telemetry::scrape::TargetHealth>>>,
     /// The last hour at 10 s resolution, per GPU, node, rack and cluster.
-    window: Mutex<crate::window::HotWindow>,
+    window: Mutex<crate::live::window::HotWindow>,
     tx: broadcast::Sender<Arc<Tick>>,
     truths: Mutex<VecDeque<(u64, Arc<SimTruth>)>>,
     pub metrics: Arc<Metrics>,
@@ -199,7 +200,7 @@ impl Live {
             current: RwLock::new(None),
             sim_frame: RwLock::new(None),
             targets: RwLock::new(Arc::new(Vec::new())),
-            window: Mutex::new(crate::window::HotWindow::new(
+            window: Mutex::new(crate::live::window::HotWindow::new(
                 HOT_WINDOW_SPAN_MS,
                 HOT_WINDOW_RESOLUTION_MS,
             )),
@@ -353,8 +354,8 @@ impl Live {
     /// A series of the hot window since `from_ms`; `None` if the window has no such series.
     pub fn history(
         &self,
-        scope: &crate::window::Scope,
-        metric: crate::window::Metric,
+        scope: &crate::live::window::Scope,
+        metric: crate::live::window::Metric,
         from_ms: UnixMs,
     ) -> Option<Vec<(UnixMs, Option<f32>)>> {
         self.window.lock().ok()?.query(scope, metric, from_ms)

@@ -154,7 +154,7 @@ impl Pipeline {
         }
         self.prev_at_ms = Some(r.at_ms);
         self.throttling.write(&mut ov);
-        ov.segments = crate::segments::summary(&crate::segments::segments(
+        ov.segments = crate::cluster::segments::summary(&crate::cluster::segments::segments(
             &frame.inventory,
             &frame.sched.nodes,
             &frame.sched.jobs,

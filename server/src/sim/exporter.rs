@@ -44,7 +44,7 @@ pub fn render_dcgm(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
                 model = inv_gpu.map(|x| x.model.as_str()).unwrap_or(""),
             );
             if let Some(p) = places.and_then(|p| p.iter().find(|p| p.gpu == g.index)) {
-                use crate::placement::*;
+                use crate::cluster::placement::*;
                 let num = |v: Option<u32>| v.map_or(String::new(), |v| v.to_string());
                 let _ = write!(
                     l,
@@ -793,11 +793,11 @@ mod tests {
             scraped.push((n.name.clone(), places));
         }
         assert!(scraped.len() > 130, "{}", scraped.len());
-        let refs: Vec<(&str, &[crate::placement::GpuPlace])> = scraped
+        let refs: Vec<(&str, &[crate::cluster::placement::GpuPlace])> = scraped
             .iter()
             .map(|(n, p)| (n.as_str(), p.as_slice()))
             .collect();
-        let map = crate::placement::compare(inv, &refs);
+        let map = crate::cluster::placement::compare(inv, &refs);
         let truth = sim.truth();
         assert_eq!(truth.misplaced.len(), 4);
         let named: Vec<&str> = map

@@ -185,10 +185,10 @@ pub fn nvl72_misplaced(racks: usize) -> Vec<usize> {
 /// What DCGM's platform identity fields say of tray `i`'s `gpus` GPUs: its chassis, its
 /// slot (switch trays counted), its tray index from the bottom (from 0), host 1, modules
 /// 1 to 4.
-pub fn nvl72_places(i: usize, racks: usize, gpus: usize) -> Vec<crate::placement::GpuPlace> {
+pub fn nvl72_places(i: usize, racks: usize, gpus: usize) -> Vec<crate::cluster::placement::GpuPlace> {
     let (rack, tray) = nvl72_physical(i, racks);
     (0..gpus as u32)
-        .map(|g| crate::placement::GpuPlace {
+        .map(|g| crate::cluster::placement::GpuPlace {
             gpu: g,
             chassis_serial: nvl72_chassis_serial(rack),
             slot: Some(nvl72_u(tray) - 1),

@@ -583,7 +583,7 @@ impl Sim {
 
     /// What DCGM's platform identity fields say of each node (the NVL72 profile; HGX
     /// exporters print none), as its exporter would: nothing from a node that is off.
-    fn places(&self) -> Vec<Vec<crate::placement::GpuPlace>> {
+    fn places(&self) -> Vec<Vec<crate::cluster::placement::GpuPlace>> {
         if self.profile != super::Profile::Nvl72 {
             return Vec::new();
         }

@@ -173,7 +173,7 @@ impl SlurmSource {
     pub fn from_config(
         cfg: &Config,
         sched: Arc<dyn Scheduler>,
-        layout: Option<crate::layout::Layout>,
+        layout: Option<crate::cluster::layout::Layout>,
         ctx: &mut super::Context<'_>,
     ) -> SlurmSource {
         // Telemetry from each node's exporters, if their URL templates are configured.
@@ -283,7 +283,7 @@ impl Source for SlurmSource {
 /// Turns polls of Slurm into frames: the inventory for the node list (the same one while
 /// the nodes do not change) and each poll's readings and job transitions.
 pub struct SlurmFrames {
-    layout: Option<crate::layout::Layout>,
+    layout: Option<crate::cluster::layout::Layout>,
     cluster: String,
     interval_ms: i64,
     inventory: Option<Arc<Inventory>>,
@@ -292,7 +292,7 @@ pub struct SlurmFrames {
 
 impl SlurmFrames {
     pub fn new(
-        layout: Option<crate::layout::Layout>,
+        layout: Option<crate::cluster::layout::Layout>,
         cluster: &str,
         interval_ms: u64,
     ) -> SlurmFrames {
@@ -318,7 +318,7 @@ impl SlurmFrames {
             }
         }
         let inv = Arc::new(match &self.layout {
-            Some(l) => crate::layout::place(
+            Some(l) => crate::cluster::layout::place(
                 l,
                 &nodes
                     .iter()

@@ -35,9 +35,9 @@ pub struct Readings {
     #[serde(default)]
     pub node_coolant: Vec<Option<app::model::CoolantReading>>,
     /// Each node's GPUs' places as DCGM's platform identity fields give them, in the order
-    /// of `nodes`; empty where no exporter prints them (see [`crate::placement`]).
+    /// of `nodes`; empty where no exporter prints them (see [`crate::cluster::placement`]).
     #[serde(default)]
-    pub node_places: Vec<Vec<crate::placement::GpuPlace>>,
+    pub node_places: Vec<Vec<crate::cluster::placement::GpuPlace>>,
     /// Each node's NVSwitches as DCGM reports them (HGX baseboards), in the order of
     /// `nodes`; empty where no exporter reports them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -55,7 +55,7 @@ pub struct Readings {
 
 impl Readings {
     /// The nodes whose GPUs DCGM places, with their places.
-    pub fn places(&self) -> Vec<(&str, &[crate::placement::GpuPlace])> {
+    pub fn places(&self) -> Vec<(&str, &[crate::cluster::placement::GpuPlace])> {
         self.nodes
             .iter()
             .zip(&self.node_places)

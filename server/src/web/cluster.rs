@@ -54,7 +54,7 @@ struct HistoryQuery {
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub(super) struct HistoryAnswer {
     scope: String,
-    metric: crate::window::Metric,
+    metric: crate::live::window::Metric,
     /// `[unix ms, value]` pairs, oldest first (`null` where nothing was read).
     points: Vec<(i64, Option<f32>)>,
 }
@@ -65,7 +65,7 @@ async fn history(
     State(st): State<AppState>,
     Query(q): Query<HistoryQuery>,
 ) -> Result<Response, ApiError> {
-    use crate::window::{Metric, Scope};
+    use crate::live::window::{Metric, Scope};
     let scope = Scope::parse(&q.scope).ok_or_else(|| {
         ApiError::BadRequest("scope must be cluster, rack:NAME, node:NAME or gpu:NODE:INDEX".into())
     })?;
@@ -95,7 +95,7 @@ async fn history_svg(
     State(st): State<AppState>,
     Query(q): Query<HistoryQuery>,
 ) -> Result<Response, ApiError> {
-    use crate::window::{Metric, Scope};
+    use crate::live::window::{Metric, Scope};
     let scope = Scope::parse(&q.scope).ok_or_else(|| {
         ApiError::BadRequest("scope must be cluster, rack:NAME, node:NAME or gpu:NODE:INDEX".into())
     })?;
@@ -252,8 +252,8 @@ pub(super) struct JobsAnswer<'a> {
 pub(super) struct SegmentsAnswer {
     at_ms: i64,
     polled_ms: i64,
-    sets: Vec<crate::segments::BlockSet>,
-    pending: Vec<crate::segments::PendingSegmentJob>,
+    sets: Vec<crate::cluster::segments::BlockSet>,
+    pending: Vec<crate::cluster::segments::PendingSegmentJob>,
 }
 
 /// Every node as of the last scheduler poll.
@@ -290,7 +290,7 @@ async fn jobs(State(st): State<AppState>) -> Result<Response, ApiError> {
 async fn segments(State(st): State<AppState>) -> Result<Response, ApiError> {
     let s = st.live.sched().ok_or(ApiError::NotReady)?;
     let inv = st.live.inventory().ok_or(ApiError::NotReady)?;
-    let seg = crate::segments::segments(&inv, &s.nodes, &s.jobs);
+    let seg = crate::cluster::segments::segments(&inv, &s.nodes, &s.jobs);
     Ok(Json(SegmentsAnswer {
         at_ms: s.at_ms,
         polled_ms: s.polled_ms,
@@ -305,7 +305,7 @@ async fn segments(State(st): State<AppState>) -> Result<Response, ApiError> {
 pub(super) struct PlacementAnswer {
     at_ms: i64,
     #[serde(flatten)]
-    map: crate::placement::PlacementMap,
+    map: crate::cluster::placement::PlacementMap,
 }
 
 /// The rack -> tray -> GPU map DCGM's platform identity fields give (chassis serial, slot,
@@ -320,7 +320,7 @@ async fn placement(State(st): State<AppState>) -> Result<Response, ApiError> {
     let r = latest.readings();
     Ok(Json(PlacementAnswer {
         at_ms: r.at_ms,
-        map: crate::placement::compare(&inv, &r.places()),
+        map: crate::cluster::placement::compare(&inv, &r.places()),
     })
     .into_response())
 }

@@ -1,6 +1,6 @@
 //! `/healthz` (the store answers and a tick has been published), `/metrics` (Gantry's
 //! own metrics, Prometheus text) and `/metrics/cluster` (the figures Gantry derives,
-//! `crate::figures`).
+//! `crate::web::figures`).
 
 use axum::extract::State;
 use axum::http::header;
@@ -28,7 +28,7 @@ async fn cluster_figures(State(st): State<AppState>) -> Result<Response, ApiErro
         .latest()
         .map(|l| crate::live::ReasonCounter::default().count(&tick.overview, l.readings()))
         .unwrap_or_default();
-    let body = crate::figures::render(&tick.overview, &by_reason, wall_now_ms());
+    let body = crate::web::figures::render(&tick.overview, &by_reason, wall_now_ms());
     Ok((
         [(
             header::CONTENT_TYPE,

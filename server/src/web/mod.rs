@@ -55,6 +55,7 @@ mod cluster;
 pub mod embedded;
 pub mod error;
 mod extract;
+pub mod figures;
 pub mod guard;
 pub mod headers;
 mod health;

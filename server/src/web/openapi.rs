@@ -198,7 +198,7 @@ pub fn refine(d: &mut Value, now_ms: i64, anonymous_read: bool) {
         }
     };
     let scope = "^(cluster|domain:.+|(rack|node):[^:]+|gpu:[^:]+:[0-9]{1,9})$";
-    let metrics = crate::window::Metric::NAMES;
+    let metrics = crate::live::window::Metric::NAMES;
     for path in ["/api/history", "/api/charts/history.svg"] {
         param(path, "scope", json!({"pattern": scope}));
         param(path, "metric", json!({"enum": metrics}));

@@ -41,6 +41,7 @@ mod crash;
 mod faults;
 mod frameworks;
 mod http;
+mod layers;
 mod ingest;
 mod ldap;
 mod ledger;

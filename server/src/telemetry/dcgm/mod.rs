@@ -18,7 +18,7 @@ use app::model::{GpuReading, ThrottleReasons};
 use std::collections::HashMap;
 
 use super::exposition::{self, Report, Sample};
-use crate::placement;
+use crate::cluster::placement;
 
 use fields::{field_of, switch_field_of};
 pub use fields::{is_blank, metric_names_regex, Field, SwitchField};
@@ -50,9 +50,9 @@ pub struct DcgmGpu {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_xid_message: Option<String>,
     /// Where the GPU sits in its rack, when the exporter prints DCGM's platform identity
-    /// fields (572-577) as labels (see [`crate::placement`]).
+    /// fields (572-577) as labels (see [`crate::cluster::placement`]).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub place: Option<crate::placement::GpuPlace>,
+    pub place: Option<crate::cluster::placement::GpuPlace>,
 }
 
 impl DcgmGpu {
@@ -530,7 +530,7 @@ DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT{nvswitch="nvswitch0",hostname="gpu017"}
         let place = |i: usize| s.gpus[i].place.clone();
         assert_eq!(
             place(0),
-            Some(crate::placement::GpuPlace {
+            Some(crate::cluster::placement::GpuPlace {
                 gpu: 0,
                 chassis_serial: "1652524000101".into(),
                 slot: Some(5),

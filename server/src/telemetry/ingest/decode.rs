@@ -5,7 +5,7 @@
 use app::model::{GpuReading, UnixMs};
 
 use super::{counter_rate, read_bmc, read_ib, Ingest, Kind};
-use crate::placement::GpuPlace;
+use crate::cluster::placement::GpuPlace;
 use crate::telemetry::{dcgm, nvlink_fabric, shelves};
 
 impl Ingest {

@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use app::model::{CoolantReading, GpuReading, UnixMs};
 
-use crate::placement::GpuPlace;
+use crate::cluster::placement::GpuPlace;
 use crate::telemetry::nvlink_fabric;
 pub use crate::telemetry::scrape::RoundStats;
 use crate::telemetry::scrape::{Client, TargetHealth};

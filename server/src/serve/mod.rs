@@ -1,6 +1,9 @@
 //! Start-up and shutdown: builds every task from the configuration, serves until a
 //! signal, then stops live streams, the source and the store writer in that order.
 
+pub mod housekeeping;
+pub mod replica;
+
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,10 +13,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::config::{Config, SourceKind};
-use crate::housekeeping;
 use crate::live::{self, Live};
 use crate::metrics::Metrics;
-use crate::replica::{Lease, Role};
+use crate::serve::replica::{Lease, Role};
 use crate::sources;
 use crate::sources::run::{run, PipelineSettings};
 use crate::sources::sim::SimSource;
@@ -290,7 +292,7 @@ struct Work {
     serving_https: bool,
     sched: crate::scheduler::SharedScheduler,
     sim_ops: Option<Arc<crate::sources::sim::SimOps>>,
-    layout: Option<crate::layout::Layout>,
+    layout: Option<crate::cluster::layout::Layout>,
     actions: Arc<crate::actions::Actions>,
     lease: Arc<Lease>,
     interval_ms: u64,
@@ -326,7 +328,7 @@ impl Started {
 async fn supervise(work: Arc<Work>, mut shutdown: watch::Receiver<bool>) {
     // The lease is renewed until the term's history is written, then given up.
     let (lease_stop, lease_stop_rx) = watch::channel(false);
-    let lease_task = tokio::spawn(crate::replica::run_lease(
+    let lease_task = tokio::spawn(crate::serve::replica::run_lease(
         work.store.clone(),
         Arc::clone(&work.lease),
         work.addr.to_string(),
@@ -389,7 +391,7 @@ async fn supervise(work: Arc<Work>, mut shutdown: watch::Receiver<bool>) {
 
 fn start_standby(work: &Work) -> Started {
     let (stop, stop_rx) = watch::channel(false);
-    let tasks = vec![tokio::spawn(crate::replica::follow(
+    let tasks = vec![tokio::spawn(crate::serve::replica::follow(
         work.store.clone(),
         Arc::clone(&work.live),
         work.cfg.database_url.expose().clone(),
@@ -510,14 +512,14 @@ async fn start_term(work: &Work, f: &Fence) -> Started {
         Arc::clone(&work.actions).recover(stop_rx.clone()),
     ));
     if work.store.dialect() == crate::store::Dialect::Postgres {
-        tasks.push(tokio::spawn(crate::replica::publish(
+        tasks.push(tokio::spawn(crate::serve::replica::publish(
             work.store.clone(),
             Arc::clone(live),
             Arc::clone(&work.lease),
             f.clone(),
             stop_rx.clone(),
         )));
-        tasks.push(tokio::spawn(crate::replica::take_pokes(
+        tasks.push(tokio::spawn(crate::serve::replica::take_pokes(
             Arc::clone(live),
             Arc::clone(&work.actions),
             cfg.database_url.expose().clone(),
@@ -608,7 +610,7 @@ pub fn check(cfg: &Config) -> Result<Vec<String>, ServeError> {
 }
 
 /// The layout file (with Slurm's topology file) of a real cluster, if configured.
-fn slurm_layout(cfg: &Config) -> Result<Option<crate::layout::Layout>, ServeError> {
+fn slurm_layout(cfg: &Config) -> Result<Option<crate::cluster::layout::Layout>, ServeError> {
     let read = |p: &std::path::Path| {
         std::fs::read_to_string(p)
             .map_err(|e| ServeError::Scheduler(format!("{}: {e}", p.display())))
@@ -620,7 +622,7 @@ fn slurm_layout(cfg: &Config) -> Result<Option<crate::layout::Layout>, ServeErro
         Some(t) => Some((t.display().to_string(), read(t)?)),
         None => None,
     };
-    crate::layout::parse(
+    crate::cluster::layout::parse(
         &cfg.cluster_name,
         &read(p)?,
         topo.as_ref().map(|(n, t)| (n.as_str(), t.as_str())),

@@ -29,7 +29,7 @@ fn hhmm(ms: UnixMs) -> String {
 
 /// The one font of every chart (DejaVu Sans, Latin subset, in the binary), so text is
 /// measured and drawn the same on every machine, in SVG and in PNG.
-static FONT: &[u8] = include_bytes!("../assets/DejaVuSans-subset.ttf");
+static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans-subset.ttf");
 
 fn fonts() -> Result<(), String> {
     static DONE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
