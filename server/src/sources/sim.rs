@@ -172,7 +172,7 @@ pub async fn run_sim_source(
                 wall_now_ms(),
                 r.at_ms,
                 fresh_ms,
-                r.nodes.clone(),
+                r.nodes.iter().map(|n| (n.name.clone(), n.state)),
                 r.jobs.clone(),
             )))
         };
