@@ -27,9 +27,10 @@ impl Ingest {
         let nodes = nodes.into_iter();
         let mut gpus = Vec::with_capacity(inv.gpu_count());
         let mut out = Vec::with_capacity(nodes.size_hint().0);
-        // Looked up only for a node that is not reporting, to list its GPUs.
+        // Looked up only for a node that is not reporting, to list its GPUs: where the
+        // scheduler lists nodes in the inventory's order, by position, else by name.
         let mut inv_node: Option<HashMap<&str, &app::model::Node>> = None;
-        for (name, state) in nodes {
+        for (k, (name, state)) in nodes.enumerate() {
             let l = self.latest.get(&name);
             let mut n = NodeReading::silent(name, state);
             match l.filter(|l| fresh(l.gpus_at_ms)) {
@@ -40,11 +41,15 @@ impl Ingest {
                 }
                 // Not reporting: its GPUs are there, with nothing known about them.
                 None => {
-                    let known = inv_node
-                        .get_or_insert_with(|| {
-                            inv.nodes.iter().map(|n| (n.name.as_str(), n)).collect()
-                        })
-                        .get(n.name.as_str());
+                    let known = match inv.nodes.get(k).filter(|x| x.name == n.name) {
+                        Some(x) => Some(x),
+                        None => inv_node
+                            .get_or_insert_with(|| {
+                                inv.nodes.iter().map(|n| (n.name.as_str(), n)).collect()
+                            })
+                            .get(n.name.as_str())
+                            .copied(),
+                    };
                     gpus.extend(known.into_iter().flat_map(|k| &k.gpus).map(|g| GpuReading {
                         node: n.name.clone(),
                         index: g.index,
