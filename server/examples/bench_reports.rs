@@ -50,8 +50,10 @@ fn hours_of_deltas() -> Vec<Vec<ReportDelta>> {
                 })
             })
             .collect(),
-        nodes: names.iter().map(|n| (n.clone(), NodeState::Idle)).collect(),
-        node_power_watts: vec![None; names.len()],
+        nodes: names
+            .iter()
+            .map(|n| server::telemetry::NodeReading::silent(n.clone(), NodeState::Idle))
+            .collect(),
         ..Readings::default()
     };
     let mut acc = Accumulator::new(0.05);

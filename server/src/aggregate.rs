@@ -124,7 +124,7 @@ fn placement_tiles(
     rack_of: &[Option<usize>],
 ) -> Vec<Option<app::live::PlacementTile>> {
     let mut out: Vec<Option<app::live::PlacementTile>> = vec![None; inv.racks.len()];
-    if r.node_places.iter().all(Vec::is_empty) {
+    if r.nodes.iter().all(|n| n.places.is_empty()) {
         return out;
     }
     let places = r.places();
@@ -154,6 +154,61 @@ fn placement_tiles(
     out
 }
 
+/// What a rack's nodes' BMCs say of it together.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RackNodes {
+    /// Its nodes' power summed (GPUs and hosts; not a PDU's measurement); `None` when none
+    /// of them reports.
+    pub power_watts: Option<f64>,
+    /// The warmest of its nodes' inlets.
+    pub inlet_celsius: Option<f64>,
+    /// Its nodes up in the scheduler yet with no fresh power reading: the sum is
+    /// incomplete.
+    pub not_reporting: u32,
+}
+
+/// Each rack of `inv` (by index) as its nodes' BMCs report it in `r`: the one place a
+/// rack's power is summed from its nodes.
+pub fn rack_nodes(inv: &Inventory, r: &Readings) -> Vec<RackNodes> {
+    let rack_idx: HashMap<&str, usize> = inv
+        .racks
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.name.as_str(), i))
+        .collect();
+    let node_rack: HashMap<&str, usize> = inv
+        .nodes
+        .iter()
+        .filter_map(|n| Some((n.name.as_str(), *rack_idx.get(n.rack.as_str())?)))
+        .collect();
+    rack_nodes_by(inv.racks.len(), r, |n| node_rack.get(n).copied())
+}
+
+fn rack_nodes_by(
+    racks: usize,
+    r: &Readings,
+    node_rack: impl Fn(&str) -> Option<usize>,
+) -> Vec<RackNodes> {
+    let mut out = vec![RackNodes::default(); racks];
+    for n in &r.nodes {
+        let Some(ri) = node_rack(&n.name) else {
+            continue;
+        };
+        let rack = &mut out[ri];
+        match n.power_watts {
+            Some(p) => *rack.power_watts.get_or_insert(0.0) += p,
+            None if !matches!(n.state, NodeState::Down | NodeState::NotResponding) => {
+                rack.not_reporting += 1;
+            }
+            None => {}
+        }
+        if let Some(t) = n.inlet_celsius {
+            rack.inlet_celsius = Some(rack.inlet_celsius.map_or(t, |x: f64| x.max(t)));
+        }
+    }
+    out
+}
+
 /// The overview of `inv` from `r`, numbered `seq`.
 pub fn overview(
     inv: &Inventory,
@@ -163,7 +218,7 @@ pub fn overview(
     published_ms: UnixMs,
 ) -> Overview {
     let state_of: HashMap<&str, NodeState> =
-        r.nodes.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+        r.nodes.iter().map(|n| (n.name.as_str(), n.state)).collect();
     let mut allocated_nodes: HashMap<&str, ()> = HashMap::new();
     for j in r.jobs.iter().filter(|j| j.state == JobState::Running) {
         for n in &j.nodes {
@@ -216,16 +271,7 @@ pub fn overview(
         }
     }
 
-    // Up in the scheduler, yet no fresh power reading: the rack's sum is incomplete.
-    let mut not_reporting = vec![0u32; inv.racks.len()];
-    for ((name, st), power) in r.nodes.iter().zip(&r.node_power_watts) {
-        let down = matches!(st, NodeState::Down | NodeState::NotResponding);
-        if power.is_none() && !down {
-            if let Some(ri) = node_rack(name) {
-                not_reporting[ri] += 1;
-            }
-        }
-    }
+    let measured = rack_nodes_by(inv.racks.len(), r, node_rack);
     let mut throttling = vec![0u32; inv.racks.len()];
     let mut gpu_watts = vec![0.0f64; inv.racks.len()];
     let (mut sm_sum, mut sm_n) = (0.0, 0u32);
@@ -251,11 +297,6 @@ pub fn overview(
             }
         }
     }
-    let measured: HashMap<&str, (Option<f64>, Option<f64>)> = r
-        .racks
-        .iter()
-        .map(|x| (x.rack.as_str(), (x.nodes_power_watts, x.inlet_celsius)))
-        .collect();
     let shelf_readings: HashMap<&str, &[app::model::ShelfReading]> = r
         .racks
         .iter()
@@ -270,10 +311,11 @@ pub fn overview(
         .iter()
         .enumerate()
         .map(|(i, rack)| {
-            let (nodes_watts, inlet) = measured
-                .get(rack.name.as_str())
-                .copied()
-                .unwrap_or((None, None));
+            let RackNodes {
+                power_watts: nodes_watts,
+                inlet_celsius: inlet,
+                not_reporting,
+            } = measured[i];
             // The nodes' BMCs see GPUs and hosts; without them, GPU power is a lower bound.
             let power = nodes_watts.or((gpu_watts[i] > 0.0).then_some(gpu_watts[i]));
             let shelves = shelves_tile(
@@ -297,7 +339,7 @@ pub fn overview(
                 cooling: rack.cooling,
                 gpus_throttling: throttling[i],
                 nodes_unavailable: unavailable[i],
-                nodes_not_reporting: not_reporting[i],
+                nodes_not_reporting: not_reporting,
                 gpu_temp_max_celsius: None,
                 inlet_limit_celsius: rack.inlet_limit_celsius,
                 jobs: Vec::new(),
@@ -409,10 +451,12 @@ pub fn fabric_tiles(inv: &Inventory, r: &Readings) -> Vec<Option<app::live::Fabr
         return vec![None; inv.racks.len()];
     }
     let mut placed: HashMap<(&str, u32), &str> = HashMap::new();
-    for ((node, _), places) in r.nodes.iter().zip(&r.node_places) {
-        for p in places {
+    for n in &r.nodes {
+        for p in &n.places {
             if let Some(t) = p.tray_index {
-                placed.entry((p.chassis_serial.as_str(), t)).or_insert(node);
+                placed
+                    .entry((p.chassis_serial.as_str(), t))
+                    .or_insert(n.name.as_str());
             }
         }
     }
@@ -550,8 +594,8 @@ fn coolant_tiles(
     let mut acc = vec![[(0.0f64, 0u32); 3]; inv.racks.len()];
     let mut leaking: Vec<Vec<usize>> = vec![Vec::new(); inv.racks.len()];
     let mut low: Vec<Vec<usize>> = vec![Vec::new(); inv.racks.len()];
-    for ((name, _), c) in r.nodes.iter().zip(&r.node_coolant) {
-        let (Some(c), Some(&ni)) = (c, ix.get(name.as_str())) else {
+    for n in &r.nodes {
+        let (Some(c), Some(&ni)) = (n.coolant, ix.get(n.name.as_str())) else {
             continue;
         };
         let Some(ri) = rack_of[ni] else { continue };
@@ -702,10 +746,10 @@ fn floor(
     }
     let mut power_of: Vec<Option<f64>> = vec![None; n_nodes];
     let mut node_ib: Vec<Option<f64>> = vec![None; n_nodes];
-    for (k, (n, _)) in r.nodes.iter().enumerate() {
-        if let Some(&i) = ix.get(n.as_str()) {
-            power_of[i] = r.node_power_watts.get(k).copied().flatten();
-            node_ib[i] = r.node_ib_bytes_per_second.get(k).copied().flatten();
+    for n in &r.nodes {
+        if let Some(&i) = ix.get(n.name.as_str()) {
+            power_of[i] = n.power_watts;
+            node_ib[i] = n.ib_bytes_per_second;
         }
     }
     let mut reason_counts = [0u32; REASONS.len()];
@@ -978,6 +1022,10 @@ mod tests {
             ..NvlinkPortDown::default()
         };
         let mut r = sim.readings();
+        r.racks.push(crate::telemetry::RackReadings {
+            rack: rack.clone(),
+            ..Default::default()
+        });
         r.racks[0].fabric = Some(NvlinkFabric {
             switch_trays: vec![SwitchTrayLinks {
                 tray: "sw01".into(),
@@ -1009,8 +1057,7 @@ mod tests {
         let rate: HashMap<&str, Option<f64>> = r
             .nodes
             .iter()
-            .zip(&r.node_ib_bytes_per_second)
-            .map(|((n, _), b)| (n.as_str(), *b))
+            .map(|n| (n.name.as_str(), n.ib_bytes_per_second))
             .collect();
         let mut busy = 0;
         for d in sim
@@ -1034,7 +1081,9 @@ mod tests {
         assert!(busy > 0);
         // Without node_exporter: nothing, not zero.
         let mut none = r.clone();
-        none.node_ib_bytes_per_second.clear();
+        for n in &mut none.nodes {
+            n.ib_bytes_per_second = None;
+        }
         let ov = overview(sim.inventory(), &none, 1, 1000, T0);
         assert!(ov.domains.iter().all(|d| d.ib_bytes_per_second.is_none()));
     }
@@ -1163,9 +1212,9 @@ mod tests {
         let i = r
             .nodes
             .iter()
-            .position(|(n, _)| n == "gpu002")
+            .position(|n| n.name == "gpu002")
             .expect("node");
-        r.node_power_watts[i] = None;
+        r.nodes[i].power_watts = None;
         let ov = overview(sim.inventory(), &r, 1, 1000, T0);
         assert_eq!(ov.racks[0].nodes_not_reporting, 1);
         assert_eq!(ov.racks[1].nodes_not_reporting, 0);
@@ -1178,10 +1227,6 @@ mod tests {
         for g in &mut r.gpus {
             g.sm_active_ratio = None;
         }
-        r.racks[0].nodes_power_watts = None;
-        let ov = overview(sim.inventory(), &r, 1, 1000, T0);
-        assert_eq!(ov.summary.sm_active_mean, None);
-        // Without its nodes' BMC readings the rack falls back to the sum of its GPUs' power.
         let rack0 = &sim.inventory().racks[0].name;
         let in_rack0: Vec<&str> = sim
             .inventory()
@@ -1190,6 +1235,16 @@ mod tests {
             .filter(|n| &n.rack == rack0)
             .map(|n| n.name.as_str())
             .collect();
+        for n in r
+            .nodes
+            .iter_mut()
+            .filter(|n| in_rack0.contains(&n.name.as_str()))
+        {
+            n.power_watts = None;
+        }
+        let ov = overview(sim.inventory(), &r, 1, 1000, T0);
+        assert_eq!(ov.summary.sm_active_mean, None);
+        // Without its nodes' BMC readings the rack falls back to the sum of its GPUs' power.
         let gpu_sum: f64 = r
             .gpus
             .iter()

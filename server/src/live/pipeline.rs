@@ -390,8 +390,9 @@ impl EvidenceWatch {
                 *dbe = Some(count);
             }
         }
-        for (k, (name, _)) in r.nodes.iter().enumerate() {
-            let Some(count) = r.node_ib_link_downed_total.get(k).copied().flatten() else {
+        for n in &r.nodes {
+            let name = &n.name;
+            let Some(count) = n.ib_link_downed_total else {
                 continue;
             };
             let node = match self.0.get_mut(name.as_str()) {

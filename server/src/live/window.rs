@@ -230,12 +230,8 @@ impl HotWindow {
             }
         }
         self.gpu_slots.truncate(readings.gpus.len());
-        for (i, ((name, _), power)) in readings
-            .nodes
-            .iter()
-            .zip(&readings.node_power_watts)
-            .enumerate()
-        {
+        for (i, n) in readings.nodes.iter().enumerate() {
+            let name = &n.name;
             let k = cached(
                 &mut self.node_slots,
                 i,
@@ -251,7 +247,7 @@ impl HotWindow {
                     )
                 },
             );
-            rings[k][head] = value(*power);
+            rings[k][head] = value(n.power_watts);
         }
         self.node_slots.truncate(readings.nodes.len());
         // Per node from the overview's tiles: the hottest GPU, mean SM activity, throttling.

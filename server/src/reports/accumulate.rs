@@ -292,12 +292,11 @@ impl Accumulator {
                 self.gpu_seen[i] = true;
             }
         }
-        for (k, (name, st)) in r.nodes.iter().enumerate() {
-            if let Some(&i) = ix.node_of.get(name) {
-                self.state[i] = *st;
-                self.bmc[i] = r.node_power_watts.get(k).copied().flatten();
-                self.quiet[i] =
-                    hang::ib_quiet(r.node_ib_bytes_per_second.get(k).copied().flatten());
+        for n in &r.nodes {
+            if let Some(&i) = ix.node_of.get(&n.name) {
+                self.state[i] = n.state;
+                self.bmc[i] = n.power_watts;
+                self.quiet[i] = hang::ib_quiet(n.ib_bytes_per_second);
             }
         }
         for j in &running {
@@ -511,6 +510,7 @@ pub fn loses_work(state: JobState) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::telemetry::NodeReading;
     use app::model::{Gpu, GpuReading, Node, Rack};
 
     fn inv() -> Arc<Inventory> {
@@ -578,8 +578,10 @@ mod tests {
                     ..GpuReading::default()
                 })
                 .collect(),
-            nodes: vec![("n1".into(), NodeState::Mixed)],
-            node_power_watts: vec![Some(1000.0)],
+            nodes: vec![NodeReading {
+                power_watts: Some(1000.0),
+                ..NodeReading::silent("n1".into(), NodeState::Mixed)
+            }],
             jobs,
             ..Readings::default()
         }

@@ -27,11 +27,7 @@ pub fn render_dcgm(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
     let mut out = String::with_capacity(gpus.len() * 7000);
     // Rack-scale systems: DCGM's platform identity fields, listed in the counters file
     // with type `label`, ride on every series of the GPU after the driver version.
-    let places = r
-        .nodes
-        .iter()
-        .position(|(x, _)| x == node)
-        .and_then(|i| r.node_places.get(i));
+    let places = r.node(node).map(|x| &x.places);
     let labels: Vec<String> = gpus
         .iter()
         .map(|g| {
@@ -307,12 +303,7 @@ pub fn render_dcgm(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
     // The node's NVSwitches (HGX baseboards), as dcgm-exporter up to 4.5 writes switch
     // entities when the site's counters file lists their fields: `nvswitch="N"` and
     // `Hostname`, whole numbers; field 856 is the SXid (0: none).
-    let switches = r
-        .nodes
-        .iter()
-        .position(|(x, _)| x == node)
-        .and_then(|i| r.node_switches.get(i))
-        .filter(|s| !s.is_empty());
+    let switches = r.node(node).map(|x| &x.switches).filter(|s| !s.is_empty());
     if let Some(switches) = switches {
         type Value = fn(&app::model::SwitchReading) -> Option<f64>;
         let families: [(&str, &str, Value); 6] = [
@@ -367,7 +358,7 @@ pub fn render_dcgm(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
 /// NMX-T's text for `rack`'s NVLink domain (see [`super::fabric`]); `None` for a rack
 /// without NVLink switch trays.
 pub fn render_nmxt(r: &Readings, rack: &str) -> Option<String> {
-    let (_, l) = r.rack_links.iter().find(|(x, _)| x == rack)?;
+    let l = r.rack(rack)?.links.as_ref()?;
     Some(super::fabric::render_nmxt(l))
 }
 
@@ -375,7 +366,7 @@ pub fn render_nmxt(r: &Readings, rack: &str) -> Option<String> {
 /// (a Redfish chassis), its health, capacity, output and state, families in name order
 /// and labels sorted as client_golang writes them. `None` for a rack without shelves.
 pub fn render_redfish(r: &Readings, rack: &str) -> Option<String> {
-    let (_, supplies) = r.rack_supplies.iter().find(|(x, _)| x == rack)?;
+    let supplies = &r.rack(rack).filter(|x| !x.supplies.is_empty())?.supplies;
     let mut out = String::with_capacity(supplies.len() * 700);
     type Value = fn(&crate::telemetry::shelves::SupplyLine) -> Option<f64>;
     let families: [(&str, &str, Value); 4] = [
@@ -418,20 +409,13 @@ pub fn render_redfish(r: &Readings, rack: &str) -> Option<String> {
 /// ipmi_exporter's text for `node`: DCMI power and the inlet temperature sensor. Node power
 /// is its GPUs plus the host; inlet is its rack's.
 pub fn render_ipmi(inv: &Inventory, r: &Readings, node: &str) -> Option<String> {
-    let n = inv.nodes.iter().find(|n| n.name == node)?;
-    let watts = node_power_watts(r, node)?;
-    let inlet = r
-        .racks
-        .iter()
-        .find(|x| x.rack == n.rack)
-        .and_then(|x| x.inlet_celsius)?;
+    inv.nodes.iter().find(|n| n.name == node)?;
+    let reading = r.node(node)?;
+    let watts = reading.power_watts?;
+    let inlet = reading.inlet_celsius?;
     // A liquid-cooled tray's BMC adds its coolant sensors (names as the default
     // `[power_mapping]` reads them) and its leak detector's state.
-    let coolant = r
-        .nodes
-        .iter()
-        .position(|(x, _)| x == node)
-        .and_then(|i| r.node_coolant.get(i).copied().flatten());
+    let coolant = reading.coolant;
     let mut out = String::with_capacity(1024);
     let mut family = |name: &str, help: &str, samples: &[(&str, String)]| {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
@@ -495,8 +479,8 @@ pub fn render_ipmi(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
 /// prints floats.
 pub fn render_node(inv: &Inventory, r: &Readings, node: &str) -> Option<String> {
     inv.nodes.iter().find(|n| n.name == node)?;
-    let i = r.nodes.iter().position(|(n, _)| n == node)?;
-    let total = r.node_ib_bytes_total.get(i).copied().flatten()?;
+    let reading = r.node(node)?;
+    let total = reading.ib_bytes_total?;
     // Eight whole shares that add up to the total (as exactly as f64 holds it).
     let share = (total / 8.0).floor();
     let extra = (total - 8.0 * share).max(0.0) as usize;
@@ -525,12 +509,7 @@ pub fn render_node(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
         }
     }
     // The simulator's flaky links are each node's first HCA port.
-    let downs = r
-        .node_ib_link_downed_total
-        .get(i)
-        .copied()
-        .flatten()
-        .unwrap_or(0);
+    let downs = reading.ib_link_downed_total.unwrap_or(0);
     let name = crate::telemetry::ingest::IB_LINK_DOWNED;
     let _ = writeln!(
         out,
@@ -562,8 +541,7 @@ fn go_float(v: f64) -> String {
 
 /// A node's total power as its BMC reports it; `None` when the node is down.
 pub fn node_power_watts(r: &Readings, node: &str) -> Option<f64> {
-    let i = r.nodes.iter().position(|(n, _)| n == node)?;
-    r.node_power_watts.get(i).copied().flatten()
+    r.node(node)?.power_watts
 }
 
 #[cfg(test)]
@@ -683,17 +661,18 @@ mod tests {
             ib.bytes_total
         };
         let mut busy = 0;
-        for (i, (node, _)) in r1.nodes.iter().enumerate() {
+        for n in &r1.nodes {
+            let node = &n.name;
             let (Some(a), Some(b)) = (read(&r0, node), read(&r1, node)) else {
                 // Only the node that is off has no exporter.
-                assert_eq!(r1.node_ib_bytes_total[i], None, "{node}");
+                assert_eq!(n.ib_bytes_total, None, "{node}");
                 continue;
             };
             // The eight counters add up to the simulator's (to f64's precision), and over
             // 10 s they rose at the rate it reports.
-            let total = r1.node_ib_bytes_total[i].unwrap_or(-1.0);
+            let total = n.ib_bytes_total.unwrap_or(-1.0);
             assert!((b - total).abs() <= total * 1e-12, "{node}: {b} vs {total}");
-            let rate = r1.node_ib_bytes_per_second[i].unwrap_or(-1.0);
+            let rate = n.ib_bytes_per_second.unwrap_or(-1.0);
             assert!(((b - a) / 10.0 - rate).abs() <= rate * 1e-3 + 1.0, "{node}");
             if rate > 1e9 {
                 busy += 1;
@@ -760,7 +739,7 @@ mod tests {
             };
             let b = crate::telemetry::ingest::read_bmc(text.as_bytes(), &mapping);
             assert_eq!(b.report.error_count, 0, "{text}");
-            assert_eq!(Some(b.coolant), r.node_coolant[i], "{}", n.name);
+            assert_eq!(Some(b.coolant), r.nodes[i].coolant, "{}", n.name);
             seen += 1;
         }
         assert!(seen > 100);
@@ -832,8 +811,10 @@ mod tests {
         sim.advance_to(T0 + 9 * 60_000);
         let r = sim.readings();
         let names = crate::telemetry::shelves::ShelfNames::default();
-        assert_eq!(r.rack_supplies.len(), sim.inventory().racks.len());
-        for rr in &r.racks {
+        let draw = crate::aggregate::rack_nodes(sim.inventory(), &r);
+        assert!(r.racks.iter().all(|x| !x.supplies.is_empty()));
+        assert_eq!(r.racks.len(), sim.inventory().racks.len());
+        for (rr, draw) in r.racks.iter().zip(&draw) {
             let text = render_redfish(&r, &rr.rack).expect("every NVL72 rack has shelves");
             let (shelves, report) = crate::telemetry::shelves::read(text.as_bytes(), &names);
             assert_eq!(report.error_count, 0, "{}", rr.rack);
@@ -842,7 +823,7 @@ mod tests {
             assert_eq!(shelves, rr.shelves, "{}", rr.rack);
             // The shelves deliver what the rack's nodes draw.
             let out: f64 = shelves.iter().filter_map(|s| s.output_watts).sum();
-            let draw = rr.nodes_power_watts.unwrap_or(0.0);
+            let draw = draw.power_watts.unwrap_or(0.0);
             assert!((out - draw).abs() <= 48.0, "{}: {out} vs {draw}", rr.rack);
         }
         assert_eq!(render_redfish(&r, "nope"), None);
@@ -856,16 +837,17 @@ mod tests {
         sim.advance_to(T0 + 3 * 3_600_000 + 1000);
         let r = sim.readings();
         let mut fatal = Vec::new();
-        for (i, (node, _)) in r.nodes.iter().enumerate() {
+        for n in &r.nodes {
+            let node = &n.name;
             let Some(text) = render_dcgm(sim.inventory(), &r, node) else {
-                assert!(r.node_switches[i].is_empty(), "{node} is off");
+                assert!(n.switches.is_empty(), "{node} is off");
                 continue;
             };
             let scrape = crate::telemetry::dcgm::decode(text.as_bytes(), "target");
             assert_eq!(scrape.line_errors, 0);
             let read: Vec<app::model::SwitchReading> =
                 scrape.switches.iter().map(|s| s.to_reading()).collect();
-            assert_eq!(read, r.node_switches[i], "{node}");
+            assert_eq!(read, n.switches, "{node}");
             assert!(scrape.switches.iter().all(|s| &s.host == node));
             fatal.extend(
                 read.iter()

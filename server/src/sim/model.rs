@@ -507,10 +507,10 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
         .inv
         .racks
         .iter()
-        .zip(&readings.racks)
+        .zip(crate::aggregate::rack_nodes(&sim.inv, readings))
         .map(|(r, rr)| TruthRack {
             name: r.name.clone(),
-            power_watts: rr.nodes_power_watts.unwrap_or(0.0),
+            power_watts: rr.power_watts.unwrap_or(0.0),
             power_limit_watts: r.power_limit_watts,
             inlet_celsius: rr.inlet_celsius.unwrap_or(0.0),
             gpus_throttling: 0,
@@ -717,7 +717,11 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
             .filter(|j| j.job.state == app::model::JobState::Pending)
             .count() as u32,
         racks,
-        nodes: readings.nodes.clone(),
+        nodes: readings
+            .nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.state))
+            .collect(),
         jobs: sim
             .active
             .iter()

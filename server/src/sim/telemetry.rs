@@ -3,12 +3,11 @@
 //! so a reading costs O(GPUs) however far time jumped. Energy and InfiniBand counters add
 //! what ended jobs drew (banked on release) to what the running job has drawn so far.
 
-use app::model::{
-    CoolantReading, GpuReading, LeakState, NodeState, RackReading, ThrottleReasons, UnixMs,
-};
+use app::model::{CoolantReading, GpuReading, LeakState, NodeState, ThrottleReasons, UnixMs};
 
 use super::rng::hash_unit;
 use crate::telemetry::shelves::SupplyLine;
+use crate::telemetry::{NodeReading, RackReadings};
 
 use super::{
     Readings, Sim, SimJob, GPUS_PER_NODE, GPU_BOOST_CLOCK_MHZ, GPU_IDLE_CLOCK_MHZ,
@@ -477,33 +476,17 @@ impl Sim {
         out
     }
 
-    /// Every reading at the current time, as exporters would report them.
+    /// Every reading at the current time, as exporters would report them: per GPU, per
+    /// node, and per rack for its power shelves and NVLink fabric.
     pub fn readings(&self) -> Readings {
         let mut gpus = Vec::with_capacity(self.nodes.len() * self.gpn);
-        let mut racks: Vec<RackReading> = self
-            .inv
-            .racks
-            .iter()
-            .enumerate()
-            .map(|(i, r)| RackReading {
-                rack: r.name.clone(),
-                nodes_power_watts: None,
-                // Whole degrees, as the BMCs print it.
-                inlet_celsius: Some(self.inlet_celsius(i, self.t_ms).round()),
-                shelves: Vec::new(),
-                fabric: None,
-            })
-            .collect();
-        let inlets: Vec<f64> = (0..racks.len())
+        let inlets: Vec<f64> = (0..self.inv.racks.len())
             .map(|i| self.inlet_celsius(i, self.t_ms))
             .collect();
-        let mut node_power = Vec::with_capacity(self.nodes.len());
-        let (mut ib_total, mut ib_rate, mut ib_downs) = (Vec::new(), Vec::new(), Vec::new());
         let jobs_by_id: std::collections::HashMap<u64, &SimJob> =
             self.active.iter().map(|j| (j.job.id, j)).collect();
-        let mut coolant = Vec::with_capacity(self.nodes.len());
-        let mut switches = Vec::with_capacity(self.nodes.len());
-        for (i, n) in self.nodes.iter().enumerate() {
+        let mut nodes = Vec::with_capacity(self.nodes.len());
+        for (i, (n, inv_n)) in self.nodes.iter().zip(&self.inv.nodes).enumerate() {
             let job = n.job.and_then(|id| jobs_by_id.get(&id).copied());
             let inlet = if self.coolant.is_some() {
                 self.gpu_inlet_celsius(i, self.t_ms, job)
@@ -519,84 +502,64 @@ impl Sim {
                 gpus.push(r);
             }
             let responding = !matches!(n.state, NodeState::Down | NodeState::NotResponding);
-            // Node power as its BMC measures it: whole watts; nothing from a node that is off.
-            let node_watts = responding
-                .then(|| (node_gpu_watts + HOST_IDLE_WATTS + HOST_LOAD_WATTS * load).round());
-            if let Some(w) = node_watts {
-                *racks[n.rack].nodes_power_watts.get_or_insert(0.0) += w;
-            }
-            node_power.push(node_watts);
-            switches.push(self.switches(i, load));
             // A liquid rack's trays report their coolant from their BMC, when it answers.
             let liquid = self.inv.racks[n.rack].cooling == app::model::Cooling::Liquid;
-            coolant.push((liquid && responding).then(|| self.tray_coolant(i, self.t_ms, job)));
             let ib = self.ib(i, job);
-            ib_total.push(ib.map(|x| x.0));
-            ib_rate.push(ib.map(|x| x.1));
-            ib_downs.push(ib.map(|_| n.ib_link_downed));
+            nodes.push(NodeReading {
+                name: inv_n.name.clone(),
+                state: n.state,
+                // Node power as its BMC measures it: whole watts; nothing from a node that
+                // is off.
+                power_watts: responding
+                    .then(|| (node_gpu_watts + HOST_IDLE_WATTS + HOST_LOAD_WATTS * load).round()),
+                // Its rack's inlet, in whole degrees as the BMCs print it.
+                inlet_celsius: Some(inlets[n.rack].round()),
+                coolant: (liquid && responding).then(|| self.tray_coolant(i, self.t_ms, job)),
+                ib_bytes_per_second: ib.map(|x| x.1),
+                ib_bytes_total: ib.map(|x| x.0),
+                ib_link_downed_total: ib.map(|_| n.ib_link_downed),
+                places: self.places(i),
+                switches: self.switches(i, load),
+            });
         }
-        // Rack-scale racks' power shelves, read as the scrape path reads their exporter.
-        let mut rack_supplies = Vec::new();
-        for (i, r) in racks.iter_mut().enumerate() {
-            let supplies = self.supplies(i, r.nodes_power_watts.unwrap_or(0.0), self.t_ms);
-            if !supplies.is_empty() {
-                r.shelves = crate::telemetry::shelves::shelves_of(&supplies);
-                rack_supplies.push((r.rack.clone(), supplies));
-            }
-        }
-        // Rack-scale racks' NVLink fabric, as NMX-T's text reads.
-        let mut rack_links = Vec::new();
-        for (i, r) in racks.iter_mut().enumerate() {
-            if let Some(l) = self.rack_links(i, self.t_ms) {
-                r.fabric = Some(super::fabric::fabric_of(&l));
-                rack_links.push((r.rack.clone(), l));
-            }
-        }
-        let nodes = self
-            .nodes
-            .iter()
-            .zip(&self.inv.nodes)
-            .map(|(s, n)| (n.name.clone(), s.state))
-            .collect();
-        let jobs = self.active.iter().map(|j| j.job.clone()).collect();
-        Readings {
+        let mut r = Readings {
             at_ms: self.t_ms,
             gpus,
-            racks,
+            racks: Vec::new(),
             nodes,
-            node_power_watts: node_power,
-            jobs,
-            node_ib_bytes_per_second: ib_rate,
-            node_ib_bytes_total: ib_total,
-            node_ib_link_downed_total: ib_downs,
-            node_coolant: coolant,
-            node_places: self.places(),
-            node_switches: if self.profile == super::Profile::Hgx {
-                switches
-            } else {
-                Vec::new()
-            },
-            rack_supplies,
-            rack_links,
+            jobs: self.active.iter().map(|j| j.job.clone()).collect(),
+        };
+        // Rack-scale racks' power shelves, read as the scrape path reads their exporter
+        // (they deliver what the rack's nodes draw), and their NVLink fabric, as NMX-T's
+        // text reads.
+        let draw = crate::aggregate::rack_nodes(&self.inv, &r);
+        for (i, rack) in self.inv.racks.iter().enumerate() {
+            let supplies = self.supplies(i, draw[i].power_watts.unwrap_or(0.0), self.t_ms);
+            let links = self.rack_links(i, self.t_ms);
+            if supplies.is_empty() && links.is_none() {
+                continue;
+            }
+            r.racks.push(RackReadings {
+                rack: rack.name.clone(),
+                shelves: crate::telemetry::shelves::shelves_of(&supplies),
+                fabric: links.as_ref().map(super::fabric::fabric_of),
+                supplies,
+                links,
+            });
         }
+        r
     }
 
-    /// What DCGM's platform identity fields say of each node (the NVL72 profile; HGX
+    /// What DCGM's platform identity fields say of node `i` (the NVL72 profile; HGX
     /// exporters print none), as its exporter would: nothing from a node that is off.
-    fn places(&self) -> Vec<Vec<crate::cluster::placement::GpuPlace>> {
+    fn places(&self, i: usize) -> Vec<crate::cluster::placement::GpuPlace> {
         if self.profile != super::Profile::Nvl72 {
             return Vec::new();
         }
-        let racks = self.inv.racks.len();
-        // A node that is off has no exporter answering for it.
-        self.nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| match n.state {
-                NodeState::Down | NodeState::NotResponding => Vec::new(),
-                _ => super::model::nvl72_places(i, racks, self.gpn),
-            })
-            .collect()
+        match self.nodes[i].state {
+            NodeState::Down | NodeState::NotResponding => Vec::new(),
+            _ => super::model::nvl72_places(i, self.inv.racks.len(), self.gpn),
+        }
     }
 
     /// Scheduler state only (node states and jobs), no telemetry: for when the telemetry
@@ -608,7 +571,7 @@ impl Sim {
                 .nodes
                 .iter()
                 .zip(&self.inv.nodes)
-                .map(|(s, n)| (n.name.clone(), s.state))
+                .map(|(s, n)| NodeReading::silent(n.name.clone(), s.state))
                 .collect(),
             jobs: self.active.iter().map(|j| j.job.clone()).collect(),
             ..Readings::default()

@@ -336,11 +336,11 @@ fn the_nvl72_coolant_scenario_shows_in_readings_and_truth() {
     let mut s = Sim::with_profile(Profile::Nvl72, 144, 1, "c", T0);
     let sc = s.coolant_scenario().cloned().expect("scenario");
     let r = s.readings();
-    let c: Vec<_> = r.node_coolant.iter().flatten().collect();
+    let c: Vec<_> = r.nodes.iter().filter_map(|n| n.coolant).collect();
     let responding = r
         .nodes
         .iter()
-        .filter(|(_, st)| !matches!(st, NodeState::Down | NodeState::NotResponding))
+        .filter(|n| !matches!(n.state, NodeState::Down | NodeState::NotResponding))
         .count();
     assert_eq!(
         c.len(),
@@ -353,7 +353,7 @@ fn the_nvl72_coolant_scenario_shows_in_readings_and_truth() {
     let r = s.readings();
     let rack_nodes = |rack: usize| rack * 18..(rack + 1) * 18;
     for i in rack_nodes(sc.flow_rack) {
-        if let Some(c) = r.node_coolant[i] {
+        if let Some(c) = r.nodes[i].coolant {
             assert!(c.flow_lpm.is_some_and(|f| f < 3.0), "{c:?}");
         }
     }
@@ -373,7 +373,7 @@ fn the_nvl72_coolant_scenario_shows_in_readings_and_truth() {
     assert_eq!(leaking, names);
     for &i in &sc.leak_trays {
         assert_eq!(
-            r.node_coolant[i].and_then(|c| c.leak),
+            r.nodes[i].coolant.and_then(|c| c.leak),
             Some(app::model::LeakState::Critical)
         );
     }

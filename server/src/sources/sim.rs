@@ -267,7 +267,7 @@ impl Source for SimSource {
                 wall_now_ms(),
                 r.at_ms,
                 fresh_ms,
-                r.nodes.clone(),
+                r.nodes.iter().map(|n| (n.name.clone(), n.state)),
                 r.jobs.clone(),
             )))
         };

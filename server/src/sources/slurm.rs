@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use app::model::{Cooling, Gpu, GpuReading, Inventory, JobState, Node, Rack, RackReading, UnixMs};
+use app::model::{Cooling, Gpu, GpuReading, Inventory, JobState, Node, Rack, UnixMs};
 
 use super::run::Source;
 use crate::clock::wall_now_ms;
@@ -17,7 +17,7 @@ use crate::scheduler::Scheduler;
 use crate::scheduler::{SchedJob, SchedNode};
 use crate::telemetry::ingest::{self, Ingest, SharedIngest};
 use crate::telemetry::scrape::{Client, ScrapeConfig};
-use crate::telemetry::Readings;
+use crate::telemetry::{NodeReading, Readings};
 
 /// Nodes per rack when Slurm is the only source of layout.
 const NODES_PER_RACK: usize = 8;
@@ -377,18 +377,12 @@ impl SlurmFrames {
                         })
                     })
                     .collect(),
-                racks: inv
-                    .racks
-                    .iter()
-                    .map(|r| RackReading {
-                        rack: r.name.clone(),
-                        ..RackReading::default()
-                    })
+                racks: Vec::new(),
+                nodes: node_states
+                    .into_iter()
+                    .map(|(name, state)| NodeReading::silent(name, state))
                     .collect(),
-                node_power_watts: vec![None; node_states.len()],
-                nodes: node_states,
                 jobs: active,
-                ..Readings::default()
             },
         };
         Frame {

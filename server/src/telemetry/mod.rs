@@ -21,7 +21,7 @@ mod readings;
 pub mod scrape;
 pub mod shelves;
 
-pub use readings::Readings;
+pub use readings::{NodeReading, RackReadings, Readings};
 // The parser is its own crate (server/exposition), so the fuzz targets and the parse
 // benchmark build it without the server; re-exported here so its path stays
 // `crate::telemetry::exposition`.

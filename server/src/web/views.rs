@@ -134,8 +134,7 @@ pub(super) async fn node_detail(
         .latest()
         .and_then(|l| {
             let r = l.readings();
-            let i = r.nodes.iter().position(|(n, _)| n == name)?;
-            r.node_switches.get(i).cloned()
+            r.node(name).map(|n| n.switches.clone())
         })
         .unwrap_or_default();
     let xids = store

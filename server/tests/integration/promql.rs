@@ -155,26 +155,16 @@ async fn the_overview_reads_through_a_real_prometheus() {
     for _ in 0..40 {
         let latest = r.live.latest().expect("latest");
         let read = latest.readings();
-        let complete = read
-            .nodes
-            .iter()
-            .zip(&read.node_switches)
-            .all(|((n, _), s)| {
-                s.len() == 4 || n == "gpu061" // the down node answers nothing
-            });
+        let complete = read.nodes.iter().all(|n| {
+            n.switches.len() == 4 || n.name == "gpu061" // the down node answers nothing
+        });
         if complete {
             let mut n = 0;
-            for (i, (node, _)) in frame.readings.nodes.iter().enumerate() {
-                let j = read
-                    .nodes
-                    .iter()
-                    .position(|(x, _)| x == node)
-                    .expect("node");
-                assert_eq!(
-                    read.node_switches[j], frame.readings.node_switches[i],
-                    "{node}"
-                );
-                n += usize::from(read.node_switches[j].len() == 4);
+            for x in &frame.readings.nodes {
+                let node = &x.name;
+                let read = read.node(node).expect("node");
+                assert_eq!(read.switches, x.switches, "{node}");
+                n += usize::from(read.switches.len() == 4);
             }
             compared = Some(n);
             break;

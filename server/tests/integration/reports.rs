@@ -12,7 +12,7 @@ use app::model::{
 use app::reports::{Rates, ReportQuery, UNALLOCATED};
 use server::reports::Accumulator;
 use server::store::Store;
-use server::telemetry::Readings;
+use server::telemetry::{NodeReading, Readings};
 
 use crate::support;
 
@@ -124,8 +124,9 @@ fn tick(k: i64) -> Readings {
     Readings {
         at_ms: T0 + k * MIN,
         gpus,
-        nodes: (1..=4).map(|n| (format!("n{n}"), state(n))).collect(),
-        node_power_watts: vec![None; 4],
+        nodes: (1..=4)
+            .map(|n| NodeReading::silent(format!("n{n}"), state(n)))
+            .collect(),
         jobs,
         ..Readings::default()
     }

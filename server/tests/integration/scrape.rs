@@ -357,7 +357,7 @@ async fn a_live_node_whose_exporters_fail_marks_its_rack_incomplete() {
         now,
         rd.at_ms,
         2_000,
-        rd.nodes.clone(),
+        rd.nodes.iter().map(|n| (n.name.clone(), n.state)),
         rd.jobs.clone(),
     );
     let ov = server::aggregate::overview(&frame.inventory, &view, 1, 200, now);

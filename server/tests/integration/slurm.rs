@@ -659,7 +659,8 @@ const HOST_WATTS: f64 = 1000.0;
 /// Known readings for every node of the real cluster: throttled GPUs at 198 MHz (a clock
 /// deficit of 0.9), 600 W and 45% SM activity; the rest at full clock, 400 W and 90%.
 fn known_readings(inv: &app::model::Inventory) -> server::telemetry::Readings {
-    use app::model::{GpuReading, RackReading, ThrottleReasons};
+    use app::model::{GpuReading, ThrottleReasons};
+    use server::telemetry::NodeReading;
     let mut r = server::telemetry::Readings::default();
     for n in &inv.nodes {
         let hot = THROTTLED.contains(&n.name.as_str());
@@ -682,20 +683,12 @@ fn known_readings(inv: &app::model::Inventory) -> server::telemetry::Readings {
                 ..GpuReading::default()
             });
         }
-        r.nodes.push((n.name.clone(), app::model::NodeState::Idle));
-        r.node_power_watts.push(Some(watts));
-    }
-    r.racks = inv
-        .racks
-        .iter()
-        .map(|k| RackReading {
-            rack: k.name.clone(),
-            nodes_power_watts: None,
+        r.nodes.push(NodeReading {
+            power_watts: Some(watts),
             inlet_celsius: Some(30.0),
-            shelves: Vec::new(),
-            fabric: None,
-        })
-        .collect();
+            ..NodeReading::silent(n.name.clone(), app::model::NodeState::Idle)
+        });
+    }
     r
 }
 
@@ -823,12 +816,11 @@ async fn a_real_slurm_with_exporters_shows_what_they_read() {
     let throttled = gpus_of(&THROTTLED);
     assert!(throttled > 0, "the throttled nodes have GPUs");
     let node_watts = |name: &str| -> f64 {
-        let i = readings
-            .nodes
-            .iter()
-            .position(|(n, _)| n == name)
-            .expect("node");
-        readings.node_power_watts[i].unwrap_or(0.0)
+        readings
+            .node(name)
+            .expect("node")
+            .power_watts
+            .unwrap_or(0.0)
     };
     // The exporters' rack01 is the layout's R1 (gpu001-gpu008), rack02 its R2.
     let in_rack = |rack: &str| -> Vec<&str> {

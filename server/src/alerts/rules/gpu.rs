@@ -11,7 +11,8 @@ use super::{Condition, RuleState, Tick};
 /// slowdown temperature is `nvswitch_hot` (a warning).
 pub(super) fn nvswitch(t: &Tick<'_>, _: &mut RuleState, out: &mut Vec<Condition>) {
     let Some(r) = t.f.readings else { return };
-    for ((node, _), sws) in r.nodes.iter().zip(&r.node_switches) {
+    for n in &r.nodes {
+        let (node, sws) = (&n.name, &n.switches);
         if sws.is_empty() || t.out_of_service(node) {
             continue;
         }

@@ -29,13 +29,7 @@ pub(super) fn evaluate(t: &Tick<'_>, st: &mut RuleState, out: &mut Vec<Condition
     let ib: HashMap<&str, Option<f64>> = r
         .nodes
         .iter()
-        .enumerate()
-        .map(|(k, (n, _))| {
-            (
-                n.as_str(),
-                r.node_ib_bytes_per_second.get(k).copied().flatten(),
-            )
-        })
+        .map(|n| (n.name.as_str(), n.ib_bytes_per_second))
         .collect();
     let mut hung_now = HashSet::new();
     for j in jobs

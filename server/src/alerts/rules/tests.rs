@@ -493,8 +493,8 @@ fn a_fatal_nvswitch_error_is_critical_and_drain_class_and_a_hot_switch_warns() {
     let mut sim = Sim::new(64, 42, "t", T0);
     // Before the fault: switches reported on every answering node, none in trouble.
     let r = sim.readings();
-    assert_eq!(r.node_switches.len(), 64);
-    assert!(r.node_switches[0].len() == 4);
+    assert_eq!(r.nodes.len(), 64);
+    assert!(r.nodes[0].switches.len() == 4);
     let ov = crate::aggregate::overview(sim.inventory(), &r, 1, 1000, sim.now_ms());
     assert!(!evaluate_with(&ov, &r)
         .iter()
@@ -544,7 +544,7 @@ fn a_fatal_nvswitch_error_is_critical_and_drain_class_and_a_hot_switch_warns() {
         .any(|c| c.rule == "nvswitch_fatal"));
     // A switch at its slowdown temperature warns, naming it.
     let mut hot = r.clone();
-    hot.node_switches[0][1].temp_celsius = Some(96.0);
+    hot.nodes[0].switches[1].temp_celsius = Some(96.0);
     let c = evaluate_with(&ov, &hot);
     let w = c.iter().find(|c| c.rule == "nvswitch_hot").expect("hot");
     assert_eq!(w.subject, "node:gpu001");
@@ -554,7 +554,7 @@ fn a_fatal_nvswitch_error_is_critical_and_drain_class_and_a_hot_switch_warns() {
     );
     // NVL72 compute trays report no switches: no rule looks at them.
     let nvl = Sim::with_profile(crate::sim::Profile::Nvl72, 144, 42, "t", T0);
-    assert!(nvl.readings().node_switches.is_empty());
+    assert!(nvl.readings().nodes.iter().all(|n| n.switches.is_empty()));
 }
 
 #[test]

@@ -3,111 +3,99 @@
 
 use std::collections::HashMap;
 
-use app::model::{GpuReading, Inventory, Job, NodeState, RackReading, UnixMs};
+use app::model::{GpuReading, Inventory, Job, NodeState, UnixMs};
 
 use super::{Ingest, FABRIC_MIN_INTERVAL};
-use crate::telemetry::Readings;
+use crate::telemetry::{NodeReading, RackReadings, Readings};
 
 impl Ingest {
     /// Readings as of `now_ms` from what was scraped no longer than `fresh_ms` ago, with the
-    /// scheduler's view of nodes and jobs.
+    /// scheduler's view of nodes and jobs: each node's own readings and each rack's
+    /// shelves and fabric, nothing summed (aggregation does that).
     pub fn readings(
         &self,
         inv: &Inventory,
         now_ms: UnixMs,
         at_ms: UnixMs,
         fresh_ms: i64,
-        nodes: Vec<(String, NodeState)>,
+        nodes: impl IntoIterator<Item = (String, NodeState)>,
         jobs: Vec<Job>,
     ) -> Readings {
         let fresh = |t: Option<UnixMs>| t.is_some_and(|t| now_ms - t <= fresh_ms);
         let fabric_fresh_ms = fresh_ms.max(3 * FABRIC_MIN_INTERVAL.as_millis() as i64);
         let fabric_fresh = |t: Option<UnixMs>| t.is_some_and(|t| now_ms - t <= fabric_fresh_ms);
+        let nodes = nodes.into_iter();
         let mut gpus = Vec::with_capacity(inv.gpu_count());
-        let mut node_power = Vec::with_capacity(nodes.len());
-        let mut ib_rate = Vec::with_capacity(nodes.len());
-        let mut ib_downs = Vec::with_capacity(nodes.len());
-        let mut coolant = Vec::with_capacity(nodes.len());
-        let mut places = Vec::with_capacity(nodes.len());
-        let mut switches = Vec::with_capacity(nodes.len());
-        let mut rack_power: HashMap<&str, f64> = HashMap::new();
-        let mut rack_inlet: HashMap<&str, f64> = HashMap::new();
-        let inv_node: HashMap<&str, &app::model::Node> =
-            inv.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-        for (name, _) in &nodes {
-            let l = self.latest.get(name);
-            let known = inv_node.get(name.as_str());
-            places.push(
-                l.filter(|l| fresh(l.gpus_at_ms))
-                    .map(|l| l.places.clone())
-                    .unwrap_or_default(),
-            );
-            switches.push(
-                l.filter(|l| fresh(l.gpus_at_ms))
-                    .map(|l| l.switches.clone())
-                    .unwrap_or_default(),
-            );
+        let mut out = Vec::with_capacity(nodes.size_hint().0);
+        // Looked up only for a node that is not reporting, to list its GPUs: where the
+        // scheduler lists nodes in the inventory's order, by position, else by name.
+        let mut inv_node: Option<HashMap<&str, &app::model::Node>> = None;
+        for (k, (name, state)) in nodes.enumerate() {
+            let l = self.latest.get(&name);
+            let mut n = NodeReading::silent(name, state);
             match l.filter(|l| fresh(l.gpus_at_ms)) {
-                Some(l) => gpus.extend(l.gpus.iter().cloned()),
+                Some(l) => {
+                    gpus.extend_from_slice(&l.gpus);
+                    n.places.clone_from(&l.places);
+                    n.switches.clone_from(&l.switches);
+                }
                 // Not reporting: its GPUs are there, with nothing known about them.
-                None => gpus.extend(known.into_iter().flat_map(|n| &n.gpus).map(|g| GpuReading {
-                    node: name.clone(),
-                    index: g.index,
-                    ..GpuReading::default()
-                })),
-            }
-            let bmc = l.filter(|l| fresh(l.bmc_at_ms));
-            let power = bmc.and_then(|l| l.power_watts);
-            node_power.push(power);
-            coolant.push(bmc.map(|l| l.coolant).filter(|c| !c.is_empty()));
-            let node_exp = l.filter(|l| fresh(l.node_at_ms));
-            ib_rate.push(node_exp.and_then(|l| l.ib_bytes_per_second));
-            ib_downs.push(node_exp.and_then(|l| l.ib_link_downed));
-            if let Some(rack) = known.map(|n| n.rack.as_str()) {
-                if let Some(p) = power {
-                    *rack_power.entry(rack).or_default() += p;
-                }
-                if let Some(t) = bmc.and_then(|l| l.inlet_celsius) {
-                    let e = rack_inlet.entry(rack).or_insert(t);
-                    *e = e.max(t);
+                None => {
+                    let known = match inv.nodes.get(k).filter(|x| x.name == n.name) {
+                        Some(x) => Some(x),
+                        None => inv_node
+                            .get_or_insert_with(|| {
+                                inv.nodes.iter().map(|n| (n.name.as_str(), n)).collect()
+                            })
+                            .get(n.name.as_str())
+                            .copied(),
+                    };
+                    gpus.extend(known.into_iter().flat_map(|k| &k.gpus).map(|g| GpuReading {
+                        node: n.name.clone(),
+                        index: g.index,
+                        ..GpuReading::default()
+                    }));
                 }
             }
+            if let Some(l) = l.filter(|l| fresh(l.bmc_at_ms)) {
+                n.power_watts = l.power_watts;
+                n.inlet_celsius = l.inlet_celsius;
+                n.coolant = Some(l.coolant).filter(|c| !c.is_empty());
+            }
+            if let Some(l) = l.filter(|l| fresh(l.node_at_ms)) {
+                n.ib_bytes_per_second = l.ib_bytes_per_second;
+                n.ib_link_downed_total = l.ib_link_downed;
+            }
+            out.push(n);
         }
+        // Only the racks whose rack-level producers have something fresh.
         let racks = inv
             .racks
             .iter()
-            .map(|r| RackReading {
-                rack: r.name.clone(),
-                nodes_power_watts: rack_power.get(r.name.as_str()).copied(),
-                inlet_celsius: rack_inlet.get(r.name.as_str()).copied(),
-                shelves: self
-                    .rack_latest
-                    .get(&r.name)
-                    .filter(|l| fresh(l.at_ms))
-                    .map(|l| l.shelves.clone())
-                    .unwrap_or_default(),
-                fabric: self
-                    .rack_latest
-                    .get(&r.name)
-                    .filter(|l| fabric_fresh(l.fabric_at_ms))
-                    .and_then(|l| l.fabric.clone()),
+            .filter_map(|r| {
+                let l = self.rack_latest.get(&r.name)?;
+                let shelves = if fresh(l.at_ms) {
+                    l.shelves.clone()
+                } else {
+                    Vec::new()
+                };
+                let fabric = fabric_fresh(l.fabric_at_ms)
+                    .then(|| l.fabric.clone())
+                    .flatten();
+                (!shelves.is_empty() || fabric.is_some()).then(|| RackReadings {
+                    rack: r.name.clone(),
+                    shelves,
+                    fabric,
+                    ..RackReadings::default()
+                })
             })
             .collect();
         Readings {
             at_ms,
             gpus,
             racks,
-            nodes,
-            node_power_watts: node_power,
+            nodes: out,
             jobs,
-            node_ib_bytes_per_second: ib_rate,
-            node_ib_bytes_total: Vec::new(),
-            node_ib_link_downed_total: ib_downs,
-            node_coolant: coolant,
-            node_places: places,
-            node_switches: switches,
-            rack_supplies: Vec::new(),
-            rack_links: Vec::new(),
         }
     }
 }
@@ -148,9 +136,9 @@ mod tests {
             .map(|n| (n.name.clone(), NodeState::Idle))
             .collect();
         let r = ing.readings(&inv, 10_000, 10_000, 2_000, nodes.clone(), Vec::new());
-        assert_eq!(r.racks[0].nodes_power_watts, Some(4000.0));
-        assert_eq!(r.node_power_watts[0], None);
+        let power: Vec<_> = r.nodes.iter().map(|n| n.power_watts).collect();
+        assert_eq!(power[..3], [None, Some(4000.0), None]);
         let r = ing.readings(&inv, 20_000, 20_000, 2_000, nodes, Vec::new());
-        assert_eq!(r.racks[0].nodes_power_watts, None);
+        assert!(r.nodes.iter().all(|n| n.power_watts.is_none()));
     }
 }
