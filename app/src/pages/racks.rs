@@ -10,9 +10,9 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
+use crate::live::{shape_of, LiveView};
 use crate::live::{NodeTile, Overview, RackTile, Severity};
 use crate::model::NodeState;
-use crate::pages::overview::{shape_of, LiveView};
 use crate::units;
 
 /// What the node cells are coloured by.

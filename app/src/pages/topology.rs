@@ -7,8 +7,8 @@
 use leptos::prelude::*;
 
 use crate::live::{DomainTile, Overview};
+use crate::live::{Entries, LiveView};
 use crate::model::DomainKind;
-use crate::pages::overview::{Entries, LiveView};
 use crate::units;
 
 #[component]
@@ -258,9 +258,7 @@ fn Topology(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
     // domain.
     let shape = Memo::new(move |_| {
         state.with(|s| {
-            crate::pages::overview::shape_of(
-                s.domains.iter().map(|d| (&d.name, d.kind as u8, &d.parent)),
-            )
+            crate::live::shape_of(s.domains.iter().map(|d| (&d.name, d.kind as u8, &d.parent)))
         })
     });
     let domains = Entries::follow(state, |s| &s.domains);
