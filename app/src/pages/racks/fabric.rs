@@ -149,3 +149,59 @@ pub(crate) fn fabric_words(f: &FabricTile) -> String {
     }
     w.iter().map(|x| format!(" · {x}")).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{html, n, rack};
+    use super::*;
+    use crate::live::Severity;
+
+    #[test]
+    fn the_fabric_section_lists_racks_with_switch_trays_in_trouble_with_names_escaped() {
+        let mut ov = Overview::default();
+        let mut ok = rack("A01");
+        ok.fabric = Some(crate::live::FabricTile {
+            expected: 9,
+            reporting: 9,
+            links: 1296,
+            active: 1296,
+            ..Default::default()
+        });
+        ov.racks.push(ok.clone());
+        let fabric_html = |ov: &Overview| {
+            let (racks, rows) = rows(ov);
+            html(|| view! { <Fabric racks rows/> }.into_any())
+        };
+        assert!(fabric_html(&ov).contains(
+            "1 rack with NVLink switch trays: every switch tray reporting, every GPU link active."
+        ));
+        assert_eq!(fabric_words(ok.fabric.as_ref().expect("tile")), "");
+        let mut bad = rack("A<2");
+        bad.fabric = Some(crate::live::FabricTile {
+            expected: 9,
+            reporting: 9,
+            links: 1296,
+            active: 1152,
+            down: vec!["sw<4>".into()],
+            cut: vec!["gb0001".into(), "tray 3".into()],
+            ..Default::default()
+        });
+        let mut node = n();
+        node.name = "gb0001".into();
+        node.jobs = vec![1042];
+        ov.nodes.push(node);
+        ov.racks.push(bad.clone());
+        let h = fabric_html(&ov);
+        assert!(h.contains(r#"<tr data-rack="A&lt;2" class="crit"><th scope="row">A&lt;2</th><td data-test="fabric-state">8 of 9 up; down: sw&lt;4&gt;</td><td data-test="fabric-links" class="num">1152 of 1296</td><td data-test="fabric-cut"><a href="/nodes/gb0001" data-node="gb0001">gb0001</a>, tray 3</td><td data-test="fabric-jobs"><a href="/jobs/1042" data-job="1042">job 1042</a> </td>"#), "{h}");
+        assert!(
+            !h.contains("A01"),
+            "a rack whose fabric is well is not listed"
+        );
+        assert_eq!(
+            fabric_words(bad.fabric.as_ref().expect("tile")),
+            " · NVLink switch tray down: sw<4>"
+        );
+        assert_eq!(bad.severity(), Severity::Critical);
+        assert!(!fabric_html(&Overview::default()).contains("<section"));
+    }
+}

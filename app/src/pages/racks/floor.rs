@@ -309,3 +309,157 @@ fn node_summary(n: &NodeTile) -> String {
         }
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{html, n, rack};
+    use super::*;
+
+    #[test]
+    fn a_marked_cell_carries_its_marks_as_classes_and_words() {
+        use crate::live::marks::{HUNG, LEMON, STRAGGLER};
+        let mut node = n();
+        node.marks = LEMON | STRAGGLER;
+        let h = html(|| cell(&node, cell_view(&node, Metric::Sm)).into_any());
+        assert!(h.starts_with(r#"<li><a href="#), "{h}");
+        assert!(
+            h.contains(r#" class="floor-node m3 straggler lemon">"#),
+            "{h}"
+        );
+        assert!(
+            h.contains("jobs 1, a straggling GPU, RMA recommended\""),
+            "{h}"
+        );
+        node.marks = HUNG;
+        let v = cell_view(&node, Metric::Sm);
+        assert_eq!(v.class(), "floor-node m3 hung");
+        assert!(
+            v.summary.ends_with("jobs 1, running a hung job"),
+            "{}",
+            v.summary
+        );
+        // No marks, no words.
+        node.marks = 0;
+        let v = cell_view(&node, Metric::Sm);
+        assert_eq!(v.class(), "floor-node m3");
+        assert!(v.summary.ends_with("jobs 1"), "{}", v.summary);
+    }
+
+    #[test]
+    fn a_cell_escapes_what_the_scheduler_names() {
+        let mut hostile = n();
+        hostile.name = r#"gpu"1'<img src=x onerror=alert(1)>&"#.into();
+        let view = cell_view(&hostile, Metric::Power);
+        let h = html(|| cell(&hostile, view).into_any());
+        assert!(!h.contains("<img"), "{h}");
+        let esc = "gpu&quot;1'&lt;img src=x onerror=alert(1)&gt;&amp;";
+        let text = "gpu\"1'&lt;img src=x onerror=alert(1)&gt;&amp;";
+        assert!(h.contains(&format!(r#"data-node="{esc}""#)), "{h}");
+        let href = "/nodes/gpu%221%27%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E%26";
+        assert!(h.contains(&format!(r#"href="{href}""#)), "{h}");
+        // The summary in the title names the node too, escaped the same way.
+        assert!(
+            h.contains(&format!(r#"title="{esc}: allocated, 5.6 kW power"#)),
+            "{h}"
+        );
+        // Every element opened is closed: the cell cannot spill into its neighbours.
+        for tag in ["li", "a"] {
+            assert_eq!(
+                h.matches(&format!("<{tag}")).count(),
+                h.matches(&format!("</{tag}>")).count(),
+                "{tag}: {h}"
+            );
+        }
+        assert_eq!(
+            h,
+            format!(
+                r#"<li><a href="{href}" title="{esc}: allocated, 5.6 kW power, hottest GPU 85 °C, SM 79%, 3 of 8 GPUs throttling, jobs 1" data-test="floor-node" data-node="{esc}" data-bucket="3" class="floor-node m3">{text} 5.6{NARROW_NBSP}kW</a></li>"#
+            )
+        );
+    }
+
+    #[test]
+    fn the_floor_is_rendered_in_the_painters_order_with_names_escaped() {
+        let hostile = r#"R"<b>&'"#;
+        let mut s = Overview {
+            racks: vec![rack("A01"), rack(hostile)],
+            nodes: vec![n()],
+            ..Overview::default()
+        };
+        s.racks[1].row = "B".into();
+        s.racks[1].nodes_not_reporting = 2;
+        s.racks[1].power_watts = None;
+        let rows: Vec<FloorRow> = vec![
+            ("A".into(), vec![(0, vec![0])]),
+            ("B<".into(), vec![(1, vec![])]),
+        ];
+        let mut placed = Vec::new();
+        let h = html(|| {
+            floor(&s, &rows, Metric::Power, &mut |p| {
+                placed.push(match p {
+                    Placed::Node { i, rack, at, .. } => (0, i, rack, at),
+                    Placed::Rack { ri, row, pos, .. } => (1, ri, row, pos),
+                })
+            })
+            .into_any()
+        });
+        // Each rack and cell is told where it is, for the painter to find it.
+        assert_eq!(placed, [(1, 0, 0, 0), (0, 0, 0, 0), (1, 1, 1, 0)]);
+        let esc = "R&quot;&lt;b&gt;&amp;'";
+        let text = "R\"&lt;b&gt;&amp;'";
+        // The first rack is near its limit (97.5%): it names the jobs drawing its power.
+        assert!(h.starts_with(concat!(
+            r#"<section aria-label="Row A" class="floor-row"><h2>Row A</h2><div class="floor-racks">"#,
+            r#"<article data-test="floor-rack" data-rack="A01" aria-label="Rack A01" class="floor-rack">"#,
+            r#"<header data-test="floor-rack-head" data-power-watts="19500.0" class="floor-rack-head sev-warning">"#,
+            r#"<strong class="rack-name">A01</strong><span class="num">19.5 kW / 20.0 kW (98%) · near limit</span>"#,
+            r#"<span class="muted">inlet 24 °C · air</span><span hidden class="rack-silent"> </span>"#,
+        )), "{h}");
+        assert!(h.contains(r#"<span data-test="rack-jobs" class="rack-jobs">drawing its power: <a href="/jobs/7">job 7</a> <a href="/jobs/9">job 9</a> </span></header><ol aria-label="Nodes, top of the rack first" class="floor-nodes"><li><a href="/nodes/gpu001""#), "{h}");
+        // The second: names escaped, silent nodes shown, no jobs (not near its limit).
+        assert!(h.contains(&format!(
+            r#"<section aria-label="Row B&lt;" class="floor-row"><h2>Row B&lt;</h2><div class="floor-racks"><article data-test="floor-rack" data-rack="{esc}" aria-label="Rack {esc}" class="floor-rack"><header data-test="floor-rack-head" data-power-watts="" class="floor-rack-head sev-"#
+        )), "{h}");
+        assert!(
+            h.contains(&format!(r#"<strong class="rack-name">{text}</strong>"#)),
+            "{h}"
+        );
+        assert!(h.contains(r#"<span class="rack-silent">power incomplete: 2 not reporting</span><span data-test="rack-jobs" hidden class="rack-jobs">drawing its power: </span></header><ol aria-label="Nodes, top of the rack first" class="floor-nodes"></ol></article></div></section>"#), "{h}");
+        assert!(!h.contains("<b>"), "{h}");
+        for tag in [
+            "section", "h2", "div", "article", "header", "strong", "span", "ol", "li", "a",
+        ] {
+            assert_eq!(
+                h.matches(&format!("<{tag}>")).count() + h.matches(&format!("<{tag} ")).count(),
+                h.matches(&format!("</{tag}>")).count(),
+                "{tag}: {h}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_liquid_racks_head_leads_with_a_leak_then_its_coolant() {
+        let mut r = rack("B06");
+        r.cooling = crate::model::Cooling::Liquid;
+        r.coolant = Some(crate::live::CoolantTile {
+            supply_celsius: Some(30.04),
+            return_celsius: Some(41.0),
+            delta_t_celsius: Some(10.96),
+            flow_lpm: Some(43.2),
+            trays_reporting: 18,
+            leak: crate::model::LeakState::Critical,
+            leaking: vec!["gb0097".into(), "gb0098".into()],
+            low_flow: vec!["gb0099".into()],
+            flow_min_lpm: Some(4.5),
+            delta_t_max_celsius: Some(10.0),
+        });
+        let v = head_view(&r);
+        assert_eq!(
+            v.inlet,
+            "LEAK (Critical) at gb0097, gb0098 · coolant ΔT 11.0 °C (over limit) · flow 43.2 L/min · low flow at gb0099 · inlet 24 °C · liquid"
+        );
+        assert_eq!(v.severity, "critical");
+        // Who runs in a leaking rack is shown, whatever its power.
+        assert_eq!(v.jobs, vec![7, 9]);
+    }
+}

@@ -243,18 +243,20 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
     }
 }
 
+/// What the racks' tests draw from.
 #[cfg(test)]
-mod tests {
-    use super::floor::{cell, cell_view, floor, head_view, NARROW_NBSP};
-    use super::*;
-    use crate::live::{RackTile, Severity};
+mod fixtures {
+    use leptos::prelude::*;
+
+    use crate::live::{NodeTile, RackTile};
+    use crate::model::NodeState;
 
     /// What the server writes of `v`, without the renderer's hydration markers.
-    fn html(v: impl FnOnce() -> AnyView) -> String {
+    pub(super) fn html(v: impl FnOnce() -> AnyView) -> String {
         Owner::new().with(|| v().to_html().replace("<!>", ""))
     }
 
-    fn n() -> NodeTile {
+    pub(super) fn n() -> NodeTile {
         NodeTile {
             name: "gpu001".into(),
             rack: "A01".into(),
@@ -271,70 +273,7 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_marked_cell_carries_its_marks_as_classes_and_words() {
-        use crate::live::marks::{HUNG, LEMON, STRAGGLER};
-        let mut node = n();
-        node.marks = LEMON | STRAGGLER;
-        let h = html(|| cell(&node, cell_view(&node, Metric::Sm)).into_any());
-        assert!(h.starts_with(r#"<li><a href="#), "{h}");
-        assert!(
-            h.contains(r#" class="floor-node m3 straggler lemon">"#),
-            "{h}"
-        );
-        assert!(
-            h.contains("jobs 1, a straggling GPU, RMA recommended\""),
-            "{h}"
-        );
-        node.marks = HUNG;
-        let v = cell_view(&node, Metric::Sm);
-        assert_eq!(v.class(), "floor-node m3 hung");
-        assert!(
-            v.summary.ends_with("jobs 1, running a hung job"),
-            "{}",
-            v.summary
-        );
-        // No marks, no words.
-        node.marks = 0;
-        let v = cell_view(&node, Metric::Sm);
-        assert_eq!(v.class(), "floor-node m3");
-        assert!(v.summary.ends_with("jobs 1"), "{}", v.summary);
-    }
-
-    #[test]
-    fn a_cell_escapes_what_the_scheduler_names() {
-        let mut hostile = n();
-        hostile.name = r#"gpu"1'<img src=x onerror=alert(1)>&"#.into();
-        let view = cell_view(&hostile, Metric::Power);
-        let h = html(|| cell(&hostile, view).into_any());
-        assert!(!h.contains("<img"), "{h}");
-        let esc = "gpu&quot;1'&lt;img src=x onerror=alert(1)&gt;&amp;";
-        let text = "gpu\"1'&lt;img src=x onerror=alert(1)&gt;&amp;";
-        assert!(h.contains(&format!(r#"data-node="{esc}""#)), "{h}");
-        let href = "/nodes/gpu%221%27%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E%26";
-        assert!(h.contains(&format!(r#"href="{href}""#)), "{h}");
-        // The summary in the title names the node too, escaped the same way.
-        assert!(
-            h.contains(&format!(r#"title="{esc}: allocated, 5.6 kW power"#)),
-            "{h}"
-        );
-        // Every element opened is closed: the cell cannot spill into its neighbours.
-        for tag in ["li", "a"] {
-            assert_eq!(
-                h.matches(&format!("<{tag}")).count(),
-                h.matches(&format!("</{tag}>")).count(),
-                "{tag}: {h}"
-            );
-        }
-        assert_eq!(
-            h,
-            format!(
-                r#"<li><a href="{href}" title="{esc}: allocated, 5.6 kW power, hottest GPU 85 °C, SM 79%, 3 of 8 GPUs throttling, jobs 1" data-test="floor-node" data-node="{esc}" data-bucket="3" class="floor-node m3">{text} 5.6{NARROW_NBSP}kW</a></li>"#
-            )
-        );
-    }
-
-    fn rack(name: &str) -> RackTile {
+    pub(super) fn rack(name: &str) -> RackTile {
         RackTile {
             name: name.into(),
             row: "A".into(),
@@ -355,65 +294,12 @@ mod tests {
             fabric: None,
         }
     }
+}
 
-    #[test]
-    fn the_floor_is_rendered_in_the_painters_order_with_names_escaped() {
-        let hostile = r#"R"<b>&'"#;
-        let mut s = Overview {
-            racks: vec![rack("A01"), rack(hostile)],
-            nodes: vec![n()],
-            ..Overview::default()
-        };
-        s.racks[1].row = "B".into();
-        s.racks[1].nodes_not_reporting = 2;
-        s.racks[1].power_watts = None;
-        let rows: Vec<FloorRow> = vec![
-            ("A".into(), vec![(0, vec![0])]),
-            ("B<".into(), vec![(1, vec![])]),
-        ];
-        let mut placed = Vec::new();
-        let h = html(|| {
-            floor(&s, &rows, Metric::Power, &mut |p| {
-                placed.push(match p {
-                    floor::Placed::Node { i, rack, at, .. } => (0, i, rack, at),
-                    floor::Placed::Rack { ri, row, pos, .. } => (1, ri, row, pos),
-                })
-            })
-            .into_any()
-        });
-        // Each rack and cell is told where it is, for the painter to find it.
-        assert_eq!(placed, [(1, 0, 0, 0), (0, 0, 0, 0), (1, 1, 1, 0)]);
-        let esc = "R&quot;&lt;b&gt;&amp;'";
-        let text = "R\"&lt;b&gt;&amp;'";
-        // The first rack is near its limit (97.5%): it names the jobs drawing its power.
-        assert!(h.starts_with(concat!(
-            r#"<section aria-label="Row A" class="floor-row"><h2>Row A</h2><div class="floor-racks">"#,
-            r#"<article data-test="floor-rack" data-rack="A01" aria-label="Rack A01" class="floor-rack">"#,
-            r#"<header data-test="floor-rack-head" data-power-watts="19500.0" class="floor-rack-head sev-warning">"#,
-            r#"<strong class="rack-name">A01</strong><span class="num">19.5 kW / 20.0 kW (98%) · near limit</span>"#,
-            r#"<span class="muted">inlet 24 °C · air</span><span hidden class="rack-silent"> </span>"#,
-        )), "{h}");
-        assert!(h.contains(r#"<span data-test="rack-jobs" class="rack-jobs">drawing its power: <a href="/jobs/7">job 7</a> <a href="/jobs/9">job 9</a> </span></header><ol aria-label="Nodes, top of the rack first" class="floor-nodes"><li><a href="/nodes/gpu001""#), "{h}");
-        // The second: names escaped, silent nodes shown, no jobs (not near its limit).
-        assert!(h.contains(&format!(
-            r#"<section aria-label="Row B&lt;" class="floor-row"><h2>Row B&lt;</h2><div class="floor-racks"><article data-test="floor-rack" data-rack="{esc}" aria-label="Rack {esc}" class="floor-rack"><header data-test="floor-rack-head" data-power-watts="" class="floor-rack-head sev-"#
-        )), "{h}");
-        assert!(
-            h.contains(&format!(r#"<strong class="rack-name">{text}</strong>"#)),
-            "{h}"
-        );
-        assert!(h.contains(r#"<span class="rack-silent">power incomplete: 2 not reporting</span><span data-test="rack-jobs" hidden class="rack-jobs">drawing its power: </span></header><ol aria-label="Nodes, top of the rack first" class="floor-nodes"></ol></article></div></section>"#), "{h}");
-        assert!(!h.contains("<b>"), "{h}");
-        for tag in [
-            "section", "h2", "div", "article", "header", "strong", "span", "ol", "li", "a",
-        ] {
-            assert_eq!(
-                h.matches(&format!("<{tag}>")).count() + h.matches(&format!("<{tag} ")).count(),
-                h.matches(&format!("</{tag}>")).count(),
-                "{tag}: {h}"
-            );
-        }
-    }
+#[cfg(test)]
+mod tests {
+    use super::fixtures::n;
+    use super::*;
 
     #[test]
     fn buckets_follow_the_legend() {
@@ -426,124 +312,5 @@ mod tests {
         silent.power_watts = None;
         assert_eq!(bucket(Metric::Power, &silent), None, "missing is not zero");
         assert_eq!(Metric::parse("nonsense"), Metric::Power);
-    }
-
-    #[test]
-    fn a_liquid_racks_head_leads_with_a_leak_then_its_coolant() {
-        let mut r = rack("B06");
-        r.cooling = crate::model::Cooling::Liquid;
-        r.coolant = Some(crate::live::CoolantTile {
-            supply_celsius: Some(30.04),
-            return_celsius: Some(41.0),
-            delta_t_celsius: Some(10.96),
-            flow_lpm: Some(43.2),
-            trays_reporting: 18,
-            leak: crate::model::LeakState::Critical,
-            leaking: vec!["gb0097".into(), "gb0098".into()],
-            low_flow: vec!["gb0099".into()],
-            flow_min_lpm: Some(4.5),
-            delta_t_max_celsius: Some(10.0),
-        });
-        let v = head_view(&r);
-        assert_eq!(
-            v.inlet,
-            "LEAK (Critical) at gb0097, gb0098 · coolant ΔT 11.0 °C (over limit) · flow 43.2 L/min · low flow at gb0099 · inlet 24 °C · liquid"
-        );
-        assert_eq!(v.severity, "critical");
-        // Who runs in a leaking rack is shown, whatever its power.
-        assert_eq!(v.jobs, vec![7, 9]);
-    }
-
-    #[test]
-    fn the_shelves_section_lists_racks_in_trouble_with_names_escaped() {
-        let mut ov = Overview::default();
-        let mut ok = rack("A01");
-        ok.shelves = Some(crate::live::ShelvesTile {
-            expected: 8,
-            reporting: 8,
-            busbar_watts: 132_000.0,
-            limit_watts: Some(132_000.0),
-            ..Default::default()
-        });
-        ov.racks.push(ok.clone());
-        let shelves_html = |ov: &Overview| {
-            let (racks, rows) = shelves::rows(ov);
-            html(|| view! { <shelves::Shelves racks rows/> }.into_any())
-        };
-        assert!(shelves_html(&ov)
-            .contains("1 rack with power shelves: every shelf reporting and delivering."));
-        let mut bad = rack("A<2");
-        bad.power_watts = Some(63_000.0);
-        bad.power_limit_watts = 99_000.0;
-        bad.shelves = Some(crate::live::ShelvesTile {
-            expected: 8,
-            reporting: 8,
-            down: vec!["Shelf<b>".into()],
-            busbar_watts: 132_000.0,
-            limit_watts: Some(99_000.0),
-            ..Default::default()
-        });
-        ov.racks.push(bad);
-        let h = shelves_html(&ov);
-        assert!(h.contains(r#"<tr data-rack="A&lt;2" class="warn"><th scope="row">A&lt;2</th><td data-test="shelves-state">7 of 8 delivering; down: Shelf&lt;b&gt;</td>"#), "{h}");
-        assert!(
-            h.contains(r#"data-limit-watts="99000" class="num">99.0 kW (132.0 kW)"#),
-            "{h}"
-        );
-        assert!(h.contains(r#"<section aria-labelledby="shelves" class="shelves"><h2 id="shelves">Power shelves</h2><table aria-labelledby="shelves" data-test="shelves" class="grid compact">"#), "{h}");
-        assert!(
-            !h.contains("A01"),
-            "a rack whose shelves are well is not listed"
-        );
-        // No shelves anywhere: nothing.
-        assert!(!shelves_html(&Overview::default()).contains("<section"));
-    }
-    #[test]
-    fn the_fabric_section_lists_racks_with_switch_trays_in_trouble_with_names_escaped() {
-        let mut ov = Overview::default();
-        let mut ok = rack("A01");
-        ok.fabric = Some(crate::live::FabricTile {
-            expected: 9,
-            reporting: 9,
-            links: 1296,
-            active: 1296,
-            ..Default::default()
-        });
-        ov.racks.push(ok.clone());
-        let fabric_html = |ov: &Overview| {
-            let (racks, rows) = fabric::rows(ov);
-            html(|| view! { <fabric::Fabric racks rows/> }.into_any())
-        };
-        assert!(fabric_html(&ov).contains(
-            "1 rack with NVLink switch trays: every switch tray reporting, every GPU link active."
-        ));
-        assert_eq!(fabric::fabric_words(ok.fabric.as_ref().expect("tile")), "");
-        let mut bad = rack("A<2");
-        bad.fabric = Some(crate::live::FabricTile {
-            expected: 9,
-            reporting: 9,
-            links: 1296,
-            active: 1152,
-            down: vec!["sw<4>".into()],
-            cut: vec!["gb0001".into(), "tray 3".into()],
-            ..Default::default()
-        });
-        let mut node = n();
-        node.name = "gb0001".into();
-        node.jobs = vec![1042];
-        ov.nodes.push(node);
-        ov.racks.push(bad.clone());
-        let h = fabric_html(&ov);
-        assert!(h.contains(r#"<tr data-rack="A&lt;2" class="crit"><th scope="row">A&lt;2</th><td data-test="fabric-state">8 of 9 up; down: sw&lt;4&gt;</td><td data-test="fabric-links" class="num">1152 of 1296</td><td data-test="fabric-cut"><a href="/nodes/gb0001" data-node="gb0001">gb0001</a>, tray 3</td><td data-test="fabric-jobs"><a href="/jobs/1042" data-job="1042">job 1042</a> </td>"#), "{h}");
-        assert!(
-            !h.contains("A01"),
-            "a rack whose fabric is well is not listed"
-        );
-        assert_eq!(
-            fabric::fabric_words(bad.fabric.as_ref().expect("tile")),
-            " · NVLink switch tray down: sw<4>"
-        );
-        assert_eq!(bad.severity(), Severity::Critical);
-        assert!(!fabric_html(&Overview::default()).contains("<section"));
     }
 }

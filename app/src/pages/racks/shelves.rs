@@ -129,3 +129,54 @@ pub(crate) fn shelf_words(s: &ShelvesTile) -> String {
     }
     w.iter().map(|x| format!(" · {x}")).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{html, rack};
+    use super::*;
+
+    #[test]
+    fn the_shelves_section_lists_racks_in_trouble_with_names_escaped() {
+        let mut ov = Overview::default();
+        let mut ok = rack("A01");
+        ok.shelves = Some(crate::live::ShelvesTile {
+            expected: 8,
+            reporting: 8,
+            busbar_watts: 132_000.0,
+            limit_watts: Some(132_000.0),
+            ..Default::default()
+        });
+        ov.racks.push(ok.clone());
+        let shelves_html = |ov: &Overview| {
+            let (racks, rows) = rows(ov);
+            html(|| view! { <Shelves racks rows/> }.into_any())
+        };
+        assert!(shelves_html(&ov)
+            .contains("1 rack with power shelves: every shelf reporting and delivering."));
+        let mut bad = rack("A<2");
+        bad.power_watts = Some(63_000.0);
+        bad.power_limit_watts = 99_000.0;
+        bad.shelves = Some(crate::live::ShelvesTile {
+            expected: 8,
+            reporting: 8,
+            down: vec!["Shelf<b>".into()],
+            busbar_watts: 132_000.0,
+            limit_watts: Some(99_000.0),
+            ..Default::default()
+        });
+        ov.racks.push(bad);
+        let h = shelves_html(&ov);
+        assert!(h.contains(r#"<tr data-rack="A&lt;2" class="warn"><th scope="row">A&lt;2</th><td data-test="shelves-state">7 of 8 delivering; down: Shelf&lt;b&gt;</td>"#), "{h}");
+        assert!(
+            h.contains(r#"data-limit-watts="99000" class="num">99.0 kW (132.0 kW)"#),
+            "{h}"
+        );
+        assert!(h.contains(r#"<section aria-labelledby="shelves" class="shelves"><h2 id="shelves">Power shelves</h2><table aria-labelledby="shelves" data-test="shelves" class="grid compact">"#), "{h}");
+        assert!(
+            !h.contains("A01"),
+            "a rack whose shelves are well is not listed"
+        );
+        // No shelves anywhere: nothing.
+        assert!(!shelves_html(&Overview::default()).contains("<section"));
+    }
+}
