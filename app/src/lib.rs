@@ -39,7 +39,7 @@ use leptos_router::{
     ParamSegment, SsrMode, StaticSegment,
 };
 
-pub use pages::overview::get_overview;
+pub use live::get_overview;
 
 /// Who is signed in (for the top bar).
 #[server(endpoint = "me")]

@@ -18,15 +18,12 @@ pub fn csv_field(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\"\""))
 }
 
-/// Text for XML, SVG and HTML, in element content and quoted attributes.
+/// Text for XML, SVG and HTML, in element content and quoted attributes: for the
+/// server's own documents (its charts' SVG, the sign-on page). The app's pages are
+/// components, which the renderer escapes; the browser build has no use for it.
+#[cfg(feature = "ssr")]
 pub fn xml_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    xml_escape_into(&mut out, s);
-    out
-}
-
-/// `xml_escape`, appended to `out`.
-pub fn xml_escape_into(out: &mut String, s: &str) {
     for c in s.chars() {
         match c {
             '&' => out.push_str("&amp;"),
@@ -37,6 +34,7 @@ pub fn xml_escape_into(out: &mut String, s: &str) {
             c => out.push(c),
         }
     }
+    out
 }
 
 /// `s` percent-encoded as one URL path segment or query value: every byte but
@@ -275,6 +273,7 @@ mod tests {
 
     #[test]
     fn xml_and_csv_escaping() {
+        #[cfg(feature = "ssr")]
         assert_eq!(
             xml_escape(r#"<a href="x">&</a>"#),
             "&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;"

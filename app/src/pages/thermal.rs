@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 
 use crate::live::Overview;
-use crate::pages::overview::{Entries, LiveView};
+use crate::live::{Entries, LiveView};
 use crate::units;
 
 fn reason_label(r: &str) -> &'static str {
@@ -82,9 +82,8 @@ fn Thermal(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
     let lost = move || state.with(|s| s.thermal.lost_gpu_hours);
     // One row per rack, each following its own entry: a tick writes only the cells it
     // changed. The rows are laid out again when the list of racks changes.
-    let shape = Memo::new(move |_| {
-        state.with(|s| crate::pages::overview::shape_of(s.racks.iter().map(|r| &r.name)))
-    });
+    let shape =
+        Memo::new(move |_| state.with(|s| crate::live::shape_of(s.racks.iter().map(|r| &r.name))));
     let racks = Entries::follow_computed(state, rack_thermal);
     // The reasons and the jobs are redrawn when they changed, not on every tick.
     let by_reason = Memo::new(move |_| state.with(|s| s.thermal.by_reason.clone()));

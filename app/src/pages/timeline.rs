@@ -9,10 +9,10 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
-use crate::timeline::Grouping;
+use crate::timeline::{Gantt, Grouping};
 use crate::units;
 
-/// The timeline's data (drawn on both sides by `timeline::svg`).
+/// The timeline's data (drawn on both sides by `timeline::Gantt`).
 #[server(endpoint = "timeline")]
 pub async fn get_timeline(
     hours: u32,
@@ -59,7 +59,7 @@ pub fn TimelinePage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match data.await {
                     Ok(d) => {
-                        let svg = crate::timeline::svg(&d);
+                        let drawing = crate::timeline::drawing(&d);
                         let (from, to, now) = (d.from_ms, d.to_ms, d.now_ms);
                         let h = hours();
                         let g = group();
@@ -92,7 +92,7 @@ pub fn TimelinePage() -> impl IntoView {
                                 <span class="swatch tl-key-drain">"node drained"</span>
                                 <span class="swatch tl-key-down">"node down"</span>
                             </p>
-                            <div class="timeline-wrap" data-test="timeline" inner_html=svg></div>
+                            <div class="timeline-wrap" data-test="timeline"><Gantt d=drawing/></div>
                         }.into_any()
                     }
                     Err(e) => view! { <p class="error" role="alert">{format!("Cannot draw the timeline: {e}")}</p> }.into_any(),

@@ -7,8 +7,8 @@
 use leptos::prelude::*;
 
 use crate::live::{DomainTile, Overview};
+use crate::live::{Entries, LiveView};
 use crate::model::DomainKind;
-use crate::pages::overview::{Entries, LiveView};
 use crate::units;
 
 #[component]
@@ -127,16 +127,16 @@ fn placed_racks(s: &Overview) -> Vec<(String, crate::live::PlacementTile)> {
 
 /// The racks as DCGM's platform identity fields place their trays (chassis serial, tray
 /// index), and where the layout file disagrees: the disagreements first, then the count.
-/// HTML the page takes as a string (every name escaped: racks and chassis serials come
-/// from the layout file and the exporters), as the other tables below that follow no tick.
-pub(crate) fn rackmap_html(racks: &[(String, crate::live::PlacementTile)]) -> String {
+/// Nothing when no rack's trays are placed.
+#[component]
+fn RackMap(racks: Vec<(String, crate::live::PlacementTile)>) -> impl IntoView {
     if racks.is_empty() {
-        return String::new();
+        return ().into_any();
     }
     let issues: usize = racks.iter().map(|(_, p)| p.issues.len()).sum();
     let trays: u32 = racks.iter().map(|(_, p)| p.trays_reporting).sum();
-    let mut out = format!(
-        r#"<h2 id="rackmap">Racks as DCGM places them</h2><p data-test="rackmap-summary">{trays} trays in {} racks report their chassis and tray. {}</p>"#,
+    let summary = format!(
+        "{trays} trays in {} racks report their chassis and tray. {}",
         racks.len(),
         match issues {
             0 => "The layout file agrees with all of them.".to_string(),
@@ -144,98 +144,134 @@ pub(crate) fn rackmap_html(racks: &[(String, crate::live::PlacementTile)]) -> St
             n => format!("The layout file disagrees about {n} trays:"),
         }
     );
-    out.push_str(r#"<table class="grid compact" aria-labelledby="rackmap" data-test="rackmap"><thead><tr><th scope="col">Rack (layout)</th><th scope="col">Chassis serial (DCGM)</th><th scope="col" class="num">Trays reporting</th><th scope="col">Where the layout disagrees</th></tr></thead><tbody>"#);
-    for (name, p) in racks {
-        out.push_str(r#"<tr data-rack=""#);
-        esc(&mut out, name);
-        out.push_str(&format!(
-            r#"" data-issues="{}"><th scope="row">"#,
-            p.issues.len()
-        ));
-        esc(&mut out, name);
-        out.push_str("</th><td>");
-        if p.chassis.is_empty() {
-            out.push('-');
-        } else {
-            esc(&mut out, &p.chassis.join(", "));
-        }
-        out.push_str(&format!(
-            r#"</td><td class="num">{}</td><td>"#,
-            p.trays_reporting
-        ));
-        if p.issues.is_empty() {
-            out.push_str(r#"<span class="muted">none</span>"#);
-        } else {
-            out.push_str(r#"<ul class="plain" data-test="rackmap-issues">"#);
-            for w in &p.issues {
-                out.push_str("<li>");
-                esc(&mut out, w);
-                out.push_str("</li>");
+    view! {
+        <h2 id="rackmap">"Racks as DCGM places them"</h2>
+        <p data-test="rackmap-summary">{summary}</p>
+        <table class="grid compact" aria-labelledby="rackmap" data-test="rackmap">
+            <thead><tr>
+                <th scope="col">"Rack (layout)"</th><th scope="col">"Chassis serial (DCGM)"</th>
+                <th scope="col" class="num">"Trays reporting"</th><th scope="col">"Where the layout disagrees"</th>
+            </tr></thead>
+            <tbody>
+                {racks.into_iter().map(|(name, p)| {
+                    let (rack, issues) = (name.clone(), p.issues.len());
+                    view! {
+                    <tr data-rack=rack data-issues=issues>
+                        <th scope="row">{name}</th>
+                        <td>{if p.chassis.is_empty() { "-".to_string() } else { p.chassis.join(", ") }}</td>
+                        <td class="num">{p.trays_reporting}</td>
+                        <td>
+                            {if p.issues.is_empty() {
+                                view! { <span class="muted">"none"</span> }.into_any()
+                            } else {
+                                view! {
+                                    <ul class="plain" data-test="rackmap-issues">
+                                        {p.issues.into_iter().map(|w| view! { <li>{w}</li> }).collect_view()}
+                                    </ul>
+                                }.into_any()
+                            }}
+                        </td>
+                    </tr>
+                    }
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+    .into_any()
+}
+
+/// Free capacity per block topology in `--segment` units.
+#[component]
+fn Segments(sets: Vec<crate::live::SegmentFree>) -> impl IntoView {
+    sets.into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let (with, without, never) = f.pending;
+            let id = format!("segments{i}");
+            view! {
+                <h2 id=id.clone()>{format!("Free segments (base block {} nodes)", f.base)}</h2>
+                <p data-test="segments-summary">
+                    {format!("{} idle nodes in {} blocks; largest free segment ", f.idle_nodes, f.blocks)}
+                    <span data-test="segments-largest">{f.largest_free_segment}</span>
+                    " nodes. Pending jobs asking for segments: "
+                    <span data-test="segments-pending">{format!("{with} with a target now, {without} without, {never} never")}</span>
+                    "."
+                </p>
+                <table class="grid compact" aria-labelledby=id data-test="segments">
+                    <thead><tr>
+                        <th scope="col" class="num">"Segment size"</th><th scope="col" class="num">"Could start now"</th>
+                        <th scope="col" class="num">"Idle nodes stranded"</th>
+                    </tr></thead>
+                    <tbody>
+                        {f.sizes.into_iter().map(|(size, n, stranded)| view! {
+                            <tr data-size=size>
+                                <th scope="row" class="num">{size}</th>
+                                <td class="num" data-test="segments-free">{n}</td>
+                                <td class="num" data-test="segments-stranded">{stranded}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
             }
-            out.push_str("</ul>");
-        }
-        out.push_str("</td></tr>");
-    }
-    out.push_str("</tbody></table>");
-    out
+        })
+        .collect_view()
 }
 
-fn esc(out: &mut String, t: &str) {
-    units::xml_escape_into(out, t);
+/// Running jobs over more leaf switches or Slurm blocks than their size needs.
+#[component]
+fn Fragmented(jobs: Vec<crate::live::FragmentedJob>) -> impl IntoView {
+    view! {
+        <h2 id="frag">"Fragmented jobs"</h2>
+        {if jobs.is_empty() {
+            view! { <p data-test="fragmented-none">"No running job spans more leaf switches or Slurm blocks than its size needs."</p> }.into_any()
+        } else {
+            view! {
+                <table class="grid compact" aria-labelledby="frag" data-test="fragmented">
+                    <thead><tr>
+                        <th scope="col" class="num">"Job"</th><th scope="col">"Name"</th><th scope="col">"User"</th>
+                        <th scope="col" class="num">"Nodes"</th><th scope="col">"Over"</th><th scope="col" class="num">"Used"</th>
+                        <th scope="col" class="num">"Could have used"</th>
+                    </tr></thead>
+                    <tbody>
+                        {jobs.into_iter().map(|j| view! {
+                            <tr>
+                                <th scope="row" class="num"><a href=format!("/jobs/{}", j.id)>{j.id}</a></th>
+                                <td>{j.name}</td>
+                                <td>{j.user}</td>
+                                <td class="num">{j.nodes}</td>
+                                <td>{match j.kind { DomainKind::Block => "Slurm blocks", _ => "leaf switches" }}</td>
+                                <td class="num">{j.used}</td>
+                                <td class="num">{j.min}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            }.into_any()
+        }}
+    }
 }
 
-/// Free capacity per block topology in `--segment` units, as HTML (numbers only).
-pub(crate) fn segments_html(sets: &[crate::live::SegmentFree]) -> String {
-    let mut out = String::new();
-    for (i, f) in sets.iter().enumerate() {
-        let (with, without, never) = f.pending;
-        out.push_str(&format!(
-            r#"<h2 id="segments{i}">Free segments (base block {} nodes)</h2><p data-test="segments-summary">{} idle nodes in {} blocks; largest free segment <span data-test="segments-largest">{}</span> nodes. Pending jobs asking for segments: <span data-test="segments-pending">{with} with a target now, {without} without, {never} never</span>.</p>"#,
-            f.base, f.idle_nodes, f.blocks, f.largest_free_segment
-        ));
-        out.push_str(&format!(
-            r#"<table class="grid compact" aria-labelledby="segments{i}" data-test="segments"><thead><tr><th scope="col" class="num">Segment size</th><th scope="col" class="num">Could start now</th><th scope="col" class="num">Idle nodes stranded</th></tr></thead><tbody>"#
-        ));
-        for (size, n, stranded) in &f.sizes {
-            out.push_str(&format!(
-                r#"<tr data-size="{size}"><th scope="row" class="num">{size}</th><td class="num" data-test="segments-free">{n}</td><td class="num" data-test="segments-stranded">{stranded}</td></tr>"#
-            ));
-        }
-        out.push_str("</tbody></table>");
-    }
-    out
+/// What on the page follows no tick: the free segments, DCGM's rack map and the
+/// fragmented jobs, which change with placements.
+#[derive(Clone, Debug, PartialEq)]
+struct Statics {
+    segments: Vec<crate::live::SegmentFree>,
+    racks: Vec<(String, crate::live::PlacementTile)>,
+    fragmented: Vec<crate::live::FragmentedJob>,
 }
 
-/// Running jobs over more leaf switches or Slurm blocks than their size needs, as HTML
-/// (job and user names escaped: they come from the scheduler).
-pub(crate) fn fragmented_html(jobs: &[crate::live::FragmentedJob]) -> String {
-    let mut out = String::from(r#"<h2 id="frag">Fragmented jobs</h2>"#);
-    if jobs.is_empty() {
-        out.push_str(r#"<p data-test="fragmented-none">No running job spans more leaf switches or Slurm blocks than its size needs.</p>"#);
-        return out;
+#[component]
+fn StaticTables(t: Statics) -> impl IntoView {
+    let Statics {
+        segments,
+        racks,
+        fragmented,
+    } = t;
+    view! {
+        <Segments sets=segments/>
+        <RackMap racks/>
+        <Fragmented jobs=fragmented/>
     }
-    out.push_str(r#"<table class="grid compact" aria-labelledby="frag" data-test="fragmented"><thead><tr><th scope="col" class="num">Job</th><th scope="col">Name</th><th scope="col">User</th><th scope="col" class="num">Nodes</th><th scope="col">Over</th><th scope="col" class="num">Used</th><th scope="col" class="num">Could have used</th></tr></thead><tbody>"#);
-    for j in jobs {
-        out.push_str(&format!(
-            r#"<tr><th scope="row" class="num"><a href="/jobs/{0}">{0}</a></th><td>"#,
-            j.id
-        ));
-        esc(&mut out, &j.name);
-        out.push_str("</td><td>");
-        esc(&mut out, &j.user);
-        out.push_str(&format!(
-            r#"</td><td class="num">{}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
-            j.nodes,
-            match j.kind {
-                DomainKind::Block => "Slurm blocks",
-                _ => "leaf switches",
-            },
-            j.used,
-            j.min
-        ));
-    }
-    out.push_str("</tbody></table>");
-    out
 }
 
 fn head() -> impl IntoView {
@@ -258,20 +294,17 @@ fn Topology(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
     // domain.
     let shape = Memo::new(move |_| {
         state.with(|s| {
-            crate::pages::overview::shape_of(
-                s.domains.iter().map(|d| (&d.name, d.kind as u8, &d.parent)),
-            )
+            crate::live::shape_of(s.domains.iter().map(|d| (&d.name, d.kind as u8, &d.parent)))
         })
     });
     let domains = Entries::follow(state, |s| &s.domains);
     // The free segments and fragmented jobs change with placements, DCGM's rack map when
-    // trays move, not with a tick's telemetry: the HTML is compared and written only then.
+    // trays move, not with a tick's telemetry: compared every tick, rendered only then.
     let statics = Memo::new(move |_| {
-        state.with(|s| {
-            let mut h = segments_html(&s.segments);
-            h.push_str(&rackmap_html(&placed_racks(s)));
-            h.push_str(&fragmented_html(&s.fragmented));
-            h
+        state.with(|s| Statics {
+            segments: s.segments.clone(),
+            racks: placed_racks(s),
+            fragmented: s.fragmented.clone(),
         })
     });
     let rows = Memo::new(move |_| {
@@ -306,8 +339,8 @@ fn Topology(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
                 }
             }}
             // What follows no tick (segments, DCGM's rack map, fragmented jobs) changes
-            // with placements: written as HTML strings, as /racks' shelves.
-            <div inner_html=move || statics.get()></div>
+            // with placements: rendered again only then.
+            <div>{move || view! { <StaticTables t=statics.get()/> }}</div>
         </div>
     }
 }
@@ -316,6 +349,11 @@ fn Topology(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
 mod tests {
     use super::*;
     use crate::live::{FragmentedJob, PlacementTile, SegmentFree};
+
+    fn html(v: impl IntoView + 'static) -> String {
+        // Without the renderer's hydration markers.
+        Owner::new().with(|| v.into_view().to_html().replace("<!>", ""))
+    }
 
     #[test]
     fn the_static_tables_escape_what_comes_from_outside() {
@@ -327,11 +365,11 @@ mod tests {
                 issues: vec!["gb01 & gb02 swapped".into()],
             },
         )];
-        let html = rackmap_html(&racks);
-        assert!(html.contains(r#"<tr data-rack="R&lt;1&gt;" data-issues="1"><th scope="row">R&lt;1&gt;</th><td>SN&quot;1</td><td class="num">18</td>"#), "{html}");
-        assert!(html.contains("<li>gb01 &amp; gb02 swapped</li>"), "{html}");
-        assert!(html.contains("18 trays in 1 racks report their chassis and tray. The layout file disagrees about 1 tray:"), "{html}");
-        assert_eq!(rackmap_html(&[]), "");
+        let h = html(view! { <RackMap racks/> });
+        assert!(h.contains(r#"<tr data-rack="R&lt;1&gt;" data-issues="1"><th scope="row">R&lt;1&gt;</th><td>SN"1</td><td class="num">18</td>"#), "{h}");
+        assert!(h.contains("<li>gb01 &amp; gb02 swapped</li>"), "{h}");
+        assert!(h.contains("18 trays in 1 racks report their chassis and tray. The layout file disagrees about 1 tray:"), "{h}");
+        assert!(!html(view! { <RackMap racks=vec![]/> }).contains("<h2"));
 
         let jobs = vec![FragmentedJob {
             id: 7,
@@ -342,28 +380,32 @@ mod tests {
             used: 2,
             min: 1,
         }];
-        let html = fragmented_html(&jobs);
-        assert!(html.contains(r#"<a href="/jobs/7">7</a></th><td>&lt;script&gt;</td><td>u</td><td class="num">8</td><td>Slurm blocks</td><td class="num">2</td><td class="num">1</td>"#), "{html}");
-        assert!(fragmented_html(&[]).contains(r#"data-test="fragmented-none""#));
+        let h = html(view! { <Fragmented jobs/> });
+        assert!(h.contains(r#"<a href="/jobs/7">7</a></th><td>&lt;script&gt;</td><td>u</td><td class="num">8</td><td>Slurm blocks</td><td class="num">2</td><td class="num">1</td>"#), "{h}");
+        assert!(
+            html(view! { <Fragmented jobs=vec![]/> }).contains(r#"data-test="fragmented-none""#)
+        );
     }
 
     #[test]
     fn free_segments_read_per_size() {
-        let html = segments_html(&[SegmentFree {
+        let sets = vec![SegmentFree {
             base: 16,
             blocks: 4,
             idle_nodes: 40,
             largest_free_segment: 16,
             sizes: vec![(16, 1, 24), (8, 4, 8)],
             pending: (1, 2, 0),
-        }]);
+        }];
+        let h = html(view! { <Segments sets/> });
+        assert!(h.contains("Free segments (base block 16 nodes)"), "{h}");
         assert!(
-            html.contains(r#"<span data-test="segments-largest">16</span>"#),
-            "{html}"
+            h.contains(r#"<span data-test="segments-largest">16</span>"#),
+            "{h}"
         );
-        assert!(html.contains(r#"<span data-test="segments-pending">1 with a target now, 2 without, 0 never</span>"#), "{html}");
-        assert!(html.contains(r#"<tr data-size="8"><th scope="row" class="num">8</th><td class="num" data-test="segments-free">4</td><td class="num" data-test="segments-stranded">8</td></tr>"#), "{html}");
-        assert!(html.contains(r#"aria-labelledby="segments0""#));
-        assert_eq!(segments_html(&[]), "");
+        assert!(h.contains(r#"<span data-test="segments-pending">1 with a target now, 2 without, 0 never</span>"#), "{h}");
+        assert!(h.contains(r#"<tr data-size="8"><th scope="row" class="num">8</th><td data-test="segments-free" class="num">4</td><td data-test="segments-stranded" class="num">8</td></tr>"#), "{h}");
+        assert!(h.contains(r#"aria-labelledby="segments0""#));
+        assert!(!html(view! { <Segments sets=vec![]/> }).contains("<h2"));
     }
 }

@@ -577,7 +577,7 @@ async fn the_timeline_draws_every_running_job_on_its_nodes() {
     )
     .await
     .text();
-    assert!(by_switch.contains(">leaf01</text>"), "leaf labels");
+    assert!(by_switch.contains(">leaf01<"), "leaf labels");
     assert_eq!(running_rows(&by_switch), want);
     assert_eq!(
         get_with(

@@ -1,0 +1,316 @@
+//! `/racks`: the floor. Racks by row, each with power now against its limit, inlet
+//! temperature and cooling; its nodes stacked by U, coloured by the metric chosen in the
+//! URL (`?metric=power|temp|sm|throttle|state`), every colour paired with text. Racks over
+//! or near their limit list the jobs drawing their power. Each node cell links to its page.
+//!
+//! The floor (`floor`) is rendered once per shape (which racks and nodes where). Updates
+//! arrive as deltas; in the browser one painter per floor (`paint`) compares each tick's
+//! tiles with what every cell and rack head shows and writes only what differs. Above the
+//! floor, rack-scale racks' power shelves (`shelves`) and NVLink switch trays (`fabric`),
+//! each a section (`section`) rendered again only when what it shows changes; liquid
+//! racks' coolant (`coolant`) shows in their heads.
+
+mod coolant;
+mod fabric;
+mod floor;
+#[cfg(feature = "hydrate")]
+mod paint;
+mod section;
+mod shelves;
+
+pub(crate) use coolant::tenths;
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+
+use crate::live::{shape_of, LiveView, NodeTile, Overview};
+use crate::model::NodeState;
+use floor::FloorRow;
+
+/// What the node cells are coloured by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    Power,
+    Temp,
+    Sm,
+    Throttle,
+    State,
+}
+
+impl Metric {
+    const ALL: [Metric; 5] = [
+        Metric::Power,
+        Metric::Temp,
+        Metric::Sm,
+        Metric::Throttle,
+        Metric::State,
+    ];
+
+    fn key(self) -> &'static str {
+        match self {
+            Metric::Power => "power",
+            Metric::Temp => "temp",
+            Metric::Sm => "sm",
+            Metric::Throttle => "throttle",
+            Metric::State => "state",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Metric::Power => "Node power",
+            Metric::Temp => "Hottest GPU",
+            Metric::Sm => "SM activity",
+            Metric::Throttle => "GPUs throttling",
+            Metric::State => "Slurm state",
+        }
+    }
+
+    fn parse(s: &str) -> Metric {
+        Metric::ALL
+            .into_iter()
+            .find(|m| m.key() == s)
+            .unwrap_or(Metric::Power)
+    }
+
+    /// The legend: bucket 0 to 4, with words.
+    fn legend(self) -> [&'static str; 5] {
+        match self {
+            Metric::Power => [
+                "under 2 kW",
+                "2–4 kW",
+                "4–5.5 kW",
+                "5.5–6.5 kW",
+                "over 6.5 kW",
+            ],
+            Metric::Temp => [
+                "under 50 °C",
+                "50–65 °C",
+                "65–75 °C",
+                "75–85 °C",
+                "85 °C or more",
+            ],
+            Metric::Sm => ["under 20%", "20–40%", "40–60%", "60–80%", "80% or more"],
+            Metric::Throttle => ["none", "1", "2–3", "4–6", "7–8"],
+            Metric::State => ["idle", "allocated", "draining / drained", "down", "other"],
+        }
+    }
+}
+
+/// The colour bucket (0 to 4) of a node for a metric, or `None` when there is no value.
+pub fn bucket(m: Metric, n: &NodeTile) -> Option<u8> {
+    let cut = |x: f64, edges: [f64; 4]| edges.iter().filter(|&&e| x >= e).count() as u8;
+    match m {
+        Metric::Power => n
+            .power_watts
+            .map(|p| cut(p, [2000.0, 4000.0, 5500.0, 6500.0])),
+        Metric::Temp => n
+            .gpu_temp_max_celsius
+            .map(|t| cut(t, [50.0, 65.0, 75.0, 85.0])),
+        Metric::Sm => n.sm_active_mean.map(|s| cut(s, [0.2, 0.4, 0.6, 0.8])),
+        Metric::Throttle => Some(cut(f64::from(n.gpus_throttling), [1.0, 2.0, 4.0, 7.0])),
+        Metric::State => Some(match n.state {
+            NodeState::Idle => 0,
+            NodeState::Allocated | NodeState::Mixed => 1,
+            NodeState::Draining | NodeState::Drained => 2,
+            NodeState::Down | NodeState::NotResponding => 3,
+            _ => 4,
+        }),
+    }
+}
+
+#[component]
+pub fn RacksPage() -> impl IntoView {
+    view! { <LiveView title="Racks" heading="Racks" body=|state, stale| view! { <Floor state stale/> }.into_any()/> }
+}
+
+#[component]
+fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
+    let q = use_query_map();
+    let metric =
+        Memo::new(move |_| Metric::parse(&q.with(|q| q.get("metric").unwrap_or_default())));
+    // The floor's shape (rows, racks, which nodes where) changes only with a snapshot:
+    // recomputed when the node or rack list changes, not on every tick.
+    let shape_key = Memo::new(move |_| {
+        state.with(|s| {
+            (
+                shape_of(s.racks.iter().map(|r| (&r.name, &r.row, r.position))),
+                shape_of(s.nodes.iter().map(|n| (&n.name, &n.rack, n.u_position))),
+            )
+        })
+    });
+    let shape = Memo::new(move |_| {
+        shape_key.track();
+        state.with_untracked(|s| {
+            let rack_of: std::collections::HashMap<&str, usize> = s
+                .racks
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.name.as_str(), i))
+                .collect();
+            let mut per_rack: Vec<Vec<usize>> = vec![Vec::new(); s.racks.len()];
+            for (i, n) in s.nodes.iter().enumerate() {
+                if let Some(&ri) = rack_of.get(n.rack.as_str()) {
+                    per_rack[ri].push(i);
+                }
+            }
+            let mut rows: Vec<FloorRow> = Vec::new();
+            for (ri, mut nodes) in per_rack.into_iter().enumerate() {
+                let r = &s.racks[ri];
+                // Top of the rack first.
+                nodes.sort_by_key(|&i| std::cmp::Reverse(s.nodes[i].u_position));
+                match rows.iter_mut().find(|(name, _)| *name == r.row) {
+                    Some((_, v)) => v.push((ri, nodes)),
+                    None => rows.push((r.row.clone(), vec![(ri, nodes)])),
+                }
+            }
+            for (_, v) in rows.iter_mut() {
+                v.sort_by_key(|(ri, _)| s.racks[*ri].position);
+            }
+            rows
+        })
+    });
+    let floor = NodeRef::<leptos::html::Div>::new();
+    // In the browser one effect per floor brings it up to date on every tick.
+    #[cfg(feature = "hydrate")]
+    let painted = paint::Painted::new(floor);
+    #[cfg(feature = "hydrate")]
+    {
+        Effect::new(move |_| {
+            let m = metric.get();
+            state.with(|s| painted.repaint(s, m));
+        });
+        Effect::new(move |_| {
+            if let Some(el) = floor.get() {
+                paint::watch_rows(&el, painted, state, metric);
+            }
+        });
+    }
+    // The floor of one shape: rendered afresh (never patched) when the shape changes, so
+    // what the painter registers is what the DOM shows.
+    let draw = move |_: (u64, u64)| {
+        let rows = shape.get_untracked();
+        let m = metric.get_untracked();
+        #[cfg(feature = "hydrate")]
+        painted.clear();
+        state.with_untracked(|s| {
+            floor::floor(s, &rows, m, &mut |p| {
+                #[cfg(feature = "hydrate")]
+                painted.register(p, m);
+                #[cfg(not(feature = "hydrate"))]
+                let _ = p;
+            })
+            .into_any()
+        })
+    };
+    // The rack-scale sections follow no tick: compared every tick, rendered only when
+    // what they show changes.
+    let shelves = Memo::new(move |_| state.with(shelves::rows));
+    let fabric = Memo::new(move |_| state.with(fabric::rows));
+    view! {
+        <nav class="toolbar" aria-label="Colour nodes by">
+            <span>"Colour nodes by:"</span>
+            {Metric::ALL.into_iter().map(|m| view! {
+                <a href=format!("/racks?metric={}", m.key())
+                    class=move || if metric.get() == m { "chip active" } else { "chip" }
+                    aria-current=move || (metric.get() == m).then_some("true")>
+                    {m.label()}
+                </a>
+            }).collect_view()}
+        </nav>
+        <p class="legend" data-test="floor-legend" data-metric=move || metric.get().key()>
+            {move || {
+                let m = metric.get();
+                m.legend().into_iter().enumerate().map(|(i, t)| view! {
+                    <span class=format!("swatch m{i}")>{t}</span>
+                }).collect_view()
+            }}
+            <span class="swatch none">"no reading"</span>
+        </p>
+        <p class="legend marks-legend" data-test="floor-marks">
+            <span class="mark-key hung">"running a hung job"</span>
+            <span class="mark-key straggler">"a straggling GPU"</span>
+            <span class="mark-key lemon">"RMA recommended"</span>
+            <a href="/reliability">"Reliability"</a>
+        </p>
+        <div>
+            {move || { let (racks, rows) = shelves.get(); view! { <shelves::Shelves racks rows/> } }}
+            {move || { let (racks, rows) = fabric.get(); view! { <fabric::Fabric racks rows/> } }}
+        </div>
+        <div class="floor" node_ref=floor class:stale=move || stale.get() data-metric=move || metric.get().key()>
+            <For each=move || [shape_key.get()] key=|k| *k children=draw/>
+        </div>
+    }
+}
+
+/// What the racks' tests draw from.
+#[cfg(test)]
+mod fixtures {
+    use leptos::prelude::*;
+
+    use crate::live::{NodeTile, RackTile};
+    use crate::model::NodeState;
+
+    /// What the server writes of `v`, without the renderer's hydration markers.
+    pub(super) fn html(v: impl FnOnce() -> AnyView) -> String {
+        Owner::new().with(|| v().to_html().replace("<!>", ""))
+    }
+
+    pub(super) fn n() -> NodeTile {
+        NodeTile {
+            name: "gpu001".into(),
+            rack: "A01".into(),
+            u_position: 1,
+            u_height: 4,
+            state: NodeState::Allocated,
+            power_watts: Some(5_600.0),
+            gpu_temp_max_celsius: Some(85.0),
+            sm_active_mean: Some(0.79),
+            gpus: 8,
+            gpus_throttling: 3,
+            jobs: vec![1],
+            marks: 0,
+        }
+    }
+
+    pub(super) fn rack(name: &str) -> RackTile {
+        RackTile {
+            name: name.into(),
+            row: "A".into(),
+            position: 1,
+            power_watts: Some(19_500.0),
+            power_limit_watts: 20_000.0,
+            inlet_celsius: Some(24.0),
+            cooling: crate::model::Cooling::Air,
+            gpus_throttling: 0,
+            nodes_unavailable: 0,
+            nodes_not_reporting: 0,
+            gpu_temp_max_celsius: None,
+            inlet_limit_celsius: 42.0,
+            jobs: vec![7, 9],
+            coolant: None,
+            placement: None,
+            shelves: None,
+            fabric: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::n;
+    use super::*;
+
+    #[test]
+    fn buckets_follow_the_legend() {
+        assert_eq!(bucket(Metric::Power, &n()), Some(3));
+        assert_eq!(bucket(Metric::Temp, &n()), Some(4));
+        assert_eq!(bucket(Metric::Sm, &n()), Some(3));
+        assert_eq!(bucket(Metric::Throttle, &n()), Some(2));
+        assert_eq!(bucket(Metric::State, &n()), Some(1));
+        let mut silent = n();
+        silent.power_watts = None;
+        assert_eq!(bucket(Metric::Power, &silent), None, "missing is not zero");
+        assert_eq!(Metric::parse("nonsense"), Metric::Power);
+    }
+}
