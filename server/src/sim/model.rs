@@ -185,7 +185,11 @@ pub fn nvl72_misplaced(racks: usize) -> Vec<usize> {
 /// What DCGM's platform identity fields say of tray `i`'s `gpus` GPUs: its chassis, its
 /// slot (switch trays counted), its tray index from the bottom (from 0), host 1, modules
 /// 1 to 4.
-pub fn nvl72_places(i: usize, racks: usize, gpus: usize) -> Vec<crate::cluster::placement::GpuPlace> {
+pub fn nvl72_places(
+    i: usize,
+    racks: usize,
+    gpus: usize,
+) -> Vec<crate::cluster::placement::GpuPlace> {
     let (rack, tray) = nvl72_physical(i, racks);
     (0..gpus as u32)
         .map(|g| crate::cluster::placement::GpuPlace {

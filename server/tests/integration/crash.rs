@@ -178,7 +178,10 @@ pub(crate) fn spawn(config: &Path, db: &str, log: &Path) -> Gantry {
         .arg(config)
         .env("GANTRY_LISTEN", addr.to_string())
         .env("GANTRY_DATABASE_URL", db)
-        .env("RUST_LOG", "warn,server::actions=info,server::serve::replica=info")
+        .env(
+            "RUST_LOG",
+            "warn,server::actions=info,server::serve::replica=info",
+        )
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)

@@ -20,7 +20,9 @@ pub(super) fn leak(t: &Tick<'_>, _: &mut RuleState, out: &mut Vec<Condition>) {
                 .map(|n| n.name.clone())
                 .collect();
             let segments = match f.inventory {
-                Some(inv) => crate::cluster::segments::drain_impact(inv, f.nodes, f.jobs, &rack_nodes),
+                Some(inv) => {
+                    crate::cluster::segments::drain_impact(inv, f.nodes, f.jobs, &rack_nodes)
+                }
                 None => Vec::new(),
             };
             let critical = c.leak == app::model::LeakState::Critical;

@@ -331,7 +331,8 @@ fn a_leak_names_its_rack_trays_jobs_and_segments_and_low_flow_its_trays() {
             );
         }
     }
-    for line in crate::cluster::segments::drain_impact(sim.inventory(), &nodes, &jobs, &rack_nodes) {
+    for line in crate::cluster::segments::drain_impact(sim.inventory(), &nodes, &jobs, &rack_nodes)
+    {
         assert!(
             leak.summary.contains(&line),
             "{line:?} not in {}",
