@@ -18,25 +18,6 @@ pub fn csv_field(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\"\""))
 }
 
-/// Text for XML, SVG and HTML, in element content and quoted attributes: for the
-/// server's own documents (its charts' SVG, the sign-on page). The app's pages are
-/// components, which the renderer escapes; the browser build has no use for it.
-#[cfg(feature = "ssr")]
-pub fn xml_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// `s` percent-encoded as one URL path segment or query value: every byte but
 /// `A-Z a-z 0-9 - . _ ~`. Names come from the scheduler, and one with `/`, `?`, `#`, `&` or
 /// `%` must still reach its own page; the router and the query parser decode it back.
@@ -272,12 +253,7 @@ mod tests {
     }
 
     #[test]
-    fn xml_and_csv_escaping() {
-        #[cfg(feature = "ssr")]
-        assert_eq!(
-            xml_escape(r#"<a href="x">&</a>"#),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;"
-        );
+    fn csv_escaping() {
         assert_eq!(csv_field("plain"), "\"plain\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(csv_field("=HYPERLINK(1)"), "\"'=HYPERLINK(1)\"");

@@ -129,12 +129,28 @@ fn with_title(svg: String, title: &str) -> String {
         Some(pos) => {
             let mut out = String::with_capacity(svg.len() + title.len() + 16);
             out.push_str(&svg[..=pos]);
-            let _ = write!(out, "<title>{}</title>", app::units::xml_escape(title));
+            let _ = write!(out, "<title>{}</title>", xml_escape(title));
             out.push_str(&svg[pos + 1..]);
             out
         }
         None => svg,
     }
+}
+
+/// Text for XML (the SVG's `<title>`), in element content and quoted attributes.
+fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The charts of a report.
@@ -555,6 +571,14 @@ pub fn report_charts(p: &ReportPlot<'_>) -> Result<Vec<app::reports::ReportChart
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn titles_are_xml_escaped() {
+        assert_eq!(
+            super::xml_escape(r#"<a href="x">&'</a>"#),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;"
+        );
+    }
+
     use super::*;
 
     /// A chart of one point (the throttling chart in a window's first minute) draws it
