@@ -51,10 +51,9 @@ pub async fn run_scanner(
             };
             match store.put_checkpoint(&c).await {
                 Ok(()) => {
-                    // Rules and reports read the newest complete checkpoint from memory.
-                    if c.complete {
-                        live.checkpoint_seen(c.job_id, c.started_ms + c.duration_ms);
-                    }
+                    // Rules read the newest complete checkpoint from memory; the pipeline
+                    // books the save in the job's ledger.
+                    live.checkpoint_recorded(c);
                     written.insert(f.path, key);
                 }
                 Err(e) => tracing::error!(error = %e, "checkpoint write failed"),

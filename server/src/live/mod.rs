@@ -163,6 +163,10 @@ impl FloorMarks {
     }
 }
 
+/// Checkpoints recorded between two frames that the pipeline books (a standby's, which no
+/// pipeline reads, stop here).
+pub const MAX_CHECKPOINTS_IN: usize = 4096;
+
 /// Live state, shared by the HTTP layer and the source task.
 pub struct Live {
     inventory: RwLock<Option<Arc<Inventory>>>,
@@ -170,6 +174,9 @@ pub struct Live {
     sched: RwLock<Option<Arc<SchedSnapshot>>>,
     /// Newest complete checkpoint end per job (sources, ingest and the scanner note them).
     last_checkpoint: Mutex<std::collections::HashMap<u64, UnixMs>>,
+    /// Checkpoints recorded outside the source loop (the scanner, the ingest API), for the
+    /// pipeline to book at its next frame; at most [`MAX_CHECKPOINTS_IN`].
+    checkpoints_in: Mutex<Vec<app::model::Checkpoint>>,
     /// Alerts firing now (for the header's badge), set by the alert task.
     alerts_firing: std::sync::atomic::AtomicU32,
     /// What the floor marks on nodes, set from outside the pipeline, stamped each tick.
@@ -197,6 +204,7 @@ impl Live {
             alerts_firing: std::sync::atomic::AtomicU32::new(0),
             marks: RwLock::new(Arc::default()),
             last_checkpoint: Mutex::new(std::collections::HashMap::new()),
+            checkpoints_in: Mutex::new(Vec::new()),
             current: RwLock::new(None),
             sim_frame: RwLock::new(None),
             targets: RwLock::new(Arc::new(Vec::new())),
@@ -249,6 +257,29 @@ impl Live {
         if let Ok(mut g) = self.sched.write() {
             *g = Some(s);
         }
+    }
+
+    /// A checkpoint the store now holds, recorded outside the source loop (the scanner, the
+    /// ingest API): noted at once when complete, and booked in its job's ledger by the
+    /// pipeline's next frame, as the simulator's checkpoints are. On a replica that runs no
+    /// pipeline, or past [`MAX_CHECKPOINTS_IN`] between two frames, it is only noted.
+    pub fn checkpoint_recorded(&self, c: app::model::Checkpoint) {
+        if c.complete {
+            self.checkpoint_seen(c.job_id, c.started_ms.saturating_add(c.duration_ms));
+        }
+        if let Ok(mut v) = self.checkpoints_in.lock() {
+            if v.len() < MAX_CHECKPOINTS_IN {
+                v.push(c);
+            }
+        }
+    }
+
+    /// The checkpoints recorded since the last call, for the pipeline.
+    pub(crate) fn take_checkpoints(&self) -> Vec<app::model::Checkpoint> {
+        self.checkpoints_in
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default()
     }
 
     /// Notes a complete checkpoint of `job` that finished at `end_ms`.

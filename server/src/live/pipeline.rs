@@ -127,6 +127,9 @@ impl Pipeline {
     pub fn step(&mut self, frame: &mut Frame, live: &Live, published_ms: UnixMs) -> Step {
         let mut writes = Vec::new();
         self.place(&frame.inventory, &mut writes);
+        for c in live.take_checkpoints() {
+            self.checkpoint(&c, live);
+        }
         let events = std::mem::take(&mut frame.events);
         self.events(events, live, &mut writes);
         self.node_states
@@ -249,17 +252,24 @@ impl Pipeline {
         self.inventory = Some(Arc::clone(inventory));
     }
 
+    /// What follows a checkpoint, whichever way it came (a source's event, the scanner, the
+    /// ingest API): its save booked in the job's ledger, a complete one noted as the job's
+    /// newest.
+    fn checkpoint(&mut self, c: &app::model::Checkpoint, live: &Live) {
+        self.reports
+            .checkpoint(c.job_id, c.started_ms, c.duration_ms, c.complete);
+        if c.complete {
+            live.checkpoint_seen(c.job_id, c.started_ms.saturating_add(c.duration_ms));
+        }
+    }
+
     /// Events in order: a complete checkpoint is noted before the events after it, so a
     /// job that fails later in the same batch loses only the work since that checkpoint.
     fn events(&mut self, events: Vec<Event>, live: &Live, writes: &mut Vec<StoreWrite>) {
         for e in events {
             match e {
                 Event::Checkpoint(c) => {
-                    self.reports
-                        .checkpoint(c.job_id, c.started_ms, c.duration_ms, c.complete);
-                    if c.complete {
-                        live.checkpoint_seen(c.job_id, c.started_ms.saturating_add(c.duration_ms));
-                    }
+                    self.checkpoint(&c, live);
                     writes.push(StoreWrite::Checkpoint(c));
                 }
                 Event::Job { job, at_ms, detail } => {

@@ -204,10 +204,7 @@ async fn ingest_checkpoint(
         .put_checkpoint(&c)
         .await
         .map_err(ApiError::Storage)?;
-    if c.complete {
-        st.live
-            .checkpoint_seen(c.job_id, c.started_ms.saturating_add(c.duration_ms));
-    }
+    st.live.checkpoint_recorded(c);
     Ok((StatusCode::CREATED, Json(Recorded { recorded: true })).into_response())
 }
 
