@@ -274,6 +274,10 @@ const ROLES: &str = "a role is one of: viewer, operator, manager, admin";
 
 /// `gantry user add|list|passwd|role|disable|enable|delete ... [--config FILE]`.
 fn user(args: &[String]) -> ExitCode {
+    // `gantry user add --help` asks for help; it must not add a user named "--help".
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        return write_out(USAGE);
+    }
     let (args, config) = match config_arg(args) {
         Ok(a) => a,
         Err(code) => return code,
@@ -285,6 +289,9 @@ fn user(args: &[String]) -> ExitCode {
     };
     let cli = server::auth::Actor::cli();
     match args.as_slice() {
+        ["add", name, ..] if name.starts_with('-') => usage_error(&format!(
+            "user add needs a NAME first, not the option {name:?}"
+        )),
         ["add", name, rest @ ..] => {
             let role = match rest {
                 ["--role", r] => match app::actions::Role::parse(r) {
@@ -381,12 +388,19 @@ fn user(args: &[String]) -> ExitCode {
 
 /// `gantry token add NAME [--account A]|list|revoke NAME [--config FILE]`.
 fn token(args: &[String]) -> ExitCode {
+    // `gantry token add --help` asks for help; it must not add a token named "--help".
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        return write_out(USAGE);
+    }
     let (args, config) = match config_arg(args) {
         Ok(a) => a,
         Err(code) => return code,
     };
     let cli = server::auth::Actor::cli();
     match args.as_slice() {
+        ["add", name, ..] if name.starts_with('-') => usage_error(&format!(
+            "token add needs a NAME first, not the option {name:?}"
+        )),
         ["add", name, rest @ ..] => {
             let account = match rest {
                 [] => None,

@@ -959,3 +959,53 @@ fn check_config_validates_a_file_and_what_it_names_without_starting() {
     let out = check_config(std::path::Path::new("/nonexistent/gantry.toml"));
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `--help` after a subcommand prints the usage and adds nothing; an option where a name
+/// belongs is refused (before, `gantry token add --help` added a token named "--help").
+#[test]
+fn help_and_options_are_never_taken_for_names() {
+    let dir = std::env::temp_dir().join(format!("gantry-cli-help-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let db = format!("sqlite://{}", dir.join("g.db").display());
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .env("GANTRY_DATABASE_URL", &db)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run")
+    };
+    for args in [
+        &["token", "add", "--help"][..],
+        &["token", "add", "-h"],
+        &["user", "add", "--help"],
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("usage: gantry"),
+            "{args:?}"
+        );
+    }
+    for args in [
+        &["token", "add", "--account", "ml"][..],
+        &["user", "add", "--role", "viewer"],
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("needs a NAME first"),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = run(&["token", "list"]);
+    assert_eq!(out.status.code(), Some(0));
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !listed.contains("--"),
+        "no token named like an option: {listed}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
