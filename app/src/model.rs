@@ -559,26 +559,6 @@ pub struct GpuReading {
     pub energy_joules: Option<f64>,
 }
 
-/// One rack's readings: its nodes' power summed, and its inlet temperature.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
-pub struct RackReading {
-    pub rack: String,
-    /// The sum of the rack's nodes' power as their BMCs report it (GPUs and hosts; not a
-    /// PDU measurement, so switches and fans outside the nodes are not in it); `None` when
-    /// none of its nodes reports.
-    pub nodes_power_watts: Option<f64>,
-    pub inlet_celsius: Option<f64>,
-    /// Its power shelves, from a fresh reading of its power management controller (empty:
-    /// none, or not reporting).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub shelves: Vec<ShelfReading>,
-    /// Its NVLink domain's fabric, from a fresh NMX-T reading (`None`: none, or not
-    /// reporting).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fabric: Option<NvlinkFabric>,
-}
-
 /// A GPU port of an NVLink domain whose link is not active, as NMX-T labels it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
