@@ -450,3 +450,23 @@ fn unsigned(x: &mut Value) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The document allows every whole number up to 2^53 - 1, written `n` or `n.0`: each
+    /// is read exactly (serde_json's default float reading is not correctly rounded: it
+    /// read 2251799813685247.0 as 2251799813685247.25, and refused a job id the document
+    /// allows; schemathesis found it).
+    #[test]
+    fn whole_numbers_the_document_allows_are_read_exactly() {
+        let max = crate::store::MAX_STORED as u64;
+        for n in [0, 807, 2_251_799_813_685_247, 4_503_599_627_370_495, max - 1, max] {
+            for text in [format!("{n}"), format!("{n}.0")] {
+                let body = format!(r#"{{"jobs": [{text}]}}"#);
+                let t: app::actions::ActionTargets = serde_json::from_str(&body)
+                    .unwrap_or_else(|e| panic!("{body} was refused: {e}"));
+                assert_eq!(t.jobs, vec![n], "{body}");
+            }
+        }
+    }
+}
