@@ -460,7 +460,14 @@ mod tests {
     #[test]
     fn whole_numbers_the_document_allows_are_read_exactly() {
         let max = crate::store::MAX_STORED as u64;
-        for n in [0, 807, 2_251_799_813_685_247, 4_503_599_627_370_495, max - 1, max] {
+        for n in [
+            0,
+            807,
+            2_251_799_813_685_247,
+            4_503_599_627_370_495,
+            max - 1,
+            max,
+        ] {
             for text in [format!("{n}"), format!("{n}.0")] {
                 let body = format!(r#"{{"jobs": [{text}]}}"#);
                 let t: app::actions::ActionTargets = serde_json::from_str(&body)
