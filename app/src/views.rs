@@ -115,6 +115,12 @@ pub struct AlertItem {
     pub silenced_by: Option<String>,
     #[serde(default)]
     pub silence_note: Option<String>,
+    /// Times its condition came back soon after it resolved (the same alert reopened).
+    #[serde(default)]
+    pub flaps: i64,
+    /// Since when its condition is unknown for want of readings (it stays open).
+    #[serde(default)]
+    pub no_data_since_ms: Option<UnixMs>,
 }
 
 /// The alerts page's data.

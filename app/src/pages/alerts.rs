@@ -104,6 +104,12 @@ fn AlertsBody(v: AlertsView, data: Resource<Result<AlertsView, ServerFnError>>) 
                                     <td><span class=format!("badge sev-{}", a.severity)>{a.severity.clone()}</span></td>
                                     <td><a href=a.link.clone()>{a.summary.clone()}</a>
                                         {silenced.map(|u| view! { <span class="muted">{format!(" · silenced until {}{silenced_by}", units::utc(u))}</span> })}
+                                        {a.no_data_since_ms.map(|u| view! {
+                                            <span class="alert-no-data" data-test="alert-no-data">{format!(" · no data since {}: held open until its readings return", units::utc(u))}</span>
+                                        })}
+                                        {(a.flaps > 0).then(|| view! {
+                                            <span class="muted" data-test="alert-flaps">{format!(" · came back {} time{} after resolving", a.flaps, if a.flaps == 1 { "" } else { "s" })}</span>
+                                        })}
                                     </td>
                                     <td class="num">{units::utc(a.started_ms)}</td>
                                     <td data-test="alert-ack">{a.acked_by.clone().map(|u| format!("{u}: {}", a.ack_note.clone().unwrap_or_default())).unwrap_or_default()}</td>

@@ -278,6 +278,8 @@ mod tests {
             silenced_until_ms: None,
             silenced_by: None,
             silence_note: None,
+            flaps: 0,
+            no_data_since_ms: None,
         }
     }
 

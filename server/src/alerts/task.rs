@@ -1,6 +1,6 @@
 //! The alert task: on every published tick, evaluates the rules on what `Live` and the store
-//! know, fires conditions that are new, resolves those that vanished, queues their webhooks
-//! and keeps the header's badge count.
+//! know, lets the lifecycle (`lifecycle.rs`) say what fires, reopens, resolves or lacks
+//! readings, records that, queues the webhooks and keeps the header's badge count.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use app::model::{JobState, UnixMs};
 
+use super::lifecycle::{Lifecycle, Step};
 use super::policy::auto_drain;
-use super::rules::{evaluate, AlertConfig, Condition, Facts, RuleState};
+use super::rules::{evaluate, has_data, AlertConfig, Condition, Facts, RuleState};
 use super::webhook::{deliver, Delivery};
 use crate::scheduler::SchedJob;
 
@@ -53,29 +54,35 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
         Err(e) => tracing::warn!(error = %e, "cannot count stored rows out of range"),
     }
     let mut state = RuleState::default();
-    // Open alerts by (rule, subject) -> id; loaded from the store so a restart resumes.
+    let mut life = Lifecycle::default();
     // Open alerts silenced, id -> until (refreshed every tick from the store).
     let mut silenced_until: HashMap<i64, UnixMs> = HashMap::new();
-    let mut open: HashMap<(String, String), i64> = match store.open_alerts().await {
-        Ok(v) => v
-            .into_iter()
-            .map(|a| {
+    // Open alerts are loaded from the store, so a restart (or a new leader) resumes them.
+    match store.open_alerts().await {
+        Ok(v) => {
+            for a in v {
                 if let Some(u) = a.silenced_until_ms {
                     silenced_until.insert(a.id, u);
                 }
-                ((a.rule, a.subject), a.id)
-            })
-            .collect(),
-        Err(e) => {
-            tracing::error!(error = %e, "cannot load open alerts");
-            HashMap::new()
+                state.seed(static_rule(&a.rule), &a.subject);
+                life.adopt(
+                    a.id,
+                    &a.rule,
+                    &a.subject,
+                    &a.severity,
+                    a.no_data_since_ms.is_some(),
+                );
+            }
         }
-    };
-    for (rule, subject) in open.keys() {
-        state.seed(static_rule(rule), subject);
+        Err(e) => tracing::error!(error = %e, "cannot load open alerts"),
     }
-    let inherited: std::collections::HashSet<(String, String)> = open.keys().cloned().collect();
     let started = std::time::Instant::now();
+    let fire = Fire {
+        cfg: &cfg,
+        store: &store,
+        actions: &actions,
+        tx: &tx,
+    };
     loop {
         let tick = tokio::select! {
             _ = shutdown.changed() => break,
@@ -121,72 +128,67 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
         };
         let now_conds = evaluate(&cfg, ov, &facts, &mut state);
         let wall = crate::clock::wall_now_ms();
-        let mut still: HashMap<(String, String), i64> = HashMap::new();
-        for c in now_conds {
-            let key = (c.rule.to_string(), c.subject.clone());
-            if let Some(id) = open.remove(&key) {
-                still.insert(key, id);
-                continue;
-            }
-            match store.fire_alert(&c.as_new_alert(), wall).await {
-                Ok((id, silenced)) => {
-                    // A silence on this rule and subject covers its new firing: recorded and
-                    // shown, not sent.
-                    if let Some(until) = silenced.filter(|u| *u > wall) {
-                        tracing::info!(rule = c.rule, subject = %c.subject, silenced_until_ms = until, "alert firing (silenced)");
-                        silenced_until.insert(id, until);
-                    } else {
-                        tracing::info!(rule = c.rule, subject = %c.subject, "alert firing");
-                        let _ = tx.try_send(Delivery {
-                            alert_id: id,
-                            event: "firing",
-                            cond: c.clone(),
-                            at_ms: wall,
-                        });
+        // Alerts found open at start (fired by a previous process or leader) stay open
+        // while the task settles, though their condition is not seen.
+        let settling = started.elapsed() < settle;
+        let steps = life.step(&cfg, ov.at_ms, now_conds, settling, |rule, subject| {
+            has_data(rule, subject, &facts)
+        });
+        for step in steps {
+            match step {
+                Step::Fire(c) => {
+                    if let Some(id) = fire.new_alert(&c, wall, &mut silenced_until).await {
+                        life.opened(&c, id);
                     }
-                    if cfg.auto_drain {
-                        if let Some(node) = &c.drain_node {
-                            auto_drain(&actions, node, &c).await;
+                }
+                Step::Reopen { id, cond } => match store.reopen_alert(id).await {
+                    Ok(Some(silenced)) => {
+                        tracing::info!(rule = cond.rule, subject = %cond.subject, id, "alert firing again (a flap)");
+                        fire.announce(id, &cond, silenced, wall, &mut silenced_until)
+                            .await;
+                        life.opened(&cond, id);
+                    }
+                    // Not resolved any more (another row is open): as any new firing.
+                    Ok(None) => {
+                        if let Some(id) = fire.new_alert(&cond, wall, &mut silenced_until).await {
+                            life.opened(&cond, id);
                         }
                     }
-                    still.insert(key, id);
-                }
-                Err(e) => tracing::error!(error = %e, "alert could not be recorded"),
-            }
-        }
-        let settling = started.elapsed() < settle;
-        for ((rule, subject), id) in open.drain() {
-            if settling && inherited.contains(&(rule.clone(), subject.clone())) {
-                still.insert((rule, subject), id);
-                continue;
-            }
-            if let Err(e) = store.resolve_alert(id, wall).await {
-                tracing::error!(error = %e, "alert could not be resolved");
-                continue;
-            }
-            // Silenced: its resolution is not news either.
-            if silenced_until.remove(&id).is_some_and(|u| u > wall) {
-                continue;
-            }
-            let cond = Condition {
-                rule: "resolved",
-                subject: subject.clone(),
-                severity: "info",
-                summary: format!("{rule} on {subject} resolved"),
-                link: String::new(),
-                drain_node: None,
-            };
-            let _ = tx.try_send(Delivery {
-                alert_id: id,
-                event: "resolved",
-                cond: Condition {
-                    rule: static_rule(&rule),
-                    ..cond
+                    Err(e) => tracing::error!(error = %e, "alert could not be reopened"),
                 },
-                at_ms: wall,
-            });
+                Step::NoData { id, missing } => {
+                    if let Err(e) = store.set_alert_no_data(id, missing.then_some(wall)).await {
+                        tracing::warn!(error = %e, "alert's no-data mark not recorded");
+                    }
+                }
+                Step::Resolve {
+                    id,
+                    key: (rule, subject),
+                } => {
+                    if let Err(e) = store.resolve_alert(id, wall).await {
+                        tracing::error!(error = %e, "alert could not be resolved");
+                        continue;
+                    }
+                    // Silenced: its resolution is not news either.
+                    if silenced_until.remove(&id).is_some_and(|u| u > wall) {
+                        continue;
+                    }
+                    let _ = tx.try_send(Delivery {
+                        alert_id: id,
+                        event: "resolved",
+                        cond: Condition {
+                            rule: static_rule(&rule),
+                            summary: format!("{rule} on {subject} resolved"),
+                            subject,
+                            severity: "info",
+                            link: String::new(),
+                            drain_node: None,
+                        },
+                        at_ms: wall,
+                    });
+                }
+            }
         }
-        open = still;
         // The badge counts what is firing and not silenced.
         match store.open_alerts().await {
             Ok(v) => {
@@ -210,6 +212,65 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
     }
     drop(tx);
     let _ = tokio::time::timeout(Duration::from_secs(5), delivery).await;
+}
+
+/// Records and announces a firing: its webhook (unless silenced) and the auto-drain policy.
+struct Fire<'a> {
+    cfg: &'a super::rules::AlertConfig,
+    store: &'a crate::store::Store,
+    actions: &'a Arc<crate::actions::Actions>,
+    tx: &'a tokio::sync::mpsc::Sender<Delivery>,
+}
+
+impl Fire<'_> {
+    /// A new alert for `c`; its id, or `None` if the store could not record it (the
+    /// condition fires again at the next evaluation).
+    async fn new_alert(
+        &self,
+        c: &Condition,
+        wall: UnixMs,
+        silenced_until: &mut HashMap<i64, UnixMs>,
+    ) -> Option<i64> {
+        match self.store.fire_alert(&c.as_new_alert(), wall).await {
+            Ok((id, silenced)) => {
+                tracing::info!(rule = c.rule, subject = %c.subject, id, "alert firing");
+                self.announce(id, c, silenced, wall, silenced_until).await;
+                Some(id)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "alert could not be recorded");
+                None
+            }
+        }
+    }
+
+    /// Alert `id` fires for `c`: a silence on it (its rule and subject) means recorded and
+    /// shown, not sent.
+    async fn announce(
+        &self,
+        id: i64,
+        c: &Condition,
+        silenced: Option<UnixMs>,
+        wall: UnixMs,
+        silenced_until: &mut HashMap<i64, UnixMs>,
+    ) {
+        if let Some(until) = silenced.filter(|u| *u > wall) {
+            tracing::info!(rule = c.rule, subject = %c.subject, silenced_until_ms = until, "alert silenced");
+            silenced_until.insert(id, until);
+        } else {
+            let _ = self.tx.try_send(Delivery {
+                alert_id: id,
+                event: "firing",
+                cond: c.clone(),
+                at_ms: wall,
+            });
+        }
+        if self.cfg.auto_drain {
+            if let Some(node) = &c.drain_node {
+                auto_drain(self.actions, node, c).await;
+            }
+        }
+    }
 }
 
 fn static_rule(rule: &str) -> &'static str {

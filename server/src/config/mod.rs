@@ -445,6 +445,11 @@ struct AlertKeys {
     #[serde(with = "WebhookFormatWords")]
     webhook_format: WebhookFormat,
     auto_drain: bool,
+    resolve_after_evaluations: u32,
+    #[serde(rename = "critical_clear_minutes", deserialize_with = "minutes")]
+    critical_clear_ms: i64,
+    #[serde(rename = "reopen_within_minutes", deserialize_with = "minutes")]
+    reopen_within_ms: i64,
 }
 
 #[derive(Deserialize)]

@@ -297,6 +297,7 @@ fn validate_alerts(a: &mut AlertConfig) -> Result<(), ConfigError> {
     a.target_failures = a.target_failures.max(1);
     a.nccl_consecutive = a.nccl_consecutive.max(1);
     a.nccl_baseline_steps = a.nccl_baseline_steps.max(1);
+    a.resolve_after_evaluations = a.resolve_after_evaluations.max(1);
     if let Some(u) = &a.webhook_url {
         if !is_web_url(u) {
             return Err(invalid(

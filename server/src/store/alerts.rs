@@ -9,7 +9,7 @@ use sqlx::Row;
 use super::checkpoints::{CHECKPOINT_IN_RANGE, MAX_STORED, NCCL_IN_RANGE};
 use super::{Result, Store, StoreError};
 
-const COLS: &str = "id, rule, subject, severity, summary, link, state, started_ms, resolved_ms, acked_by, acked_ms, ack_note, silenced_until_ms, silenced_by, silence_note";
+const COLS: &str = "id, rule, subject, severity, summary, link, state, started_ms, resolved_ms, acked_by, acked_ms, ack_note, silenced_until_ms, silenced_by, silence_note, flaps, no_data_since_ms";
 
 fn row(r: &sqlx::any::AnyRow) -> Result<AlertItem> {
     Ok(AlertItem {
@@ -28,6 +28,8 @@ fn row(r: &sqlx::any::AnyRow) -> Result<AlertItem> {
         silenced_until_ms: r.try_get("silenced_until_ms")?,
         silenced_by: r.try_get("silenced_by")?,
         silence_note: r.try_get("silence_note")?,
+        flaps: r.try_get("flaps")?,
+        no_data_since_ms: r.try_get("no_data_since_ms")?,
     })
 }
 
@@ -84,8 +86,38 @@ impl Store {
     }
 
     pub async fn resolve_alert(&self, id: i64, now_ms: UnixMs) -> Result<()> {
-        sqlx::query("UPDATE alerts SET state = 'resolved', resolved_ms = $1 WHERE id = $2 AND state = 'firing'")
+        sqlx::query("UPDATE alerts SET state = 'resolved', resolved_ms = $1, no_data_since_ms = NULL WHERE id = $2 AND state = 'firing'")
             .bind(now_ms)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Opens resolved alert `id` again (its condition came back within the hold): one
+    /// more flap. Returns the silence it carries, or `None` if it is not resolved (a row
+    /// for its rule and subject is open already, or there is no such alert).
+    pub async fn reopen_alert(&self, id: i64) -> Result<Option<Option<UnixMs>>> {
+        let r = sqlx::query(
+            "UPDATE alerts SET state = 'firing', resolved_ms = NULL, no_data_since_ms = NULL, flaps = flaps + 1 \
+             WHERE id = $1 AND state = 'resolved' \
+               AND NOT EXISTS (SELECT 1 FROM alerts o WHERE o.state = 'firing' \
+                   AND o.rule = (SELECT rule FROM alerts WHERE id = $2) \
+                   AND o.subject = (SELECT subject FROM alerts WHERE id = $3)) \
+             RETURNING silenced_until_ms",
+        )
+        .bind(id)
+        .bind(id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        r.map(|r| r.try_get(0)).transpose().map_err(Into::into)
+    }
+
+    /// Marks open alert `id` as without readings since `since_ms`, or clears the mark.
+    pub async fn set_alert_no_data(&self, id: i64, since_ms: Option<UnixMs>) -> Result<()> {
+        sqlx::query("UPDATE alerts SET no_data_since_ms = $1 WHERE id = $2 AND state = 'firing'")
+            .bind(since_ms)
             .bind(id)
             .execute(&self.pool)
             .await?;

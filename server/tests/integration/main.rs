@@ -1,6 +1,8 @@
 //! Gantry's one integration-test binary (one link step on a 2-core machine).
 //!
 //! - `alerts`: rules, webhook deliveries, the auto-drain policy, and the ingest API.
+//! - `flaps`: over real scrapes, a missed scrape leaves an alert open ("no data") and a
+//!   condition back soon after its resolution reopens the same alert.
 //! - `ingest`: numbers out of range refused, and rows stored out of range skipped.
 //! - `actions`: sign-in, roles, the guard on every route, actions and their audit trail.
 //! - `storage`: the same storage story on SQLite and on PostgreSQL.
@@ -39,6 +41,7 @@ mod alerts;
 mod cli;
 mod crash;
 mod faults;
+mod flaps;
 mod frameworks;
 mod http;
 mod ingest;

@@ -17,6 +17,9 @@
 //! - `jobs.rs`: `nccl_latency`, `checkpoint_overdue`;
 //! - `radar.rs`: a multi-node job's GPUs against their peers (`straggler`, `job_hung`).
 //!
+//! `data.rs` says whether a tick holds what a rule reads about a subject ([`has_data`]):
+//! a condition gone for want of readings is unknown, not clear.
+//!
 //! [`evaluate`] sorts what the rules push (one condition per rule and subject), so the
 //! table's order is not observable; it keeps the order the rules were written in.
 
@@ -30,7 +33,10 @@ use super::webhook::WebhookFormat;
 use crate::scheduler::SchedJob;
 use crate::telemetry::{scrape::TargetHealth, Readings};
 
+pub use data::has_data;
+
 mod coolant;
+mod data;
 mod fabric;
 mod gpu;
 mod jobs;
@@ -71,6 +77,12 @@ pub struct AlertConfig {
     pub webhook_format: WebhookFormat,
     /// Drain a node on a double-bit ECC error or a drain-class XID. Off by default.
     pub auto_drain: bool,
+    /// An alert resolves after its condition was clear this many evaluations in a row...
+    pub resolve_after_evaluations: u32,
+    /// ...and, if critical, for at least this long (source time).
+    pub critical_clear_ms: i64,
+    /// A condition back within this long of its resolution reopens the same alert.
+    pub reopen_within_ms: i64,
 }
 
 impl Default for AlertConfig {
@@ -91,6 +103,9 @@ impl Default for AlertConfig {
             webhook_url: None,
             webhook_format: WebhookFormat::Gantry,
             auto_drain: false,
+            resolve_after_evaluations: 3,
+            critical_clear_ms: 60_000,
+            reopen_within_ms: 10 * 60_000,
         }
     }
 }
