@@ -217,9 +217,7 @@ mod tests {
 
         fn eval(&mut self, conds: Vec<Condition>, data: bool) -> Vec<Step> {
             self.t += 1_000;
-            let steps = self
-                .life
-                .step(&self.cfg, self.t, conds, false, |_, _| data);
+            let steps = self.life.step(&self.cfg, self.t, conds, false, |_, _| data);
             for s in &steps {
                 match s {
                     Step::Fire(c) => {
@@ -238,7 +236,10 @@ mod tests {
     fn a_missing_reading_never_resolves() {
         let mut run = Run::new();
         let leak = cond("coolant_leak", "rack:B02", "critical");
-        assert_eq!(run.eval(vec![leak.clone()], true), [Step::Fire(leak.clone())]);
+        assert_eq!(
+            run.eval(vec![leak.clone()], true),
+            [Step::Fire(leak.clone())]
+        );
         // Ten evaluations without the rack's readings: open, marked once.
         let mut steps = Vec::new();
         for _ in 0..10 {
