@@ -59,6 +59,8 @@ pub trait Backend: Send + Sync + 'static {
     ) -> BackendFuture<'a, (Vec<crate::model::Job>, u64)>;
     /// Firing alerts first, then recent ones.
     fn alerts(&self, limit: u32) -> BackendFuture<'_, Vec<AlertItem>>;
+    /// Open incidents: open alerts grouped by cause, critical first.
+    fn incidents(&self) -> BackendFuture<'_, Vec<crate::views::Incident>>;
     /// Alerts firing and not silenced.
     fn alerts_firing(&self) -> u32;
     fn ack_alert<'a>(&'a self, me: &'a Me, id: i64, note: &'a str) -> BackendFuture<'a, ()>;

@@ -123,12 +123,63 @@ pub struct AlertItem {
     pub no_data_since_ms: Option<UnixMs>,
 }
 
+/// One failure and everything it causes: its cause's alert, the open alerts it holds
+/// (grouped along the physical and logical tree), and what it hits.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct Incident {
+    /// Its cause's alert id.
+    pub id: i64,
+    pub cause: AlertItem,
+    /// The worst of its alerts: `critical`, `warning` or `info`.
+    pub severity: String,
+    /// When its first alert fired.
+    pub started_ms: UnixMs,
+    /// The cause is acknowledged.
+    pub acked: bool,
+    /// The alerts it holds besides its cause (inhibited: one incident, one notification).
+    pub alerts: Vec<AlertItem>,
+    /// The place it is about, in words (`node gpu038`, `rack B02`, `job 1042`).
+    pub place: String,
+    /// The page of that place.
+    pub place_link: String,
+    pub nodes: Vec<String>,
+    pub racks: Vec<String>,
+    /// Running jobs on its nodes, with their last checkpoint and the work at risk.
+    pub jobs: Vec<IncidentJob>,
+    /// What to do, in words.
+    pub action: String,
+}
+
+/// A running job an incident hits.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct IncidentJob {
+    pub id: u64,
+    pub name: String,
+    pub gpus: u32,
+    /// When its newest complete checkpoint finished, if any is known.
+    pub last_checkpoint_ms: Option<UnixMs>,
+    /// GPU-hours since its last checkpoint (or its start): lost if it fails now.
+    pub at_risk_gpu_hours: f64,
+}
+
+/// `GET /api/incidents`: the open incidents, critical first, then newest first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct IncidentsView {
+    pub incidents: Vec<Incident>,
+}
+
 /// The alerts page's data.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct AlertsView {
     pub me: Me,
     pub server_now_ms: UnixMs,
+    /// Open incidents, critical first.
+    #[serde(default)]
+    pub incidents: Vec<Incident>,
     pub alerts: Vec<AlertItem>,
 }
 

@@ -1,18 +1,22 @@
-//! `/alerts`: what is firing now, each linked to what it concerns, with acknowledge (with a
-//! note) and silence for operators; then the recent history. And the header's badge.
+//! `/alerts`: the open incidents first (one per failure, critical first, its alerts folded
+//! under it, what to do), then what is firing, each linked to what it concerns, with
+//! acknowledge (with a note) and silence for operators; then the recent history. And the
+//! header's badge.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::units;
-use crate::views::{AlertItem, AlertsView};
+use crate::views::{AlertItem, AlertsView, Incident};
 
 #[server(endpoint = "alerts_view")]
 pub async fn get_alerts_view() -> Result<AlertsView, ServerFnError> {
     let backend = crate::backend::backend()?;
     let alerts = backend.alerts(300).await.map_err(ServerFnError::new)?;
+    let incidents = backend.incidents().await.map_err(ServerFnError::new)?;
     Ok(AlertsView {
         me: crate::backend::me(),
+        incidents,
         server_now_ms: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
@@ -81,8 +85,19 @@ fn AlertsBody(v: AlertsView, data: Resource<Result<AlertsView, ServerFnError>>) 
             .and_then(|r| r.err())
             .or_else(|| silence.value().get().and_then(|r| r.err()))
     };
+    let incidents = v.incidents;
     view! {
         <p role="status" aria-live="polite">{move || failed().map(|e| format!("Not done: {e}"))}</p>
+        <h2 id="incidents-h">{format!("Incidents ({})", incidents.len())}</h2>
+        {if incidents.is_empty() {
+            view! { <p data-test="incidents-none">"No open incident."</p> }.into_any()
+        } else {
+            view! {
+                <ol class="incidents" aria-labelledby="incidents-h" data-test="incidents">
+                    {incidents.into_iter().map(|i| view! { <IncidentRow i/> }).collect_view()}
+                </ol>
+            }.into_any()
+        }}
         <h2 id="firing-h">{format!("Firing ({})", firing.len())}</h2>
         {if firing.is_empty() {
             view! { <p data-test="alerts-none">"Nothing is firing."</p> }.into_any()
@@ -139,6 +154,55 @@ fn AlertsBody(v: AlertsView, data: Resource<Result<AlertsView, ServerFnError>>) 
                 }).collect_view()}
             </tbody>
         </table>
+    }
+}
+
+/// One incident: its cause, the place, what to do, the jobs at risk, and the alerts it
+/// holds folded under it. Acknowledged ones say so and are set back.
+#[component]
+fn IncidentRow(i: Incident) -> impl IntoView {
+    let held = i.alerts.len();
+    let acked = i.cause.acked_by.clone();
+    let is_acked = acked.is_some();
+    view! {
+        <li class="incident" class:acked=is_acked data-test="incident" data-id=i.id
+            data-rule=i.cause.rule.clone() data-severity=i.severity.clone()>
+            <p>
+                <span class=format!("badge sev-{}", i.severity)>{i.severity.clone()}</span>" "
+                <a href=i.place_link.clone()>{i.place.clone()}</a>": "{i.cause.summary.clone()}
+                <span class="muted">{format!(" · since {}", units::utc(i.started_ms))}</span>
+                {acked.map(|u| view! { <span class="muted">{format!(" · acknowledged by {u}")}</span> })}
+            </p>
+            <p class="incident-action" data-test="incident-action">{i.action.clone()}</p>
+            {(!i.jobs.is_empty()).then(|| view! {
+                <p class="muted">"Jobs hit: "
+                    {i.jobs.iter().map(|j| {
+                        let ckpt = j.last_checkpoint_ms
+                            .map(|t| format!("last checkpoint {}", units::utc(t)))
+                            .unwrap_or_else(|| "no checkpoint known".into());
+                        view! {
+                            <span class="incident-job">
+                                <a href=format!("/jobs/{}", j.id)>{format!("{} ({})", j.id, j.name)}</a>
+                                {format!(": {} GPUs, {ckpt}, {:.1} GPU-hours at risk; ", j.gpus, j.at_risk_gpu_hours)}
+                            </span>
+                        }
+                    }).collect_view()}
+                </p>
+            })}
+            {(held > 0).then(|| view! {
+                <details>
+                    <summary>{format!("{held} related alert{}", if held == 1 { "" } else { "s" })}</summary>
+                    <ul>
+                        {i.alerts.into_iter().map(|a| view! {
+                            <li data-test="incident-alert" data-rule=a.rule.clone()>
+                                <span class=format!("badge sev-{}", a.severity)>{a.severity.clone()}</span>" "
+                                <a href=a.link.clone()>{a.summary.clone()}</a>
+                            </li>
+                        }).collect_view()}
+                    </ul>
+                </details>
+            })}
+        </li>
     }
 }
 

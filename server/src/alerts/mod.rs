@@ -10,9 +10,11 @@
 //! acknowledge (with a note) and silence until a time. An opt-in policy drains a node on a
 //! double-bit ECC error or a drain-class XID through the same action path as a person.
 //!
+//! `incidents.rs` groups the open alerts into incidents, one per failure, along the tree.
 //! `rules/` holds the rules and their state (pure), `task.rs` the task, `webhook.rs`
 //! delivery with retries, `policy.rs` the auto-drain policy.
 
+pub mod incidents;
 mod lifecycle;
 mod policy;
 mod rules;

@@ -240,6 +240,10 @@ fn gunzip(raw: &[u8], max: usize) -> Result<Vec<u8>, ScrapeError> {
 )]
 pub struct TargetHealth {
     pub url: String,
+    /// What it reports on: `node:NAME` or `rack:NAME` (an incident about a node holds its
+    /// exporters' alerts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub of: Option<String>,
     pub last_attempt_ms: Option<UnixMs>,
     pub last_success_ms: Option<UnixMs>,
     pub last_error: Option<String>,
@@ -256,6 +260,14 @@ impl TargetHealth {
         TargetHealth {
             url: url.into(),
             ..TargetHealth::default()
+        }
+    }
+
+    /// A target reporting on `of` (`node:NAME`, `rack:NAME`).
+    pub fn of(url: &str, of: String) -> TargetHealth {
+        TargetHealth {
+            of: Some(of),
+            ..TargetHealth::new(url)
         }
     }
 

@@ -16,6 +16,7 @@ use crate::clock::wall_now_ms;
 pub(super) fn routes() -> Routes {
     vec![
         ("/api/alerts", get(alerts_list)),
+        ("/api/incidents", get(incidents_list)),
         ("/api/alerts/{id}/ack", post(alert_ack)),
         ("/api/alerts/{id}/silence", post(alert_silence)),
         ("/api/alerts/{id}/unsilence", post(alert_unsilence)),
@@ -71,6 +72,18 @@ async fn alerts_list(
         alerts: rows,
     })
     .into_response())
+}
+
+/// The open incidents: each failure once, with the alerts it holds, the nodes, racks and
+/// running jobs it hits (their last checkpoint, the work at risk) and what to do; critical
+/// first, then newest first, acknowledged ones after the others of their severity.
+#[utoipa::path(get, path = "/api/incidents", tag = "alerts",
+    responses((status = 200, description = "open incidents", body = app::views::IncidentsView)))]
+async fn incidents_list(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let incidents = crate::alerts::incidents::open(&st.store, &st.live)
+        .await
+        .map_err(ApiError::Storage)?;
+    Ok(Json(app::views::IncidentsView { incidents }).into_response())
 }
 
 /// What an operator does to an alert without touching the cluster: each is audited.

@@ -247,6 +247,17 @@ impl Backend for LiveBackend {
         })
     }
 
+    fn incidents(&self) -> app::backend::BackendFuture<'_, Vec<app::views::Incident>> {
+        Box::pin(async move {
+            crate::alerts::incidents::open(&self.store, &self.live)
+                .await
+                .map_err(|e| {
+                    tracing::error!(error = %e, "incidents read failed");
+                    "storage unavailable".to_string()
+                })
+        })
+    }
+
     fn alerts_firing(&self) -> u32 {
         self.live.alerts_firing()
     }

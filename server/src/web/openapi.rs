@@ -48,6 +48,7 @@ use app::actions::Role;
         super::actions::action_status,
         super::actions::audit,
         super::alerts::alerts_list,
+        super::alerts::incidents_list,
         super::alerts::alert_ack,
         super::alerts::alert_silence,
         super::alerts::alert_unsilence,

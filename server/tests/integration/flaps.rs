@@ -1,8 +1,9 @@
 //! Alerts that do not flap, over real scrapes: Gantry A serves its simulator's exporters,
 //! a proxy in front of one node's dcgm-exporter can make it report a double-bit ECC error
 //! or stop answering, and Gantry B scrapes through it. A missed scrape leaves the alert
-//! open, marked "no data"; a condition back after its resolution reopens the same row.
-//! On SQLite and PostgreSQL.
+//! open, marked "no data"; a condition back after its resolution reopens the same row; the
+//! open alerts group into incidents (a down node holds its exporters' alerts). On SQLite
+//! and PostgreSQL.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -154,6 +155,67 @@ async fn no_flapping(db: String) {
     .await;
     assert_eq!(fired.severity, "critical");
     assert_eq!((fired.flaps, fired.no_data_since_ms), (0, None));
+
+    // Incidents: the simulated cluster's down node (gpu016) and its two exporters are one
+    // incident, the node its cause; the ECC error is another, first (critical).
+    let mut incidents = serde_json::Value::Null;
+    for _ in 0..300 {
+        incidents = support::get(b.addr, "/api/incidents").await.json();
+        let down = incidents["incidents"].as_array().and_then(|v| {
+            v.iter().find(|i| {
+                i["cause"]["subject"] == "node:gpu016"
+                    && i["alerts"].as_array().is_some_and(|a| a.len() == 2)
+            })
+        });
+        if down.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let list = incidents["incidents"].as_array().expect("incidents");
+    let first = &list[0];
+    assert_eq!(
+        (first["id"].as_i64(), first["severity"].as_str()),
+        (Some(fired.id), Some("critical")),
+        "{incidents:#}"
+    );
+    assert_eq!(first["place"], format!("node {NODE}"));
+    assert!(
+        first["action"]
+            .as_str()
+            .is_some_and(|a| a.starts_with(&format!("Drain node {NODE}"))),
+        "{first:#}"
+    );
+    let down = list
+        .iter()
+        .find(|i| i["cause"]["subject"] == "node:gpu016")
+        .expect("the down node's incident");
+    assert_eq!(down["cause"]["rule"], "node_not_responding", "{down:#}");
+    let held: Vec<&str> = down["alerts"]
+        .as_array()
+        .expect("alerts")
+        .iter()
+        .filter_map(|a| a["rule"].as_str())
+        .collect();
+    assert_eq!(held, ["target_down", "target_down"], "{down:#}");
+    // Every open alert is in exactly one incident.
+    let open = b.store.open_alerts().await.expect("open");
+    let mut in_incidents: Vec<i64> = list
+        .iter()
+        .flat_map(|i| {
+            std::iter::once(i["id"].as_i64().unwrap_or(-1)).chain(
+                i["alerts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|a| a["id"].as_i64().unwrap_or(-1)),
+            )
+        })
+        .collect();
+    in_incidents.sort();
+    let mut ids: Vec<i64> = open.iter().map(|a| a.id).collect();
+    ids.sort();
+    assert_eq!(in_incidents, ids, "{incidents:#}");
 
     // The exporter stops answering: after two scrape intervals its readings are gone. The
     // alert stays open, the same row, marked; nothing is resolved.

@@ -103,8 +103,10 @@ impl Ingest {
     ) -> Ingest {
         let health = targets
             .iter()
-            .flat_map(NodeTarget::urls)
-            .map(|(u, _)| (u.clone(), TargetHealth::new(u)))
+            .flat_map(|t| {
+                t.urls()
+                    .map(|(u, _)| (u.clone(), TargetHealth::of(u, format!("node:{}", t.node))))
+            })
             .collect();
         Ingest {
             client,
@@ -138,7 +140,7 @@ impl Ingest {
             for (u, _) in t.urls() {
                 self.health
                     .entry(u.clone())
-                    .or_insert_with(|| TargetHealth::new(u));
+                    .or_insert_with(|| TargetHealth::of(u, format!("node:{}", t.node)));
             }
         }
         let nodes: std::collections::HashSet<&str> =
@@ -158,7 +160,7 @@ impl Ingest {
         for t in &targets {
             self.health
                 .entry(t.url.clone())
-                .or_insert_with(|| TargetHealth::new(&t.url));
+                .or_insert_with(|| TargetHealth::of(&t.url, format!("rack:{}", t.rack)));
         }
         let racks: std::collections::HashSet<&str> =
             targets.iter().map(|t| t.rack.as_str()).collect();
