@@ -25,6 +25,15 @@ pub async fn get_alerts_view() -> Result<AlertsView, ServerFnError> {
     })
 }
 
+/// The open incidents, critical first (for `/`'s "Needs action").
+#[server(endpoint = "incidents_view")]
+pub async fn get_incidents() -> Result<Vec<Incident>, ServerFnError> {
+    crate::backend::backend()?
+        .incidents()
+        .await
+        .map_err(ServerFnError::new)
+}
+
 /// Alerts firing and not silenced, for the header.
 #[server(endpoint = "alert_count")]
 pub async fn get_alert_count() -> Result<u32, ServerFnError> {
@@ -231,6 +240,12 @@ impl AlertCount {
             self.count.set(Some(n));
         }
         self.heard_ms.set_value(now_ms);
+    }
+
+    /// The count (tracked), once known.
+    #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+    pub fn get(&self) -> Option<u32> {
+        self.count.get()
     }
 
     /// Whether a live stream told the count within the poll period before `now_ms`.

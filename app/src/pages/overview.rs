@@ -1,5 +1,6 @@
-//! `/`: the live overview. GPUs by state, SM activity, power against capacity, GPUs
-//! throttling, jobs, and a rack mini-map.
+//! `/`: the live overview. "Needs action" (the open incidents, critical first, each with
+//! what to do), GPUs by state, SM activity, power against capacity, GPUs throttling, jobs,
+//! and a rack mini-map.
 //!
 //! Rendered on the server with the numbers in the HTML; after hydration it subscribes to
 //! `/api/live` (snapshot, then deltas) and marks values stale when they are older than
@@ -10,6 +11,7 @@ use leptos_meta::Title;
 
 use crate::live::view::{get_overview, staleness, Conn, LiveStatus};
 use crate::live::{shape_of, Entries, LiveSnapshot, Overview, RackTile};
+use crate::pages::alerts::get_incidents;
 #[cfg(feature = "hydrate")]
 use crate::pages::alerts::AlertCount;
 use crate::units;
@@ -54,6 +56,7 @@ fn OverviewBody(snap: LiveSnapshot) -> impl IntoView {
                 <h1>"Overview " <span class="muted">{cluster}</span></h1>
                 <LiveStatus state conn stale/>
             </div>
+            <NeedsAction/>
             <Stats state stale/>
             <section aria-labelledby="racks-h" class:stale=move || stale.get()>
                 <h2 id="racks-h">"Racks"</h2>
@@ -65,6 +68,74 @@ fn OverviewBody(snap: LiveSnapshot) -> impl IntoView {
                 <RackMap state/>
             </section>
         </div>
+    }
+}
+
+/// How many incidents "Needs action" lists; the rest are on `/alerts`.
+const NEEDS_ACTION_SHOWN: usize = 8;
+
+/// "Needs action": the open incidents, critical first, each naming its place with one link
+/// and what to do. Read again whenever the live stream's alert count changes, and every
+/// 30 s.
+#[component]
+fn NeedsAction() -> impl IntoView {
+    let incidents = Resource::new(|| (), |_| get_incidents());
+    #[cfg(feature = "hydrate")]
+    {
+        if let Some(count) = use_context::<AlertCount>() {
+            Effect::new(move |prev: Option<Option<u32>>| {
+                let now = count.get();
+                if prev.is_some_and(|p| p != now) {
+                    incidents.refetch();
+                }
+                now
+            });
+        }
+        let poll = set_interval_with_handle(
+            move || incidents.refetch(),
+            std::time::Duration::from_secs(30),
+        )
+        .ok();
+        on_cleanup(move || {
+            if let Some(p) = poll {
+                p.clear();
+            }
+        });
+    }
+    view! {
+        <section aria-labelledby="attention-h" class="attention" data-test="needs-action">
+            <h2 id="attention-h">"Needs action"</h2>
+            <Transition fallback=|| view! { <p class="loading">"Loading incidents…"</p> }>
+                {move || Suspend::new(async move {
+                    match incidents.await {
+                        Ok(list) if list.is_empty() => view! {
+                            <p data-test="needs-action-none">"Nothing needs action: no open incident."</p>
+                        }.into_any(),
+                        Ok(list) => {
+                            let more = list.len().saturating_sub(NEEDS_ACTION_SHOWN);
+                            view! {
+                                <ol class="attention-list">
+                                    {list.into_iter().take(NEEDS_ACTION_SHOWN).map(|i| view! {
+                                        <li data-test="attention-item" data-severity=i.severity.clone() class:acked=i.acked>
+                                            <span class=format!("badge sev-{}", i.severity)>{i.severity.clone()}</span>" "
+                                            <a href=i.place_link.clone()>{i.place.clone()}</a>": "
+                                            <strong>{i.action.clone()}</strong>
+                                            <span class="muted">{format!(" {} · since {}", i.cause.summary, units::utc(i.started_ms))}</span>
+                                        </li>
+                                    }).collect_view()}
+                                </ol>
+                                {(more > 0).then(|| view! {
+                                    <p><a href="/alerts">{format!("{more} more on the alerts page")}</a></p>
+                                })}
+                            }.into_any()
+                        }
+                        Err(e) => view! {
+                            <p class="error" role="alert">{format!("Cannot read incidents: {e}")}</p>
+                        }.into_any(),
+                    }
+                })}
+            </Transition>
+        </section>
     }
 }
 

@@ -477,6 +477,7 @@ pub const READ_ONLY_POSTS: &[&str] = &[
     "/api/timeline",
     "/api/job_history",
     "/api/alert_count",
+    "/api/incidents_view",
 ];
 
 /// The access rule of `method path`. Default-deny: anything not a GET, HEAD or a listed

@@ -35,6 +35,31 @@ async fn start(nodes: u32, interval_ms: u64) -> server::serve::Running {
     r
 }
 
+/// `/` leads with "Needs action": the simulated cluster's down node (gpu016 of 16) is an
+/// incident there, its place linked and what to do in words, before the numbers.
+#[tokio::test]
+async fn the_overview_leads_with_what_needs_action() {
+    let r = start(16, 200).await;
+    for _ in 0..100 {
+        let open = r.store.open_alerts().await.expect("open alerts");
+        if open.iter().any(|a| a.subject == "node:gpu016") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let html = get(r.addr, "/").await.text();
+    let board = html
+        .find("data-test=\"needs-action\"")
+        .expect("the Needs action section");
+    let stats = html.find("data-test=\"gpus-total\"").expect("the numbers");
+    assert!(board < stats, "Needs action comes first");
+    let item = &html[board..stats];
+    assert!(item.contains("data-test=\"attention-item\""), "{item}");
+    assert!(item.contains("href=\"/nodes/gpu016\""), "{item}");
+    assert!(item.contains("Check node gpu016"), "{item}");
+    r.stop().await.expect("stop");
+}
+
 #[tokio::test]
 async fn overview_html_shows_the_simulators_truth_at_its_sequence() {
     let r = start(64, 1000).await;
