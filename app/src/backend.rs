@@ -63,6 +63,8 @@ pub trait Backend: Send + Sync + 'static {
     fn incidents(&self) -> BackendFuture<'_, Vec<crate::views::Incident>>;
     /// Alerts firing and not silenced.
     fn alerts_firing(&self) -> u32;
+    /// Open critical incidents whose cause is not silenced.
+    fn alerts_critical(&self) -> u32;
     fn ack_alert<'a>(&'a self, me: &'a Me, id: i64, note: &'a str) -> BackendFuture<'a, ()>;
     fn silence_alert<'a>(&'a self, me: &'a Me, id: i64, minutes: u32) -> BackendFuture<'a, ()>;
     /// The report `q` asks for (manager or admin; the guard checks). Errors are words for

@@ -117,7 +117,8 @@ fn connect(
         if let Ok(snap) = serde_json::from_str::<LiveSnapshot>(&text) {
             on_arrival.arrived(snap.server_now_ms - snap.overview.published_ms);
             if let Some(a) = alerts {
-                a.heard(snap.overview.summary.alerts_firing, local_now() as f64);
+                let s = &snap.overview.summary;
+                a.heard((s.alerts_firing, s.alerts_critical), local_now() as f64);
             }
             state.set(snap.overview);
             conn.set(Conn::Live);
@@ -143,7 +144,8 @@ fn connect(
             connect(state, conn, deadline.clone(), slot_for_gap.clone(), alerts);
         } else {
             if let Some(a) = alerts {
-                let n = state.with_untracked(|s| s.summary.alerts_firing);
+                let n =
+                    state.with_untracked(|s| (s.summary.alerts_firing, s.summary.alerts_critical));
                 a.heard(n, local_now() as f64);
             }
             deadline.arrived(0);

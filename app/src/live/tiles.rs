@@ -36,6 +36,9 @@ pub struct Summary {
     /// Alerts firing now (the header's badge).
     #[serde(default)]
     pub alerts_firing: u32,
+    /// Open critical incidents whose cause is not silenced (the badge's critical count).
+    #[serde(default)]
+    pub alerts_critical: u32,
 }
 
 /// One rack of the mini-map.

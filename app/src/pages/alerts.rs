@@ -34,10 +34,11 @@ pub async fn get_incidents() -> Result<Vec<Incident>, ServerFnError> {
         .map_err(ServerFnError::new)
 }
 
-/// Alerts firing and not silenced, for the header.
+/// Alerts firing and not silenced, and the critical incidents among them, for the header.
 #[server(endpoint = "alert_count")]
-pub async fn get_alert_count() -> Result<u32, ServerFnError> {
-    Ok(crate::backend::backend()?.alerts_firing())
+pub async fn get_alert_count() -> Result<(u32, u32), ServerFnError> {
+    let b = crate::backend::backend()?;
+    Ok((b.alerts_firing(), b.alerts_critical()))
 }
 
 #[server(endpoint = "ack_alert", input = server_fn::codec::Json)]
@@ -215,12 +216,24 @@ fn IncidentRow(i: Incident) -> impl IntoView {
     }
 }
 
+/// The badge's words: critical incidents first, then every alert firing.
+fn badge_text(counts: Option<(u32, u32)>) -> String {
+    let alerts = |c: u32| format!("{c} alert{} firing", if c == 1 { "" } else { "s" });
+    match counts {
+        None => "Alerts".to_string(),
+        Some((0, _)) => "No alerts".to_string(),
+        Some((c, 0)) => alerts(c),
+        Some((c, k)) => format!("{k} critical · {}", alerts(c)),
+    }
+}
+
 /// Alerts firing now, as the header shows them. A live page's stream carries the count
 /// with every tick and sets it here; the badge fetches it itself only when no stream has
 /// told it for a while (pages without a live stream).
 #[derive(Clone, Copy)]
 pub struct AlertCount {
-    count: RwSignal<Option<u32>>,
+    /// Alerts firing, and open critical incidents.
+    count: RwSignal<Option<(u32, u32)>>,
     /// When a live stream last told the count (browser clock, ms).
     heard_ms: StoredValue<f64>,
 }
@@ -233,9 +246,10 @@ impl AlertCount {
         }
     }
 
-    /// A live stream says `n` alerts are firing at `now_ms`.
+    /// A live stream says `n` alerts are firing (and how many incidents are critical) at
+    /// `now_ms`.
     #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
-    pub fn heard(&self, n: u32, now_ms: f64) {
+    pub fn heard(&self, n: (u32, u32), now_ms: f64) {
         if self.count.get_untracked() != Some(n) {
             self.count.set(Some(n));
         }
@@ -244,7 +258,7 @@ impl AlertCount {
 
     /// The count (tracked), once known.
     #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
-    pub fn get(&self) -> Option<u32> {
+    pub fn get(&self) -> Option<(u32, u32)> {
         self.count.get()
     }
 
@@ -297,17 +311,29 @@ pub fn AlertBadge() -> impl IntoView {
         <Suspense fallback=|| ()>
             {move || Suspend::new(async move {
                 let first = count.await.ok();
+                let now = move || n.get().or(first);
                 view! {
                     <a href="/alerts" class="alert-badge" data-test="alert-badge"
-                        class:firing=move || n.get().or(first).is_some_and(|c| c > 0)>
-                        {move || match n.get().or(first) {
-                            Some(0) => "No alerts".to_string(),
-                            Some(c) => format!("{c} alert{} firing", if c == 1 { "" } else { "s" }),
-                            None => "Alerts".to_string(),
-                        }}
+                        class:firing=move || now().is_some_and(|(c, _)| c > 0)
+                        class:critical=move || now().is_some_and(|(_, k)| k > 0)>
+                        {move || badge_text(now())}
                     </a>
                 }
             })}
         </Suspense>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_badge_says_how_many_are_critical_first() {
+        assert_eq!(super::badge_text(None), "Alerts");
+        assert_eq!(super::badge_text(Some((0, 0))), "No alerts");
+        assert_eq!(super::badge_text(Some((1, 0))), "1 alert firing");
+        assert_eq!(
+            super::badge_text(Some((9, 2))),
+            "2 critical · 9 alerts firing"
+        );
     }
 }

@@ -83,7 +83,7 @@ fn NeedsAction() -> impl IntoView {
     #[cfg(feature = "hydrate")]
     {
         if let Some(count) = use_context::<AlertCount>() {
-            Effect::new(move |prev: Option<Option<u32>>| {
+            Effect::new(move |prev: Option<Option<(u32, u32)>>| {
                 let now = count.get();
                 if prev.is_some_and(|p| p != now) {
                     incidents.refetch();

@@ -342,6 +342,7 @@ pub fn overview(
             .filter(|j| j.state == JobState::Pending)
             .count() as u32,
         alerts_firing: 0,
+        alerts_critical: 0,
     };
     let mut ov = Overview {
         cluster: inv.cluster.clone(),

@@ -201,11 +201,27 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
                     .iter()
                     .filter_map(|a| a.silenced_until_ms.map(|u| (a.id, u)))
                     .collect();
-                live.set_alerts_firing(
-                    v.iter()
-                        .filter(|a| a.silenced_until_ms.is_none_or(|u| u <= wall))
+                let unsilenced: Vec<app::views::AlertItem> = v
+                    .into_iter()
+                    .filter(|a| a.silenced_until_ms.is_none_or(|u| u <= wall))
+                    .collect();
+                live.set_alerts_firing(unsilenced.len() as u32);
+                let incidents = super::incidents::group(
+                    unsilenced,
+                    &super::incidents::Context {
+                        inventory: facts.inventory,
+                        targets: facts.targets,
+                        jobs: facts.jobs,
+                        last_checkpoint_ms: &facts.last_checkpoint_ms,
+                        now_ms: ov.at_ms,
+                    },
+                );
+                live.set_alerts_critical(
+                    incidents
+                        .iter()
+                        .filter(|i| i.severity == "critical")
                         .count() as u32,
-                )
+                );
             }
             Err(e) => tracing::warn!(error = %e, "open alerts unavailable"),
         }

@@ -179,6 +179,7 @@ pub struct Live {
     checkpoints_in: Mutex<Vec<app::model::Checkpoint>>,
     /// Alerts firing now (for the header's badge), set by the alert task.
     alerts_firing: std::sync::atomic::AtomicU32,
+    alerts_critical: std::sync::atomic::AtomicU32,
     /// What the floor marks on nodes, set from outside the pipeline, stamped each tick.
     marks: RwLock<Arc<FloorMarks>>,
     /// Wakes the source early (after an action) so browsers see the effect at once.
@@ -202,6 +203,7 @@ impl Live {
             sched: RwLock::new(None),
             poke: tokio::sync::Notify::new(),
             alerts_firing: std::sync::atomic::AtomicU32::new(0),
+            alerts_critical: std::sync::atomic::AtomicU32::new(0),
             marks: RwLock::new(Arc::default()),
             last_checkpoint: Mutex::new(std::collections::HashMap::new()),
             checkpoints_in: Mutex::new(Vec::new()),
@@ -313,6 +315,17 @@ impl Live {
 
     pub fn set_alerts_firing(&self, n: u32) {
         self.alerts_firing
+            .store(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Open critical incidents whose cause is not silenced.
+    pub fn alerts_critical(&self) -> u32 {
+        self.alerts_critical
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn set_alerts_critical(&self, n: u32) {
+        self.alerts_critical
             .store(n, std::sync::atomic::Ordering::Relaxed);
     }
 

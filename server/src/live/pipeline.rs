@@ -163,6 +163,7 @@ impl Pipeline {
             &frame.sched.jobs,
         ));
         ov.summary.alerts_firing = live.alerts_firing();
+        ov.summary.alerts_critical = live.alerts_critical();
         live.floor_marks().stamp(&mut ov);
         let by_reason = self.reasons.count(&ov, r);
         writes.extend(

@@ -398,6 +398,7 @@ fn apply(live: &Live, t: TickBody) {
     }
     live.set_targets(t.targets);
     live.set_alerts_firing(t.overview.summary.alerts_firing);
+    live.set_alerts_critical(t.overview.summary.alerts_critical);
     if let Some(r) = t.readings {
         live.record_window(&r, &t.overview);
         live.set_latest(Latest::Owned(Arc::new(r)));

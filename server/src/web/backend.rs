@@ -262,6 +262,10 @@ impl Backend for LiveBackend {
         self.live.alerts_firing()
     }
 
+    fn alerts_critical(&self) -> u32 {
+        self.live.alerts_critical()
+    }
+
     fn ack_alert<'a>(
         &'a self,
         me: &'a app::actions::Me,

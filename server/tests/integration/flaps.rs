@@ -198,6 +198,22 @@ async fn no_flapping(db: String) {
         .filter_map(|a| a["rule"].as_str())
         .collect();
     assert_eq!(held, ["target_down", "target_down"], "{down:#}");
+    // The top bar's badge counts the critical incidents (the live overview carries it).
+    let want = list.iter().filter(|i| i["severity"] == "critical").count() as u32;
+    assert!(want >= 1);
+    let mut critical = 0;
+    for _ in 0..100 {
+        critical = b
+            .live
+            .current()
+            .map(|t| t.overview.summary.alerts_critical)
+            .unwrap_or(0);
+        if critical == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(critical, want, "the critical incidents: {incidents:#}");
     // Every open alert is in exactly one incident.
     let open = b.store.open_alerts().await.expect("open");
     let mut in_incidents: Vec<i64> = list
