@@ -90,6 +90,9 @@ pub struct NodeDetail {
     pub published_ms: UnixMs,
     pub server_now_ms: UnixMs,
     pub interval_ms: i64,
+    /// The open incidents that hit this node, critical first.
+    #[serde(default)]
+    pub incidents: Vec<Incident>,
 }
 
 /// One alert, for the alerts page.

@@ -89,6 +89,23 @@ fn NodeBody(d: NodeDetail) -> impl IntoView {
                 }}
             </p>
         </div>
+        {move || {
+            let (incidents, s) = state.with(|d| (d.incidents.clone(), d.slurm.as_ref().map(|s| s.state).or(d.tile.as_ref().map(|t| t.state))));
+            incident_banner(&incidents, s).map(|(words, critical)| view! {
+                <section class="incident-banner" class:critical=critical aria-label="Open incidents" data-test="node-incidents">
+                    <p><strong>{words}</strong></p>
+                    <ul>
+                        {incidents.into_iter().map(|i| view! {
+                            <li>
+                                <span class=format!("badge sev-{}", i.severity)>{i.severity.clone()}</span>" "
+                                {i.cause.summary.clone()}": "<em>{i.action.clone()}</em>
+                            </li>
+                        }).collect_view()}
+                    </ul>
+                    <p><a href="/alerts">"All incidents"</a></p>
+                </section>
+            })
+        }}
         {move || state.with(|d| d.lemon_html.clone()).map(|h| view! { <div inner_html=h></div> })}
         <section class="node-head" class:stale=move || stale.get() aria-label="Scheduler">
             {move || slurm_state().map(|s| view! {
@@ -298,4 +315,79 @@ pub fn lemon_html(l: &crate::reliability::Lemon) -> String {
         </p>
     }
     .to_html()
+}
+
+/// The node's incidents in words ("2 critical, 1 warning; still accepting jobs"), and
+/// whether any is critical; `None` without one.
+fn incident_banner(
+    incidents: &[crate::views::Incident],
+    state: Option<crate::model::NodeState>,
+) -> Option<(String, bool)> {
+    use crate::model::NodeState;
+    if incidents.is_empty() {
+        return None;
+    }
+    let critical = incidents
+        .iter()
+        .filter(|i| i.severity == "critical")
+        .count();
+    let others = incidents.len() - critical;
+    let mut parts = Vec::new();
+    if critical > 0 {
+        parts.push(format!("{critical} critical"));
+    }
+    if others > 0 {
+        parts.push(format!("{others} warning"));
+    }
+    let taking = match state {
+        Some(NodeState::Idle | NodeState::Allocated | NodeState::Mixed) => "still accepting jobs",
+        Some(NodeState::Draining) => "draining",
+        Some(NodeState::Drained | NodeState::Maintenance) => "out of service",
+        Some(NodeState::Down | NodeState::NotResponding) => "down",
+        _ => "scheduler state unknown",
+    };
+    Some((
+        format!(
+            "{} incident{} open; {taking}",
+            parts.join(", "),
+            if incidents.len() == 1 { "" } else { "s" }
+        ),
+        critical > 0,
+    ))
+}
+
+#[cfg(test)]
+mod banner_tests {
+    use crate::model::NodeState;
+
+    #[test]
+    fn the_banner_counts_by_severity_and_says_whether_it_takes_jobs() {
+        let one = |severity: &str| -> crate::views::Incident {
+            serde_json::from_value(serde_json::json!({
+                "id": 1, "severity": severity, "started_ms": 0, "acked": false,
+                "cause": {"id": 1, "rule": "xid", "subject": "node:n", "severity": severity,
+                    "summary": "s", "link": "", "state": "firing", "started_ms": 0,
+                    "resolved_ms": null, "acked_by": null, "acked_ms": null, "ack_note": null,
+                    "silenced_until_ms": null},
+                "alerts": [], "place": "node n", "place_link": "/nodes/n", "nodes": ["n"],
+                "racks": [], "jobs": [], "action": "Drain node n."
+            }))
+            .expect("an incident")
+        };
+        assert_eq!(super::incident_banner(&[], Some(NodeState::Idle)), None);
+        assert_eq!(
+            super::incident_banner(
+                &[one("critical"), one("critical"), one("warning")],
+                Some(NodeState::Allocated)
+            ),
+            Some((
+                "2 critical, 1 warning incidents open; still accepting jobs".into(),
+                true
+            ))
+        );
+        assert_eq!(
+            super::incident_banner(&[one("warning")], Some(NodeState::Drained)),
+            Some(("1 warning incident open; out of service".into(), false))
+        );
+    }
 }

@@ -189,6 +189,16 @@ pub(super) async fn node_detail(
         published_ms,
         server_now_ms: wall_now_ms(),
         interval_ms,
+        incidents: match crate::alerts::incidents::open(store, live).await {
+            Ok(v) => v
+                .into_iter()
+                .filter(|i| i.nodes.iter().any(|n| n == name))
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "incidents unavailable for the node page");
+                Vec::new()
+            }
+        },
     }))
 }
 

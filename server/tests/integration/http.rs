@@ -36,7 +36,8 @@ async fn start(nodes: u32, interval_ms: u64) -> server::serve::Running {
 }
 
 /// `/` leads with "Needs action": the simulated cluster's down node (gpu016 of 16) is an
-/// incident there, its place linked and what to do in words, before the numbers.
+/// incident there, its place linked and what to do in words, before the numbers; the
+/// node's page shows it in a banner.
 #[tokio::test]
 async fn the_overview_leads_with_what_needs_action() {
     let r = start(16, 200).await;
@@ -57,6 +58,30 @@ async fn the_overview_leads_with_what_needs_action() {
     assert!(item.contains("data-test=\"attention-item\""), "{item}");
     assert!(item.contains("href=\"/nodes/gpu016\""), "{item}");
     assert!(item.contains("Check node gpu016"), "{item}");
+    // Its page says so at the top, and that Slurm has it down.
+    let page = get(r.addr, "/nodes/gpu016").await.text();
+    let banner = page
+        .find("data-test=\"node-incidents\"")
+        .map(|i| &page[i..])
+        .expect("the node's incident banner");
+    let end = banner.find("</section>").unwrap_or(banner.len());
+    let banner = &banner[..end];
+    // Its own incident (down), and any of its rack's (the simulated B01 runs hot).
+    assert!(banner.contains("gpu016: down in Slurm"), "{banner}");
+    assert!(banner.contains("warning"), "{banner}");
+    assert!(banner.contains(" open; down"), "{banner}");
+    // A node without one has no banner.
+    let page = get(r.addr, "/nodes/gpu001").await.text();
+    if !r
+        .store
+        .open_alerts()
+        .await
+        .expect("open")
+        .iter()
+        .any(|a| a.subject.starts_with("node:gpu001"))
+    {
+        assert!(!page.contains("node-incidents"));
+    }
     r.stop().await.expect("stop");
 }
 
