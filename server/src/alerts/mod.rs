@@ -10,10 +10,12 @@
 //! acknowledge (with a note) and silence until a time. An opt-in policy drains a node on a
 //! double-bit ECC error or a drain-class XID through the same action path as a person.
 //!
-//! `incidents.rs` groups the open alerts into incidents, one per failure, along the tree.
+//! `incidents.rs` groups the open alerts into incidents, one per failure, along the tree;
+//! `alertmanager.rs` sends them to the site's Alertmanager.
 //! `rules/` holds the rules and their state (pure), `task.rs` the task, `webhook.rs`
 //! delivery with retries, `policy.rs` the auto-drain policy.
 
+pub mod alertmanager;
 pub mod incidents;
 mod lifecycle;
 mod policy;

@@ -40,6 +40,16 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
         settle,
     } = task;
     let (tx, rx) = tokio::sync::mpsc::channel::<Delivery>(1024);
+    // The open incidents, for the site's Alertmanager when one is configured.
+    let (incidents_tx, incidents_rx) =
+        tokio::sync::watch::channel(super::alertmanager::Open::default());
+    let notifier = cfg.alertmanager_url.clone().map(|url| {
+        tokio::spawn(super::alertmanager::run(
+            url,
+            Arc::clone(&tls),
+            incidents_rx,
+        ))
+    });
     let delivery = tokio::spawn(deliver(cfg.clone(), tls, store.clone(), rx));
     let mut ticks = live.subscribe();
     // Rows an older version stored with numbers out of range are skipped by every query;
@@ -222,12 +232,26 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
                         .filter(|i| i.severity == "critical")
                         .count() as u32,
                 );
+                if notifier.is_some() {
+                    let cluster = ov.cluster.clone();
+                    incidents_tx.send_if_modified(|o| {
+                        let changed = o.incidents != incidents || o.cluster != cluster;
+                        if changed {
+                            *o = super::alertmanager::Open { cluster, incidents };
+                        }
+                        changed
+                    });
+                }
             }
             Err(e) => tracing::warn!(error = %e, "open alerts unavailable"),
         }
     }
     drop(tx);
+    drop(incidents_tx);
     let _ = tokio::time::timeout(Duration::from_secs(5), delivery).await;
+    if let Some(n) = notifier {
+        let _ = tokio::time::timeout(Duration::from_secs(5), n).await;
+    }
 }
 
 /// Records and announces a firing: its webhook (unless silenced) and the auto-drain policy.

@@ -54,7 +54,7 @@ fn payload(fmt: WebhookFormat, d: &Delivery) -> serde_json::Value {
 
 /// POSTs JSON over HTTP/1.1, or over TLS for `https://` (verified with `tls`); `Ok` on
 /// 2xx. Errors never quote the URL, whose path or query may hold the receiver's secret.
-async fn post_json(
+pub(super) async fn post_json(
     url: &str,
     body: &serde_json::Value,
     timeout: Duration,

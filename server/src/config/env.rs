@@ -76,6 +76,7 @@ pub(super) const ENV: &[(&str, &str, Kind)] = &[
 
     ("GANTRY_ALERT_WEBHOOK_URL",     "alerts.webhook_url",     Kind::Str),
     ("GANTRY_ALERT_WEBHOOK_FORMAT",  "alerts.webhook_format",  Kind::Str),
+    ("GANTRY_ALERTMANAGER_URL",      "alerts.alertmanager_url", Kind::Str),
     ("GANTRY_ALERT_AUTO_DRAIN",      "alerts.auto_drain",      Kind::Flag),
     ("GANTRY_ALERT_NCCL_LATENCY_US", "alerts.nccl_latency_us", Kind::Float("microseconds")),
 

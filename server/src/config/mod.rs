@@ -444,6 +444,8 @@ struct AlertKeys {
     webhook_url: Option<String>,
     #[serde(with = "WebhookFormatWords")]
     webhook_format: WebhookFormat,
+    #[serde(deserialize_with = "non_empty")]
+    alertmanager_url: Option<String>,
     auto_drain: bool,
     resolve_after_evaluations: u32,
     #[serde(rename = "critical_clear_minutes", deserialize_with = "minutes")]

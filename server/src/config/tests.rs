@@ -471,6 +471,7 @@ fn every_variable_reaches_its_field() {
         ("GANTRY_ALERT_WEBHOOK_URL", "http://hook", |c| text(&c.alerts.webhook_url) == "http://hook"),
         ("GANTRY_ALERT_WEBHOOK_FORMAT", "alertmanager", |c| c.alerts.webhook_format == Alertmanager),
         ("GANTRY_ALERT_AUTO_DRAIN", "1", |c| c.alerts.auto_drain),
+        ("GANTRY_ALERTMANAGER_URL", "http://am:9093", |c| text(&c.alerts.alertmanager_url) == "http://am:9093"),
         ("GANTRY_ALERT_NCCL_LATENCY_US", "1011.5", |c| c.alerts.nccl_latency_us == 1011.5),
         ("GANTRY_TLS_CERT", "/etc/gantry/cert.pem", |c| path(&c.tls.cert) == "/etc/gantry/cert.pem"),
         ("GANTRY_TLS_KEY", "/etc/gantry/key.pem", |c| path(&c.tls.key) == "/etc/gantry/key.pem"),

@@ -306,6 +306,14 @@ fn validate_alerts(a: &mut AlertConfig) -> Result<(), ConfigError> {
             ));
         }
     }
+    if let Some(u) = &a.alertmanager_url {
+        if !is_web_url(u) {
+            return Err(invalid(
+                "alerts.alertmanager_url",
+                "must be an http:// or https:// URL (the Alertmanager's base, e.g. http://alertmanager:9093)",
+            ));
+        }
+    }
     if !(a.rack_power_high_ratio > 0.0 && a.rack_power_high_ratio <= 1.0) {
         return Err(invalid(
             "alerts.rack_power_high_ratio",

@@ -1,8 +1,9 @@
 //! Gantry's one integration-test binary (one link step on a 2-core machine).
 //!
 //! - `alerts`: rules, webhook deliveries, the auto-drain policy, and the ingest API.
-//! - `flaps`: over real scrapes, a missed scrape leaves an alert open ("no data") and a
-//!   condition back soon after its resolution reopens the same alert.
+//! - `incidents`: over real scrapes, a missed scrape leaves an alert open ("no data"), a
+//!   condition back soon after its resolution reopens the same alert, open alerts group
+//!   into incidents, and each incident is one alert in a real Alertmanager.
 //! - `ingest`: numbers out of range refused, and rows stored out of range skipped.
 //! - `actions`: sign-in, roles, the guard on every route, actions and their audit trail.
 //! - `storage`: the same storage story on SQLite and on PostgreSQL.
@@ -41,9 +42,9 @@ mod alerts;
 mod cli;
 mod crash;
 mod faults;
-mod flaps;
 mod frameworks;
 mod http;
+mod incidents;
 mod ingest;
 mod layers;
 mod ldap;

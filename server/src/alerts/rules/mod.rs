@@ -75,6 +75,9 @@ pub struct AlertConfig {
     pub webhook_url: Option<String>,
     /// `gantry` (Gantry's JSON) or `alertmanager` (Alertmanager's v2 alert list).
     pub webhook_format: WebhookFormat,
+    /// The site's Alertmanager (its base URL): every open incident is sent there, once per
+    /// incident, through its v2 API.
+    pub alertmanager_url: Option<String>,
     /// Drain a node on a double-bit ECC error or a drain-class XID. Off by default.
     pub auto_drain: bool,
     /// An alert resolves after its condition was clear this many evaluations in a row...
@@ -102,6 +105,7 @@ impl Default for AlertConfig {
             hang_ms: crate::aggregate::hang::DEFAULT_HANG_MS,
             webhook_url: None,
             webhook_format: WebhookFormat::Gantry,
+            alertmanager_url: None,
             auto_drain: false,
             resolve_after_evaluations: 3,
             critical_clear_ms: 60_000,

@@ -2,8 +2,9 @@
 //! a proxy in front of one node's dcgm-exporter can make it report a double-bit ECC error
 //! or stop answering, and Gantry B scrapes through it. A missed scrape leaves the alert
 //! open, marked "no data"; a condition back after its resolution reopens the same row; the
-//! open alerts group into incidents (a down node holds its exporters' alerts). On SQLite
-//! and PostgreSQL.
+//! open alerts group into incidents (a down node holds its exporters' alerts), and each
+//! incident is one alert in a real Alertmanager (Debian's `prometheus-alertmanager`),
+//! resolved there when it closes. On SQLite and PostgreSQL.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -411,6 +412,185 @@ async fn a_leak_stays_one_alert_through_dropped_scrapes_on_nvl72() {
     keys.sort();
     keys.dedup();
     assert_eq!(keys.len(), rows.len(), "{rows:#?}");
+    b.stop().await.expect("stop B");
+    a.stop().await.expect("stop A");
+}
+
+/// Debian's Alertmanager on a free port with its data under a fresh directory (clustering
+/// off), routing everything to a receiver that sends nothing; killed when dropped.
+async fn alertmanager() -> Option<(tokio::process::Child, SocketAddr)> {
+    let bin = "/usr/bin/prometheus-alertmanager";
+    if !support::installed(
+        std::path::Path::new(bin),
+        "Debian's prometheus-alertmanager",
+        "apt-get install prometheus-alertmanager",
+    ) {
+        return None;
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "gantry-am-{}-{}",
+        std::process::id(),
+        server::clock::wall_now_ms()
+    ));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(
+        dir.join("alertmanager.yml"),
+        "route:\n  receiver: nowhere\n  group_by: [incident]\nreceivers:\n  - name: nowhere\n",
+    )
+    .expect("config");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("port");
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let child = tokio::process::Command::new(bin)
+        .arg(format!(
+            "--config.file={}",
+            dir.join("alertmanager.yml").display()
+        ))
+        .arg(format!("--storage.path={}", dir.join("data").display()))
+        .arg(format!("--web.listen-address={addr}"))
+        .arg("--cluster.listen-address=")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start alertmanager");
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok()
+            && support::get(addr, "/-/ready").await.status == 200
+        {
+            return Some((child, addr));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("alertmanager did not get ready on {addr}");
+}
+
+/// The incidents Alertmanager holds active: each alert's `incident` label, sorted.
+async fn active_incidents(am: SocketAddr) -> Vec<(String, serde_json::Value)> {
+    let alerts = support::get(
+        am,
+        "/api/v2/alerts?active=true&silenced=false&inhibited=false",
+    )
+    .await
+    .json();
+    let mut v: Vec<(String, serde_json::Value)> = alerts
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["status"]["state"] == "active")
+        .map(|a| {
+            (
+                a["labels"]["incident"].as_str().unwrap_or("").to_string(),
+                a["labels"].clone(),
+            )
+        })
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+/// Each open incident is one alert in a real Alertmanager, with its cause, severity, node
+/// and cluster as labels; when the incident closes, Alertmanager has it resolved.
+#[tokio::test]
+async fn each_incident_is_one_alert_in_a_real_alertmanager() {
+    let Some((_am_child, am)) = alertmanager().await else {
+        return;
+    };
+    let mut a_cfg = support::test_config(support::sqlite_url(), 16, 1e-6, 200);
+    a_cfg.telemetry = server::config::TelemetryKind::Direct;
+    let a = server::serve::start(a_cfg).await.expect("gantry A");
+    support::wait_ready(&a).await;
+    let (p, knobs) = proxy(a.addr).await;
+    let mut cfg = support::test_config(support::sqlite_url(), 16, 1e-6, 200);
+    cfg.gpu_exporter_url = Some(format!("http://{p}/dcgm/{{node}}/metrics"));
+    cfg.bmc_exporter_url = Some(format!(
+        "http://{}/sim/exporter/ipmi/{{node}}/metrics",
+        a.addr
+    ));
+    cfg.scrape_interval_ms = Some(500);
+    cfg.alerts.critical_clear_ms = 0;
+    cfg.alerts.alertmanager_url = Some(format!("http://{am}"));
+    let b = server::serve::start(cfg).await.expect("gantry B");
+    support::wait_ready(&b).await;
+    knobs.ecc.store(true, Ordering::SeqCst);
+    let fired = until("the ECC alert firing", 30, || async {
+        ecc_alert(&b.store).await.filter(|a| a.state == "firing")
+    })
+    .await;
+    // Alertmanager holds exactly Gantry's open incidents, one alert each.
+    let mut last = (Vec::new(), Vec::new());
+    let mut same = false;
+    for _ in 0..150 {
+        let list = support::get(b.addr, "/api/incidents").await.json();
+        let mut ids: Vec<String> = list["incidents"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|i| i["id"].to_string())
+            .collect();
+        ids.sort();
+        let held: Vec<String> = active_incidents(am)
+            .await
+            .into_iter()
+            .map(|x| x.0)
+            .collect();
+        // Once the down node's exporters are down too: three alerts, one incident.
+        let down_whole = list["incidents"].as_array().into_iter().flatten().any(|i| {
+            i["cause"]["subject"] == "node:gpu016"
+                && i["alerts"].as_array().is_some_and(|a| a.len() == 2)
+        });
+        same = down_whole && ids == held && ids.contains(&fired.id.to_string());
+        last = (ids, held);
+        if same {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(same, "Gantry's incidents against Alertmanager's: {last:?}");
+    let open = b.store.open_alerts().await.expect("open");
+    assert!(
+        open.len() > last.0.len(),
+        "fewer notifications than alerts: {} alerts, {} incidents",
+        open.len(),
+        last.0.len()
+    );
+    let labels = active_incidents(am)
+        .await
+        .into_iter()
+        .find(|x| x.0 == fired.id.to_string())
+        .map(|x| x.1)
+        .expect("the ECC incident in Alertmanager");
+    assert_eq!(labels["cause"], "ecc_double_bit", "{labels}");
+    assert_eq!(labels["alertname"], "ecc_double_bit", "{labels}");
+    assert_eq!(labels["severity"], "critical", "{labels}");
+    assert_eq!(labels["node"], NODE, "{labels}");
+    assert!(
+        labels["cluster"].as_str().is_some_and(|c| !c.is_empty()),
+        "{labels}"
+    );
+    assert!(labels["rack"].as_str().is_some(), "{labels}");
+
+    // The GPU is replaced: the incident closes in Gantry, and Alertmanager resolves it.
+    knobs.ecc.store(false, Ordering::SeqCst);
+    until("the ECC alert resolving", 30, || async {
+        ecc_alert(&b.store).await.filter(|a| a.state == "resolved")
+    })
+    .await;
+    let mut gone = false;
+    for _ in 0..100 {
+        if !active_incidents(am)
+            .await
+            .iter()
+            .any(|x| x.0 == fired.id.to_string())
+        {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(gone, "Alertmanager still has the closed incident active");
     b.stop().await.expect("stop B");
     a.stop().await.expect("stop A");
 }
