@@ -15,7 +15,7 @@ let base = "";
 const log = () => gantry?.log() ?? "";
 
 test.beforeAll(async () => {
-  gantry = await ownGantry("xid", { GANTRY_SIM_SPEED: "20000" });
+  gantry = await ownGantry("xid", { GANTRY_SIM_SPEED: "20000" }, [["operator1", "operator"]]);
   base = gantry.base;
 });
 
@@ -81,4 +81,41 @@ test("a fatal NVSwitch error shows on its node's page and on /alerts, as the sim
   const alert = page.locator(`[data-test="alert"][data-rule="nvswitch_fatal"][data-subject="node:${node}"]`);
   await expect(alert).toHaveCount(1, { timeout: 5_000 });
   await expect(alert).toContainText(`NVSwitch ${sw} SXid ${sxid}`);
+});
+
+test("an operator drains a node from its incident, the reason filled in from it", async ({ page, request }) => {
+  test.setTimeout(120_000);
+  // Wait for an incident whose remedy is a drain (bad hardware on a node).
+  await expect
+    .poll(
+      async () => {
+        const r = await request.get(`${base}/api/incidents`).catch(() => undefined);
+        if (!r || r.status() !== 200) return 0;
+        const drainable = ["xid", "ecc_double_bit", "remapped_rows", "nvswitch_fatal"];
+        return (await r.json()).incidents.filter((i: { cause: { rule: string } }) => drainable.includes(i.cause.rule)).length;
+      },
+      { timeout: 90_000, intervals: [500], message: `no hardware incident from the fast simulation; gantry log:\n${log()}` },
+    )
+    .toBeGreaterThan(0);
+  await page.goto(`${base}/login?next=${encodeURIComponent("/alerts")}`);
+  await page.getByLabel("User name").fill("operator1");
+  await page.getByLabel("Password").fill(gantry!.password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expect(page).toHaveURL(/\/alerts$/);
+  const button = page.locator('[data-test="incident-remedy"]', { hasText: /^Drain gpu\d+…$/ }).first();
+  await expect(button).toBeEnabled();
+  const node = ((await button.innerText()).match(/gpu\d+/) ?? [""])[0];
+  const incident = await button.locator("xpath=ancestor::li[@data-test='incident']").getAttribute("data-id");
+  await button.click();
+  const panel = page.locator('[data-test="action-panel"]');
+  await expect(panel).toBeVisible();
+  const reason = panel.locator('[data-test="action-reason"]');
+  await expect(reason).toHaveValue(new RegExp(`^incident ${incident}: `));
+  await expect(panel.locator('[data-test="action-confirm"]')).toHaveText(`Drain ${node}`);
+  await panel.locator('[data-test="action-confirm"]').click();
+  await expect(panel.locator('[data-test="action-outcome"]')).toHaveAttribute("data-status", "ok", { timeout: 30_000 });
+  // Slurm has it drained (or draining), with the incident in its reason after who acted.
+  await page.goto(`${base}/nodes/${node}`);
+  await expect(page.locator('[data-test="node-state"]')).toHaveText(/drain/i);
+  await expect(page.locator('[data-test="node-reason"]')).toContainText(`operator1: incident ${incident}: `);
 });

@@ -6,6 +6,8 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 
+use crate::actions::{ActionKind, ActionTargets};
+use crate::pages::nodes::{ActionPanel, Pending};
 use crate::units;
 use crate::views::{AlertItem, AlertsView, Incident};
 
@@ -62,13 +64,18 @@ pub async fn silence_alert(id: i64, minutes: u32) -> Result<(), ServerFnError> {
 #[component]
 pub fn AlertsPage() -> impl IntoView {
     let data = Resource::new(|| (), |_| get_alerts_view());
+    // The remedy an operator opened from an incident, previewed before it runs; outside
+    // the list, which is read again once it has run.
+    let pending: RwSignal<Option<Pending>> = RwSignal::new(None);
+    let after = Callback::new(move |_| data.refetch());
     view! {
         <Title text="Alerts"/>
         <div class="page-head"><h1>"Alerts"</h1></div>
+        {move || pending.get().map(|p| view! { <ActionPanel p pending after/> })}
         <Suspense fallback=|| view! { <p class="loading">"Loading alerts…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
-                    Ok(v) => view! { <AlertsBody v data/> }.into_any(),
+                    Ok(v) => view! { <AlertsBody v data pending/> }.into_any(),
                     Err(e) => view! { <p class="error" role="alert">{format!("Cannot show alerts: {e}")}</p> }.into_any(),
                 }
             })}
@@ -77,7 +84,11 @@ pub fn AlertsPage() -> impl IntoView {
 }
 
 #[component]
-fn AlertsBody(v: AlertsView, data: Resource<Result<AlertsView, ServerFnError>>) -> impl IntoView {
+fn AlertsBody(
+    v: AlertsView,
+    data: Resource<Result<AlertsView, ServerFnError>>,
+    pending: RwSignal<Option<Pending>>,
+) -> impl IntoView {
     let can = v.me.can_act();
     let now = v.server_now_ms;
     let (firing, past): (Vec<AlertItem>, Vec<AlertItem>) =
@@ -104,7 +115,7 @@ fn AlertsBody(v: AlertsView, data: Resource<Result<AlertsView, ServerFnError>>) 
         } else {
             view! {
                 <ol class="incidents" aria-labelledby="incidents-h" data-test="incidents">
-                    {incidents.into_iter().map(|i| view! { <IncidentRow i/> }).collect_view()}
+                    {incidents.into_iter().map(|i| view! { <IncidentRow i can pending/> }).collect_view()}
                 </ol>
             }.into_any()
         }}
@@ -169,9 +180,60 @@ fn AlertsBody(v: AlertsView, data: Resource<Result<AlertsView, ServerFnError>>) 
 
 /// One incident: its cause, the place, what to do, the jobs at risk, and the alerts it
 /// holds folded under it. Acknowledged ones say so and are set back.
+/// The action an incident offers, with the reason it starts with: drain the node with bad
+/// hardware (or a straggler's), drain a leaking rack, requeue a hung job.
+pub(crate) fn remedy(i: &Incident) -> Option<Pending> {
+    let reason: String = format!("incident {}: {}", i.id, i.cause.summary)
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(900)
+        .collect();
+    let rule = i.cause.rule.as_str();
+    let node = |n: &str| Pending {
+        kind: ActionKind::Drain,
+        label: n.to_string(),
+        targets: ActionTargets {
+            nodes: vec![n.to_string()],
+            ..Default::default()
+        },
+        reason: reason.clone(),
+    };
+    match rule {
+        "xid" | "ecc_double_bit" | "remapped_rows" | "nvswitch_fatal" => match i.nodes.as_slice() {
+            [n] => Some(node(n)),
+            _ => None,
+        },
+        // `job:ID:NODE:gpuN`
+        "straggler" => i.cause.subject.split(':').nth(2).map(node),
+        "coolant_leak" => i.racks.first().map(|r| Pending {
+            kind: ActionKind::Drain,
+            label: format!("rack {r}"),
+            targets: ActionTargets {
+                rack: Some(r.clone()),
+                ..Default::default()
+            },
+            reason: reason.clone(),
+        }),
+        "job_hung" => {
+            let id = i.cause.subject.strip_prefix("job:")?.parse().ok()?;
+            Some(Pending {
+                kind: ActionKind::Requeue,
+                label: format!("job {id}"),
+                targets: ActionTargets {
+                    jobs: vec![id],
+                    ..Default::default()
+                },
+                reason,
+            })
+        }
+        _ => None,
+    }
+}
+
 #[component]
-fn IncidentRow(i: Incident) -> impl IntoView {
+fn IncidentRow(i: Incident, can: bool, pending: RwSignal<Option<Pending>>) -> impl IntoView {
     let held = i.alerts.len();
+    let fix = remedy(&i);
     let acked = i.cause.acked_by.clone();
     let is_acked = acked.is_some();
     view! {
@@ -183,7 +245,19 @@ fn IncidentRow(i: Incident) -> impl IntoView {
                 <span class="muted">{format!(" · since {}", units::utc(i.started_ms))}</span>
                 {acked.map(|u| view! { <span class="muted">{format!(" · acknowledged by {u}")}</span> })}
             </p>
-            <p class="incident-action" data-test="incident-action">{i.action.clone()}</p>
+            <p class="incident-action" data-test="incident-action">{i.action.clone()}
+                {fix.map(|p| {
+                    let words = format!("{} {}…", p.kind.label(), p.label);
+                    view! {
+                        " "
+                        <button type="button" data-test="incident-remedy" disabled=!can
+                            title=if can { "Preview it first; the reason is filled in from the incident" } else { "Operators act" }
+                            on:click=move |_| pending.set(Some(p.clone()))>
+                            {words}
+                        </button>
+                    }
+                })}
+            </p>
             {(!i.jobs.is_empty()).then(|| view! {
                 <p class="muted">"Jobs hit: "
                     {i.jobs.iter().map(|j| {
@@ -326,6 +400,45 @@ pub fn AlertBadge() -> impl IntoView {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_incident_offers_its_remedy_with_the_reason_filled_in() {
+        let incident = |rule: &str, subject: &str, nodes: &[&str]| -> crate::views::Incident {
+            serde_json::from_value(serde_json::json!({
+                "id": 12, "severity": "critical", "started_ms": 0, "acked": false,
+                "cause": {"id": 12, "rule": rule, "subject": subject, "severity": "critical",
+                    "summary": "gpu038: double-bit ECC errors on GPU 3", "link": "", "state": "firing",
+                    "started_ms": 0, "resolved_ms": null, "acked_by": null, "acked_ms": null,
+                    "ack_note": null, "silenced_until_ms": null},
+                "alerts": [], "place": "p", "place_link": "", "nodes": nodes,
+                "racks": ["B02"], "jobs": [], "action": "a"
+            }))
+            .expect("an incident")
+        };
+        let p =
+            super::remedy(&incident("ecc_double_bit", "node:gpu038", &["gpu038"])).expect("drain");
+        assert_eq!(p.kind, super::ActionKind::Drain);
+        assert_eq!(p.targets.nodes, ["gpu038"]);
+        assert_eq!(
+            p.reason,
+            "incident 12: gpu038: double-bit ECC errors on GPU 3"
+        );
+        let p = super::remedy(&incident(
+            "straggler",
+            "job:7:gpu004:gpu1",
+            &["gpu004", "gpu005"],
+        ))
+        .expect("drain");
+        assert_eq!(p.targets.nodes, ["gpu004"]);
+        let p = super::remedy(&incident("coolant_leak", "rack:B02", &["gpu001"])).expect("rack");
+        assert_eq!(p.targets.rack.as_deref(), Some("B02"));
+        let p = super::remedy(&incident("job_hung", "job:1042", &[])).expect("requeue");
+        assert_eq!(
+            (p.kind, p.targets.jobs.as_slice()),
+            (super::ActionKind::Requeue, &[1042][..])
+        );
+        assert!(super::remedy(&incident("rack_power_high", "rack:B02", &[])).is_none());
+    }
+
     #[test]
     fn the_badge_says_how_many_are_critical_first() {
         assert_eq!(super::badge_text(None), "Alerts");

@@ -74,7 +74,7 @@ fn JobBody(
             <span>{format!("requeues: {}", d.restart_count)}</span>
             {d.reason.clone().filter(|r| r != "None").map(|r| view! { <span class="muted">{format!("reason: {r}")}</span> })}
             <button type="button" data-test="job-requeue" disabled=why.is_some() title=why.unwrap_or("")
-                on:click=move |_| pending.set(Some(Pending { kind: ActionKind::Requeue, label: format!("job {id}"), targets: ActionTargets { jobs: vec![id], ..Default::default() } }))>
+                on:click=move |_| pending.set(Some(Pending { kind: ActionKind::Requeue, label: format!("job {id}"), targets: ActionTargets { jobs: vec![id], ..Default::default() }, reason: String::new() }))>
                 "Requeue…"
             </button>
         </section>

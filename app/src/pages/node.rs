@@ -125,7 +125,7 @@ fn NodeBody(d: NodeDetail) -> impl IntoView {
                 let n = name_for_button.clone();
                 view! {
                     <button type="button" data-test="node-action" disabled=why.is_some() title=why.unwrap_or("")
-                        on:click=move |_| pending.set(Some(Pending { kind, label: n.clone(), targets: ActionTargets { nodes: vec![n.clone()], ..Default::default() } }))>
+                        on:click=move |_| pending.set(Some(Pending { kind, label: n.clone(), targets: ActionTargets { nodes: vec![n.clone()], ..Default::default() }, reason: String::new() }))>
                         {format!("{verb}…")}
                     </button>
                 }

@@ -71,6 +71,8 @@ pub(crate) struct Pending {
     pub kind: ActionKind,
     pub targets: ActionTargets,
     pub label: String,
+    /// The reason the form starts with (an incident's words); the operator may change it.
+    pub reason: String,
 }
 
 /// After an action: re-read the nodes view.
@@ -234,6 +236,7 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                                 kind: ActionKind::Drain,
                                 label: format!("rack {rack}"),
                                 targets: ActionTargets { rack: Some(rack), ..Default::default() },
+                                reason: String::new(),
                             }));
                         }>
                         "Drain rack…"
@@ -276,6 +279,7 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                                             kind,
                                             label: name.clone(),
                                             targets: ActionTargets { nodes: vec![name.clone()], ..Default::default() },
+                                            reason: String::new(),
                                         }))>
                                         {format!("{verb}…")}
                                     </button>
@@ -343,6 +347,7 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                                             kind: ActionKind::Requeue,
                                             label: format!("job {id}"),
                                             targets: ActionTargets { jobs: vec![id], ..Default::default() },
+                                            reason: String::new(),
                                         }))>
                                         "Requeue…"
                                     </button>
@@ -368,10 +373,11 @@ pub(crate) fn ActionPanel(
         kind,
         targets,
         label,
+        reason,
     } = p;
     let t2 = targets.clone();
     let preview = LocalResource::new(move || preview_action(kind, t2.clone()));
-    let reason = RwSignal::new(String::new());
+    let reason = RwSignal::new(reason);
     let t3 = targets.clone();
     let run = Action::new_local(move |r: &Option<String>| run_action(kind, t3.clone(), r.clone()));
     let result = run.value();
