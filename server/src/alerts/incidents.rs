@@ -68,6 +68,9 @@ fn rank(severity: &str) -> u8 {
 
 /// The open alerts `open` as incidents.
 pub fn group(open: Vec<AlertItem>, cx: &Context<'_>) -> Vec<Incident> {
+    if open.is_empty() {
+        return Vec::new();
+    }
     let rack_of: HashMap<&str, &str> = cx
         .inventory
         .map(|inv| {
