@@ -396,7 +396,14 @@ pub(crate) fn ActionPanel(
     let _ = after;
     let started = move || busy.get() || result.with(|r| r.is_some());
     let close = move || pending.set(None);
-    let needs_reason = kind == ActionKind::Drain;
+    // Every action but a resume says why: a drain's reason goes to Slurm, a requeue's to the
+    // audit log.
+    let needs_reason = kind != ActionKind::Resume;
+    let reason_label = if kind == ActionKind::Drain {
+        "Reason (required; stored in Slurm with your name)"
+    } else {
+        "Reason (required; kept in the audit log with your name)"
+    };
     let confirm_text = format!("{} {label}", kind.label());
     let heading = format!("{} {label}: preview", kind.label());
     let panel = NodeRef::<leptos::html::Section>::new();
@@ -428,7 +435,7 @@ pub(crate) fn ActionPanel(
                 run.dispatch(needs_reason.then_some(r));
             }>
                 {needs_reason.then(|| view! {
-                    <label for="action-reason">"Reason (required; stored in Slurm with your name)"</label>
+                    <label for="action-reason">{reason_label}</label>
                     <input id="action-reason" data-test="action-reason" type="text" required maxlength="900"
                         prop:value=move || reason.get()
                         on:input=move |ev| reason.set(event_target_value(&ev))/>

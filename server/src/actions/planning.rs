@@ -258,8 +258,10 @@ impl Actions {
         let (Some(user), Some(role)) = (caller.user.as_deref(), caller.role) else {
             return Err(ActionError::Invalid("actions need a signed-in user".into()));
         };
+        // Why, for every action but a resume: a drain's goes to Slurm, a requeue's to the
+        // audit log (Slurm keeps none for it).
         let slurm_reason = match kind {
-            ActionKind::Drain => {
+            ActionKind::Drain | ActionKind::Requeue | ActionKind::RequeueHold => {
                 let r = reason.unwrap_or("").trim();
                 // What a person types is bounded on its own, so that with the prefix of who
                 // acted (a user name is at most 64 bytes) it always fits Slurm's reason.
@@ -269,7 +271,7 @@ impl Actions {
                     )));
                 }
                 validate_reason(r).map_err(|e| ActionError::Invalid(e.to_string()))?;
-                // Stored in Slurm prefixed with who acted.
+                // Stored prefixed with who acted.
                 format!("{user}: {r}")
             }
             _ => String::new(),

@@ -304,8 +304,8 @@ pub fn refine(d: &mut Value, now_ms: i64, anonymous_read: bool) {
         ("resume", node_targets.clone()),
         (
             "requeue",
-            json!({"type": "object", "required": ["jobs"],
-                "properties": {"jobs": jobs, "hold": {"type": "boolean"}}}),
+            json!({"type": "object", "required": ["jobs", "reason"],
+                "properties": {"jobs": jobs, "hold": {"type": "boolean"}, "reason": reason}}),
         ),
         (
             "preview",

@@ -464,11 +464,22 @@ async fn action_story(db: String) {
     .await;
     assert_eq!(res.status, 200, "{}", res.text());
     assert_eq!(res.json()["outcomes"][0]["status"], "ok");
-    let rq = post_json(
+    // A requeue says why, as a drain does (#44): without a reason it is refused, and
+    // nothing is recorded.
+    let bare = post_json(
         r.addr,
         "/api/actions/requeue?wait=20",
         Some(&op),
         &json!({"jobs": [job]}),
+    )
+    .await;
+    assert_eq!(bare.status, 400, "{}", bare.text());
+    assert!(bare.text().contains("reason"), "{}", bare.text());
+    let rq = post_json(
+        r.addr,
+        "/api/actions/requeue?wait=20",
+        Some(&op),
+        &json!({"jobs": [job], "reason": "loss spike after a bad node"}),
     )
     .await;
     assert_eq!(rq.status, 200, "{}", rq.text());
@@ -490,7 +501,7 @@ async fn action_story(db: String) {
         r.addr,
         "/api/actions/requeue?wait=20",
         Some(&op),
-        &json!({"jobs": [job]}),
+        &json!({"jobs": [job], "reason": "loss spike after a bad node"}),
     )
     .await;
     assert_eq!(again.json()["outcomes"][0]["status"], "already");
@@ -506,6 +517,13 @@ async fn action_story(db: String) {
         })
         .collect();
     assert_eq!(mine.len(), 5, "{mine:?}");
+    // The requeue's reason is in the audit log, after who acted.
+    assert!(
+        mine.iter()
+            .any(|e| e["action"] == "requeue"
+                && e["detail"] == "operator1: loss spike after a bad node"),
+        "{mine:?}"
+    );
     assert!(mine
         .iter()
         .all(|e| e["finished_ms"].is_i64() && e["status"] != "started"));

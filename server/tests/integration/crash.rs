@@ -290,7 +290,10 @@ async fn actions_survive_kill_9_at_any_point_on_a_real_slurm() {
                 serde_json::json!({"nodes": NODES, "reason": format!("crash-{k}")}),
             ),
             Kind::Resume => ("/api/actions/resume", serde_json::json!({"nodes": NODES})),
-            Kind::Requeue => ("/api/actions/requeue", serde_json::json!({"jobs": jobs})),
+            Kind::Requeue => (
+                "/api/actions/requeue",
+                serde_json::json!({"jobs": jobs, "reason": "crash test"}),
+            ),
         };
         let r = post_json(g.addr, path, Some(&cookie), &body).await;
         assert_eq!(r.status, 202, "action {k}: {}", r.text());

@@ -375,7 +375,7 @@ async fn operators_act_on_a_real_slurm_through_gantry() {
         r.addr,
         "/api/actions/requeue?wait=20",
         Some(&op),
-        &json!({"jobs": [job]}),
+        &json!({"jobs": [job], "reason": "loss spike after a bad node"}),
     )
     .await;
     assert_eq!(rq.json()["outcomes"][0]["status"], "ok", "{}", rq.text());
