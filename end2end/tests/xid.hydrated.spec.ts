@@ -106,9 +106,12 @@ test("an operator drains a node from its incident, the reason filled in from it"
   await expect(button).toBeEnabled();
   const node = ((await button.innerText()).match(/gpu\d+/) ?? [""])[0];
   const incident = await button.locator("xpath=ancestor::li[@data-test='incident']").getAttribute("data-id");
-  await button.click();
+  // A click before the page has hydrated does nothing: click until the preview opens.
   const panel = page.locator('[data-test="action-panel"]');
-  await expect(panel).toBeVisible();
+  await expect(async () => {
+    await button.click();
+    await expect(panel).toBeVisible({ timeout: 1_000 });
+  }).toPass({ timeout: 20_000 });
   const reason = panel.locator('[data-test="action-reason"]');
   await expect(reason).toHaveValue(new RegExp(`^incident ${incident}: `));
   await expect(panel.locator('[data-test="action-confirm"]')).toHaveText(`Drain ${node}`);
