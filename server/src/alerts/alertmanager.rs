@@ -17,6 +17,8 @@ use std::time::Duration;
 use app::model::UnixMs;
 use app::views::Incident;
 
+use super::webhook::rfc3339;
+
 /// How often an open incident is sent again.
 pub const RESEND: Duration = Duration::from_secs(60);
 /// How long past a sending an incident stays firing in Alertmanager without the next.
@@ -47,16 +49,6 @@ fn labels(cluster: &str, i: &Incident) -> Labels {
         l.insert("rack", rack.clone());
     }
     l
-}
-
-/// RFC 3339 in UTC, as Alertmanager reads it.
-fn rfc3339(ms: UnixMs) -> String {
-    format!(
-        "{}Z",
-        app::units::utc(ms)
-            .trim_end_matches(" UTC")
-            .replacen(' ', "T", 1)
-    )
 }
 
 fn alert(

@@ -253,8 +253,7 @@ fn incident(
                 name: j.job.name.clone(),
                 gpus: j.job.gpus,
                 last_checkpoint_ms: last,
-                at_risk_gpu_hours: f64::from(j.job.gpus) * (cx.now_ms - since).max(0) as f64
-                    / 3_600_000.0,
+                at_risk_gpu_hours: at_risk(j.job.gpus, since, cx.now_ms),
             }
         })
         .collect::<Vec<_>>();
@@ -285,26 +284,52 @@ pub async fn open(
     let targets = live.targets();
     let sched = live.sched();
     let jobs: &[SchedJob] = sched.as_ref().map(|s| s.jobs.as_slice()).unwrap_or(&[]);
-    let running: Vec<u64> = jobs
-        .iter()
-        .filter(|j| j.job.state == JobState::Running)
-        .map(|j| j.job.id)
-        .collect();
-    let (_, mut last) = store.alert_facts(&running).await?;
-    for (job, end) in live.last_checkpoints() {
-        let e = last.entry(job).or_insert(end);
-        *e = (*e).max(end);
-    }
-    Ok(group(
+    let now_ms = live.source_now();
+    let mut incidents = group(
         alerts,
         &Context {
             inventory: inventory.as_deref(),
             targets: &targets,
             jobs,
-            last_checkpoint_ms: &last,
-            now_ms: live.source_now(),
+            last_checkpoint_ms: &HashMap::new(),
+            now_ms,
         },
-    ))
+    );
+    // The checkpoints of the jobs hit only, once they are known.
+    let hit: Vec<u64> = incidents
+        .iter()
+        .flat_map(|i| i.jobs.iter().map(|j| j.id))
+        .collect();
+    if hit.is_empty() {
+        return Ok(incidents);
+    }
+    let mut last = store.last_checkpoint_ends(&hit).await?;
+    with_noted(&mut last, live.last_checkpoints(), |_| true);
+    for j in incidents.iter_mut().flat_map(|i| i.jobs.iter_mut()) {
+        if let Some(&t) = last.get(&j.id) {
+            j.last_checkpoint_ms = Some(t);
+            j.at_risk_gpu_hours = at_risk(j.gpus, t, now_ms);
+        }
+    }
+    Ok(incidents)
+}
+
+/// `stored` with the checkpoints `noted` in memory (the store writer may lag behind the
+/// source) for the jobs `keep` takes: the newer of the two.
+pub fn with_noted(
+    stored: &mut HashMap<u64, UnixMs>,
+    noted: HashMap<u64, UnixMs>,
+    keep: impl Fn(u64) -> bool,
+) {
+    for (job, end) in noted.into_iter().filter(|(j, _)| keep(*j)) {
+        let e = stored.entry(job).or_insert(end);
+        *e = (*e).max(end);
+    }
+}
+
+/// GPU-hours of `gpus` since `since_ms`: what a failure at `now_ms` throws away.
+fn at_risk(gpus: u32, since_ms: UnixMs, now_ms: UnixMs) -> f64 {
+    f64::from(gpus) * (now_ms - since_ms).max(0) as f64 / 3_600_000.0
 }
 
 /// What to do about an incident caused by `cause`, in words.

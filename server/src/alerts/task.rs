@@ -120,12 +120,9 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
             }
         };
         // Checkpoints noted in memory count too: the store writer may lag behind the source.
-        for (job, end) in live.last_checkpoints() {
-            if running.contains(&job) {
-                let e = last_checkpoint_ms.entry(job).or_insert(end);
-                *e = (*e).max(end);
-            }
-        }
+        super::incidents::with_noted(&mut last_checkpoint_ms, live.last_checkpoints(), |j| {
+            running.contains(&j)
+        });
         let inventory = live.inventory();
         let facts = Facts {
             readings: latest.as_ref().map(|l| l.readings()),

@@ -23,14 +23,19 @@ pub(super) struct Delivery {
     pub(super) at_ms: UnixMs,
 }
 
-fn payload(fmt: WebhookFormat, d: &Delivery) -> serde_json::Value {
-    // RFC 3339: `2026-11-29 16:00:00 UTC` -> `2026-11-29T16:00:00Z`.
-    let at = format!(
+/// RFC 3339 in UTC, as Alertmanager reads it: `2026-11-29 16:00:00 UTC` ->
+/// `2026-11-29T16:00:00Z`.
+pub(super) fn rfc3339(ms: UnixMs) -> String {
+    format!(
         "{}Z",
-        app::units::utc(d.at_ms)
+        app::units::utc(ms)
             .trim_end_matches(" UTC")
             .replacen(' ', "T", 1)
-    );
+    )
+}
+
+fn payload(fmt: WebhookFormat, d: &Delivery) -> serde_json::Value {
+    let at = rfc3339(d.at_ms);
     match fmt {
         WebhookFormat::Gantry => serde_json::json!({
             "id": d.alert_id, "event": d.event, "rule": d.cond.rule, "subject": d.cond.subject,

@@ -266,7 +266,6 @@ impl Store {
         jobs: &[u64],
     ) -> Result<(HashMap<u64, Vec<(u64, f64)>>, HashMap<u64, UnixMs>)> {
         let mut nccl: HashMap<u64, Vec<(u64, f64)>> = HashMap::new();
-        let mut ckpt = HashMap::new();
         for chunk in jobs.chunks(500) {
             // Job ids are integers, written into the SQL as such.
             let ids = chunk
@@ -291,6 +290,20 @@ impl Store {
                     .or_default()
                     .push((step, r.try_get::<f64, _>(2)?));
             }
+        }
+        Ok((nccl, self.last_checkpoint_ends(jobs).await?))
+    }
+
+    /// Per job of `jobs`: when its newest complete checkpoint finished.
+    pub async fn last_checkpoint_ends(&self, jobs: &[u64]) -> Result<HashMap<u64, UnixMs>> {
+        let mut ckpt = HashMap::new();
+        for chunk in jobs.chunks(500) {
+            // Job ids are integers, written into the SQL as such.
+            let ids = chunk
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(",");
             let rows = sqlx::query(&format!(
                 "SELECT job_id, MAX(started_ms + duration_ms) FROM checkpoints \
                  WHERE complete = 1 AND job_id IN ({ids}) AND {CHECKPOINT_IN_RANGE} GROUP BY job_id"
@@ -303,6 +316,6 @@ impl Store {
                 }
             }
         }
-        Ok((nccl, ckpt))
+        Ok(ckpt)
     }
 }

@@ -126,15 +126,20 @@ where
     panic!("timed out ({secs} s) waiting for: {what}");
 }
 
-async fn no_flapping(db: String) {
-    // A: a frozen simulated cluster serving its exporters; B: the same cluster's scheduler,
-    // its telemetry scraped (dcgm through the proxy) every 500 ms.
+/// Gantry A, a frozen simulated cluster of 16 serving its exporters; the proxy in front
+/// of A's dcgm-exporters; Gantry B on `db`, the same cluster's scheduler, scraping dcgm
+/// through the proxy and the BMCs from A every 500 ms, with `tweak` applied. B's clock is
+/// frozen like A's: the minute a critical alert must stay clear is the lifecycle's unit
+/// test's; here three clear evaluations resolve it.
+async fn through_proxy(
+    db: String,
+    tweak: impl FnOnce(&mut server::config::Config),
+) -> (server::serve::Running, server::serve::Running, Arc<Knobs>) {
     let mut a_cfg = support::test_config(support::sqlite_url(), 16, 1e-6, 200);
     a_cfg.telemetry = server::config::TelemetryKind::Direct;
     let a = server::serve::start(a_cfg).await.expect("gantry A");
     support::wait_ready(&a).await;
     let (p, knobs) = proxy(a.addr).await;
-    let (hook, got) = receiver().await;
     let mut cfg = support::test_config(db, 16, 1e-6, 200);
     cfg.gpu_exporter_url = Some(format!("http://{p}/dcgm/{{node}}/metrics"));
     cfg.bmc_exporter_url = Some(format!(
@@ -142,12 +147,18 @@ async fn no_flapping(db: String) {
         a.addr
     ));
     cfg.scrape_interval_ms = Some(500);
-    cfg.alerts.webhook_url = Some(hook);
-    // B's clock is frozen like A's: the minute a critical alert must stay clear is the
-    // lifecycle's unit test's; here three clear evaluations resolve it.
     cfg.alerts.critical_clear_ms = 0;
+    tweak(&mut cfg);
     let b = server::serve::start(cfg).await.expect("gantry B");
     support::wait_ready(&b).await;
+    (a, b, knobs)
+}
+
+async fn no_flapping(db: String) {
+    // A: a frozen simulated cluster serving its exporters; B: the same cluster's scheduler,
+    // its telemetry scraped (dcgm through the proxy) every 500 ms.
+    let (hook, got) = receiver().await;
+    let (a, b, knobs) = through_proxy(db, |cfg| cfg.alerts.webhook_url = Some(hook)).await;
 
     knobs.ecc.store(true, Ordering::SeqCst);
     let fired = until("the ECC alert firing", 30, || async {
@@ -498,22 +509,10 @@ async fn each_incident_is_one_alert_in_a_real_alertmanager() {
     let Some((_am_child, am)) = alertmanager().await else {
         return;
     };
-    let mut a_cfg = support::test_config(support::sqlite_url(), 16, 1e-6, 200);
-    a_cfg.telemetry = server::config::TelemetryKind::Direct;
-    let a = server::serve::start(a_cfg).await.expect("gantry A");
-    support::wait_ready(&a).await;
-    let (p, knobs) = proxy(a.addr).await;
-    let mut cfg = support::test_config(support::sqlite_url(), 16, 1e-6, 200);
-    cfg.gpu_exporter_url = Some(format!("http://{p}/dcgm/{{node}}/metrics"));
-    cfg.bmc_exporter_url = Some(format!(
-        "http://{}/sim/exporter/ipmi/{{node}}/metrics",
-        a.addr
-    ));
-    cfg.scrape_interval_ms = Some(500);
-    cfg.alerts.critical_clear_ms = 0;
-    cfg.alerts.alertmanager_url = Some(format!("http://{am}"));
-    let b = server::serve::start(cfg).await.expect("gantry B");
-    support::wait_ready(&b).await;
+    let (a, b, knobs) = through_proxy(support::sqlite_url(), |cfg| {
+        cfg.alerts.alertmanager_url = Some(format!("http://{am}"))
+    })
+    .await;
     knobs.ecc.store(true, Ordering::SeqCst);
     let fired = until("the ECC alert firing", 30, || async {
         ecc_alert(&b.store).await.filter(|a| a.state == "firing")
