@@ -79,6 +79,16 @@ pub trait Backend: Send + Sync + 'static {
         &'a self,
         q: &'a crate::reports::ReportQuery,
     ) -> BackendFuture<'a, crate::reliability::Reliability>;
+    /// Remediation policies: rules in force, limits, switches, newest decisions (operators
+    /// and admins; the guard checks).
+    fn remediation(&self) -> BackendFuture<'_, crate::remediation::RemediationView>;
+    /// An admin's change to the policies (audited). Errors are words for the user.
+    fn remediation_change<'a>(
+        &'a self,
+        me: &'a Me,
+        change: &'a crate::remediation::RemediationChange,
+        note: &'a str,
+    ) -> BackendFuture<'a, ()>;
     /// Audit entries matching `f`, newest first.
     fn audit<'a>(&'a self, f: &'a AuditFilter) -> BackendFuture<'a, Vec<AuditEntry>>;
     /// Every user and valid session (admins only; the guard checks the route).

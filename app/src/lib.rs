@@ -14,6 +14,7 @@ pub mod live;
 pub mod model;
 pub mod nav;
 pub mod reliability;
+pub mod remediation;
 pub mod reports;
 pub mod timeline;
 pub mod units;
@@ -108,6 +109,7 @@ pub fn App() -> impl IntoView {
                     <Route path=(StaticSegment("jobs"), ParamSegment("id")) view=pages::job::JobPage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("audit") view=|| view! { <RequireRole need=Need::Act><pages::audit::AuditPage/></RequireRole> } ssr=SsrMode::Async/>
                     <Route path=StaticSegment("alerts") view=pages::alerts::AlertsPage ssr=SsrMode::Async/>
+                    <Route path=StaticSegment("remediation") view=|| view! { <RequireRole need=Need::Act><pages::remediation::RemediationPage/></RequireRole> } ssr=SsrMode::Async/>
                     <Route path=StaticSegment("timeline") view=pages::timeline::TimelinePage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("reports") view=|| view! { <RequireRole need=Need::Report><pages::reports::ReportsPage/></RequireRole> } ssr=SsrMode::Async/>
                     <Route path=StaticSegment("reliability") view=|| view! { <RequireRole need=Need::Reliability><pages::reliability::ReliabilityPage/></RequireRole> } ssr=SsrMode::Async/>
@@ -118,8 +120,8 @@ pub fn App() -> impl IntoView {
     }
 }
 
-/// The top bar's pages that need a role, for the roles that may open them: `Audit`
-/// (operators, admins), `Reports` (managers, admins), `Reliability` (operators, managers,
+/// The top bar's pages that need a role, for the roles that may open them: `Audit` and
+/// `Remediation` (operators, admins), `Reports` (managers, admins), `Reliability` (operators, managers,
 /// admins), `Users` (admins).
 #[component]
 fn RoleLinks() -> impl IntoView {
@@ -129,7 +131,7 @@ fn RoleLinks() -> impl IntoView {
             {move || Suspend::new(async move {
                 let role = me.await.ok().and_then(|m| m.role);
                 view! {
-                    {role.filter(|r| r.can_act()).map(|_| view! { <A href="/audit">"Audit"</A> })}
+                    {role.filter(|r| r.can_act()).map(|_| view! { <A href="/audit">"Audit"</A> <A href="/remediation">"Remediation"</A> })}
                     {role.filter(|r| r.can_report()).map(|_| view! { <A href="/reports">"Reports"</A> })}
                     {role.filter(|r| r.can_review_reliability()).map(|_| view! { <A href="/reliability">"Reliability"</A> })}
                     {role.filter(|r| *r == actions::Role::Admin).map(|_| view! { <A href="/admin">"Users"</A> })}

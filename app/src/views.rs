@@ -152,6 +152,9 @@ pub struct Incident {
     pub jobs: Vec<IncidentJob>,
     /// What to do, in words.
     pub action: String,
+    /// What a remediation policy did, would do or recommends for it (the newest decision).
+    #[serde(default)]
+    pub remedy: Option<crate::remediation::RemedyDecision>,
 }
 
 /// A running job an incident hits.

@@ -258,6 +258,12 @@ fn IncidentRow(i: Incident, can: bool, pending: RwSignal<Option<Pending>>) -> im
                     }
                 })}
             </p>
+            {i.remedy.as_ref().map(|d| view! {
+                <p class="muted" data-test="incident-policy" data-outcome=d.outcome.clone()>
+                    {format!("Policy ({} mode): {}. ", d.mode.as_str(), d.detail)}
+                    <a href="/remediation">"Remediation"</a>
+                </p>
+            })}
             {(!i.jobs.is_empty()).then(|| view! {
                 <p class="muted">"Jobs hit: "
                     {i.jobs.iter().map(|j| {

@@ -12,6 +12,7 @@ pub mod nodes;
 pub mod overview;
 pub mod racks;
 pub mod reliability;
+pub mod remediation;
 pub mod reports;
 pub mod thermal;
 pub mod timeline;

@@ -271,6 +271,7 @@ fn incident(
         racks,
         jobs,
         action,
+        remedy: None,
     }
 }
 
@@ -295,6 +296,14 @@ pub async fn open(
             now_ms,
         },
     );
+    // What the policies did, would do or recommend: the newest decision on each.
+    let ids: Vec<i64> = incidents.iter().map(|i| i.id).collect();
+    let mut decisions = store.decisions_on(&ids).await?;
+    for i in incidents.iter_mut() {
+        if let Some(k) = decisions.iter().position(|d| d.incident == i.id) {
+            i.remedy = Some(decisions.remove(k));
+        }
+    }
     // The checkpoints of the jobs hit only, once they are known.
     let hit: Vec<u64> = incidents
         .iter()

@@ -7,23 +7,23 @@
 //! stayed clear a few evaluations (a minute if critical), and one gone for want of
 //! readings stays open, marked "no data" (`lifecycle.rs`). One back soon after its
 //! resolution reopens the same row (a flap). Operators
-//! acknowledge (with a note) and silence until a time. An opt-in policy drains a node on a
-//! double-bit ECC error or a drain-class XID through the same action path as a person.
+//! acknowledge (with a note) and silence until a time.
 //!
 //! `incidents.rs` groups the open alerts into incidents, one per failure, along the tree;
 //! `alertmanager.rs` sends them to the site's Alertmanager.
-//! `rules/` holds the rules and their state (pure), `task.rs` the task, `webhook.rs`
-//! delivery with retries, `policy.rs` the auto-drain policy.
+//! `remediation/` runs the policies on the incidents (observe, recommend, execute within
+//! limits). `rules/` holds the rules and their state (pure), `task.rs` the task,
+//! `webhook.rs` delivery with retries.
 
 pub mod alertmanager;
 pub mod incidents;
 mod lifecycle;
-mod policy;
+pub mod remediation;
 mod rules;
 mod task;
 mod webhook;
 
 pub use lifecycle::{Lifecycle, Step};
 pub use rules::{evaluate, has_data, radar, AlertConfig, Condition, Facts, RuleState};
-pub use task::{run, AlertTask};
+pub use task::{is_rule, run, AlertTask};
 pub use webhook::WebhookFormat;

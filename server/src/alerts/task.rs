@@ -9,7 +9,6 @@ use std::time::Duration;
 use app::model::{JobState, UnixMs};
 
 use super::lifecycle::{Lifecycle, Step};
-use super::policy::auto_drain;
 use super::rules::{evaluate, has_data, AlertConfig, Condition, Facts, RuleState};
 use super::webhook::{deliver, Delivery};
 use crate::scheduler::SchedJob;
@@ -20,6 +19,8 @@ pub struct AlertTask {
     pub live: Arc<crate::live::Live>,
     pub store: crate::store::Store,
     pub actions: Arc<crate::actions::Actions>,
+    /// `[remediation]`: what the policies do about incidents.
+    pub policies: Arc<super::remediation::Policies>,
     /// Verifies `https://` webhook receivers ([`crate::tls::client_config`]).
     pub tls: Arc<rustls::ClientConfig>,
     /// How long alerts found open at start (fired by a previous process or leader) stay
@@ -36,9 +37,11 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
         live,
         store,
         actions,
+        policies,
         tls,
         settle,
     } = task;
+    let mut remedy = super::remediation::Remediation::new(policies, store.clone(), actions);
     let (tx, rx) = tokio::sync::mpsc::channel::<Delivery>(1024);
     // The open incidents, for the site's Alertmanager when one is configured.
     let (incidents_tx, incidents_rx) =
@@ -88,9 +91,7 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
     }
     let started = std::time::Instant::now();
     let fire = Fire {
-        cfg: &cfg,
         store: &store,
-        actions: &actions,
         tx: &tx,
     };
     loop {
@@ -229,6 +230,7 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
                         .filter(|i| i.severity == "critical")
                         .count() as u32,
                 );
+                remedy.tick(&incidents, facts.nodes, facts.inventory).await;
                 if notifier.is_some() {
                     let cluster = ov.cluster.clone();
                     incidents_tx.send_if_modified(|o| {
@@ -251,11 +253,9 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
     }
 }
 
-/// Records and announces a firing: its webhook (unless silenced) and the auto-drain policy.
+/// Records and announces a firing: its webhook (unless silenced).
 struct Fire<'a> {
-    cfg: &'a super::rules::AlertConfig,
     store: &'a crate::store::Store,
-    actions: &'a Arc<crate::actions::Actions>,
     tx: &'a tokio::sync::mpsc::Sender<Delivery>,
 }
 
@@ -302,12 +302,12 @@ impl Fire<'_> {
                 at_ms: wall,
             });
         }
-        if self.cfg.auto_drain {
-            if let Some(node) = &c.drain_node {
-                auto_drain(self.actions, node, c).await;
-            }
-        }
     }
+}
+
+/// Whether `rule` is one the rules can fire.
+pub fn is_rule(rule: &str) -> bool {
+    static_rule(rule) != "unknown"
 }
 
 fn static_rule(rule: &str) -> &'static str {

@@ -57,7 +57,11 @@ impl IngestScope {
 
 /// A Slurm account name, as a token's scope.
 pub fn validate_account(account: &str) -> Result<(), AuthError> {
-    validate_user_name(account).map_err(|_| AuthError::BadAccount)
+    if super::name_shape(account) {
+        Ok(())
+    } else {
+        Err(AuthError::BadAccount)
+    }
 }
 
 /// Writes the audit row, runs `change`, completes the row with its outcome.

@@ -42,6 +42,8 @@ pub const MIN_PASSWORD: usize = 10;
 pub enum AuthError {
     #[error("invalid user name: 1 to 64 of letters, digits, '.', '_', '-'")]
     BadName,
+    #[error("the user name \"gantry\" is Gantry's own (its policies' drains carry it)")]
+    ReservedName,
     #[error("password must be {MIN_PASSWORD} to {MAX_PASSWORD} characters")]
     BadPassword,
     #[error("password hashing failed: {0}")]
@@ -66,17 +68,24 @@ pub enum AuthError {
     Store(#[from] StoreError),
 }
 
-pub fn validate_user_name(name: &str) -> Result<(), AuthError> {
-    let ok = !name.is_empty()
+/// 1 to 64 of letters, digits, `.`, `_`, `-` (user and account names).
+pub fn name_shape(name: &str) -> bool {
+    !name.is_empty()
         && name.len() <= MAX_NAME
         && name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-    if ok {
-        Ok(())
-    } else {
-        Err(AuthError::BadName)
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+pub fn validate_user_name(name: &str) -> Result<(), AuthError> {
+    if !name_shape(name) {
+        return Err(AuthError::BadName);
     }
+    // A person's drain reason starts with their name: `gantry:` marks Gantry's own drains.
+    if name.eq_ignore_ascii_case(crate::alerts::remediation::GANTRY_USER) {
+        return Err(AuthError::ReservedName);
+    }
+    Ok(())
 }
 
 /// The argon2id cost of new hashes (`auth.argon2_*`); a stored hash is verified with the
@@ -534,6 +543,8 @@ pub fn access_for(method: &Method, path: &str) -> Access {
         || path.starts_with("/api/alerts/")
         || path == "/api/audit"
         || path == "/audit"
+        || path == "/api/remediation"
+        || path == "/remediation"
     {
         return Access::Act;
     }

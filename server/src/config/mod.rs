@@ -315,6 +315,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     #[serde(with = "AlertKeys")]
     pub alerts: AlertConfig,
+    /// `[remediation]`: what policies do about incidents, in which mode, within which limits.
+    pub remediation: crate::alerts::remediation::RemediationConfig,
     /// Bearer token for `POST /api/ingest/*` (training jobs posting checkpoints and NCCL
     /// latency), for jobs of any account; named tokens (`gantry token add`) are taken as
     /// well. Unset and no named token: ingest is off.
@@ -359,6 +361,7 @@ impl Default for Config {
             auth: AuthConfig::default(),
             limits: LimitsConfig::default(),
             alerts: AlertConfig::default(),
+            remediation: Default::default(),
             ingest_token: None,
             checkpoint_roots: Vec::new(),
             checkpoint_scan_interval_ms: 60_000,

@@ -138,6 +138,7 @@ impl Config {
         self.auth.validate()?;
         self.limits.validate()?;
         validate_alerts(&mut self.alerts)?;
+        validate_remediation(&self.remediation)?;
         self.tls.validate()?;
         crate::reports::validate(&self.reports).map_err(|m| invalid("reports", m))?;
         Ok(self)
@@ -325,6 +326,65 @@ fn validate_alerts(a: &mut AlertConfig) -> Result<(), ConfigError> {
             "alerts.straggler_ratio",
             "must be above 0 and below 1",
         ));
+    }
+    Ok(())
+}
+
+fn validate_remediation(
+    r: &crate::alerts::remediation::RemediationConfig,
+) -> Result<(), ConfigError> {
+    within(
+        "remediation.cooldown_seconds",
+        r.cooldown_seconds,
+        0..=30 * 86_400,
+    )?;
+    within(
+        "remediation.max_actions_per_hour",
+        r.max_actions_per_hour,
+        0..=1000,
+    )?;
+    within(
+        "remediation.breaker_window_minutes",
+        r.breaker_window_minutes,
+        1..=10_080,
+    )?;
+    for (field, share) in [
+        ("remediation.breaker_domain_share", r.breaker_domain_share),
+        ("remediation.breaker_fleet_share", r.breaker_fleet_share),
+    ] {
+        if !(share > 0.0 && share <= 1.0) {
+            return Err(invalid(field, "must be above 0 and at most 1"));
+        }
+    }
+    if r.rules.len() > 64 {
+        return Err(invalid("remediation.rules", "at most 64 rules"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for rule in &r.rules {
+        if !crate::alerts::is_rule(&rule.cause) {
+            return Err(invalid(
+                "remediation.rules.cause",
+                format!(
+                    "{:?} is not an alert rule Gantry has",
+                    rule.cause.chars().take(64).collect::<String>()
+                ),
+            ));
+        }
+        if rule.action != "drain" {
+            return Err(invalid(
+                "remediation.rules.action",
+                format!(
+                    "{:?}: the only action is \"drain\"",
+                    rule.action.chars().take(64).collect::<String>()
+                ),
+            ));
+        }
+        if !seen.insert(rule.cause.as_str()) {
+            return Err(invalid(
+                "remediation.rules.cause",
+                format!("{:?} has two rules", rule.cause),
+            ));
+        }
     }
     Ok(())
 }

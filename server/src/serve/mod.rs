@@ -183,7 +183,12 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
     crate::auth::prune_sessions_now(&store, crate::clock::wall_now_ms()).await;
     crate::auth::set_hash_cost(cfg.auth.hash_cost());
     let recent = Arc::new(crate::reliability::Recent::default());
+    let policies = Arc::new(crate::alerts::remediation::Policies::new(
+        &cfg.remediation,
+        cfg.alerts.auto_drain,
+    ));
     let state = AppState {
+        policies: Arc::clone(&policies),
         leptos,
         live: Arc::clone(&live),
         store: store.clone(),
@@ -265,6 +270,7 @@ pub async fn start(cfg: Config) -> Result<Running, ServeError> {
         interval_ms,
         recent,
         directory,
+        policies,
     });
     let supervisor = tokio::spawn(supervise(work, shutdown_rx.clone()));
     Ok(Running {
@@ -300,6 +306,8 @@ struct Work {
     recent: Arc<crate::reliability::Recent>,
     /// `[auth.ldap]`, whose signed-in users the leader looks up again.
     directory: Option<Arc<crate::auth::ldap::Directory>>,
+    /// `[remediation]`, for the alert task.
+    policies: Arc<crate::alerts::remediation::Policies>,
 }
 
 /// Tasks started for one role, and how to stop them.
@@ -482,6 +490,7 @@ async fn start_term(work: &Work, f: &Fence) -> Started {
             live: Arc::clone(live),
             store: work.store.clone(),
             actions: Arc::clone(&work.actions),
+            policies: Arc::clone(&work.policies),
             tls: Arc::clone(&work.tls),
             // A few scrape rounds, so that a target's failures are counted again.
             settle: Duration::from_millis(

@@ -17,6 +17,7 @@ pub(super) struct LiveBackend {
     actions: Arc<crate::actions::Actions>,
     store: Store,
     rates: Arc<app::reports::Rates>,
+    policies: Arc<crate::alerts::remediation::Policies>,
     recent: Arc<crate::reliability::Recent>,
     /// The single sign-on button's words, when `[auth.oidc]` is set.
     sso_label: Option<String>,
@@ -29,6 +30,7 @@ impl LiveBackend {
             actions: Arc::clone(&st.actions),
             store: st.store.clone(),
             rates: Arc::clone(&st.rates),
+            policies: Arc::clone(&st.policies),
             recent: Arc::clone(&st.recent),
             sso_label: st.oidc.as_ref().map(|p| p.label().to_string()),
         }
@@ -292,6 +294,50 @@ impl Backend for LiveBackend {
             }
             self.mute(me, id, super::alerts::Mute::Silence { minutes, note: "" })
                 .await
+        })
+    }
+
+    fn remediation(&self) -> app::backend::BackendFuture<'_, app::remediation::RemediationView> {
+        Box::pin(async move {
+            crate::alerts::remediation::view(&self.store, &self.policies)
+                .await
+                .map_err(|e| {
+                    tracing::error!(error = %e, "remediation read failed");
+                    "storage unavailable".to_string()
+                })
+        })
+    }
+
+    fn remediation_change<'a>(
+        &'a self,
+        me: &'a app::actions::Me,
+        change: &'a app::remediation::RemediationChange,
+        note: &'a str,
+    ) -> app::backend::BackendFuture<'a, ()> {
+        Box::pin(async move {
+            let (Some(user), Some(role)) = (&me.user, me.role) else {
+                return Err("sign in first".into());
+            };
+            if role != app::actions::Role::Admin {
+                return Err("admins change remediation policies".into());
+            }
+            use crate::alerts::remediation::ChangeError;
+            crate::alerts::remediation::change(
+                &self.store,
+                &self.policies,
+                user,
+                role,
+                change,
+                note,
+            )
+            .await
+            .map_err(|e| match e {
+                ChangeError::Store(inner) => {
+                    tracing::error!(error = %inner, "remediation change failed");
+                    "storage unavailable".to_string()
+                }
+                other => other.to_string(),
+            })
         })
     }
 

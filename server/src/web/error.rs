@@ -79,9 +79,12 @@ impl From<crate::auth::AuthError> for ApiError {
     fn from(e: crate::auth::AuthError) -> ApiError {
         use crate::auth::AuthError as A;
         match e {
-            A::BadName | A::BadPassword | A::BadAccount | A::LastAdmin | A::TokenExists(_) => {
-                ApiError::BadRequest(e.to_string())
-            }
+            A::BadName
+            | A::ReservedName
+            | A::BadPassword
+            | A::BadAccount
+            | A::LastAdmin
+            | A::TokenExists(_) => ApiError::BadRequest(e.to_string()),
             A::UnknownUser(_) | A::UnknownSession | A::UnknownToken(_) => {
                 ApiError::NoSuch(e.to_string())
             }

@@ -66,6 +66,7 @@ pub mod openapi;
 pub mod origins;
 mod plain;
 mod reliability;
+mod remediation;
 mod reports;
 mod sim;
 mod views;
@@ -103,6 +104,8 @@ pub struct AppState {
     pub recent: Arc<crate::reliability::Recent>,
     /// The names Gantry is served under: the `Host` and cross-site checks.
     pub origins: Arc<origins::PublicOrigins>,
+    /// `[remediation]`: the rules and limits the policy pages show.
+    pub policies: Arc<crate::alerts::remediation::Policies>,
 }
 
 impl FromRef<AppState> for LeptosOptions {
@@ -144,6 +147,7 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
         reports::routes(),
         reliability::routes(),
         alerts::routes(),
+        remediation::routes(),
         ingest::routes(),
         admin::routes(),
         openapi::routes(),

@@ -52,6 +52,10 @@ use app::actions::Role;
         super::alerts::alert_ack,
         super::alerts::alert_silence,
         super::alerts::alert_unsilence,
+        super::remediation::remediation_get,
+        super::remediation::kill_switch,
+        super::remediation::reset_breaker,
+        super::remediation::set_mode,
         super::reports::report_get,
         super::reports::report_chart,
         super::reliability::reliability_get,
@@ -404,7 +408,13 @@ pub fn refine(d: &mut Value, now_ms: i64, anonymous_read: bool) {
     ] {
         prop(schema, field, json!({"maximum": max_stored}));
     }
-    for body in ["AckBody", "SilenceBody"] {
+    for body in [
+        "AckBody",
+        "SilenceBody",
+        "KillSwitchBody",
+        "BreakerBody",
+        "ModeBody",
+    ] {
         prop(body, "note", json!({"maxLength": 1000, "pattern": NOCTRL}));
     }
     prop(

@@ -77,7 +77,7 @@ async fn a_bad_gpu_fires_is_drained_by_policy_and_resolves() {
             a.target == "gpu038"
                 && a.action == "drain"
                 && a.status == "ok"
-                && a.detail.starts_with("gantry-policy: auto-drain:")
+                && a.detail.starts_with("gantry: incident ")
         })
     };
     let audit = crate::support::policy_audit_until(&r.store, verified).await;

@@ -21,16 +21,25 @@ use crate::alerts::receiver;
 use crate::support;
 
 /// The node the proxy meddles with (up in the 16-node simulated cluster).
-const NODE: &str = "gpu003";
+pub(crate) const NODE: &str = "gpu003";
 
 #[derive(Default)]
-struct Knobs {
+pub(crate) struct Knobs {
     /// NODE's GPU 0 reports a double-bit ECC error.
     ecc: AtomicBool,
     /// NODE's dcgm-exporter answers 503.
     drop: AtomicBool,
     /// Every BMC exporter answers 503.
     drop_bmc: AtomicBool,
+    /// More nodes whose GPU 0 reports a double-bit ECC error (a storm).
+    pub(crate) ecc_nodes: std::sync::Mutex<Vec<String>>,
+}
+
+impl Knobs {
+    /// NODE's GPU 0 reports a double-bit ECC error from now on.
+    pub(crate) fn ecc_on(&self) {
+        self.ecc.store(true, Ordering::SeqCst);
+    }
 }
 
 struct Proxy {
@@ -49,7 +58,9 @@ async fn dcgm(State(p): State<Arc<Proxy>>, Path(node): Path<String>) -> axum::re
             .into_response();
     }
     let mut text = r.text();
-    if node == NODE && p.knobs.ecc.load(Ordering::SeqCst) {
+    let ecc = (node == NODE && p.knobs.ecc.load(Ordering::SeqCst))
+        || p.knobs.ecc_nodes.lock().is_ok_and(|v| v.contains(&node));
+    if ecc {
         // The first GPU's aggregate double-bit count, as a failing HBM would show it.
         let mut done = false;
         text = text
@@ -131,7 +142,7 @@ where
 /// through the proxy and the BMCs from A every 500 ms, with `tweak` applied. B's clock is
 /// frozen like A's: the minute a critical alert must stay clear is the lifecycle's unit
 /// test's; here three clear evaluations resolve it.
-async fn through_proxy(
+pub(crate) async fn through_proxy(
     db: String,
     tweak: impl FnOnce(&mut server::config::Config),
 ) -> (server::serve::Running, server::serve::Running, Arc<Knobs>) {

@@ -1,9 +1,12 @@
 //! Gantry's one integration-test binary (one link step on a 2-core machine).
 //!
-//! - `alerts`: rules, webhook deliveries, the auto-drain policy, and the ingest API.
+//! - `alerts`: rules, webhook deliveries, a policy in execute mode, and the ingest API.
 //! - `incidents`: over real scrapes, a missed scrape leaves an alert open ("no data"), a
 //!   condition back soon after its resolution reopens the same alert, open alerts group
 //!   into incidents, and each incident is one alert in a real Alertmanager.
+//! - `remediation`: policies on incidents over real scrapes: the kill switch holds, an
+//!   admin's mode change executes a drain as `gantry`, a storm trips the fleet breaker;
+//!   on both databases.
 //! - `ingest`: numbers out of range refused, and rows stored out of range skipped.
 //! - `actions`: sign-in, roles, the guard on every route, actions and their audit trail.
 //! - `storage`: the same storage story on SQLite and on PostgreSQL.
@@ -55,6 +58,7 @@ mod openapi;
 mod promql;
 mod radar;
 mod reliability;
+mod remediation;
 mod replicas;
 mod reports;
 mod rest;

@@ -603,7 +603,7 @@ async fn the_auto_drain_policy_drains_a_real_slurm_node() {
     }
     assert!(drained.contains("DRAIN"), "{drained}");
     assert!(
-        drained.contains("Reason=gantry-policy: auto-drain: gpu008 GPU 2: XID 79"),
+        drained.contains("Reason=gantry: incident ") && drained.contains(": gpu008 GPU 2: XID 79"),
         "{drained}"
     );
     // Slurm shows the drain before Gantry has verified it and finished the audit row: wait

@@ -411,7 +411,7 @@ pub async fn wait_ready(r: &server::serve::Running) {
     panic!("server published nothing in 5 s");
 }
 
-/// The auto-drain policy's audit rows, re-read every 100 ms until `done` holds of them or
+/// The remediation policies' audit rows (user `gantry`), re-read every 100 ms until `done` holds of them or
 /// 10 s have passed; the last read either way.
 pub async fn policy_audit_until(
     store: &server::store::Store,
@@ -421,7 +421,7 @@ pub async fn policy_audit_until(
     for _ in 0..100 {
         audit = store
             .audit(&app::actions::AuditFilter {
-                user: Some("gantry-policy".into()),
+                user: Some(server::alerts::remediation::GANTRY_USER.into()),
                 ..Default::default()
             })
             .await
