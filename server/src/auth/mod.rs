@@ -77,12 +77,16 @@ pub fn name_shape(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
+/// The user Gantry's own actions run as (remediation policies): its drains' reasons start
+/// `gantry: `, so no person may take the name.
+pub const GANTRY_USER: &str = "gantry";
+
 pub fn validate_user_name(name: &str) -> Result<(), AuthError> {
     if !name_shape(name) {
         return Err(AuthError::BadName);
     }
     // A person's drain reason starts with their name: `gantry:` marks Gantry's own drains.
-    if name.eq_ignore_ascii_case(crate::alerts::remediation::GANTRY_USER) {
+    if name.eq_ignore_ascii_case(GANTRY_USER) {
         return Err(AuthError::ReservedName);
     }
     Ok(())
@@ -601,6 +605,17 @@ pub async fn prune_sessions_now(store: &Store, now_ms: UnixMs) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// No person may be `gantry` (any case): its drains carry the prefix policies own. An
+    /// account may have the name.
+    #[test]
+    fn gantry_is_no_person_s_name() {
+        for n in ["gantry", "Gantry", "GANTRY"] {
+            assert!(matches!(validate_user_name(n), Err(AuthError::ReservedName)), "{n}");
+        }
+        assert!(validate_user_name("gantry2").is_ok());
+        assert!(lifecycle::validate_account("gantry").is_ok());
+    }
 
     #[test]
     fn passwords_hash_and_verify() {

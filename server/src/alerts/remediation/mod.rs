@@ -29,8 +29,7 @@ use crate::clock::wall_now_ms;
 use crate::scheduler::SchedNode;
 use crate::store::{NewDecision, Setting, Store, StoreError};
 
-/// The user Gantry's own actions run as: its drains' reasons start `gantry: `.
-pub const GANTRY_USER: &str = "gantry";
+pub use crate::auth::GANTRY_USER;
 
 /// The only action rules take today.
 const DRAIN: &str = "drain";
