@@ -129,6 +129,10 @@ pub struct ActionTargets {
     pub domain: Option<String>,
     #[serde(default, deserialize_with = "whole::vec_u64")]
     pub jobs: Vec<u64>,
+    /// For a requeue: nodes its jobs must never run on again (Slurm's `ExcNodeList`; the
+    /// nodes blamed for their failure). At most 64.
+    #[serde(default)]
+    pub exclude: Vec<String>,
 }
 
 /// A job an action would touch.

@@ -37,6 +37,9 @@ pub struct SchedJob {
     /// in one base block. None when not asked.
     #[serde(default)]
     pub segment_size: Option<u32>,
+    /// Nodes it must not run on (Slurm's `ExcNodeList`, `excluded_nodes`).
+    #[serde(default)]
+    pub excluded: Vec<String>,
 }
 
 /// Input refused before it reaches any scheduler.
@@ -107,8 +110,10 @@ pub trait Scheduler: Send + Sync + 'static {
     /// Sets DRAIN with `reason` (stored verbatim).
     fn drain<'a>(&'a self, node: &'a str, reason: &'a str) -> SchedFuture<'a, ()>;
     fn resume<'a>(&'a self, node: &'a str) -> SchedFuture<'a, ()>;
-    /// Requeues a running job, held if `hold`.
-    fn requeue(&self, job: u64, hold: bool) -> SchedFuture<'_, ()>;
+    /// Requeues a running job, held if `hold`; with `exclude`, the job never runs on those
+    /// nodes again (Slurm's `ExcNodeList`, set to exactly this list: the caller joins the
+    /// job's earlier exclusions).
+    fn requeue<'a>(&'a self, job: u64, hold: bool, exclude: &'a [String]) -> SchedFuture<'a, ()>;
     /// Whether this process can call the scheduler now. A standby replica of the simulator
     /// cannot (the simulated cluster lives in the leader): its actions are recorded and
     /// handed to the leader through the store.

@@ -230,10 +230,65 @@ pub(crate) fn remedy(i: &Incident) -> Option<Pending> {
     }
 }
 
+/// A remedy's button: opens its preview (operators; others see it disabled).
+#[component]
+fn RemedyButton(
+    p: Pending,
+    can: bool,
+    pending: RwSignal<Option<Pending>>,
+    test: &'static str,
+    title: &'static str,
+) -> impl IntoView {
+    let words = format!("{} {}…", p.kind.label(), p.label);
+    view! {
+        <button type="button" data-test=test disabled=!can
+            title=if can { title } else { "Operators act" }
+            on:click=move |_| pending.set(Some(p.clone()))>
+            {words}
+        </button>
+    }
+}
+
+/// The second remedy of a node's bad hardware with jobs on it: requeue them, never to run
+/// on that node again (Slurm's `ExcNodeList`), so they restart from their last checkpoint
+/// elsewhere now rather than die on it.
+pub(crate) fn requeue_remedy(i: &Incident) -> Option<Pending> {
+    let blamed = match (i.cause.rule.as_str(), i.nodes.as_slice()) {
+        ("xid" | "ecc_double_bit" | "remapped_rows" | "nvswitch_fatal", [n]) => n.clone(),
+        _ => return None,
+    };
+    if i.jobs.is_empty() {
+        return None;
+    }
+    let ids: Vec<u64> = i.jobs.iter().map(|j| j.id).collect();
+    let reason: String = format!("incident {}: {}", i.id, i.cause.summary)
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(900)
+        .collect();
+    Some(Pending {
+        kind: ActionKind::Requeue,
+        label: format!(
+            "job {} excluding {blamed}",
+            ids.iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        targets: ActionTargets {
+            jobs: ids,
+            exclude: vec![blamed],
+            ..Default::default()
+        },
+        reason,
+    })
+}
+
 #[component]
 fn IncidentRow(i: Incident, can: bool, pending: RwSignal<Option<Pending>>) -> impl IntoView {
     let held = i.alerts.len();
     let fix = remedy(&i);
+    let requeue = requeue_remedy(&i);
     let acked = i.cause.acked_by.clone();
     let is_acked = acked.is_some();
     view! {
@@ -246,16 +301,15 @@ fn IncidentRow(i: Incident, can: bool, pending: RwSignal<Option<Pending>>) -> im
                 {acked.map(|u| view! { <span class="muted">{format!(" · acknowledged by {u}")}</span> })}
             </p>
             <p class="incident-action" data-test="incident-action">{i.action.clone()}
-                {fix.map(|p| {
-                    let words = format!("{} {}…", p.kind.label(), p.label);
-                    view! {
-                        " "
-                        <button type="button" data-test="incident-remedy" disabled=!can
-                            title=if can { "Preview it first; the reason is filled in from the incident" } else { "Operators act" }
-                            on:click=move |_| pending.set(Some(p.clone()))>
-                            {words}
-                        </button>
-                    }
+                {fix.map(|p| view! {
+                    " "
+                    <RemedyButton p can pending test="incident-remedy"
+                        title="Preview it first; the reason is filled in from the incident"/>
+                })}
+                {requeue.map(|p| view! {
+                    " "
+                    <RemedyButton p can pending test="incident-requeue"
+                        title="Preview it first: the jobs restart elsewhere from their last checkpoint"/>
                 })}
             </p>
             {i.remedy.as_ref().map(|d| view! {
@@ -406,6 +460,35 @@ pub fn AlertBadge() -> impl IntoView {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn bad_hardware_with_jobs_offers_a_requeue_that_excludes_the_node() {
+        let incident = |rule: &str, jobs: serde_json::Value| -> crate::views::Incident {
+            serde_json::from_value(serde_json::json!({
+                "id": 7, "severity": "critical", "started_ms": 0, "acked": false,
+                "cause": {"id": 7, "rule": rule, "subject": "node:gpu038:gpu3", "severity": "critical",
+                    "summary": "gpu038 GPU 3: XID 79", "link": "", "state": "firing",
+                    "started_ms": 0, "resolved_ms": null, "acked_by": null, "acked_ms": null,
+                    "ack_note": null, "silenced_until_ms": null},
+                "alerts": [], "place": "node gpu038", "place_link": "", "nodes": ["gpu038"],
+                "racks": ["B02"], "jobs": jobs, "action": "a"
+            }))
+            .expect("an incident")
+        };
+        let two = serde_json::json!([
+            {"id": 41, "name": "a", "gpus": 8, "last_checkpoint_ms": null, "at_risk_gpu_hours": 1.0},
+            {"id": 42, "name": "b", "gpus": 8, "last_checkpoint_ms": null, "at_risk_gpu_hours": 2.0}
+        ]);
+        let p = super::requeue_remedy(&incident("xid", two.clone())).expect("a requeue");
+        assert_eq!(p.kind, super::ActionKind::Requeue);
+        assert_eq!(p.targets.jobs, [41, 42]);
+        assert_eq!(p.targets.exclude, ["gpu038"]);
+        assert_eq!(p.label, "job 41, 42 excluding gpu038");
+        assert_eq!(p.reason, "incident 7: gpu038 GPU 3: XID 79");
+        // No jobs, or not the node's hardware: nothing to requeue.
+        assert!(super::requeue_remedy(&incident("xid", serde_json::json!([]))).is_none());
+        assert!(super::requeue_remedy(&incident("thermal_throttling", two)).is_none());
+    }
+
     #[test]
     fn an_incident_offers_its_remedy_with_the_reason_filled_in() {
         let incident = |rule: &str, subject: &str, nodes: &[&str]| -> crate::views::Incident {

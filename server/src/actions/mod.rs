@@ -55,6 +55,9 @@ const _: () = assert!(4 * MAX_TYPED_REASON_CHARS + 64 + 2 <= MAX_REASON_BYTES);
 /// Most targets in one request (a large rack or domain).
 const MAX_TARGETS: usize = 512;
 
+/// Most nodes a requeue keeps its jobs off.
+const MAX_EXCLUDED: usize = 64;
+
 /// An action found unfinished at start-up runs its remaining targets only if it was
 /// recorded this recently; older ones are marked `interrupted` (an operator who asked
 /// for a drain an hour ago may not want it now).
@@ -132,6 +135,8 @@ struct Plan {
     at_ms: UnixMs,
     /// The drain reason as stored in Slurm, else empty.
     reason: String,
+    /// A requeue's nodes its jobs must not run on again.
+    exclude: Vec<String>,
     targets: Vec<StoredTarget>,
     /// Found unfinished at start-up (its `calling` rows are settled by reading back).
     recovered: bool,

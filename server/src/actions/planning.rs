@@ -9,7 +9,7 @@ use app::model::{JobState, UnixMs};
 
 use super::{
     verify::{has_drain, is_resumed},
-    ActionError, Actions, Plan, MAX_TARGETS, MAX_TYPED_REASON_CHARS,
+    ActionError, Actions, Plan, MAX_EXCLUDED, MAX_TARGETS, MAX_TYPED_REASON_CHARS,
 };
 use crate::auth::Caller;
 use crate::clock::wall_now_ms;
@@ -144,7 +144,32 @@ impl Actions {
     ) -> Result<Preview, ActionError> {
         // The source's now (simulated time with the simulator), for checkpoint ages.
         let now = self.live.source_now();
-        let (jobs, nodes) = self.scheduler_state(kind.on_nodes()).await?;
+        let requeue = matches!(kind, ActionKind::Requeue | ActionKind::RequeueHold);
+        if !t.exclude.is_empty() && !requeue {
+            return Err(ActionError::Invalid(
+                "exclude: only a requeue keeps its jobs off nodes".into(),
+            ));
+        }
+        if t.exclude.len() > MAX_EXCLUDED {
+            return Err(ActionError::Invalid(format!(
+                "exclude: at most {MAX_EXCLUDED} nodes"
+            )));
+        }
+        for n in &t.exclude {
+            validate_node_name(n).map_err(|e| ActionError::Invalid(format!("exclude: {e}")))?;
+        }
+        let (jobs, nodes) = self
+            .scheduler_state(kind.on_nodes() || !t.exclude.is_empty())
+            .await?;
+        if let Some(unknown) = t
+            .exclude
+            .iter()
+            .find(|x| !nodes.iter().any(|n| &n.name == *x))
+        {
+            return Err(ActionError::Unknown(format!(
+                "exclude: the scheduler has no node {unknown:?}"
+            )));
+        }
         let running: Vec<&SchedJob> = jobs
             .iter()
             .filter(|j| j.job.state == JobState::Running)
@@ -225,9 +250,10 @@ impl Actions {
                 if already.is_empty() { String::new() } else { format!(" ({} not drained or down)", already.len()) }
             ),
             ActionKind::Requeue | ActionKind::RequeueHold => format!(
-                "Requeue {} running job(s) on {gpus_affected} GPUs: they are stopped now and restart from their last checkpoint{}.",
+                "Requeue {} running job(s) on {gpus_affected} GPUs: they are stopped now and restart from their last checkpoint{}.{}",
                 jobs.len(),
-                if kind == ActionKind::RequeueHold { " once released (held)" } else { " when Slurm schedules them (about 2 minutes at the earliest)" }
+                if kind == ActionKind::RequeueHold { " once released (held)" } else { " when Slurm schedules them (about 2 minutes at the earliest)" },
+                if t.exclude.is_empty() { String::new() } else { format!(" They never run on {} again (Slurm's ExcNodeList).", t.exclude.join(", ")) }
             ),
         };
         Ok(Preview {
@@ -286,12 +312,15 @@ impl Actions {
         let (id, audit_ids) = self
             .store
             .action_record_limited(
-                at_ms,
-                user,
-                role,
-                kind,
-                &slurm_reason,
-                &plan.targets,
+                &crate::store::NewAction {
+                    at_ms,
+                    user,
+                    role,
+                    kind,
+                    detail: &slurm_reason,
+                    exclude: &t.exclude,
+                    targets: &plan.targets,
+                },
                 Some(self.per_minute),
             )
             .await
@@ -316,6 +345,7 @@ impl Actions {
             role,
             kind,
             detail: slurm_reason.clone(),
+            exclude: t.exclude.clone(),
             state: "queued".into(),
             note: String::new(),
             finished_ms: None,
@@ -346,6 +376,7 @@ impl Actions {
             kind,
             at_ms,
             reason: slurm_reason,
+            exclude: t.exclude.clone(),
             targets,
             recovered: false,
         };

@@ -79,6 +79,7 @@ impl Actions {
                 kind: a.kind,
                 at_ms: a.at_ms,
                 reason: a.detail,
+                exclude: a.exclude,
                 targets: a.targets,
                 recovered: true,
             };
@@ -101,7 +102,9 @@ impl Actions {
             + i64::try_from((self.call_within + self.verify_within).as_millis())
                 .unwrap_or(i64::MAX);
         loop {
-            let seen = self.read_back(plan.kind, &t.target, before).await;
+            let seen = self
+                .read_back(plan.kind, &t.target, before, &plan.exclude)
+                .await;
             let late = wall_now_ms() >= until;
             match seen {
                 Ok(Some((true, state))) => {

@@ -213,7 +213,7 @@ impl Actions {
             }
         });
         let (status, message) = self
-            .act_and_verify(plan.kind, &t.target, &plan.reason, current.restarts)
+            .act_and_verify(plan.kind, &t.target, &plan.reason, &current, &plan.exclude)
             .await;
         self.finish_row(t, status, &message, true).await
     }

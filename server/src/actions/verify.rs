@@ -25,6 +25,8 @@ pub(super) struct Current {
     pub(super) done: bool,
     /// A job's restart count (what a requeue's read-back compares against).
     pub(super) restarts: u32,
+    /// A job's excluded nodes (`ExcNodeList`).
+    pub(super) excluded: Vec<String>,
     pub(super) state: String,
 }
 
@@ -43,6 +45,7 @@ impl Actions {
                     _ => is_resumed(n),
                 },
                 restarts: 0,
+                excluded: Vec::new(),
                 state: n.raw_state.join("+"),
             }))
         } else {
@@ -51,51 +54,76 @@ impl Actions {
             Ok(jobs.iter().find(|j| j.job.id == id).map(|j| Current {
                 done: j.job.state == JobState::Pending,
                 restarts: j.restart_count,
-                state: format!("{} (restarts {})", j.raw_state.join("+"), j.restart_count),
+                excluded: j.excluded.clone(),
+                state: if j.excluded.is_empty() {
+                    format!("{} (restarts {})", j.raw_state.join("+"), j.restart_count)
+                } else {
+                    format!(
+                        "{} (restarts {}, excluding {})",
+                        j.raw_state.join("+"),
+                        j.restart_count,
+                        j.excluded.join(",")
+                    )
+                },
             }))
         }
     }
 
     /// Whether the scheduler shows `kind` done on `target` (for a requeue, a restart
-    /// count past `restarts_before`), with the state it shows.
+    /// count past `restarts_before` and every node of `exclude` excluded), with the state
+    /// it shows.
     pub(super) async fn read_back(
         &self,
         kind: ActionKind,
         target: &str,
         restarts_before: u32,
+        exclude: &[String],
     ) -> Result<Option<(bool, String)>, SchedError> {
         Ok(self.current(kind, target).await?.map(|c| {
             let done = if kind.on_nodes() {
                 c.done
             } else {
-                c.restarts > restarts_before
+                c.restarts > restarts_before && exclude.iter().all(|n| c.excluded.contains(n))
             };
             (done, c.state)
         }))
     }
 
-    /// Calls the scheduler for `kind` on `target`, then reads it back until the end state
-    /// shows or the deadline passes.
+    /// Calls the scheduler for `kind` on `target` as `current` shows it, then reads it
+    /// back until the end state shows or the deadline passes. A requeue with `exclude`
+    /// keeps the job's earlier exclusions.
     pub(super) async fn act_and_verify(
         &self,
         kind: ActionKind,
         target: &str,
         reason: &str,
-        restarts_before: u32,
+        current: &Current,
+        exclude: &[String],
     ) -> (&'static str, String) {
         let job_id = target.parse::<u64>().unwrap_or(0);
+        let mut all: Vec<String> = Vec::new();
+        if !exclude.is_empty() {
+            all = current.excluded.clone();
+            all.extend(
+                exclude
+                    .iter()
+                    .filter(|n| !current.excluded.contains(n))
+                    .cloned(),
+            );
+        }
+        let restarts_before = current.restarts;
         let called = match kind {
             ActionKind::Drain => self.sched.drain(target, reason).await,
             ActionKind::Resume => self.sched.resume(target).await,
-            ActionKind::Requeue => self.sched.requeue(job_id, false).await,
-            ActionKind::RequeueHold => self.sched.requeue(job_id, true).await,
+            ActionKind::Requeue => self.sched.requeue(job_id, false, &all).await,
+            ActionKind::RequeueHold => self.sched.requeue(job_id, true, &all).await,
         };
         if let Err(e) = called {
             return ("failed", e.to_string());
         }
         let deadline = tokio::time::Instant::now() + self.verify_within;
         loop {
-            let seen = self.read_back(kind, target, restarts_before).await;
+            let seen = self.read_back(kind, target, restarts_before, exclude).await;
             let late = tokio::time::Instant::now() >= deadline;
             match seen {
                 Ok(Some((true, state))) => return ("ok", format!("verified: {state}")),

@@ -437,6 +437,7 @@ mod tests {
             exit_code: None,
             node_count: nodes.len() as u32,
             segment_size: None,
+            excluded: Vec::new(),
         }
     }
 

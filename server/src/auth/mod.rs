@@ -611,7 +611,10 @@ mod tests {
     #[test]
     fn gantry_is_no_person_s_name() {
         for n in ["gantry", "Gantry", "GANTRY"] {
-            assert!(matches!(validate_user_name(n), Err(AuthError::ReservedName)), "{n}");
+            assert!(
+                matches!(validate_user_name(n), Err(AuthError::ReservedName)),
+                "{n}"
+            );
         }
         assert!(validate_user_name("gantry2").is_ok());
         assert!(lifecycle::validate_account("gantry").is_ok());

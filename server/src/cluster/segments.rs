@@ -375,6 +375,7 @@ mod tests {
             exit_code: None,
             node_count: nodes,
             segment_size: Some(segment),
+            excluded: Vec::new(),
         }
     }
 

@@ -71,6 +71,11 @@ impl Sim {
                 exit_code: None,
                 node_count: j.nodes_needed as u32,
                 segment_size: j.segment.map(|s| s as u32),
+                excluded: j
+                    .excluded
+                    .iter()
+                    .map(|&i| self.inv.nodes[i].name.clone())
+                    .collect(),
             })
             .collect()
     }
@@ -104,11 +109,19 @@ impl Sim {
         Ok(())
     }
 
-    /// `scontrol requeue ID` / `scontrol requeuehold ID`.
-    pub fn requeue_job(&mut self, id: u64, hold: bool) -> Result<(), String> {
+    /// `scontrol requeue ID` / `scontrol requeuehold ID`; with `exclude`, its
+    /// `ExcNodeList` set to those nodes (Slurm refuses a name it does not know).
+    pub fn requeue_job(&mut self, id: u64, hold: bool, exclude: &[String]) -> Result<(), String> {
         let Some(j) = self.active.iter().position(|j| j.job.id == id) else {
             return Err(format!("Invalid job id specified: {id}"));
         };
+        let mut excluded = Vec::with_capacity(exclude.len());
+        for name in exclude {
+            let Some(i) = self.inv.nodes.iter().position(|n| &n.name == name) else {
+                return Err(format!("Invalid node name specified: {name}"));
+            };
+            excluded.push(i);
+        }
         let t = self.t_ms;
         if self.active[j].job.state == JobState::Pending {
             return Err(format!("Job is pending execution for job {id}"));
@@ -126,6 +139,9 @@ impl Sim {
         sj.job.nodes.clear();
         sj.restart_count += 1;
         sj.held = hold;
+        if !exclude.is_empty() {
+            sj.excluded = excluded;
+        }
         sj.fault = None;
         sj.straggle = None;
         sj.hang_from_ms = None;

@@ -212,6 +212,8 @@ struct SimJob {
     held: bool,
     /// A requeued job waits until then (Slurm's BeginTime of about two minutes).
     eligible_ms: UnixMs,
+    /// Nodes it must not run on (indices; `ExcNodeList`).
+    excluded: Vec<usize>,
 }
 
 impl SimJob {
@@ -419,7 +421,8 @@ impl Sim {
                 continue;
             }
             let need = self.active[j].nodes_needed;
-            let Some(picked) = self.pick_nodes(need, self.active[j].segment) else {
+            let excluded = &self.active[j].excluded;
+            let Some(picked) = self.pick_nodes(need, self.active[j].segment, excluded) else {
                 continue;
             };
             let id = self.active[j].job.id;
@@ -475,9 +478,15 @@ impl Sim {
     /// Idle nodes for a job of `need` nodes, from the racks with the most free first; with
     /// a segment, whole segments each inside one rack (the NVL72 profile's block), as
     /// slurmctld places `--segment` jobs, or none.
-    fn pick_nodes(&self, need: usize, segment: Option<usize>) -> Option<Vec<usize>> {
+    fn pick_nodes(
+        &self,
+        need: usize,
+        segment: Option<usize>,
+        excluded: &[usize],
+    ) -> Option<Vec<usize>> {
         let free: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.nodes[i].state == NodeState::Idle && self.nodes[i].job.is_none())
+            .filter(|i| !excluded.contains(i))
             .collect();
         if free.len() < need {
             return None;

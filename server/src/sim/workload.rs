@@ -81,6 +81,7 @@ impl Sim {
             restart_count: 0,
             held: false,
             eligible_ms: 0,
+            excluded: Vec::new(),
             startup_until_ms: 0,
             truth: Default::default(),
         });

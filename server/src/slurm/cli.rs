@@ -143,15 +143,39 @@ impl Cli {
             .map(drop)
     }
 
-    /// Requeues a job (`scontrol requeue`), or requeues and holds it.
-    pub async fn requeue(&self, job_id: u64, hold: bool) -> Result<(), CliError> {
+    /// Requeues a job (`scontrol requeue`), or requeues and holds it. With `exclude`: held
+    /// first (`requeuehold`), its `ExcNodeList` set while it cannot start, then released
+    /// unless `hold` (so it never starts on an excluded node in between).
+    pub async fn requeue(
+        &self,
+        job_id: u64,
+        hold: bool,
+        exclude: &[String],
+    ) -> Result<(), CliError> {
+        for n in exclude {
+            validate_node_name(n)?;
+        }
         let id = job_id.to_string();
-        self.run(
-            "scontrol",
-            &[if hold { "requeuehold" } else { "requeue" }, &id],
-        )
-        .await
-        .map(drop)
+        if exclude.is_empty() {
+            return self
+                .run(
+                    "scontrol",
+                    &[if hold { "requeuehold" } else { "requeue" }, &id],
+                )
+                .await
+                .map(drop);
+        }
+        self.run("scontrol", &["requeuehold", &id]).await?;
+        let j = format!("JobId={id}");
+        let x = format!("ExcNodeList={}", exclude.join(","));
+        let set = self.run("scontrol", &["update", &j, &x]).await.map(drop);
+        // Released even when the list could not be set: a requeue was asked for, not a hold.
+        let released = if hold {
+            Ok(())
+        } else {
+            self.run("scontrol", &["release", &id]).await.map(drop)
+        };
+        set.and(released)
     }
 }
 
@@ -178,8 +202,8 @@ impl Scheduler for Cli {
     fn resume<'a>(&'a self, node: &'a str) -> SchedFuture<'a, ()> {
         Box::pin(async move { Ok(Cli::resume(self, node).await?) })
     }
-    fn requeue(&self, job: u64, hold: bool) -> SchedFuture<'_, ()> {
-        Box::pin(async move { Ok(Cli::requeue(self, job, hold).await?) })
+    fn requeue<'a>(&'a self, job: u64, hold: bool, exclude: &'a [String]) -> SchedFuture<'a, ()> {
+        Box::pin(async move { Ok(Cli::requeue(self, job, hold, exclude).await?) })
     }
 }
 

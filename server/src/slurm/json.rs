@@ -227,6 +227,11 @@ fn job_of(v: &Value) -> Option<SchedJob> {
         segment_size: num(v.get("segment_size"))
             .and_then(|n| u32::try_from(n).ok())
             .filter(|&n| n > 0),
+        // A host list (`gpu[003-004]`); one that cannot be read is none rather than a guess.
+        excluded: text(v.get("excluded_nodes"))
+            .filter(|x| !x.is_empty())
+            .and_then(|x| super::hostlist::expand(&x).ok())
+            .unwrap_or_default(),
     })
 }
 

@@ -435,12 +435,12 @@ impl Scheduler for Rest {
             Ok(self.update_node(node, "RESUME", None).await?)
         })
     }
-    fn requeue(&self, job: u64, hold: bool) -> SchedFuture<'_, ()> {
+    fn requeue<'a>(&'a self, job: u64, hold: bool, exclude: &'a [String]) -> SchedFuture<'a, ()> {
         Box::pin(async move {
             let v = self.version().await?;
             Ok(self
                 .fallback("requeue a job (no REST call before v0.0.45)", v)?
-                .requeue(job, hold)
+                .requeue(job, hold, exclude)
                 .await?)
         })
     }

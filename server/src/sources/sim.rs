@@ -387,6 +387,7 @@ pub enum SimOp {
     Requeue {
         job: u64,
         hold: bool,
+        exclude: Vec<String>,
         reply: oneshot::Sender<Result<(), String>>,
     },
 }
@@ -481,8 +482,17 @@ impl Scheduler for SimScheduler {
             .await
         })
     }
-    fn requeue(&self, job: u64, hold: bool) -> SchedFuture<'_, ()> {
-        Box::pin(async move { self.act(|reply| SimOp::Requeue { job, hold, reply }).await })
+    fn requeue<'a>(&'a self, job: u64, hold: bool, exclude: &'a [String]) -> SchedFuture<'a, ()> {
+        let exclude = exclude.to_vec();
+        Box::pin(async move {
+            self.act(|reply| SimOp::Requeue {
+                job,
+                hold,
+                exclude,
+                reply,
+            })
+            .await
+        })
     }
 }
 
@@ -498,6 +508,11 @@ pub fn serve_sim_op(sim: &mut Sim, op: SimOp) {
             reply,
         } => drop(reply.send(sim.drain_node(&node, &reason))),
         SimOp::Resume { node, reply } => drop(reply.send(sim.resume_node(&node))),
-        SimOp::Requeue { job, hold, reply } => drop(reply.send(sim.requeue_job(job, hold))),
+        SimOp::Requeue {
+            job,
+            hold,
+            exclude,
+            reply,
+        } => drop(reply.send(sim.requeue_job(job, hold, &exclude))),
     }
 }

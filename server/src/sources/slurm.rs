@@ -427,6 +427,7 @@ mod tests {
             exit_code: None,
             node_count: 1,
             segment_size: None,
+            excluded: Vec::new(),
         }
     }
 

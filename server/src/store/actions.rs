@@ -31,6 +31,8 @@ pub struct StoredAction {
     pub kind: ActionKind,
     /// The drain reason as stored in Slurm (with the user's name), else empty.
     pub detail: String,
+    /// A requeue's nodes its jobs must not run on again; empty for other actions.
+    pub exclude: Vec<String>,
     pub state: String,
     pub note: String,
     pub finished_ms: Option<UnixMs>,
@@ -62,6 +64,20 @@ impl StoredAction {
     }
 }
 
+/// An action as it is recorded, with its targets in the order they run.
+#[derive(Clone, Copy, Debug)]
+pub struct NewAction<'a> {
+    pub at_ms: UnixMs,
+    pub user: &'a str,
+    pub role: Role,
+    pub kind: ActionKind,
+    /// The drain reason as stored in Slurm (a requeue's reason), with the user's name.
+    pub detail: &'a str,
+    /// A requeue's nodes its jobs must not run on again (validated node names).
+    pub exclude: &'a [String],
+    pub targets: &'a [String],
+}
+
 /// PostgreSQL's advisory lock key that serializes the per-user action count ("GANTRY", 2).
 const RATE_LIMIT_KEY: i64 = 0x4741_4e54_5259_0002;
 
@@ -77,7 +93,16 @@ impl Store {
         detail: &str,
         targets: &[String],
     ) -> Result<(i64, Vec<i64>)> {
-        self.action_record_limited(at_ms, user, role, kind, detail, targets, None)
+        let a = NewAction {
+            at_ms,
+            user,
+            role,
+            kind,
+            detail,
+            exclude: &[],
+            targets,
+        };
+        self.action_record_limited(&a, None)
             .await?
             .ok_or_else(|| StoreError::Corrupt("an unlimited action was refused".into()))
     }
@@ -86,17 +111,20 @@ impl Store {
     /// `per_minute` actions in the minute before `at_ms` already: a limit every replica of
     /// the database shares (counted under an advisory lock on PostgreSQL, so two replicas
     /// cannot both let the last one through).
-    #[allow(clippy::too_many_arguments)]
     pub async fn action_record_limited(
         &self,
-        at_ms: UnixMs,
-        user: &str,
-        role: Role,
-        kind: ActionKind,
-        detail: &str,
-        targets: &[String],
+        a: &NewAction<'_>,
         per_minute: Option<u32>,
     ) -> Result<Option<(i64, Vec<i64>)>> {
+        let NewAction {
+            at_ms,
+            user,
+            role,
+            kind,
+            detail,
+            exclude,
+            targets,
+        } = *a;
         let mut tx = self.pool.begin().await?;
         if per_minute.is_some() && self.dialect == super::Dialect::Postgres {
             sqlx::query("SELECT COUNT(*) FROM (SELECT pg_advisory_xact_lock($1)) AS l")
@@ -107,14 +135,15 @@ impl Store {
         // The write first: on SQLite it takes the write lock (waiting for another writer),
         // where a read first would fail to upgrade while another transaction writes.
         let id: i64 = sqlx::query(
-            "INSERT INTO actions (at_ms, user_name, role, action, detail, state) \
-             VALUES ($1, $2, $3, $4, $5, 'queued') RETURNING id",
+            "INSERT INTO actions (at_ms, user_name, role, action, detail, exclude, state) \
+             VALUES ($1, $2, $3, $4, $5, $6, 'queued') RETURNING id",
         )
         .bind(at_ms)
         .bind(user)
         .bind(role.as_str())
         .bind(kind.as_str())
         .bind(detail)
+        .bind(exclude.join(","))
         .fetch_one(&mut *tx)
         .await?
         .try_get(0)?;
@@ -195,7 +224,7 @@ impl Store {
     /// Action `id` with its targets, or `None`.
     pub async fn action(&self, id: i64) -> Result<Option<StoredAction>> {
         let row = sqlx::query(
-            "SELECT id, at_ms, user_name, role, action, detail, state, note, finished_ms \
+            "SELECT id, at_ms, user_name, role, action, detail, exclude, state, note, finished_ms \
              FROM actions WHERE id = $1",
         )
         .bind(id)
@@ -210,7 +239,7 @@ impl Store {
     /// Every action not yet at an end (`queued` or `running`), oldest first.
     pub async fn unfinished_actions(&self) -> Result<Vec<StoredAction>> {
         let rows = sqlx::query(
-            "SELECT id, at_ms, user_name, role, action, detail, state, note, finished_ms \
+            "SELECT id, at_ms, user_name, role, action, detail, exclude, state, note, finished_ms \
              FROM actions WHERE state = 'queued' OR state = 'running' ORDER BY id",
         )
         .fetch_all(&self.pool)
@@ -254,6 +283,13 @@ impl Store {
             kind: ActionKind::parse(&kind)
                 .ok_or_else(|| StoreError::Corrupt(format!("unknown action {kind:?}")))?,
             detail: r.try_get("detail")?,
+            exclude: {
+                let x: String = r.try_get("exclude")?;
+                x.split(',')
+                    .filter(|n| !n.is_empty())
+                    .map(String::from)
+                    .collect()
+            },
             state: r.try_get("state")?,
             note: r.try_get("note")?,
             finished_ms: r.try_get("finished_ms")?,

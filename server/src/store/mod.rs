@@ -32,7 +32,7 @@ mod remediation;
 mod reports;
 mod rollups;
 mod tokens;
-pub use actions::{StoredAction, StoredTarget};
+pub use actions::{NewAction, StoredAction, StoredTarget};
 pub use alerts::NewAlert;
 pub use auth::{
     DirectoryPut, Origin, SessionInfo, UserChange, UserInfo, UserRow, AUDIT_MAX_ROWS,

@@ -309,7 +309,8 @@ pub fn refine(d: &mut Value, now_ms: i64, anonymous_read: bool) {
         (
             "requeue",
             json!({"type": "object", "required": ["jobs", "reason"],
-                "properties": {"jobs": jobs, "hold": {"type": "boolean"}, "reason": reason}}),
+                "properties": {"jobs": jobs, "hold": {"type": "boolean"}, "reason": reason,
+                    "exclude": {"type": "array", "items": node, "maxItems": 64}}}),
         ),
         (
             "preview",

@@ -1568,3 +1568,88 @@ async fn a_drain_preview_says_what_it_costs_in_segments() {
     }
     panic!("the cluster never held still for a preview");
 }
+
+/// A requeue that keeps its job off the node blamed for its failure (Slurm's
+/// `ExcNodeList`): verified in what the simulated scheduler shows, and the job, once it
+/// runs again, runs elsewhere. Only a requeue takes `exclude`, and only nodes that exist.
+#[tokio::test]
+async fn a_requeue_keeps_its_job_off_the_excluded_node() {
+    let mut cfg = support::test_config(support::sqlite_url(), 16, 2000.0, 200);
+    cfg.auth.anonymous_read = false;
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    add_users(&r.store).await;
+    let op = login(r.addr, "operator1").await;
+    let running = || {
+        r.live.sched().and_then(|s| {
+            s.jobs
+                .iter()
+                .find(|j| j.job.state == app::model::JobState::Running && !j.job.nodes.is_empty())
+                .cloned()
+        })
+    };
+    let mut job = None;
+    for _ in 0..300 {
+        job = running();
+        if job.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let job = job.expect("a running job");
+    let (id, blamed) = (job.job.id, job.job.nodes[0].clone());
+    for (path, body, status) in [
+        (
+            "/api/actions/drain?wait=20",
+            json!({"nodes": [blamed], "reason": "x", "exclude": ["gpu001"]}),
+            400,
+        ),
+        (
+            "/api/actions/requeue?wait=20",
+            json!({"jobs": [id], "reason": "x", "exclude": ["gpu999"]}),
+            404,
+        ),
+        (
+            "/api/actions/requeue?wait=20",
+            json!({"jobs": [id], "reason": "x", "exclude": ["gpu001; reboot"]}),
+            400,
+        ),
+    ] {
+        let e = post_json(r.addr, path, Some(&op), &body).await;
+        assert_eq!(e.status, status, "{body}: {}", e.text());
+    }
+    let rq = post_json(
+        r.addr,
+        "/api/actions/requeue?wait=20",
+        Some(&op),
+        &json!({"jobs": [id], "reason": "XID 79", "exclude": [blamed]}),
+    )
+    .await;
+    let body = rq.json();
+    assert_eq!(body["outcomes"][0]["status"], "ok", "{body:#}");
+    assert!(
+        body["outcomes"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!("excluding {blamed}"))),
+        "{body:#}"
+    );
+    // Back on other nodes once it runs again (two simulated minutes at the earliest).
+    let mut again = None;
+    for _ in 0..600 {
+        again = r.live.sched().and_then(|s| {
+            s.jobs
+                .iter()
+                .find(|j| j.job.id == id && j.job.state == app::model::JobState::Running)
+                .cloned()
+        });
+        if again.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let again = again.expect("the job ran again");
+    assert_eq!(again.excluded, std::slice::from_ref(&blamed));
+    assert!(!again.job.nodes.contains(&blamed), "{:?}", again.job.nodes);
+    assert_eq!(again.restart_count, 1);
+    r.stop().await.expect("stop");
+}

@@ -48,7 +48,7 @@ fn run(saves: Saves) -> (Vec<StoreWrite>, Sim) {
                 .find(|j| j.state == app::model::JobState::Running && j.nodes.len() >= 2)
                 .map(|j| j.id);
             if let Some(id) = running {
-                sim.requeue_job(id, false).expect("requeue");
+                sim.requeue_job(id, false, &[]).expect("requeue");
                 requeued += 1;
             }
         }

@@ -130,7 +130,7 @@ async fn a_newer_slurmrestd_drains_and_resumes_over_rest() {
         .await
         .is_err());
     // Requeue has no REST call before v0.0.45; without a CLI it is refused, clearly.
-    let e = Scheduler::requeue(&rest, 7, false)
+    let e = Scheduler::requeue(&rest, 7, false, &[])
         .await
         .expect_err("no requeue");
     assert!(e.to_string().contains("no REST call before v0.0.45"), "{e}");

@@ -165,7 +165,7 @@ async fn drain_resume_and_requeue_on_a_real_slurm() {
     .await;
 
     // Requeue: back to pending, its restart count up by one.
-    cli.requeue(job, false).await.expect("requeue");
+    cli.requeue(job, false, &[]).await.expect("requeue");
     until("the job is requeued", || async {
         cli.jobs()
             .await
@@ -175,13 +175,114 @@ async fn drain_resume_and_requeue_on_a_real_slurm() {
     })
     .await;
     // A pending job cannot be requeued: Slurm says why.
-    let e = cli.requeue(job, false).await.expect_err("pending");
+    let e = cli.requeue(job, false, &[]).await.expect_err("pending");
     assert!(e.to_string().contains("scontrol failed"), "{e}");
 
     let _ = std::process::Command::new("scancel")
         .arg(job.to_string())
         .env("SLURM_CONF", &conf)
         .status();
+}
+
+/// A requeue that keeps its job off the node blamed for its failure: Gantry holds it,
+/// sets Slurm's `ExcNodeList`, releases it, and verifies both the restart and the list in
+/// what Slurm shows (`scontrol show job`, `squeue --json`'s `excluded_nodes`).
+#[tokio::test]
+async fn a_requeue_excludes_the_blamed_node_on_a_real_slurm() {
+    use crate::support::{self, add_users, login, post_json};
+    use serde_json::json;
+    if cluster().is_none() {
+        return;
+    }
+    let conf = std::env::var("GANTRY_TEST_SLURM_CONF").unwrap_or_default();
+    let mut cfg = support::test_config(support::sqlite_url(), 16, 1.0, 200);
+    cfg.auth.anonymous_read = false;
+    cfg.source = server::config::SourceKind::Slurm;
+    cfg.slurm.conf = Some(conf.clone().into());
+    cfg.slurm.poll_interval_ms = 500;
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    add_users(&r.store).await;
+    let op = login(r.addr, "operator1").await;
+    // gpu015: no other real-Slurm test uses it.
+    let job = sbatch(
+        &conf,
+        &[
+            "-N1",
+            "-w",
+            "gpu015",
+            "-p",
+            "gpu",
+            "--chdir=/tmp",
+            "--wrap",
+            "sleep 600",
+        ],
+    );
+    let mut running = false;
+    for _ in 0..200 {
+        running = r.live.sched().is_some_and(|s| {
+            s.jobs
+                .iter()
+                .any(|j| j.job.id == job && j.job.state == JobState::Running)
+        });
+        if running {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        running,
+        "job {job} never ran: {}",
+        scontrol_show(&conf, "job", &job.to_string())
+    );
+    // An unknown node is refused before anything is recorded.
+    let bad = post_json(
+        r.addr,
+        "/api/actions/requeue",
+        Some(&op),
+        &json!({"jobs": [job], "reason": "x", "exclude": ["gpu999"]}),
+    )
+    .await;
+    assert_eq!(bad.status, 404, "{}", bad.text());
+    let p = post_json(
+        r.addr,
+        "/api/actions/preview",
+        Some(&op),
+        &json!({"action": "requeue", "jobs": [job], "exclude": ["gpu015"]}),
+    )
+    .await;
+    assert!(
+        p.json()["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("never run on gpu015 again")),
+        "{}",
+        p.text()
+    );
+    let rq = post_json(
+        r.addr,
+        "/api/actions/requeue?wait=20",
+        Some(&op),
+        &json!({"jobs": [job], "reason": "XID 79 on gpu015", "exclude": ["gpu015"]}),
+    )
+    .await;
+    let body = rq.json();
+    assert_eq!(body["outcomes"][0]["status"], "ok", "{body:#}");
+    assert!(
+        body["outcomes"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("excluding gpu015")),
+        "{body:#}"
+    );
+    let shown = scontrol_show(&conf, "job", &job.to_string());
+    assert!(shown.contains("ExcNodeList=gpu015"), "{shown}");
+    assert!(shown.contains("Restarts=1"), "{shown}");
+    // Requeued, not held: released after its list was set.
+    assert!(!shown.contains("Reason=JobHeldUser"), "{shown}");
+    let _ = std::process::Command::new("scancel")
+        .arg(job.to_string())
+        .env("SLURM_CONF", &conf)
+        .status();
+    r.stop().await.expect("stop");
 }
 
 fn scontrol_show(conf: &str, what: &str, id: &str) -> String {
@@ -490,7 +591,7 @@ async fn slurmrestd_reads_and_falls_back_to_the_cli() {
         t,
         None,
     );
-    let e = Scheduler::requeue(&bare, 1, false)
+    let e = Scheduler::requeue(&bare, 1, false, &[])
         .await
         .expect_err("no REST requeue");
     assert!(e.to_string().contains("v0.0.38 cannot requeue"), "{e}");

@@ -134,6 +134,7 @@ fn remapped_rows_replays_targets_thermal_and_checkpoints() {
             exit_code: None,
             node_count: 1,
             segment_size: None,
+            excluded: Vec::new(),
         })
         .collect();
     let id = jobs[0].job.id;
@@ -237,6 +238,7 @@ fn nccl_latency_against_a_threshold_and_a_baseline() {
             exit_code: None,
             node_count: 1,
             segment_size: None,
+            excluded: Vec::new(),
         })
         .collect();
     let id = jobs[0].job.id;
