@@ -194,12 +194,7 @@ async fn a_requeue_excludes_the_blamed_node_on_a_real_slurm() {
     if cluster().is_none() {
         return;
     }
-    let conf = std::env::var("GANTRY_TEST_SLURM_CONF").unwrap_or_default();
-    let mut cfg = support::test_config(support::sqlite_url(), 16, 1.0, 200);
-    cfg.auth.anonymous_read = false;
-    cfg.source = server::config::SourceKind::Slurm;
-    cfg.slurm.conf = Some(conf.clone().into());
-    cfg.slurm.poll_interval_ms = 500;
+    let (conf, cfg) = slurm_config();
     let r = server::serve::start(cfg).await.expect("start");
     support::wait_ready(&r).await;
     add_users(&r.store).await;
@@ -285,6 +280,18 @@ async fn a_requeue_excludes_the_blamed_node_on_a_real_slurm() {
     r.stop().await.expect("stop");
 }
 
+/// The test cluster's `slurm.conf`, and a Gantry configuration polling it every 500 ms
+/// with sign-in required.
+fn slurm_config() -> (String, server::config::Config) {
+    let conf = std::env::var("GANTRY_TEST_SLURM_CONF").unwrap_or_default();
+    let mut cfg = crate::support::test_config(crate::support::sqlite_url(), 16, 1.0, 200);
+    cfg.auth.anonymous_read = false;
+    cfg.source = server::config::SourceKind::Slurm;
+    cfg.slurm.conf = Some(conf.clone().into());
+    cfg.slurm.poll_interval_ms = 500;
+    (conf, cfg)
+}
+
 fn scontrol_show(conf: &str, what: &str, id: &str) -> String {
     let out = std::process::Command::new("scontrol")
         .args(["show", what, id])
@@ -304,12 +311,7 @@ async fn operators_act_on_a_real_slurm_through_gantry() {
     if cluster().is_none() {
         return;
     }
-    let conf = std::env::var("GANTRY_TEST_SLURM_CONF").unwrap_or_default();
-    let mut cfg = support::test_config(support::sqlite_url(), 16, 1.0, 200);
-    cfg.auth.anonymous_read = false;
-    cfg.source = server::config::SourceKind::Slurm;
-    cfg.slurm.conf = Some(conf.clone().into());
-    cfg.slurm.poll_interval_ms = 500;
+    let (conf, mut cfg) = slurm_config();
     // A layout for some nodes: the rest show up in an "unplaced" rack, not hidden.
     let layout = std::env::temp_dir().join(format!("gantry-layout-{}.toml", std::process::id()));
     std::fs::write(
