@@ -274,6 +274,7 @@ mod tests {
             placement: None,
             shelves: None,
             fabric: None,
+            incident: None,
         }
     }
 

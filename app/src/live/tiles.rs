@@ -80,6 +80,24 @@ pub struct RackTile {
     /// A rack-scale rack's NVLink switch trays; `None` where the layout gives it none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fabric: Option<FabricTile>,
+    /// The worst open incident in the rack (its own, or one of its nodes'): its colour is
+    /// the tile's at least, its cause in words on the tile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incident: Option<RackIncident>,
+}
+
+/// The worst open incident of a rack, as its tile shows it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct RackIncident {
+    /// `critical`, `warning` or `info`.
+    pub severity: String,
+    /// Where and what, in words (`node gpu038: double-bit ECC errors on GPU 3`).
+    pub words: String,
+    /// The page of its place.
+    pub link: String,
+    /// Open incidents in the rack.
+    pub count: u32,
 }
 
 /// A rack-scale rack's NVLink switch trays now, as NVIDIA NMX-T reports the GPU links
@@ -249,6 +267,20 @@ impl RackTile {
     pub fn severity(&self) -> Severity {
         let over = self.load_ratio().is_some_and(|r| r > 1.0);
         let leak = self.coolant.as_ref().map(|c| c.leak);
+        let incident = self.incident.as_ref().map(|i| i.severity.as_str());
+        if over || leak == Some(LeakState::Critical) || incident == Some("critical") {
+            return Severity::Critical;
+        }
+        if incident == Some("warning") {
+            return Severity::Warning.max(self.power_severity());
+        }
+        self.power_severity()
+    }
+
+    /// Its colour without the open incidents.
+    fn power_severity(&self) -> Severity {
+        let over = self.load_ratio().is_some_and(|r| r > 1.0);
+        let leak = self.coolant.as_ref().map(|c| c.leak);
         if over || leak == Some(LeakState::Critical) {
             return Severity::Critical;
         }
@@ -274,7 +306,7 @@ impl RackTile {
 }
 
 /// The fixed severity palette of the UI.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {

@@ -62,8 +62,8 @@ fn OverviewBody(snap: LiveSnapshot) -> impl IntoView {
                 <h2 id="racks-h">"Racks"</h2>
                 <p class="legend" aria-hidden="true">
                     <span class="sev sev-ok">"ok"</span>
-                    <span class="sev sev-warning">"near limit (over 90%) or throttling"</span>
-                    <span class="sev sev-critical">"over power limit"</span>
+                    <span class="sev sev-warning">"near limit (over 90%), throttling or a warning incident"</span>
+                    <span class="sev sev-critical">"over power limit or a critical incident"</span>
                 </p>
                 <RackMap state/>
             </section>
@@ -254,6 +254,11 @@ fn RackTileAt(r: RwSignal<RackTile>) -> impl IntoView {
                 let n = r.with(|r| r.gpus_throttling);
                 (n > 0).then(|| view! { <span class="rack-throttle num">{format!("{n} throttling")}</span> })
             }}
+            {move || r.with(|r| r.incident.clone()).map(|i| view! {
+                <a class=format!("rack-incident sev-{}", i.severity) data-test="rack-incident" href=i.link.clone()>
+                    {incident_words(&i)}
+                </a>
+            })}
         </li>
     }
 }
@@ -265,6 +270,21 @@ fn sev_text(r: &RackTile) -> &'static str {
         (crate::live::Severity::Warning, Some(x)) if x > 0.9 => "near limit",
         _ => "",
     }
+}
+
+/// A rack's worst open incident in words: its severity, what and where, how many more.
+fn incident_words(i: &crate::live::RackIncident) -> String {
+    let more = i.count.saturating_sub(1);
+    format!(
+        "{} incident: {}{}",
+        i.severity,
+        i.words,
+        if more == 0 {
+            String::new()
+        } else {
+            format!(" (+{more} more)")
+        }
+    )
 }
 
 fn silent_text(silent: u32) -> Option<String> {
@@ -295,5 +315,9 @@ fn rack_label(r: &RackTile) -> String {
         silent_text(r.nodes_not_reporting)
             .map(|t| format!(", {t}"))
             .unwrap_or_default()
-    )
+    ) + &r
+        .incident
+        .as_ref()
+        .map(|i| format!("; {}", incident_words(i)))
+        .unwrap_or_default()
 }

@@ -322,6 +322,7 @@ pub fn overview(
                 placement: placement[i].take(),
                 shelves,
                 fabric: fabric[i].take(),
+                incident: None,
             }
         })
         .collect();

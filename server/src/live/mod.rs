@@ -107,6 +107,8 @@ pub struct FloorMarks {
     pub lemons: std::collections::HashSet<String>,
     pub stragglers: std::collections::HashSet<String>,
     pub hung_jobs: std::collections::HashSet<u64>,
+    /// Per rack, its worst open incident (the alert task sets them).
+    pub rack_incidents: std::collections::HashMap<String, app::live::RackIncident>,
 }
 
 impl FloorMarks {
@@ -126,6 +128,30 @@ impl FloorMarks {
             }
             n.marks = k;
         }
+        for r in &mut ov.racks {
+            r.incident = self.rack_incidents.get(&r.name).cloned();
+        }
+    }
+
+    /// Per rack, the worst of `incidents` (critical first, as grouped) and how many hit it.
+    pub fn racks_of(
+        incidents: &[app::views::Incident],
+    ) -> std::collections::HashMap<String, app::live::RackIncident> {
+        let mut out: std::collections::HashMap<String, app::live::RackIncident> =
+            std::collections::HashMap::new();
+        for i in incidents {
+            for rack in &i.racks {
+                out.entry(rack.clone())
+                    .and_modify(|r| r.count += 1)
+                    .or_insert_with(|| app::live::RackIncident {
+                        severity: i.severity.clone(),
+                        words: i.cause.summary.chars().take(120).collect(),
+                        link: i.place_link.clone(),
+                        count: 1,
+                    });
+            }
+        }
+        out
     }
 
     /// The radar's marks from open alerts: `straggler` on `job:{id}:{node}:gpu{i}` marks
@@ -352,6 +378,14 @@ impl Live {
             m.stragglers = stragglers;
             m.hung_jobs = hung_jobs;
         });
+    }
+
+    /// Per rack, its worst open incident (the alert task sets them).
+    pub fn set_rack_incidents(
+        &self,
+        racks: std::collections::HashMap<String, app::live::RackIncident>,
+    ) {
+        self.update_marks(|m| m.rack_incidents = racks);
     }
 
     fn update_marks(&self, f: impl FnOnce(&mut FloorMarks)) {

@@ -327,6 +327,7 @@ mod tests {
             placement: None,
             shelves: None,
             fabric: None,
+            incident: None,
         });
         ov.segments.push(app::live::SegmentFree {
             base: 18,

@@ -221,6 +221,28 @@ async fn no_flapping(db: String) {
         .filter_map(|a| a["rule"].as_str())
         .collect();
     assert_eq!(held, ["target_down", "target_down"], "{down:#}");
+    // The node's rack takes the incident's colour on the floor, its cause in words.
+    let mut tile = None;
+    for _ in 0..100 {
+        tile = b.live.current().and_then(|t| {
+            t.overview
+                .racks
+                .iter()
+                .find(|r| r.incident.as_ref().is_some_and(|i| i.words.contains(NODE)))
+                .cloned()
+        });
+        if tile.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let tile = tile.expect("a rack tile naming the ECC incident");
+    let inc = tile.incident.as_ref().expect("incident");
+    assert_eq!(
+        (inc.severity.as_str(), inc.link.as_str()),
+        ("critical", "/nodes/gpu003")
+    );
+    assert_eq!(tile.severity(), app::live::Severity::Critical);
     // The top bar's badge counts the critical incidents (the live overview carries it).
     let want = list.iter().filter(|i| i["severity"] == "critical").count() as u32;
     assert!(want >= 1);

@@ -193,7 +193,11 @@ pub(super) fn head_view(r: &RackTile) -> HeadView {
                     crate::model::Cooling::Liquid => "liquid",
                 }
             ),
-        },
+        } + &r
+            .incident
+            .as_ref()
+            .map(|i| format!(" · {} incident: {}", i.severity, i.words))
+            .unwrap_or_default(),
         not_reporting: r.nodes_not_reporting,
         // Who runs there: when it is near its power limit, a power shelf is in trouble,
         // or its coolant leaks.

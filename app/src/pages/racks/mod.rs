@@ -292,6 +292,7 @@ mod fixtures {
             placement: None,
             shelves: None,
             fabric: None,
+            incident: None,
         }
     }
 }
@@ -300,6 +301,40 @@ mod fixtures {
 mod tests {
     use super::fixtures::n;
     use super::*;
+
+    /// A rack's open incident colours its head at least as bad as the incident, and says
+    /// what and where in its words; without one the rack keeps its power colour.
+    #[test]
+    fn a_rack_takes_the_colour_of_its_worst_incident() {
+        let mut r = super::fixtures::rack("B02");
+        r.power_watts = Some(5_000.0);
+        assert_eq!(r.severity(), crate::live::Severity::Ok);
+        r.incident = Some(crate::live::RackIncident {
+            severity: "critical".into(),
+            words: "gpu038: double-bit ECC errors on GPU 3".into(),
+            link: "/nodes/gpu038".into(),
+            count: 2,
+        });
+        assert_eq!(r.severity(), crate::live::Severity::Critical);
+        let head = floor::head_view(&r);
+        assert_eq!(head.severity, "critical");
+        assert!(
+            head.inlet
+                .ends_with(" · critical incident: gpu038: double-bit ECC errors on GPU 3"),
+            "{}",
+            head.inlet
+        );
+        // A warning incident on a rack over its limit: still critical (the worse).
+        let mut over = super::fixtures::rack("B03");
+        over.power_watts = Some(21_000.0);
+        over.incident = Some(crate::live::RackIncident {
+            severity: "warning".into(),
+            ..Default::default()
+        });
+        assert_eq!(over.severity(), crate::live::Severity::Critical);
+        over.power_watts = Some(1_000.0);
+        assert_eq!(over.severity(), crate::live::Severity::Warning);
+    }
 
     #[test]
     fn buckets_follow_the_legend() {
