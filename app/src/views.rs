@@ -19,6 +19,11 @@ pub struct NodeRow {
     pub gpus_total: Option<u32>,
     pub gpus_used: Option<u32>,
     pub jobs: Vec<u64>,
+    /// Open incidents that hit it, and the worst one's severity.
+    #[serde(default)]
+    pub incidents: u32,
+    #[serde(default)]
+    pub worst_incident: Option<String>,
 }
 
 /// A pending or running job.

@@ -230,7 +230,7 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
                         .filter(|i| i.severity == "critical")
                         .count() as u32,
                 );
-                live.set_rack_incidents(crate::live::FloorMarks::racks_of(&incidents));
+                live.set_incident_marks(&incidents);
                 remedy.tick(&incidents, facts.nodes, facts.inventory).await;
                 if notifier.is_some() {
                     let cluster = ov.cluster.clone();

@@ -109,6 +109,8 @@ pub struct FloorMarks {
     pub hung_jobs: std::collections::HashSet<u64>,
     /// Per rack, its worst open incident (the alert task sets them).
     pub rack_incidents: std::collections::HashMap<String, app::live::RackIncident>,
+    /// Per node, the worst open incident's severity and how many hit it.
+    pub node_incidents: std::collections::HashMap<String, (String, u32)>,
 }
 
 impl FloorMarks {
@@ -131,6 +133,22 @@ impl FloorMarks {
         for r in &mut ov.racks {
             r.incident = self.rack_incidents.get(&r.name).cloned();
         }
+    }
+
+    /// Per node, the worst of `incidents` (critical first, as grouped) and how many hit it.
+    pub fn nodes_of(
+        incidents: &[app::views::Incident],
+    ) -> std::collections::HashMap<String, (String, u32)> {
+        let mut out: std::collections::HashMap<String, (String, u32)> =
+            std::collections::HashMap::new();
+        for i in incidents {
+            for n in &i.nodes {
+                out.entry(n.clone())
+                    .and_modify(|e| e.1 += 1)
+                    .or_insert_with(|| (i.severity.clone(), 1));
+            }
+        }
+        out
     }
 
     /// Per rack, the worst of `incidents` (critical first, as grouped) and how many hit it.
@@ -380,12 +398,14 @@ impl Live {
         });
     }
 
-    /// Per rack, its worst open incident (the alert task sets them).
-    pub fn set_rack_incidents(
-        &self,
-        racks: std::collections::HashMap<String, app::live::RackIncident>,
-    ) {
-        self.update_marks(|m| m.rack_incidents = racks);
+    /// Per rack and node, the worst open incident (the alert task sets them).
+    pub fn set_incident_marks(&self, incidents: &[app::views::Incident]) {
+        let racks = FloorMarks::racks_of(incidents);
+        let nodes = FloorMarks::nodes_of(incidents);
+        self.update_marks(|m| {
+            m.rack_incidents = racks;
+            m.node_incidents = nodes;
+        });
     }
 
     fn update_marks(&self, f: impl FnOnce(&mut FloorMarks)) {

@@ -8,8 +8,15 @@ use crate::clock::wall_now_ms;
 use crate::live::Live;
 use crate::store::Store;
 
-fn node_row(n: &crate::scheduler::SchedNode, rack: String, jobs: Vec<u64>) -> app::views::NodeRow {
+fn node_row(
+    n: &crate::scheduler::SchedNode,
+    rack: String,
+    jobs: Vec<u64>,
+    incidents: Option<&(String, u32)>,
+) -> app::views::NodeRow {
     app::views::NodeRow {
+        incidents: incidents.map_or(0, |i| i.1),
+        worst_incident: incidents.map(|i| i.0.clone()),
         name: n.name.clone(),
         rack,
         state: n.state,
@@ -39,11 +46,17 @@ fn job_row(j: &crate::scheduler::SchedJob) -> app::views::JobRow {
 pub(super) fn nodes_view(live: &Live) -> Option<NodesView> {
     let s = live.sched()?;
     let inv = live.inventory();
-    let rack_of = |n: &str| {
-        inv.as_ref()
-            .and_then(|i| i.nodes.iter().find(|x| x.name == n).map(|x| x.rack.clone()))
-            .unwrap_or_default()
-    };
+    let racks: std::collections::HashMap<&str, &str> = inv
+        .as_ref()
+        .map(|i| {
+            i.nodes
+                .iter()
+                .map(|x| (x.name.as_str(), x.rack.as_str()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let rack_of = |n: &str| racks.get(n).map(|r| r.to_string()).unwrap_or_default();
+    let marks = live.floor_marks();
     let mut jobs_on: std::collections::HashMap<&str, Vec<u64>> = Default::default();
     for j in s
         .jobs
@@ -75,6 +88,7 @@ pub(super) fn nodes_view(live: &Live) -> Option<NodesView> {
                     n,
                     rack_of(&n.name),
                     jobs_on.get(n.name.as_str()).cloned().unwrap_or_default(),
+                    marks.node_incidents.get(&n.name),
                 )
             })
             .collect(),
@@ -114,6 +128,7 @@ pub(super) async fn node_detail(
                 n,
                 tile.as_ref().map(|t| t.rack.clone()).unwrap_or_default(),
                 running.iter().map(|j| j.job.id).collect(),
+                live.floor_marks().node_incidents.get(name),
             )
         });
     if tile.is_none() && slurm.is_none() {

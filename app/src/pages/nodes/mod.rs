@@ -5,11 +5,15 @@
 
 use leptos::prelude::*;
 use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
 
 use crate::actions::{ActionKind, ActionStatus, ActionTargets, Me, Preview};
 use crate::model::NodeState;
 use crate::units;
-use crate::views::{JobRow, NodeRow, NodesView};
+use crate::views::{JobRow, NodesView};
+
+mod order;
+use order::{arrange, nodes_href, Sort};
 
 /// Nodes and jobs as of the last scheduler poll, and who is asking.
 #[server(endpoint = "nodes_view")]
@@ -189,22 +193,23 @@ pub fn NodesPage() -> impl IntoView {
 #[component]
 fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
     let pending: RwSignal<Option<Pending>> = RwSignal::new(None);
-    let filter = RwSignal::new(String::new());
+    // The filter and the order live in the URL: a link or a reload shows the same rows.
+    let q = use_query_map();
+    let filter = move || q.with(|q| q.get("filter").unwrap_or_default());
+    let sort = move || q.with(|q| Sort::parse(q.get("sort").as_deref()));
+    let navigate = leptos_router::hooks::use_navigate();
     let me = move || state.with(|v| v.me.clone());
     let rows = move || {
-        let f = filter.get().to_ascii_lowercase();
-        state.with(|v| {
-            v.nodes
-                .iter()
-                .filter(|n| {
-                    f.is_empty()
-                        || n.name.to_ascii_lowercase().contains(&f)
-                        || n.state.label().contains(&f)
-                        || n.rack.to_ascii_lowercase().contains(&f)
-                })
-                .cloned()
-                .collect::<Vec<NodeRow>>()
-        })
+        let (f, s) = (filter(), sort());
+        state.with(|v| arrange(&v.nodes, &f, s))
+    };
+    let header = move |label: &'static str, by: Sort, class: &'static str| {
+        view! {
+            <th scope="col" class=class
+                aria-sort=move || if sort() == by { "ascending" } else { "none" }>
+                <a href=move || nodes_href(&filter(), by) data-test="sort-nodes" data-sort=by.word()>{label}</a>
+            </th>
+        }
     };
     let racks = move || state.with(|v| v.racks.clone());
     let rack_pick = RwSignal::new(String::new());
@@ -213,12 +218,20 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
             <h1>"Nodes"</h1>
             <PollStatus state stale/>
         </div>
-        <div class="toolbar">
+        <form class="toolbar" method="get" action="/nodes">
             <label for="node-filter">"Filter"</label>
-            <input id="node-filter" type="search" placeholder="name, state or rack"
-                prop:value=move || filter.get()
-                on:input=move |ev| filter.set(event_target_value(&ev))/>
-            <span class="spacer"></span>
+            <input id="node-filter" name="filter" type="search" placeholder="name, state or rack"
+                prop:value=filter
+                on:input=move |ev| {
+                    let href = nodes_href(&event_target_value(&ev), sort());
+                    navigate(&href, leptos_router::NavigateOptions { replace: true, scroll: false, ..Default::default() });
+                }/>
+            <input type="hidden" name="sort" value=move || sort().word()/>
+            <a href=move || nodes_href(&filter(), Sort::Problems) data-test="problems-first"
+                aria-current=move || (sort() == Sort::Problems).then_some("true")>"Problems first"</a>
+            <noscript><button type="submit">"Filter"</button></noscript>
+        </form>
+        <div class="toolbar">
             <label for="rack-pick">"Rack"</label>
             <select id="rack-pick" on:change=move |ev| rack_pick.set(event_target_value(&ev))>
                 <option value="">"choose…"</option>
@@ -248,8 +261,9 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
         <table class="grid" class:stale=move || stale.get() data-test="nodes-table">
             <caption class="sr-only">"Nodes, their scheduler state and jobs"</caption>
             <thead><tr>
-                <th scope="col">"Node"</th><th scope="col">"Rack"</th><th scope="col">"State"</th>
-                <th scope="col">"Reason"</th><th scope="col" class="num">"GPUs used"</th>
+                {header("Node", Sort::Name, "")}{header("Rack", Sort::Rack, "")}{header("State", Sort::State, "")}
+                <th scope="col">"Reason"</th>{header("GPUs used", Sort::Gpus, "num")}
+                {header("Incidents", Sort::Problems, "")}
                 <th scope="col">"Jobs"</th><th scope="col">"Actions"</th>
             </tr></thead>
             <tbody>
@@ -271,6 +285,9 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                                 <td><span class=format!("badge {}", state_class(n.state)) title=n.raw_state.clone()>{n.state.label()}</span></td>
                                 <td class="reason" data-test="node-reason">{n.reason.clone().unwrap_or_default()}</td>
                                 <td class="num">{gpus}</td>
+                                <td data-test="node-incidents">{n.worst_incident.clone().map(|w| view! {
+                                    <a class=format!("badge sev-{w}") href="/alerts">{format!("{} {w}", n.incidents)}</a>
+                                })}</td>
                                 <td>{n.jobs.iter().map(|j| view! { <a href=format!("/jobs/{j}")>{j.to_string()}</a>" " }).collect_view()}</td>
                                 <td>
                                     <button type="button" data-test="node-action"
