@@ -59,6 +59,13 @@ pub trait Backend: Send + Sync + 'static {
     ) -> BackendFuture<'a, (Vec<crate::model::Job>, u64)>;
     /// Firing alerts first, then recent ones.
     fn alerts(&self, limit: u32) -> BackendFuture<'_, Vec<AlertItem>>;
+    /// Incident `id` and its timeline (`me` decides whether audited actions are in it);
+    /// `None` when there is no such alert.
+    fn incident<'a>(
+        &'a self,
+        me: &'a Me,
+        id: i64,
+    ) -> BackendFuture<'a, Option<crate::views::IncidentDetail>>;
     /// Open incidents: open alerts grouped by cause, critical first.
     fn incidents(&self) -> BackendFuture<'_, Vec<crate::views::Incident>>;
     /// Alerts firing and not silenced.

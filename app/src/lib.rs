@@ -109,6 +109,7 @@ pub fn App() -> impl IntoView {
                     <Route path=(StaticSegment("jobs"), ParamSegment("id")) view=pages::job::JobPage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("audit") view=|| view! { <RequireRole need=Need::Act><pages::audit::AuditPage/></RequireRole> } ssr=SsrMode::Async/>
                     <Route path=StaticSegment("alerts") view=pages::alerts::AlertsPage ssr=SsrMode::Async/>
+                    <Route path=(StaticSegment("incidents"), ParamSegment("id")) view=pages::incident::IncidentPage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("remediation") view=|| view! { <RequireRole need=Need::Act><pages::remediation::RemediationPage/></RequireRole> } ssr=SsrMode::Async/>
                     <Route path=StaticSegment("timeline") view=pages::timeline::TimelinePage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("reports") view=|| view! { <RequireRole need=Need::Report><pages::reports::ReportsPage/></RequireRole> } ssr=SsrMode::Async/>

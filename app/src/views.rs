@@ -182,6 +182,32 @@ pub struct IncidentsView {
     pub incidents: Vec<Incident>,
 }
 
+/// `GET /api/incidents/{id}`: one incident and its timeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct IncidentDetail {
+    /// Its cause's alert id.
+    pub id: i64,
+    /// The incident as grouped now, while it is open; `None` once it closed.
+    pub open: Option<Incident>,
+    /// Its cause's alert (resolved once it closed).
+    pub cause: AlertItem,
+    /// What happened, oldest first: firings, acknowledgements, what policies decided,
+    /// actions taken on it (operators and admins see those), its resolution.
+    pub timeline: Vec<TimelineEntry>,
+}
+
+/// One moment of an incident.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct TimelineEntry {
+    pub at_ms: UnixMs,
+    /// What happened, in words.
+    pub what: String,
+    /// Where to read more, if anywhere.
+    pub link: Option<String>,
+}
+
 /// The alerts page's data.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]

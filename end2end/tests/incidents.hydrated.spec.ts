@@ -1,6 +1,7 @@
 // Incidents in the browser: `/` leads with what needs action and `/alerts` with the
 // incidents, critical first, each naming its place with a link and what to do, as
 // /api/incidents says; the badge counts the critical ones.
+import { audit } from "./a11y";
 import { expect, test } from "./fixtures";
 
 const rank = (s: string | null) => (s === "critical" ? 0 : s === "warning" ? 1 : 2);
@@ -61,4 +62,25 @@ test("/alerts leads with the incidents, critical first, their alerts folded unde
     await expect(badge).toHaveClass(/\bcritical\b/, { timeout: 10_000 });
     await expect(badge).toContainText("critical");
   }
+});
+
+test("an incident's timeline opens from /alerts, tells its story in order, and passes axe", async ({ page, request }) => {
+  const api = await (await request.get("/api/incidents")).json();
+  expect(api.incidents.length).toBeGreaterThan(0);
+  const id = api.incidents[0].id;
+  await page.goto("/alerts");
+  await page.locator(`[data-test="incident"][data-id="${id}"] [data-test="incident-timeline"]`).click();
+  await expect(page).toHaveURL(new RegExp(`/incidents/${id}$`));
+  await expect(page.getByRole("heading", { name: `Incident ${id}`, level: 1 })).toBeVisible();
+  await expect(page.locator('[data-test="incident-state"]')).toHaveAttribute("data-state", "open");
+  const story = await (await request.get(`/api/incidents/${id}`)).json();
+  const entries = page.locator('[data-test="timeline-entry"]');
+  await expect(entries).toHaveCount(story.timeline.length);
+  await expect(entries.first()).toContainText("cause fired");
+  const times: number[] = story.timeline.map((e: { at_ms: number }) => e.at_ms);
+  expect(times.every((t, i) => i === 0 || times[i - 1] <= t)).toBe(true);
+  expect(await audit(page, `/incidents/${id}`)).toEqual([]);
+  // An id no alert has: a page that says so.
+  await page.goto("/incidents/999999999");
+  await expect(page.getByRole("heading", { name: "No such incident" })).toBeVisible();
 });

@@ -299,6 +299,7 @@ fn IncidentRow(i: Incident, can: bool, pending: RwSignal<Option<Pending>>) -> im
                 <a href=i.place_link.clone()>{i.place.clone()}</a>": "{i.cause.summary.clone()}
                 <span class="muted">{format!(" · since {}", units::utc(i.started_ms))}</span>
                 {acked.map(|u| view! { <span class="muted">{format!(" · acknowledged by {u}")}</span> })}
+                " · "<a href=format!("/incidents/{}", i.id) data-test="incident-timeline">"timeline"</a>
             </p>
             <p class="incident-action" data-test="incident-action">{i.action.clone()}
                 {fix.map(|p| view! {

@@ -5,6 +5,7 @@ pub mod admin;
 pub mod alerts;
 pub mod audit;
 pub mod history;
+pub mod incident;
 pub mod job;
 pub mod login;
 pub mod node;

@@ -10,6 +10,7 @@
 //! acknowledge (with a note) and silence until a time.
 //!
 //! `incidents.rs` groups the open alerts into incidents, one per failure, along the tree;
+//! `timeline.rs` tells one incident's story from what the store kept;
 //! `alertmanager.rs` sends them to the site's Alertmanager.
 //! `remediation/` runs the policies on the incidents (observe, recommend, execute within
 //! limits). `rules/` holds the rules and their state (pure), `task.rs` the task,
@@ -21,6 +22,7 @@ mod lifecycle;
 pub mod remediation;
 mod rules;
 mod task;
+pub mod timeline;
 mod webhook;
 
 pub use lifecycle::{Lifecycle, Step};

@@ -491,6 +491,7 @@ pub const READ_ONLY_POSTS: &[&str] = &[
     "/api/job_history",
     "/api/alert_count",
     "/api/incidents_view",
+    "/api/incident_detail",
 ];
 
 /// The access rule of `method path`. Default-deny: anything not a GET, HEAD or a listed

@@ -604,6 +604,20 @@ impl Store {
 
     /// Audit rows matching `f`, newest first. Filters match exactly (user, action) or as a
     /// substring (target).
+    /// Audit rows about incident `id`: actions whose reason names it (`incident N: …`, as
+    /// the remedies and policies write it) and mutes of its cause's alert; oldest first.
+    pub async fn audit_of_incident(&self, id: i64) -> Result<Vec<AuditEntry>> {
+        let rows = sqlx::query(
+            "SELECT id, at_ms, user_name, role, action, target, detail, status, result, finished_ms \
+             FROM audit WHERE detail LIKE $1 OR target LIKE $2 ORDER BY id LIMIT 500",
+        )
+        .bind(format!("%incident {id}:%"))
+        .bind(format!("alert {id}:%"))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(audit_row).collect()
+    }
+
     pub async fn audit(&self, f: &AuditFilter) -> Result<Vec<AuditEntry>> {
         let limit = f.limit.unwrap_or(500).clamp(1, AUDIT_MAX_ROWS);
         let rows = sqlx::query(
@@ -624,23 +638,23 @@ impl Store {
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(AuditEntry {
-                    id: r.try_get("id")?,
-                    at_ms: r.try_get("at_ms")?,
-                    user: r.try_get("user_name")?,
-                    role: r.try_get("role")?,
-                    action: r.try_get("action")?,
-                    target: r.try_get("target")?,
-                    detail: r.try_get("detail")?,
-                    status: r.try_get("status")?,
-                    result: r.try_get("result")?,
-                    finished_ms: r.try_get("finished_ms")?,
-                })
-            })
-            .collect()
+        rows.iter().map(audit_row).collect()
     }
+}
+
+fn audit_row(r: &sqlx::any::AnyRow) -> Result<AuditEntry> {
+    Ok(AuditEntry {
+        id: r.try_get("id")?,
+        at_ms: r.try_get("at_ms")?,
+        user: r.try_get("user_name")?,
+        role: r.try_get("role")?,
+        action: r.try_get("action")?,
+        target: r.try_get("target")?,
+        detail: r.try_get("detail")?,
+        status: r.try_get("status")?,
+        result: r.try_get("result")?,
+        finished_ms: r.try_get("finished_ms")?,
+    })
 }
 
 /// What a change of a user did.

@@ -17,6 +17,7 @@ pub(super) fn routes() -> Routes {
     vec![
         ("/api/alerts", get(alerts_list)),
         ("/api/incidents", get(incidents_list)),
+        ("/api/incidents/{id}", get(incident_get)),
         ("/api/alerts/{id}/ack", post(alert_ack)),
         ("/api/alerts/{id}/silence", post(alert_silence)),
         ("/api/alerts/{id}/unsilence", post(alert_unsilence)),
@@ -84,6 +85,25 @@ async fn incidents_list(State(st): State<AppState>) -> Result<Response, ApiError
         .await
         .map_err(ApiError::Storage)?;
     Ok(Json(app::views::IncidentsView { incidents }).into_response())
+}
+
+/// One incident (by its cause's alert id) and its timeline: firings, acknowledgements,
+/// policies' decisions, its resolution, and for operators and admins the audited actions
+/// that name it. 404 when there is no such alert.
+#[utoipa::path(get, path = "/api/incidents/{id}", tag = "alerts",
+    params(("id" = i64, Path, description = "the incident (its cause's alert id)")),
+    responses((status = 200, description = "the incident and its timeline", body = app::views::IncidentDetail)))]
+async fn incident_get(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(id): Path<i64>,
+) -> Result<Response, ApiError> {
+    let with_audit = c.role.is_some_and(app::actions::Role::can_act);
+    let d = crate::alerts::timeline::detail(&st.store, &st.live, id, with_audit)
+        .await
+        .map_err(ApiError::Storage)?
+        .ok_or(ApiError::NotFound)?;
+    Ok(Json(d).into_response())
 }
 
 /// What an operator does to an alert without touching the cluster: each is audited.

@@ -260,6 +260,21 @@ impl Backend for LiveBackend {
         })
     }
 
+    fn incident<'a>(
+        &'a self,
+        me: &'a app::actions::Me,
+        id: i64,
+    ) -> app::backend::BackendFuture<'a, Option<app::views::IncidentDetail>> {
+        Box::pin(async move {
+            crate::alerts::timeline::detail(&self.store, &self.live, id, me.can_act())
+                .await
+                .map_err(|e| {
+                    tracing::error!(error = %e, "incident read failed");
+                    "storage unavailable".to_string()
+                })
+        })
+    }
+
     fn alerts_firing(&self) -> u32 {
         self.live.alerts_firing()
     }

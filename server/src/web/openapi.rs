@@ -49,6 +49,7 @@ use app::actions::Role;
         super::actions::audit,
         super::alerts::alerts_list,
         super::alerts::incidents_list,
+        super::alerts::incident_get,
         super::alerts::alert_ack,
         super::alerts::alert_silence,
         super::alerts::alert_unsilence,

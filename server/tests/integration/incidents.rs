@@ -317,6 +317,31 @@ async fn no_flapping(db: String) {
     })
     .await;
     assert_eq!(resolved.id, fired.id);
+    // Its page tells the story: closed, fired then resolved, in order.
+    let story = support::get(b.addr, &format!("/api/incidents/{}", fired.id))
+        .await
+        .json();
+    assert!(story["open"].is_null(), "{story:#}");
+    let what: Vec<&str> = story["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter_map(|e| e["what"].as_str())
+        .collect();
+    assert!(
+        what.first()
+            .is_some_and(|w| w.starts_with("cause fired (critical, ecc_double_bit")),
+        "{what:?}"
+    );
+    assert!(
+        what.last()
+            .is_some_and(|w| w.ends_with("resolved: the incident closed")),
+        "{what:?}"
+    );
+    assert_eq!(
+        support::get(b.addr, "/api/incidents/999999").await.status,
+        404
+    );
     // ...and back within the hold: the same alert again, one flap.
     knobs.ecc.store(true, Ordering::SeqCst);
     let again = until("the ECC alert reopened", 30, || async {

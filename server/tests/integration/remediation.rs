@@ -157,6 +157,51 @@ async fn policies(db: String) {
         node_state(&b, NODE),
         Some(app::model::NodeState::Drained | app::model::NodeState::Draining)
     ));
+    // The incident's timeline: what the policy decided, and (for operators) the drain
+    // that names it in the audit log; a viewer sees the decisions, not the audit log.
+    let id = done["incident"].as_i64().expect("incident id");
+    let story = |cookie: String| async move {
+        let r = support::get_with(
+            b.addr,
+            &format!("/api/incidents/{id}"),
+            &[("Cookie", &cookie)],
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()["timeline"]
+            .as_array()
+            .expect("timeline")
+            .iter()
+            .filter_map(|e| e["what"].as_str().map(String::from))
+            .collect::<Vec<String>>()
+    };
+    let seen = story(op.clone()).await;
+    assert!(
+        seen.iter()
+            .any(|w| w.starts_with("policy (execute mode) held")),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|w| w.starts_with("policy (execute mode) executed")),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|w| w.starts_with("gantry (operator) drain ")),
+        "{seen:?}"
+    );
+    let viewer = support::login(b.addr, "viewer1").await;
+    let seen = story(viewer).await;
+    assert!(
+        seen.iter()
+            .any(|w| w.starts_with("policy (execute mode) executed")),
+        "{seen:?}"
+    );
+    assert!(
+        !seen.iter().any(|w| w.starts_with("gantry (operator)")),
+        "{seen:?}"
+    );
 
     // A storm: three more nodes within the window. The fleet (16 nodes, 5%) may lose one:
     // the breaker trips and none of them is drained.
