@@ -119,6 +119,17 @@ impl Actions {
             ActionKind::RequeueHold => self.sched.requeue(job_id, true, &all).await,
         };
         if let Err(e) = called {
+            // A requeue with exclusions is three calls: say what did land.
+            if !exclude.is_empty() {
+                if let Ok(Some(c)) = self.current(kind, target).await {
+                    if c.restarts > restarts_before {
+                        return (
+                            "failed",
+                            format!("requeued ({}), but the exclusion was not set: {e}", c.state),
+                        );
+                    }
+                }
+            }
             return ("failed", e.to_string());
         }
         let deadline = tokio::time::Instant::now() + self.verify_within;
