@@ -153,10 +153,20 @@ async fn policies(db: String) {
     };
     let audit = support::policy_audit_until(&b.store, verified).await;
     assert!(verified(&audit), "{audit:?}");
-    assert!(matches!(
-        node_state(&b, NODE),
-        Some(app::model::NodeState::Drained | app::model::NodeState::Draining)
-    ));
+    // The live view shows it at its next scheduler poll (the audit row read Slurm itself).
+    let drained = || {
+        matches!(
+            node_state(&b, NODE),
+            Some(app::model::NodeState::Drained | app::model::NodeState::Draining)
+        )
+    };
+    for _ in 0..50 {
+        if drained() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(drained(), "{:?}", node_state(&b, NODE));
     // The incident's timeline: what the policy decided, and (for operators) the drain
     // that names it in the audit log; a viewer sees the decisions, not the audit log.
     let id = done["incident"].as_i64().expect("incident id");
@@ -221,7 +231,12 @@ async fn policies(db: String) {
         );
     }
     let v = remediation(b.addr, &op).await;
-    assert_eq!(v["breakers"][0]["domain"], "fleet", "{v:#}");
+    assert!(
+        v["breakers"]
+            .as_array()
+            .is_some_and(|b| b.iter().any(|b| b["domain"] == "fleet")),
+        "{v:#}"
+    );
     assert_eq!(v["executed_last_hour"], 1);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     for n in storm {
