@@ -582,3 +582,48 @@ pub async fn change(
     done?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    /// `[remediation]`: rules replace the defaults; a cause Gantry has no rule for, an action
+    /// other than `drain`, a second rule for one cause, a mode it does not know and a share
+    /// out of (0, 1] are refused, each naming its field.
+    #[test]
+    fn remediation_rules_and_limits_are_checked() {
+        let dir = std::env::temp_dir().join(format!("gantry-cfg-rem-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let f = dir.join("gantry.toml");
+        let load = |text: &str| {
+            std::fs::write(&f, text).expect("write");
+            crate::config::Config::load(Some(&f), Vec::<(String, String)>::new())
+        };
+        let c = load(
+            "[remediation]\ncooldown_seconds = 600\n[[remediation.rules]]\ncause = \"xid\"\nmode = \"execute\"\n",
+        )
+        .expect("valid");
+        assert_eq!(c.remediation.cooldown_seconds, 600);
+        assert_eq!(c.remediation.rules.len(), 1);
+        assert_eq!(c.remediation.rules[0].action, "drain");
+        assert_eq!(c.remediation.max_actions_per_hour, 3);
+        assert_eq!(crate::config::Config::default().remediation.rules.len(), 4);
+        for (text, field) in [
+            ("[[remediation.rules]]\ncause = \"no_such\"\nmode = \"observe\"\n", "remediation.rules.cause"),
+            ("[[remediation.rules]]\ncause = \"xid\"\naction = \"reboot\"\nmode = \"observe\"\n", "remediation.rules.action"),
+            ("[[remediation.rules]]\ncause = \"xid\"\nmode = \"observe\"\n[[remediation.rules]]\ncause = \"xid\"\nmode = \"execute\"\n", "remediation.rules.cause"),
+            ("[[remediation.rules]]\ncause = \"xid\"\nmode = \"always\"\n", "mode"),
+            ("[remediation]\nbreaker_fleet_share = 0\n", "remediation.breaker_fleet_share"),
+            ("[remediation]\nbreaker_domain_share = 1.5\n", "remediation.breaker_domain_share"),
+            ("[remediation]\nbreaker_window_minutes = 0\n", "remediation.breaker_window_minutes"),
+        ] {
+            let e = load(text).expect_err(text);
+            assert!(e.to_string().contains(field), "{text}: {e}");
+        }
+        // `alerts.auto_drain` runs the recommend rules in execute.
+        let c = load("[alerts]\nauto_drain = true\n").expect("valid");
+        let p = super::Policies::new(&c.remediation, c.alerts.auto_drain);
+        assert!(p
+            .rules
+            .iter()
+            .all(|r| r.mode == app::remediation::Mode::Execute));
+    }
+}
