@@ -183,11 +183,7 @@ fn AlertsBody(
 /// The action an incident offers, with the reason it starts with: drain the node with bad
 /// hardware (or a straggler's), drain a leaking rack, requeue a hung job.
 pub(crate) fn remedy(i: &Incident) -> Option<Pending> {
-    let reason: String = format!("incident {}: {}", i.id, i.cause.summary)
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(900)
-        .collect();
+    let reason = remedy_reason(i);
     let rule = i.cause.rule.as_str();
     let node = |n: &str| Pending {
         kind: ActionKind::Drain,
@@ -230,6 +226,16 @@ pub(crate) fn remedy(i: &Incident) -> Option<Pending> {
     }
 }
 
+/// A remedy's reason, filled in from its incident (what a person may type: no control
+/// characters, at most 900).
+fn remedy_reason(i: &Incident) -> String {
+    format!("incident {}: {}", i.id, i.cause.summary)
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(900)
+        .collect()
+}
+
 /// A remedy's button: opens its preview (operators; others see it disabled).
 #[component]
 fn RemedyButton(
@@ -261,11 +267,7 @@ pub(crate) fn requeue_remedy(i: &Incident) -> Option<Pending> {
         return None;
     }
     let ids: Vec<u64> = i.jobs.iter().map(|j| j.id).collect();
-    let reason: String = format!("incident {}: {}", i.id, i.cause.summary)
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(900)
-        .collect();
+    let reason = remedy_reason(i);
     Some(Pending {
         kind: ActionKind::Requeue,
         label: format!(

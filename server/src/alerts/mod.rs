@@ -28,4 +28,13 @@ mod webhook;
 pub use lifecycle::{Lifecycle, Step};
 pub use rules::{evaluate, has_data, radar, AlertConfig, Condition, Facts, RuleState};
 pub use task::{is_rule, run, AlertTask};
+
+/// A person's note on an alert or a policy change, from the API or a page: at most 1000
+/// characters, no control characters.
+pub fn check_note(note: &str) -> Result<(), &'static str> {
+    if note.chars().count() > 1000 || note.chars().any(char::is_control) {
+        return Err("note: at most 1000 characters, no control characters");
+    }
+    Ok(())
+}
 pub use webhook::WebhookFormat;

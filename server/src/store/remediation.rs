@@ -101,21 +101,35 @@ impl Store {
 
     /// Decisions on these incidents, newest first.
     pub async fn decisions_on(&self, incidents: &[i64]) -> Result<Vec<RemedyDecision>> {
-        if incidents.is_empty() {
-            return Ok(Vec::new());
+        let mut out = Vec::new();
+        for chunk in incidents.chunks(500) {
+            // Incident ids are integers, written into the SQL as such.
+            let list = chunk
+                .iter()
+                .map(i64::to_string)
+                .collect::<Vec<_>>()
+                .join(",");
+            let q =
+                format!("SELECT {COLS} FROM remediation_decisions WHERE incident_id IN ({list})");
+            for r in sqlx::query(&q).fetch_all(&self.pool).await?.iter() {
+                out.push(decision(r)?);
+            }
         }
-        let list = incidents
-            .iter()
-            .map(i64::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
-        // Whole numbers only: formatted here, never text from outside.
-        let q = format!(
-            "SELECT {COLS} FROM remediation_decisions WHERE incident_id IN ({list}) \
-             ORDER BY at_ms DESC, id DESC"
-        );
-        let rows = sqlx::query(&q).fetch_all(&self.pool).await?;
-        rows.iter().map(decision).collect()
+        out.sort_by_key(|d| std::cmp::Reverse((d.at_ms, d.id)));
+        Ok(out)
+    }
+
+    /// Decisions with `outcome` since `since_ms`.
+    pub async fn decisions_counted(&self, since_ms: UnixMs, outcome: &str) -> Result<u32> {
+        let n: i64 = sqlx::query(
+            "SELECT COUNT(*) FROM remediation_decisions WHERE at_ms >= $1 AND outcome = $2",
+        )
+        .bind(since_ms)
+        .bind(outcome)
+        .fetch_one(&self.pool)
+        .await?
+        .try_get(0)?;
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
     /// Decisions since `since_ms`, for the policy task's memory.

@@ -24,14 +24,7 @@ pub(super) fn routes() -> Routes {
     ]
 }
 
-/// An acknowledgement's note, from the API or a page: at most 1000 bytes, no control
-/// characters.
-pub(super) fn check_note(note: &str) -> Result<(), &'static str> {
-    if note.chars().count() > 1000 || note.chars().any(char::is_control) {
-        return Err("note: at most 1000 characters, no control characters");
-    }
-    Ok(())
-}
+use crate::alerts::check_note;
 
 /// When a silence of `minutes` from `now_ms` ends: from a minute to a week.
 pub(super) fn silence_until(minutes: u32, now_ms: UnixMs) -> Result<UnixMs, &'static str> {

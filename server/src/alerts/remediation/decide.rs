@@ -211,13 +211,16 @@ pub fn decide(
             count.entry(d).or_default().insert(n);
         }
     }
+    // Only a domain an execution now would add to can trip now.
+    let mut touched: BTreeSet<String> = BTreeSet::new();
     for &k in &wanting {
         let n = plan.proposals[k].node.as_str();
         for d in domains(world, n) {
-            count.entry(d).or_default().insert(n);
+            count.entry(d.clone()).or_default().insert(n);
+            touched.insert(d);
         }
     }
-    for (d, nodes) in &count {
+    for (d, nodes) in count.iter().filter(|(d, _)| touched.contains(*d)) {
         let (size, share) = if d == "fleet" {
             (world.fleet_nodes, limits.fleet_share)
         } else {
@@ -227,10 +230,7 @@ pub fn decide(
             )
         };
         let allowed = allowed(size, share);
-        let touched_now = wanting
-            .iter()
-            .any(|&k| domains(world, &plan.proposals[k].node).contains(d));
-        if touched_now && nodes.len() > allowed {
+        if nodes.len() > allowed {
             plan.trip.insert(
                 d.clone(),
                 format!(
@@ -331,29 +331,45 @@ mod tests {
         }]
     }
 
-    #[allow(clippy::too_many_arguments)] // a test's shorthand
-    fn run(
-        inc: &[Incident],
-        rules: &[Rule],
-        l: &Limits,
-        w: &World,
+    /// What holds besides the incidents and rules: nothing executed, no breaker open,
+    /// the kill switch off, 64 nodes in racks of 8, the default limits, at `NOW`.
+    struct Case {
+        limits: Limits,
+        world: World,
         kill: bool,
-        open_breakers: &BTreeSet<String>,
-        done: &[Done],
+        open: BTreeSet<String>,
+        done: Vec<Done>,
         now: UnixMs,
-    ) -> Plan {
-        decide(
-            inc,
-            rules,
-            l,
-            w,
-            &Ledger {
-                kill,
-                open_breakers,
-                done,
-                now,
-            },
-        )
+    }
+
+    impl Default for Case {
+        fn default() -> Case {
+            Case {
+                limits: limits(),
+                world: world(),
+                kill: false,
+                open: BTreeSet::new(),
+                done: Vec::new(),
+                now: NOW,
+            }
+        }
+    }
+
+    impl Case {
+        fn plan(&self, inc: &[Incident], rules: &[Rule]) -> Plan {
+            decide(
+                inc,
+                rules,
+                &self.limits,
+                &self.world,
+                &Ledger {
+                    kill: self.kill,
+                    open_breakers: &self.open,
+                    done: &self.done,
+                    now: self.now,
+                },
+            )
+        }
     }
 
     fn outcomes(p: &Plan) -> Vec<(String, Outcome)> {
@@ -380,16 +396,7 @@ mod tests {
                 mode: Mode::Recommend,
             },
         ];
-        let p = run(
-            &inc,
-            &rules,
-            &limits(),
-            &world(),
-            false,
-            &BTreeSet::new(),
-            &[],
-            NOW,
-        );
+        let p = Case::default().plan(&inc, &rules);
         assert_eq!(
             outcomes(&p),
             [
@@ -404,60 +411,34 @@ mod tests {
     #[test]
     fn the_kill_switch_and_the_cooldown_hold_an_execution() {
         let inc = [incident(1, "xid", "n01")];
-        let w = world();
-        let p = run(
-            &inc,
-            &execute("xid"),
-            &limits(),
-            &w,
-            true,
-            &BTreeSet::new(),
-            &[],
-            NOW,
+        let rules = execute("xid");
+        let killed = Case {
+            kill: true,
+            ..Case::default()
+        };
+        assert_eq!(
+            outcomes(&killed.plan(&inc, &rules))[0].1,
+            Outcome::Held(Held::KillSwitch)
         );
-        assert_eq!(outcomes(&p)[0].1, Outcome::Held(Held::KillSwitch));
-        let done = [Done {
-            at_ms: NOW - 1_000_000,
-            node: "n01".into(),
-            cause: "xid".into(),
-        }];
-        let p = run(
-            &inc,
-            &execute("xid"),
-            &limits(),
-            &w,
-            false,
-            &BTreeSet::new(),
-            &done,
-            NOW,
+        let mut c = Case {
+            done: vec![Done {
+                at_ms: NOW - 1_000_000,
+                node: "n01".into(),
+                cause: "xid".into(),
+            }],
+            ..Case::default()
+        };
+        assert_eq!(
+            outcomes(&c.plan(&inc, &rules))[0].1,
+            Outcome::Held(Held::Cooldown)
         );
-        assert_eq!(outcomes(&p)[0].1, Outcome::Held(Held::Cooldown));
-        // Past the cooldown, or for another cause, it runs.
-        let p = run(
-            &inc,
-            &execute("xid"),
-            &limits(),
-            &w,
-            false,
-            &BTreeSet::new(),
-            &done,
-            NOW + 2_600_001,
-        );
-        assert_eq!(outcomes(&p)[0].1, Outcome::Execute);
+        // Past the cooldown it runs.
+        c.now = NOW + 2_600_001;
+        assert_eq!(outcomes(&c.plan(&inc, &rules))[0].1, Outcome::Execute);
         // Out of service already: nothing proposed.
-        let mut w = world();
-        w.out_of_service.insert("n01".into());
-        let p = run(
-            &inc,
-            &execute("xid"),
-            &limits(),
-            &w,
-            false,
-            &BTreeSet::new(),
-            &[],
-            NOW,
-        );
-        assert!(p.proposals.is_empty());
+        let mut c = Case::default();
+        c.world.out_of_service.insert("n01".into());
+        assert!(c.plan(&inc, &rules).proposals.is_empty());
     }
 
     #[test]
@@ -466,16 +447,8 @@ mod tests {
         let inc: Vec<Incident> = (0..7)
             .map(|k| incident(k, "ecc_double_bit", &format!("n{:02}", k * 9)))
             .collect();
-        let p = run(
-            &inc,
-            &execute("ecc_double_bit"),
-            &limits(),
-            &world(),
-            false,
-            &BTreeSet::new(),
-            &[],
-            NOW,
-        );
+        let rules = execute("ecc_double_bit");
+        let p = Case::default().plan(&inc, &rules);
         assert!(p.trip.contains_key("fleet"), "{:?}", p.trip);
         assert!(p
             .proposals
@@ -483,56 +456,37 @@ mod tests {
             .all(|p| p.outcome == Outcome::Held(Held::Breaker)));
         // Arriving one by one: three run (the hourly limit and the share agree), the
         // fourth within the window trips the breaker rather than run.
-        let mut done: Vec<Done> = Vec::new();
-        let mut open = BTreeSet::new();
+        let mut c = Case::default();
         let mut executed = 0;
         for k in 0..7 {
-            let now = NOW + k * 10_000;
-            let p = run(
-                &inc[..=k as usize],
-                &execute("ecc_double_bit"),
-                &limits(),
-                &world(),
-                false,
-                &open,
-                &done,
-                now,
-            );
+            c.now = NOW + k * 10_000;
+            let p = c.plan(&inc[..=k as usize], &rules);
             for pr in &p.proposals {
-                if pr.outcome == Outcome::Execute && !done.iter().any(|d| d.node == pr.node) {
-                    done.push(Done {
-                        at_ms: now,
+                if pr.outcome == Outcome::Execute && !c.done.iter().any(|d| d.node == pr.node) {
+                    c.done.push(Done {
+                        at_ms: c.now,
                         node: pr.node.clone(),
                         cause: pr.cause.clone(),
                     });
                     executed += 1;
                 }
             }
-            open.extend(p.trip.keys().cloned());
+            c.open.extend(p.trip.keys().cloned());
         }
         assert_eq!(executed, 3);
-        assert!(open.contains("fleet"));
+        assert!(c.open.contains("fleet"));
     }
 
     #[test]
     fn a_rack_breaker_trips_past_half_its_nodes_and_stays_open() {
-        let mut l = limits();
-        l.fleet_share = 1.0;
-        l.per_hour = 100;
+        let mut c = Case::default();
+        c.limits.fleet_share = 1.0;
+        c.limits.per_hour = 100;
         // Five of rack r0's eight nodes.
         let inc: Vec<Incident> = (0..5)
             .map(|k| incident(k, "xid", &format!("n{k:02}")))
             .collect();
-        let p = run(
-            &inc,
-            &execute("xid"),
-            &l,
-            &world(),
-            false,
-            &BTreeSet::new(),
-            &[],
-            NOW,
-        );
+        let p = c.plan(&inc, &execute("xid"));
         assert_eq!(p.trip.keys().collect::<Vec<_>>(), ["rack:r0"]);
         assert!(
             p.trip["rack:r0"].starts_with("5 of its 8 nodes"),
@@ -540,11 +494,10 @@ mod tests {
             p.trip
         );
         // Open: a node elsewhere runs, one in the rack is held.
-        let open: BTreeSet<String> = ["rack:r0".to_string()].into();
+        c.open.insert("rack:r0".into());
         let inc = [incident(9, "xid", "n05"), incident(10, "xid", "n20")];
-        let p = run(&inc, &execute("xid"), &l, &world(), false, &open, &[], NOW);
         assert_eq!(
-            outcomes(&p),
+            outcomes(&c.plan(&inc, &execute("xid"))),
             [
                 ("n05".to_string(), Outcome::Held(Held::Breaker)),
                 ("n20".to_string(), Outcome::Execute)
@@ -554,21 +507,12 @@ mod tests {
 
     #[test]
     fn the_hourly_limit_holds_the_fourth() {
-        let mut l = limits();
-        l.fleet_share = 1.0;
+        let mut c = Case::default();
+        c.limits.fleet_share = 1.0;
         let inc: Vec<Incident> = (0..4)
             .map(|k| incident(k, "xid", &format!("n{:02}", k * 8)))
             .collect();
-        let p = run(
-            &inc,
-            &execute("xid"),
-            &l,
-            &world(),
-            false,
-            &BTreeSet::new(),
-            &[],
-            NOW,
-        );
+        let p = c.plan(&inc, &execute("xid"));
         let o: Vec<Outcome> = p.proposals.iter().map(|p| p.outcome.clone()).collect();
         assert_eq!(
             o,

@@ -203,13 +203,14 @@ pub fn world(nodes: &[SchedNode], inventory: Option<&Inventory>) -> World {
     for n in &inv.nodes {
         add(&n.name, format!("rack:{}", n.rack));
     }
+    // The lowest level only (a leaf, an NVLink domain): those above are the fleet's.
+    let parents: HashSet<&str> = inv
+        .domains
+        .iter()
+        .filter_map(|d| d.parent.as_deref())
+        .collect();
     for d in &inv.domains {
-        // The lowest level only (a leaf, an NVLink domain): those above are the fleet's.
-        if inv
-            .domains
-            .iter()
-            .any(|c| c.parent.as_deref() == Some(d.name.as_str()))
-        {
+        if parents.contains(d.name.as_str()) {
             continue;
         }
         for n in &d.nodes {
@@ -228,8 +229,14 @@ pub struct Remediation {
     recorded: HashSet<(i64, String, String, String, String)>,
     /// Executions within the longest limit's reach.
     done: Vec<Done>,
+    /// Executions the action service refused (the scheduler unreachable, the rate limit):
+    /// per incident and node, when to ask again.
+    retry_at: HashMap<(i64, String), UnixMs>,
     loaded: bool,
 }
+
+/// How long after a refused execution a policy asks again.
+const RETRY_REFUSED_MS: i64 = 60_000;
 
 impl Remediation {
     pub fn new(policies: Arc<Policies>, store: Store, actions: Arc<Actions>) -> Remediation {
@@ -239,6 +246,7 @@ impl Remediation {
             actions,
             recorded: HashSet::new(),
             done: Vec::new(),
+            retry_at: HashMap::new(),
             loaded: false,
         }
     }
@@ -255,10 +263,19 @@ impl Remediation {
         nodes: &[SchedNode],
         inventory: Option<&Inventory>,
     ) {
-        if self.policies.rules.is_empty() {
+        let now = wall_now_ms();
+        let open_ids: HashSet<i64> = incidents.iter().map(|i| i.id).collect();
+        self.recorded.retain(|k| open_ids.contains(&k.0));
+        self.retry_at.retain(|k, _| open_ids.contains(&k.0));
+        let reach = self.reach_ms();
+        self.done.retain(|d| now - d.at_ms < reach);
+        // Most ticks no incident is one a rule covers: nothing to read or decide.
+        let covered = incidents.iter().any(|i| {
+            node_of(i).is_some() && self.policies.rules.iter().any(|r| r.cause == i.cause.rule)
+        });
+        if !covered {
             return;
         }
-        let now = wall_now_ms();
         if !self.loaded {
             // What this or an earlier process did: the limits hold across restarts.
             match self.store.decisions_since(now - self.reach_ms()).await {
@@ -311,10 +328,6 @@ impl Remediation {
         for p in &plan.proposals {
             self.carry(p, now).await;
         }
-        let open_ids: HashSet<i64> = incidents.iter().map(|i| i.id).collect();
-        self.recorded.retain(|k| open_ids.contains(&k.0));
-        let reach = self.reach_ms();
-        self.done.retain(|d| now - d.at_ms < reach);
     }
 
     async fn trip(&self, domain: &str, why: &str, now: UnixMs) {
@@ -356,30 +369,38 @@ impl Remediation {
         }
     }
 
-    /// Records `p` once; an execution first runs (its action recorded before any call).
+    /// Records `p` once; an execution first runs (its action recorded before any call). A
+    /// refused execution is recorded once and asked again a minute on.
     async fn carry(&mut self, p: &decide::Proposal, now: UnixMs) {
-        let held_by = match p.outcome {
+        let mut outcome = p.outcome.as_str();
+        let mut held_by = match p.outcome {
             Outcome::Held(h) => h.as_str(),
             _ => "",
         };
-        let key = (
-            p.incident,
-            p.node.clone(),
-            DRAIN.to_string(),
-            p.outcome.as_str().to_string(),
-            held_by.to_string(),
-        );
-        if self.recorded.contains(&key) {
+        let key = |outcome: &str, held_by: &str| {
+            (
+                p.incident,
+                p.node.clone(),
+                DRAIN.to_string(),
+                outcome.to_string(),
+                held_by.to_string(),
+            )
+        };
+        // Decided so already (an execution: done, never twice for one incident).
+        if self.recorded.contains(&key(outcome, held_by)) {
             return;
         }
-        let mut outcome = p.outcome.as_str();
-        let mut held_by = held_by;
         let mut detail = p.detail.clone();
         let mut action_id = None;
         if p.outcome == Outcome::Execute {
+            let retry = (p.incident, p.node.clone());
+            if self.retry_at.get(&retry).is_some_and(|&t| now < t) {
+                return;
+            }
             match self.execute(p).await {
                 Ok(id) => {
                     action_id = Some(id);
+                    self.retry_at.remove(&retry);
                     self.done.push(Done {
                         at_ms: now,
                         node: p.node.clone(),
@@ -388,11 +409,18 @@ impl Remediation {
                 }
                 Err(e) => {
                     tracing::error!(node = %p.node, error = %e, "remediation: the drain was refused");
+                    self.retry_at.insert(retry, now + RETRY_REFUSED_MS);
                     outcome = "held";
                     held_by = "refused";
                     detail = format!("would drain {}: refused ({e})", p.node);
                 }
             }
+        }
+        // A refusal is recorded under its own outcome (once), so that the execution still
+        // runs once accepted.
+        let key = key(outcome, held_by);
+        if self.recorded.contains(&key) {
+            return;
         }
         let d = NewDecision {
             at_ms: now,
@@ -442,21 +470,19 @@ pub async fn view(store: &Store, policies: &Policies) -> Result<RemediationView,
     let now = wall_now_ms();
     let decisions = store.decisions(500).await?;
     let executed_last_hour = store
-        .decisions_since(now - 3_600_000)
-        .await?
-        .iter()
-        .filter(|r| r.outcome == Outcome::Execute.as_str())
-        .count() as u32;
+        .decisions_counted(now - 3_600_000, Outcome::Execute.as_str())
+        .await?;
     let l = &policies.limits;
     Ok(RemediationView {
         rules: policies
-            .rules
-            .iter()
-            .map(|r| RemedyRule {
-                cause: r.cause.clone(),
+            .in_force(&switches)
+            .into_iter()
+            .zip(&policies.rules)
+            .map(|(now, configured)| RemedyRule {
+                cause: now.cause,
                 action: DRAIN.into(),
-                mode: switches.modes.get(&r.cause).copied().unwrap_or(r.mode),
-                configured: r.mode,
+                mode: now.mode,
+                configured: configured.mode,
             })
             .collect(),
         limits: RemedyLimits {
@@ -494,11 +520,7 @@ pub async fn change(
     change: &RemediationChange,
     note: &str,
 ) -> Result<(), ChangeError> {
-    if note.chars().count() > 1000 || note.chars().any(char::is_control) {
-        return Err(ChangeError::Invalid(
-            "note: at most 1000 characters, no control characters".into(),
-        ));
-    }
+    super::check_note(note).map_err(|m| ChangeError::Invalid(m.into()))?;
     let now = wall_now_ms();
     let (action, target, detail) = match change {
         RemediationChange::KillSwitch { on } => (
