@@ -13,6 +13,7 @@ pub mod actions;
 pub mod live;
 pub mod model;
 pub mod nav;
+pub mod queue;
 pub mod reliability;
 pub mod remediation;
 pub mod reports;

@@ -39,6 +39,12 @@ pub struct JobRow {
     pub start_ms: Option<UnixMs>,
     pub restart_count: u32,
     pub reason: Option<String>,
+    /// Its time limit (Slurm's `--time`), when it has one.
+    #[serde(default)]
+    pub time_limit_ms: Option<i64>,
+    /// Why it waits (pending jobs only).
+    #[serde(default)]
+    pub wait: Option<crate::queue::Wait>,
 }
 
 /// The nodes page's data.
@@ -254,6 +260,12 @@ pub struct JobDetail {
     pub job: Job,
     pub restart_count: u32,
     pub reason: Option<String>,
+    /// Why it waits, while pending.
+    #[serde(default)]
+    pub wait: Option<crate::queue::Wait>,
+    /// Its time limit, while the scheduler lists it.
+    #[serde(default)]
+    pub time_limit_ms: Option<i64>,
     /// Its state transitions and checkpoints, as HTML the server writes.
     pub history_html: String,
     /// The newest complete checkpoint, if any.

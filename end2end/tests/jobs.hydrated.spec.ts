@@ -39,3 +39,46 @@ test("a training job's page shows the simulator's checkpoints, last good checkpo
   }
   expect(checked, "five tries without a checkpoint finishing mid-read").toBe(true);
 });
+
+const KIND: Record<string, string> = {
+  Resources: "resources",
+  Priority: "priority",
+  Dependency: "dependency",
+  QOSMaxGRESPerUser: "limit",
+  JobHeldUser: "held",
+  BeginTime: "held",
+};
+
+test("/jobs says why each pending job waits, as the simulator's scheduler holds it, and filters by it", async ({
+  page,
+  request,
+}) => {
+  let compared = false;
+  for (let attempt = 0; attempt < 5 && !compared; attempt++) {
+    const before = (await truthNow(request)).pending;
+    await page.goto("/jobs");
+    await expect(page.locator('[data-test="jobs-page"]')).toHaveAttribute("data-hydrated", "true");
+    const shown: Record<string, string> = {};
+    for (const row of await page.locator('[data-test="job-row"][data-state="pending"]').all()) {
+      shown[(await row.getAttribute("data-job")) ?? ""] = (await row.getAttribute("data-wait")) ?? "";
+    }
+    const after = (await truthNow(request)).pending;
+    if (JSON.stringify(before) !== JSON.stringify(after)) continue;
+    expect(Object.keys(shown).length).toBe(before.length);
+    for (const p of before) {
+      expect(shown[String(p.job)], `job ${p.job} (${p.reason})`).toBe(KIND[p.reason]);
+    }
+    compared = true;
+  }
+  expect(compared, "the queue never held still for a comparison").toBe(true);
+  // The filter: a form without JavaScript, its choice kept in the URL.
+  await page.locator('[data-test="wait-filter"]').selectOption("limit");
+  await page.getByRole("button", { name: "Show" }).click();
+  await expect(page).toHaveURL(/\/jobs\?wait=limit$/);
+  const rows = page.locator('[data-test="job-row"]');
+  await expect(rows.first()).toBeVisible();
+  for (const row of await rows.all()) {
+    await expect(row).toHaveAttribute("data-wait", "limit");
+  }
+  await expect(rows.first().locator('[data-test="job-wait"]')).toContainText("QOSMaxGRESPerUser");
+});

@@ -72,13 +72,20 @@ fn JobBody(
             <span class="badge" data-test="job-state">{j.state.label()}</span>
             <span>{format!("{} · {} · {} · {} GPUs", j.user, j.account, j.partition, j.gpus)}</span>
             <span>{format!("requeues: {}", d.restart_count)}</span>
-            {d.reason.clone().filter(|r| r != "None").map(|r| view! { <span class="muted">{format!("reason: {r}")}</span> })}
+            {d.time_limit_ms.map(|t| view! { <span>{format!("time limit: {}", units::duration_ms(t))}</span> })}
+            {d.reason.clone().filter(|r| r != "None" && d.wait.is_none()).map(|r| view! { <span class="muted">{format!("reason: {r}")}</span> })}
             <button type="button" data-test="job-requeue" disabled=why.is_some() title=why.unwrap_or("")
                 on:click=move |_| pending.set(Some(Pending { kind: ActionKind::Requeue, label: format!("job {id}"), targets: ActionTargets { jobs: vec![id], ..Default::default() }, reason: String::new() }))>
                 "Requeue…"
             </button>
         </section>
         {move || pending.get().map(|p| view! { <ActionPanel p pending after/> })}
+        {d.wait.clone().map(|w| view! {
+            <section class="card" aria-labelledby="wait-h" data-test="job-wait" data-wait=w.kind.as_str()>
+                <h2 id="wait-h">{format!("Why it waits: {}", w.kind.label())}</h2>
+                <p>{crate::pages::nodes::wait_sentence(&w)}" "<code class="muted" title="Slurm's reason">{w.reason.clone()}</code></p>
+            </section>
+        })}
         <p>
             "Nodes: "
             {j.nodes.iter().map(|n| view! { <a href=units::node_href(n)>{n.clone()}</a>" " }).collect_view()}

@@ -438,6 +438,7 @@ mod tests {
             node_count: nodes.len() as u32,
             segment_size: None,
             excluded: Vec::new(),
+            queue: Default::default(),
         }
     }
 

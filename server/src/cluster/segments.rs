@@ -376,6 +376,7 @@ mod tests {
             node_count: nodes,
             segment_size: Some(segment),
             excluded: Vec::new(),
+            queue: Default::default(),
         }
     }
 

@@ -216,6 +216,7 @@ pub struct Live {
     inventory: RwLock<Option<Arc<Inventory>>>,
     latest: RwLock<Option<Arc<Latest>>>,
     sched: RwLock<Option<Arc<SchedSnapshot>>>,
+    waits: RwLock<Arc<std::collections::HashMap<u64, app::queue::Wait>>>,
     /// Newest complete checkpoint end per job (sources, ingest and the scanner note them).
     last_checkpoint: Mutex<std::collections::HashMap<u64, UnixMs>>,
     /// Checkpoints recorded outside the source loop (the scanner, the ingest API), for the
@@ -245,6 +246,7 @@ impl Live {
             inventory: RwLock::new(None),
             latest: RwLock::new(None),
             sched: RwLock::new(None),
+            waits: RwLock::default(),
             poke: tokio::sync::Notify::new(),
             alerts_firing: std::sync::atomic::AtomicU32::new(0),
             alerts_critical: std::sync::atomic::AtomicU32::new(0),
@@ -299,10 +301,36 @@ impl Live {
         self.sched.read().ok().and_then(|g| g.clone())
     }
 
+    /// Keeps a poll, and why each of its pending jobs waits (worked out here, once per
+    /// poll, for every browser).
     pub fn set_sched(&self, s: Arc<SchedSnapshot>) {
+        let inv = self.inventory();
+        let racks: std::collections::HashMap<&str, &str> = inv
+            .as_ref()
+            .map(|i| {
+                i.nodes
+                    .iter()
+                    .map(|n| (n.name.as_str(), n.rack.as_str()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let waits = crate::scheduler::pending::explain(&s.jobs, &s.nodes, &|n| {
+            racks.get(n).map(|r| r.to_string())
+        });
+        if let Ok(mut g) = self.waits.write() {
+            *g = Arc::new(waits);
+        }
         if let Ok(mut g) = self.sched.write() {
             *g = Some(s);
         }
+    }
+
+    /// Why each pending job of the last poll waits, by job id.
+    pub fn waits(&self) -> Arc<std::collections::HashMap<u64, app::queue::Wait>> {
+        self.waits
+            .read()
+            .map(|g| Arc::clone(&g))
+            .unwrap_or_default()
     }
 
     /// A checkpoint the store now holds, recorded outside the source loop (the scanner, the

@@ -58,10 +58,8 @@ impl Sim {
                 job: j.job.clone(),
                 raw_state: vec![j.job.state.label().to_ascii_uppercase()],
                 state_reason: Some(
-                    if j.held {
-                        "JobHeldUser"
-                    } else if j.job.state == JobState::Pending && j.eligible_ms > self.t_ms {
-                        "BeginTime"
+                    if j.job.state == JobState::Pending {
+                        j.q.reason
                     } else {
                         "None"
                     }
@@ -76,6 +74,13 @@ impl Sim {
                     .iter()
                     .map(|&i| self.inv.nodes[i].name.clone())
                     .collect(),
+                queue: crate::scheduler::QueueFacts {
+                    time_limit_ms: Some(j.q.time_limit_ms),
+                    est_start_ms: j.q.est_start_ms,
+                    priority: Some(j.q.priority),
+                    dependency: j.q.after.map(|a| format!("afterok:{a}(unfulfilled)")),
+                    qos: Some(j.q.qos.name().into()),
+                },
             })
             .collect()
     }

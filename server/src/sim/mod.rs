@@ -18,6 +18,7 @@ pub mod fabric;
 mod faults;
 mod ledger;
 mod model;
+pub mod queue;
 mod rng;
 mod slow;
 mod telemetry;
@@ -214,6 +215,8 @@ struct SimJob {
     eligible_ms: UnixMs,
     /// Nodes it must not run on (indices; `ExcNodeList`).
     excluded: Vec<usize>,
+    /// Its time limit, QOS, dependency, and why it waits.
+    q: queue::SimQueue,
 }
 
 impl SimJob {
@@ -404,65 +407,12 @@ impl Sim {
         };
         sim.submit_long_runs();
         sim.schedule();
+        sim.submit_backlog(start_ms);
         sim.advance_to(start_ms);
         // Random faults from the start on (the history before has only the ECC node's,
         // which starts after it too).
         sim.set_fault_mean_gpu_hours(Some(DEFAULT_MEAN_GPU_HOURS));
         sim
-    }
-
-    /// Starts pending jobs in submit order where they fit (first fit with backfill),
-    /// preferring nodes on the leaf switches with the most free nodes.
-    fn schedule(&mut self) {
-        let t = self.t_ms;
-        for j in 0..self.active.len() {
-            let sj = &self.active[j];
-            if sj.job.state != JobState::Pending || sj.held || sj.eligible_ms > t {
-                continue;
-            }
-            let need = self.active[j].nodes_needed;
-            let excluded = &self.active[j].excluded;
-            let Some(picked) = self.pick_nodes(need, self.active[j].segment, excluded) else {
-                continue;
-            };
-            let id = self.active[j].job.id;
-            for &i in &picked {
-                self.nodes[i].job = Some(id);
-                self.nodes[i].state = NodeState::Allocated;
-            }
-            let names: Vec<String> = picked
-                .iter()
-                .map(|&i| self.inv.nodes[i].name.clone())
-                .collect();
-            let faulty = picked
-                .iter()
-                .find_map(|&i| self.nodes[i].fault.as_ref().map(|f| (i, f.gpu, f.onset_ms)));
-            let fail_delay = (10 + self.rng.below(31) as i64) * MIN_MS;
-            let sj = &mut self.active[j];
-            sj.job.state = JobState::Running;
-            sj.job.start_ms = Some(t);
-            sj.job.nodes = names;
-            sj.node_idx = picked;
-            sj.next_ckpt_ms = t + sj.ckpt_interval_ms;
-            self.ledger_run_started(j, t);
-            let sj = &mut self.active[j];
-            let ecc = faulty.map(|(i, gpu, onset)| PlannedFault {
-                at_ms: onset.max(t) + fail_delay,
-                fault: faults::Fault::Memory { xid: 48 },
-                node: Some(i),
-                gpu: Some(gpu),
-            });
-            self.events.push(SimEvent::JobStarted {
-                job: sj.job.clone(),
-            });
-            let random = self.draw_fault(j, t);
-            // Whichever strikes first.
-            self.active[j].fault = match (ecc, random) {
-                (Some(a), Some(b)) => Some(if b.at_ms < a.at_ms { b } else { a }),
-                (a, b) => a.or(b),
-            };
-            self.draw_slowdowns(j, t);
-        }
     }
 
     /// Nodes whose faulty GPU takes down every job that lands on them.
@@ -473,48 +423,6 @@ impl Sim {
             .filter(|(n, _)| n.fault.is_some())
             .map(|(_, i)| i.name.clone())
             .collect()
-    }
-
-    /// Idle nodes for a job of `need` nodes, from the racks with the most free first; with
-    /// a segment, whole segments each inside one rack (the NVL72 profile's block), as
-    /// slurmctld places `--segment` jobs, or none.
-    fn pick_nodes(
-        &self,
-        need: usize,
-        segment: Option<usize>,
-        excluded: &[usize],
-    ) -> Option<Vec<usize>> {
-        let free: Vec<usize> = (0..self.nodes.len())
-            .filter(|&i| self.nodes[i].state == NodeState::Idle && self.nodes[i].job.is_none())
-            .filter(|i| !excluded.contains(i))
-            .collect();
-        if free.len() < need {
-            return None;
-        }
-        // Group free nodes by rack (= leaf switch, or block); fill from the fullest.
-        let racks = self.inv.racks.len();
-        let mut by_rack: Vec<Vec<usize>> = vec![Vec::new(); racks];
-        for &i in &free {
-            by_rack[self.nodes[i].rack].push(i);
-        }
-        let mut order: Vec<usize> = (0..racks).collect();
-        order.sort_by_key(|&r| (std::cmp::Reverse(by_rack[r].len()), r));
-        let group = segment.unwrap_or(1).max(1);
-        let mut out = Vec::with_capacity(need);
-        for r in order {
-            let whole = by_rack[r].len() / group * group;
-            for &i in &by_rack[r][..whole] {
-                if out.len() == need {
-                    break;
-                }
-                out.push(i);
-            }
-        }
-        if out.len() < need {
-            return None;
-        }
-        out.sort_unstable();
-        Some(out)
     }
 
     /// The profile the simulator was built with.
@@ -574,10 +482,12 @@ impl Sim {
         self.end_slowdowns(sj.job.id, t);
         sj.job.state = state;
         sj.job.end_ms = Some(t);
+        let id = sj.job.id;
         self.events.push(SimEvent::JobEnded {
             job: sj.job,
             detail,
         });
+        self.cancel_dependents(id, state, t);
     }
 
     /// Moves simulated time forward to `t_ms`, processing every event on the way.

@@ -453,6 +453,8 @@ pub struct SimTruth {
     pub power_capacity_watts: f64,
     pub jobs_running: u32,
     pub jobs_pending: u32,
+    /// Pending jobs: the reason the simulator's scheduler holds each for, its estimate.
+    pub pending: Vec<super::queue::TruthPending>,
     pub racks: Vec<TruthRack>,
     /// Nodes by scheduler state.
     pub nodes: Vec<(String, NodeState)>,
@@ -720,6 +722,7 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
             .iter()
             .filter(|j| j.job.state == app::model::JobState::Pending)
             .count() as u32,
+        pending: sim.truth_pending(),
         racks,
         nodes: readings
             .nodes

@@ -11,7 +11,7 @@ use app::model::{Job, UnixMs};
 
 use super::hostlist;
 use super::state::{job_state, NodeStateParts};
-use crate::scheduler::{SchedJob, SchedNode};
+use crate::scheduler::{QueueFacts, SchedJob, SchedNode};
 
 /// Why a document was refused.
 #[derive(Debug, thiserror::Error)]
@@ -232,7 +232,21 @@ fn job_of(v: &Value) -> Option<SchedJob> {
             .filter(|x| !x.is_empty())
             .and_then(|x| super::hostlist::expand(&x).ok())
             .unwrap_or_default(),
+        queue: QueueFacts {
+            // Minutes; Slurm's NO_VAL and INFINITE (0xfffffffe, 0xffffffff) are none.
+            time_limit_ms: bounded(v.get("time_limit")).map(|m| m * 60_000),
+            // A pending job's start_time is backfill's estimate (0: none yet).
+            est_start_ms: secs_to_ms(v.get("start_time")).filter(|_| !running_or_done),
+            priority: bounded(v.get("priority")).and_then(|p| u64::try_from(p).ok()),
+            dependency: text(v.get("dependency")).filter(|d| !d.is_empty() && d != "(null)"),
+            qos: text(v.get("qos")).filter(|q| !q.is_empty()),
+        },
     })
+}
+
+/// A count Slurm may write as NO_VAL or INFINITE (32-bit): those are none.
+fn bounded(v: Option<&Value>) -> Option<i64> {
+    num(v).filter(|&n| n > 0 && n < 0xffff_fffe)
 }
 
 /// Jobs from a jobs document (`squeue --json`, `/jobs`, `scontrol show job --json`).

@@ -428,6 +428,7 @@ mod tests {
             node_count: 1,
             segment_size: None,
             excluded: Vec::new(),
+            queue: Default::default(),
         }
     }
 

@@ -245,6 +245,8 @@ pub(super) struct JobsAnswer<'a> {
     at_ms: i64,
     polled_ms: i64,
     jobs: &'a [crate::scheduler::SchedJob],
+    /// Why each pending job waits, by job id.
+    waits: &'a std::collections::HashMap<u64, app::queue::Wait>,
 }
 
 /// `GET /api/segments`.
@@ -274,10 +276,12 @@ async fn nodes(State(st): State<AppState>) -> Result<Response, ApiError> {
     responses((status = 200, description = "jobs", body = JobsAnswer)))]
 async fn jobs(State(st): State<AppState>) -> Result<Response, ApiError> {
     let s = st.live.sched().ok_or(ApiError::NotReady)?;
+    let waits = st.live.waits();
     Ok(Json(JobsAnswer {
         at_ms: s.at_ms,
         polled_ms: s.polled_ms,
         jobs: &s.jobs,
+        waits: &waits,
     })
     .into_response())
 }

@@ -28,7 +28,10 @@ fn node_row(
     }
 }
 
-fn job_row(j: &crate::scheduler::SchedJob) -> app::views::JobRow {
+fn job_row(
+    j: &crate::scheduler::SchedJob,
+    waits: &std::collections::HashMap<u64, app::queue::Wait>,
+) -> app::views::JobRow {
     app::views::JobRow {
         id: j.job.id,
         name: j.job.name.clone(),
@@ -39,6 +42,8 @@ fn job_row(j: &crate::scheduler::SchedJob) -> app::views::JobRow {
         start_ms: j.job.start_ms,
         restart_count: j.restart_count,
         reason: j.state_reason.clone(),
+        time_limit_ms: j.queue.time_limit_ms,
+        wait: waits.get(&j.job.id).cloned(),
     }
 }
 
@@ -57,6 +62,7 @@ pub(super) fn nodes_view(live: &Live) -> Option<NodesView> {
         .unwrap_or_default();
     let rack_of = |n: &str| racks.get(n).map(|r| r.to_string()).unwrap_or_default();
     let marks = live.floor_marks();
+    let waits = live.waits();
     let mut jobs_on: std::collections::HashMap<&str, Vec<u64>> = Default::default();
     for j in s
         .jobs
@@ -96,7 +102,7 @@ pub(super) fn nodes_view(live: &Live) -> Option<NodesView> {
             .jobs
             .iter()
             .filter(|j| !j.job.state.is_finished())
-            .map(job_row)
+            .map(|j| job_row(j, &waits))
             .collect(),
     })
 }
@@ -197,7 +203,10 @@ pub(super) async fn node_detail(
         slurm,
         gpus,
         switches_html: (!switches.is_empty()).then(|| app::server_html::switches_html(&switches)),
-        jobs: running.into_iter().map(job_row).collect(),
+        jobs: running
+            .into_iter()
+            .map(|j| job_row(j, &live.waits()))
+            .collect(),
         xids,
         lemon_html: lemon,
         at_ms,
@@ -232,6 +241,8 @@ pub(super) async fn job_detail(
         .sched()
         .and_then(|s| s.jobs.iter().find(|j| j.job.id == id).cloned());
     let stored = store.job(id).await.map_err(fail)?;
+    let wait = live.waits().get(&id).cloned();
+    let time_limit_ms = live_job.as_ref().and_then(|j| j.queue.time_limit_ms);
     let (job, restart_count, reason) = match (live_job, stored) {
         (Some(j), _) => (j.job, j.restart_count, j.state_reason),
         (None, Some(job)) => {
@@ -321,6 +332,8 @@ pub(super) async fn job_detail(
         job,
         restart_count,
         reason,
+        wait,
+        time_limit_ms,
         history_html: app::server_html::history(&transitions, &checkpoints),
         last_good,
         work_at_risk_gpu_hours: at_risk,

@@ -29,7 +29,9 @@ enum Saves {
 }
 
 fn run(saves: Saves) -> (Vec<StoreWrite>, Sim) {
-    let mut sim = Sim::new(32, 5, "ledger", T0);
+    // A seed whose two days have a hang among the judged jobs (multi-node runs start less
+    // often since the simulator's queue plans reservations; seed 5's had none).
+    let mut sim = Sim::new(32, 6, "ledger", T0);
     sim.set_fault_mean_gpu_hours(Some(150.0));
     sim.track_ledgers();
     let inventory = Arc::new(sim.inventory().clone());

@@ -56,6 +56,7 @@ mod nvl72;
 mod oidc;
 mod openapi;
 mod promql;
+mod queue;
 mod radar;
 mod reliability;
 mod remediation;

@@ -1522,3 +1522,117 @@ async fn nmxt_on_a_real_slurm_names_its_nodes_and_jobs() {
     r.stop().await.expect("stop");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Why jobs wait on a real Slurm: a job held by its owner, one that follows it, one over
+/// its partition's time limit, and one for a node another job holds: each in its category
+/// in `GET /api/jobs`, and the last with the start Slurm's own answer estimates.
+#[tokio::test]
+async fn pending_jobs_say_why_they_wait_on_a_real_slurm() {
+    use crate::support;
+    if cluster().is_none() {
+        return;
+    }
+    let (conf, mut cfg) = slurm_config();
+    cfg.auth.anonymous_read = true;
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    let common = ["--chdir=/tmp", "--wrap", "sleep 600"];
+    let batch = |extra: &[&str]| {
+        let args: Vec<&str> = extra.iter().chain(common.iter()).copied().collect();
+        sbatch(&conf, &args)
+    };
+    // gpu013: no other real-Slurm test asks for it.
+    let holder = batch(&["-w", "gpu013", "--exclusive", "--time=10"]);
+    let held = batch(&["-N1", "--hold", "--time=5"]);
+    let follows = batch(&["-N1", &format!("--dependency=afterok:{held}"), "--time=5"]);
+    let too_long = batch(&["-p", "debug", "-N1", "--time=02:00:00"]);
+    let waits_for_node = batch(&["-w", "gpu013", "--exclusive", "--time=5"]);
+    let _cancel = Scancel(
+        conf.clone(),
+        vec![holder, held, follows, too_long, waits_for_node],
+    );
+    let want = [
+        (held, "held", "JobHeldUser"),
+        (follows, "dependency", "Dependency"),
+        (too_long, "limit", "PartitionTimeLimit"),
+    ];
+    let mut last = serde_json::Value::Null;
+    let mut ok = false;
+    // Backfill estimates starts every 30 s (bf_interval): up to a minute and a half.
+    for _ in 0..180 {
+        last = support::get(r.addr, "/api/jobs").await.json();
+        let w = |id: u64| last["waits"][id.to_string()].clone();
+        let fixed = want
+            .iter()
+            .all(|(id, kind, reason)| w(*id)["kind"] == *kind && w(*id)["reason"] == *reason);
+        let node = w(waits_for_node);
+        let est_ok = node["est_start_ms"].as_i64().is_some()
+            && matches!(node["kind"].as_str(), Some("resources" | "priority"));
+        if fixed && est_ok {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(ok, "{last:#}");
+    // The estimate is Slurm's own: squeue's start_time for the job, read apart from Gantry,
+    // the same before and after a poll of Gantry's that came after the first read (Slurm
+    // moves its estimates as its schedulers run).
+    let slurm_start = || {
+        let out = std::process::Command::new("squeue")
+            .args(["--json", "-j", &waits_for_node.to_string()])
+            .env("SLURM_CONF", &conf)
+            .output()
+            .expect("squeue");
+        let raw: serde_json::Value = serde_json::from_slice(&out.stdout).expect("squeue json");
+        // 22.05's --json lists every job whatever the filter.
+        raw["jobs"]
+            .as_array()
+            .and_then(|a| a.iter().find(|j| j["job_id"] == waits_for_node))
+            .and_then(|j| j["start_time"].as_i64())
+            .expect("start_time")
+    };
+    let mut compared = false;
+    for _ in 0..20 {
+        let (before, t0) = (slurm_start(), server::clock::wall_now_ms());
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        last = support::get(r.addr, "/api/jobs").await.json();
+        if before != slurm_start() || last["polled_ms"].as_i64().unwrap_or(0) < t0 {
+            continue;
+        }
+        let w = &last["waits"][waits_for_node.to_string()];
+        assert_eq!(w["est_start_ms"].as_i64(), Some(before * 1000), "{w:#}");
+        compared = true;
+        break;
+    }
+    assert!(
+        compared,
+        "Slurm's estimate never held still for a comparison"
+    );
+    // The words name the dependency and the owner's way out.
+    assert!(
+        last["waits"][follows.to_string()]["words"]
+            .as_str()
+            .is_some_and(|s| s.contains(&format!("afterok:{held}"))),
+        "{last:#}"
+    );
+    assert!(
+        last["waits"][too_long.to_string()]["words"]
+            .as_str()
+            .is_some_and(|s| s.contains("its partition's run-time limit")),
+        "{last:#}"
+    );
+    r.stop().await.expect("stop");
+}
+
+/// Cancels its jobs when dropped, whether the test passed or not.
+struct Scancel(String, Vec<u64>);
+
+impl Drop for Scancel {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("scancel")
+            .args(self.1.iter().map(u64::to_string))
+            .env("SLURM_CONF", &self.0)
+            .status();
+    }
+}

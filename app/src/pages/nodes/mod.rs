@@ -10,9 +10,12 @@ use leptos_router::hooks::use_query_map;
 use crate::actions::{ActionKind, ActionStatus, ActionTargets, Me, Preview};
 use crate::model::NodeState;
 use crate::units;
-use crate::views::{JobRow, NodesView};
+use crate::views::NodesView;
 
+mod jobs;
 mod order;
+pub(crate) use jobs::wait_sentence;
+pub use jobs::JobsPage;
 use order::{arrange, nodes_href, Sort};
 
 /// Nodes and jobs as of the last scheduler poll, and who is asking.
@@ -299,74 +302,6 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                                             reason: String::new(),
                                         }))>
                                         {format!("{verb}…")}
-                                    </button>
-                                </td>
-                            </tr>
-                        }
-                    }).collect_view()
-                }}
-            </tbody>
-        </table>
-    }
-}
-
-#[component]
-pub fn JobsPage() -> impl IntoView {
-    view! {
-        <Title text="Jobs"/>
-        <WithView children=|state, stale| view! { <JobsBody state stale/> }.into_any()/>
-        <crate::pages::history::JobHistory/>
-    }
-}
-
-#[component]
-fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
-    let pending: RwSignal<Option<Pending>> = RwSignal::new(None);
-    let me = move || state.with(|v| v.me.clone());
-    let rows = move || state.with(|v| v.jobs.clone());
-    let now = move || state.with(|v| v.at_ms);
-    view! {
-        <div class="page-head" data-test="jobs-page" data-hydrated=hydrated_marker()>
-            <h1>"Jobs"</h1>
-            <PollStatus state stale/>
-        </div>
-        {move || pending.get().map(|p| view! { <ActionPanel p pending after=refresher(state)/> })}
-        <table class="grid" class:stale=move || stale.get() data-test="jobs-table">
-            <caption class="sr-only">"Pending and running jobs"</caption>
-            <thead><tr>
-                <th scope="col" class="num">"Job"</th><th scope="col">"Name"</th><th scope="col">"User"</th>
-                <th scope="col">"State"</th><th scope="col" class="num">"GPUs"</th><th scope="col">"Nodes"</th>
-                <th scope="col" class="num">"Running for"</th><th scope="col" class="num">"Requeues"</th>
-                <th scope="col">"Actions"</th>
-            </tr></thead>
-            <tbody>
-                {move || {
-                    let why = cannot_act(&me());
-                    let t = now();
-                    rows().into_iter().map(|j: JobRow| {
-                        let running = j.state == crate::model::JobState::Running;
-                        let id = j.id;
-                        let dis = why.or((!running).then_some("Only running jobs can be requeued"));
-                        view! {
-                            <tr data-test="job-row" data-job=j.id.to_string() data-state=j.state.label()>
-                                <th scope="row" class="num"><a href=format!("/jobs/{}", j.id)>{j.id}</a></th>
-                                <td>{j.name.clone()}</td>
-                                <td>{j.user.clone()}</td>
-                                <td>{j.state.label()}{j.reason.clone().filter(|r| r != "None").map(|r| format!(" ({r})"))}</td>
-                                <td class="num">{j.gpus}</td>
-                                <td>{units::hostlist_short(&j.nodes)}</td>
-                                <td class="num">{j.start_ms.map(|s| units::duration_ms(t - s)).unwrap_or_else(|| "—".into())}</td>
-                                <td class="num" data-test="job-restarts">{j.restart_count}</td>
-                                <td>
-                                    <button type="button" data-test="job-requeue"
-                                        disabled=dis.is_some() title=dis.unwrap_or("")
-                                        on:click=move |_| pending.set(Some(Pending {
-                                            kind: ActionKind::Requeue,
-                                            label: format!("job {id}"),
-                                            targets: ActionTargets { jobs: vec![id], ..Default::default() },
-                                            reason: String::new(),
-                                        }))>
-                                        "Requeue…"
                                     </button>
                                 </td>
                             </tr>

@@ -135,6 +135,7 @@ fn remapped_rows_replays_targets_thermal_and_checkpoints() {
             node_count: 1,
             segment_size: None,
             excluded: Vec::new(),
+            queue: Default::default(),
         })
         .collect();
     let id = jobs[0].job.id;
@@ -239,6 +240,7 @@ fn nccl_latency_against_a_threshold_and_a_baseline() {
             node_count: 1,
             segment_size: None,
             excluded: Vec::new(),
+            queue: Default::default(),
         })
         .collect();
     let id = jobs[0].job.id;

@@ -9,6 +9,8 @@ use std::sync::Arc;
 use app::model::{Job, NodeState};
 use futures_util::future::BoxFuture;
 
+pub mod pending;
+
 /// A node as the scheduler reports it, normalized.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct SchedNode {
@@ -40,6 +42,26 @@ pub struct SchedJob {
     /// Nodes it must not run on (Slurm's `ExcNodeList`, `excluded_nodes`).
     #[serde(default)]
     pub excluded: Vec<String>,
+    /// What the queue knows of it: time limit, priority, dependency, start estimate.
+    #[serde(default)]
+    pub queue: QueueFacts,
+}
+
+/// A job's place in the queue, as the scheduler reports it.
+#[derive(
+    Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+pub struct QueueFacts {
+    /// Its time limit (`--time`), when it has one.
+    pub time_limit_ms: Option<i64>,
+    /// A pending job's start as the scheduler estimates it (backfill's), when it has one.
+    pub est_start_ms: Option<app::model::UnixMs>,
+    /// Its priority: higher goes first.
+    pub priority: Option<u64>,
+    /// Its dependency in Slurm's words (`afterok:1234`).
+    pub dependency: Option<String>,
+    /// Its QOS.
+    pub qos: Option<String>,
 }
 
 /// Input refused before it reaches any scheduler.

@@ -1,0 +1,139 @@
+//! `/jobs`: pending and running jobs as of the scheduler's last poll, why each pending job
+//! waits (one category, the evidence in words, Slurm's start estimate), filtered by that
+//! category in the URL (`/jobs?wait=resources`, a GET form that works without
+//! JavaScript), with requeue for operators; the job history below.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+
+use super::{cannot_act, hydrated_marker, refresher, ActionPanel, Pending, PollStatus, WithView};
+use crate::actions::{ActionKind, ActionTargets};
+use crate::model::JobState;
+use crate::queue::{Wait, WaitKind};
+use crate::units;
+use crate::views::{JobRow, NodesView};
+
+#[component]
+pub fn JobsPage() -> impl IntoView {
+    view! {
+        <Title text="Jobs"/>
+        <WithView children=|state, stale| view! { <JobsBody state stale/> }.into_any()/>
+        <crate::pages::history::JobHistory/>
+    }
+}
+
+/// "Waiting for … Slurm estimates 14:20 UTC."
+pub(crate) fn wait_sentence(w: &Wait) -> String {
+    match w.est_start_ms {
+        Some(t) => format!("{}. Slurm estimates {}.", w.words, units::utc(t)),
+        None => format!("{}.", w.words),
+    }
+}
+
+#[component]
+fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
+    let pending: RwSignal<Option<Pending>> = RwSignal::new(None);
+    let q = use_query_map();
+    let wait_filter = move || q.with(|q| q.get("wait").and_then(|w| WaitKind::parse(&w)));
+    let me = move || state.with(|v| v.me.clone());
+    let rows = move || {
+        let want = wait_filter();
+        state.with(|v| {
+            v.jobs
+                .iter()
+                .filter(|j| want.is_none() || j.wait.as_ref().map(|w| w.kind) == want)
+                .cloned()
+                .collect::<Vec<JobRow>>()
+        })
+    };
+    // How many pending jobs wait for each reason, for the filter's options.
+    let counts = move || {
+        state.with(|v| {
+            WaitKind::ALL
+                .into_iter()
+                .map(|k| {
+                    let n = v
+                        .jobs
+                        .iter()
+                        .filter(|j| j.wait.as_ref().is_some_and(|w| w.kind == k))
+                        .count();
+                    (k, n)
+                })
+                .collect::<Vec<_>>()
+        })
+    };
+    let now = move || state.with(|v| v.at_ms);
+    view! {
+        <div class="page-head" data-test="jobs-page" data-hydrated=hydrated_marker()>
+            <h1>"Jobs"</h1>
+            <PollStatus state stale/>
+        </div>
+        <form method="get" action="/jobs" class="toolbar" aria-label="Filter pending jobs by what they wait for">
+            <label for="j-wait">"Waiting for"</label>
+            <select id="j-wait" name="wait" data-test="wait-filter">
+                <option value="" selected=move || wait_filter().is_none()>"any (all jobs)"</option>
+                {move || counts().into_iter().map(|(k, n)| view! {
+                    <option value=k.as_str() selected=move || wait_filter() == Some(k)>
+                        {format!("{} ({n})", k.label())}
+                    </option>
+                }).collect_view()}
+            </select>
+            <button type="submit">"Show"</button>
+        </form>
+        {move || pending.get().map(|p| view! { <ActionPanel p pending after=refresher(state)/> })}
+        <table class="grid" class:stale=move || stale.get() data-test="jobs-table">
+            <caption class="sr-only">"Pending and running jobs"</caption>
+            <thead><tr>
+                <th scope="col" class="num">"Job"</th><th scope="col">"Name"</th><th scope="col">"User"</th>
+                <th scope="col">"State"</th><th scope="col" class="num">"GPUs"</th><th scope="col">"Nodes"</th>
+                <th scope="col" class="num">"Running for"</th><th scope="col" class="num">"Time limit"</th>
+                <th scope="col">"Why it waits"</th>
+                <th scope="col" class="num">"Requeues"</th>
+                <th scope="col">"Actions"</th>
+            </tr></thead>
+            <tbody>
+                {move || {
+                    let why = cannot_act(&me());
+                    let t = now();
+                    rows().into_iter().map(|j: JobRow| {
+                        let running = j.state == JobState::Running;
+                        let id = j.id;
+                        let dis = why.or((!running).then_some("Only running jobs can be requeued"));
+                        let wait_kind = j.wait.as_ref().map(|w| w.kind.as_str()).unwrap_or("");
+                        view! {
+                            <tr data-test="job-row" data-job=j.id.to_string() data-state=j.state.label() data-wait=wait_kind>
+                                <th scope="row" class="num"><a href=format!("/jobs/{}", j.id)>{j.id}</a></th>
+                                <td>{j.name.clone()}</td>
+                                <td>{j.user.clone()}</td>
+                                <td>{j.state.label()}{j.reason.clone().filter(|r| r != "None" && j.wait.is_none()).map(|r| format!(" ({r})"))}</td>
+                                <td class="num">{j.gpus}</td>
+                                <td>{units::hostlist_short(&j.nodes)}</td>
+                                <td class="num">{j.start_ms.map(|s| units::duration_ms(t - s)).unwrap_or_else(|| "—".into())}</td>
+                                <td class="num">{j.time_limit_ms.map(units::duration_ms).unwrap_or_else(|| "—".into())}</td>
+                                <td data-test="job-wait">{j.wait.as_ref().map(|w| view! {
+                                    <strong class="chip">{w.kind.label()}</strong>" "
+                                    <span>{wait_sentence(w)}</span>
+                                    " "<code class="muted" title="Slurm's reason">{w.reason.clone()}</code>
+                                })}</td>
+                                <td class="num" data-test="job-restarts">{j.restart_count}</td>
+                                <td>
+                                    <button type="button" data-test="job-requeue"
+                                        disabled=dis.is_some() title=dis.unwrap_or("")
+                                        on:click=move |_| pending.set(Some(Pending {
+                                            kind: ActionKind::Requeue,
+                                            label: format!("job {id}"),
+                                            targets: ActionTargets { jobs: vec![id], ..Default::default() },
+                                            reason: String::new(),
+                                        }))>
+                                        "Requeue…"
+                                    </button>
+                                </td>
+                            </tr>
+                        }
+                    }).collect_view()
+                }}
+            </tbody>
+        </table>
+    }
+}
