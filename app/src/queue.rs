@@ -92,3 +92,71 @@ pub struct Wait {
     /// Pending jobs of its partition with a higher priority.
     pub ahead: u32,
 }
+
+/// slurmctld's own health, from `sdiag` or slurmrestd's `/diag`: its schedulers' cycles,
+/// its threads and queues, and who asks it what. Times in microseconds, as Slurm gives them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct SchedHealth {
+    /// When slurmctld answered, and since when its counters count (its last reset).
+    pub at_ms: Option<UnixMs>,
+    pub since_ms: Option<UnixMs>,
+    pub server_threads: Option<u64>,
+    pub agent_queue: Option<u64>,
+    pub dbd_agent_queue: Option<u64>,
+    pub jobs_submitted: Option<u64>,
+    pub jobs_started: Option<u64>,
+    pub jobs_pending: Option<u64>,
+    pub jobs_running: Option<u64>,
+    /// The main scheduler's cycles.
+    pub main: Cycles,
+    /// The backfill scheduler's cycles, its depth, and the jobs it started.
+    pub backfill: Cycles,
+    pub backfilled_jobs: Option<u64>,
+    /// RPCs by message type and by user, most first (at most 50 of each), and in all.
+    pub rpcs_by_type: Vec<RpcCount>,
+    pub rpcs_by_user: Vec<RpcCount>,
+    pub rpcs_total: u64,
+    /// The user whose RPCs are Gantry's (the one it polls as), and their count.
+    pub gantry_user: Option<String>,
+    pub gantry_rpcs: Option<u64>,
+}
+
+/// One scheduler's cycles, in microseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct Cycles {
+    pub last_us: Option<u64>,
+    pub mean_us: Option<u64>,
+    pub max_us: Option<u64>,
+    pub count: Option<u64>,
+    /// Jobs looked at in the last cycle (backfill) or on average (main).
+    pub depth: Option<u64>,
+    /// Jobs in its queue at the last cycle.
+    pub queue: Option<u64>,
+}
+
+/// RPCs of one message type or one user.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct RpcCount {
+    pub name: String,
+    pub count: u64,
+    pub ave_us: Option<u64>,
+}
+
+/// The scheduler's health as a page or the API shows it: when it was read and how often.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct HealthView {
+    pub polled_ms: UnixMs,
+    pub every_ms: i64,
+    pub health: SchedHealth,
+}
+
+impl HealthView {
+    /// Older than two reads and a second: stale.
+    pub fn stale_at(&self, now_ms: UnixMs) -> bool {
+        now_ms - self.polled_ms > 2 * self.every_ms + 1_000
+    }
+}

@@ -63,6 +63,9 @@ pub struct NodesView {
     pub racks: Vec<String>,
     pub nodes: Vec<NodeRow>,
     pub jobs: Vec<JobRow>,
+    /// The scheduler's own health (slurmctld's `sdiag`), where it reports one.
+    #[serde(default)]
+    pub health: Option<crate::queue::HealthView>,
 }
 
 /// An XID seen on a GPU.

@@ -386,6 +386,8 @@ fn action(cause: &AlertItem, place: &str, jobs: &[IncidentJob]) -> String {
         "straggler" => format!("Drain the straggling node of {place}, then requeue it excluding it."),
         "nccl_latency" => format!("Check the fabric of {place}'s nodes: collectives are slow."),
         "checkpoint_overdue" => format!("Check {place}'s checkpointing: work since its last save is at risk."),
+        "backfill_slow" => "Look at slurmctld's backfill (sdiag): shorten bf_max_job_test or bf_window, or find what floods the queue.".to_string(),
+        "agent_queue_high" => "Look at slurmctld's agent queue (sdiag): nodes it cannot reach, or an RPC storm.".to_string(),
         _ => format!("Look at {place}."),
     }
 }

@@ -133,6 +133,11 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
             targets: &targets,
             nccl,
             last_checkpoint_ms,
+            health: sched
+                .as_ref()
+                .and_then(|s| s.health.as_deref())
+                .filter(|h| !h.view().stale_at(crate::clock::wall_now_ms()))
+                .map(|h| &h.health),
         };
         let now_conds = evaluate(&cfg, ov, &facts, &mut state);
         let wall = crate::clock::wall_now_ms();
@@ -312,7 +317,7 @@ pub fn is_rule(rule: &str) -> bool {
 }
 
 fn static_rule(rule: &str) -> &'static str {
-    const RULES: [&str; 25] = [
+    const RULES: [&str; 27] = [
         "coolant_leak",
         "job_hung",
         "straggler",
@@ -336,6 +341,8 @@ fn static_rule(rule: &str) -> &'static str {
         "target_down",
         "nccl_latency",
         "checkpoint_overdue",
+        "backfill_slow",
+        "agent_queue_high",
         "remapped_rows",
         "pcie_replays",
     ];

@@ -64,6 +64,7 @@ pub(super) const ENV: &[(&str, &str, Kind)] = &[
     ("GANTRY_SLURM_REST_TOKEN",       "slurm.rest_token",       Kind::Str),
     ("GANTRY_SLURM_REST_VERSION",     "slurm.rest_version",     Kind::Str),
     ("GANTRY_SLURM_POLL_INTERVAL_MS", "slurm.poll_interval_ms", MS),
+    ("GANTRY_SLURM_DIAG_INTERVAL_MS", "slurm.diag_interval_ms", MS),
 
     ("GANTRY_ANONYMOUS_READ",     "auth.anonymous_read",     Kind::Flag),
     ("GANTRY_SECURE_COOKIES",     "auth.secure_cookies",     Kind::Flag),

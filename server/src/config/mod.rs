@@ -62,6 +62,9 @@ pub struct SlurmConfig {
     pub conf: Option<PathBuf>,
     /// How often Gantry polls the controller (once, for every browser).
     pub poll_interval_ms: u64,
+    /// How often Gantry reads slurmctld's diagnostics (`sdiag`, `/diag`): SchedMD asks
+    /// for 60 s or more, since each read takes the controller's locks.
+    pub diag_interval_ms: u64,
     /// Deadline of one Slurm command or REST call.
     pub timeout_ms: u64,
     /// The cluster layout file (racks, rows, U positions, power limits; see `layout.rs`).
@@ -80,6 +83,7 @@ impl Default for SlurmConfig {
             bin_dir: None,
             conf: None,
             poll_interval_ms: 5000,
+            diag_interval_ms: 60_000,
             timeout_ms: 10_000,
             layout: None,
             topology: None,
@@ -438,6 +442,10 @@ struct AlertKeys {
     nccl_baseline_steps: usize,
     #[serde(rename = "checkpoint_overdue_minutes", deserialize_with = "minutes")]
     checkpoint_overdue_ms: i64,
+    backfill_cycle_seconds: f64,
+    agent_queue_max: u64,
+    #[serde(rename = "agent_queue_minutes", deserialize_with = "minutes")]
+    agent_queue_ms: i64,
     straggler_ratio: f64,
     #[serde(rename = "straggler_minutes", deserialize_with = "minutes")]
     straggler_ms: i64,

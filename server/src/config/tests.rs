@@ -459,6 +459,7 @@ fn every_variable_reaches_its_field() {
         ("GANTRY_SLURM_REST_TOKEN", "jwt", |c| rest(c).2 == "jwt"),
         ("GANTRY_SLURM_REST_VERSION", "v0.0.41", |c| rest(c).3 == Some(41)),
         ("GANTRY_SLURM_POLL_INTERVAL_MS", "1009", |c| c.slurm.poll_interval_ms == 1009),
+        ("GANTRY_SLURM_DIAG_INTERVAL_MS", "1013", |c| c.slurm.diag_interval_ms == 1013),
         ("GANTRY_ANONYMOUS_READ", "yes", |c| c.auth.anonymous_read),
         ("GANTRY_SECURE_COOKIES", "on", |c| c.auth.secure_cookies),
         ("GANTRY_SESSION_HOURS", "13", |c| c.auth.session_hours == 13),

@@ -222,6 +222,11 @@ impl SlurmConfig {
             500..=600_000,
         )?;
         within("slurm.timeout_ms", self.timeout_ms, 100..=120_000)?;
+        within(
+            "slurm.diag_interval_ms",
+            self.diag_interval_ms,
+            1_000..=3_600_000,
+        )?;
         if let Some(rest) = &self.rest {
             if crate::slurm::rest::Address::parse(&rest.url).is_err() {
                 return Err(invalid(

@@ -98,6 +98,27 @@ pub struct SchedSnapshot {
     pub interval_ms: i64,
     pub nodes: Vec<crate::scheduler::SchedNode>,
     pub jobs: Vec<crate::scheduler::SchedJob>,
+    /// slurmctld's newest diagnostics (read less often than the poll), if it gives them.
+    pub health: Option<Arc<HealthPoll>>,
+}
+
+/// One read of the scheduler's own health, and when it was taken (wall clock).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HealthPoll {
+    pub polled_ms: UnixMs,
+    /// How often it is read.
+    pub every_ms: i64,
+    pub health: app::queue::SchedHealth,
+}
+
+impl HealthPoll {
+    pub fn view(&self) -> app::queue::HealthView {
+        app::queue::HealthView {
+            polled_ms: self.polled_ms,
+            every_ms: self.every_ms,
+            health: self.health.clone(),
+        }
+    }
 }
 
 /// What the floor marks on its nodes ([`app::live::marks`]) from outside the pipeline:

@@ -142,6 +142,10 @@ pub trait Scheduler: Send + Sync + 'static {
     fn runs_here(&self) -> bool {
         true
     }
+    /// The scheduler's own health (slurmctld's `sdiag`), where it reports one.
+    fn diag(&self) -> SchedFuture<'_, Option<app::queue::SchedHealth>> {
+        Box::pin(async { Ok(None) })
+    }
 }
 
 pub type SharedScheduler = Arc<dyn Scheduler>;

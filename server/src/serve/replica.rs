@@ -215,6 +215,8 @@ struct SchedBody {
     interval_ms: i64,
     nodes: Vec<SchedNode>,
     jobs: Vec<SchedJob>,
+    #[serde(default)]
+    health: Option<crate::live::HealthPoll>,
 }
 
 /// Why a tick could not be carried to standbys.
@@ -253,6 +255,7 @@ fn encode(live: &Live, ov: &Overview) -> Result<Vec<u8>, CarryError> {
             interval_ms: s.interval_ms,
             nodes: s.nodes.clone(),
             jobs: s.jobs.clone(),
+            health: s.health.as_deref().cloned(),
         }),
         readings: live.latest().map(|l| l.readings().clone()),
         targets: (*live.targets()).clone(),
@@ -391,6 +394,7 @@ fn apply(live: &Live, t: TickBody) {
             interval_ms: s.interval_ms,
             nodes: s.nodes,
             jobs: s.jobs,
+            health: s.health.map(Arc::new),
         }));
     }
     for (job, end) in t.checkpoints {

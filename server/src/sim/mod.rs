@@ -266,6 +266,8 @@ pub struct Sim {
     ledger_t_ms: Option<UnixMs>,
     ledger_from_ms: UnixMs,
     ledgers: ledger::Finished,
+    /// Its scheduler's counters, as slurmctld's `sdiag` keeps them.
+    sched_stats: queue::SchedStats,
 }
 
 impl Sim {
@@ -404,6 +406,7 @@ impl Sim {
             ledger_t_ms: None,
             ledger_from_ms: start_ms,
             ledgers: ledger::Finished::new(),
+            sched_stats: queue::SchedStats::new(warmup_from),
         };
         sim.submit_long_runs();
         sim.schedule();

@@ -120,6 +120,7 @@ impl Sim {
     ) {
         let id = self.next_job_id;
         self.next_job_id += 1;
+        self.count_submitted();
         let users = ["alice", "bob", "carol", "dave", "erin", "frank"];
         let accounts = ["llm-pretrain", "llm-finetune", "research", "eval"];
         let user = users[self.rng.below(users.len() as u64) as usize];

@@ -31,6 +31,8 @@ pub enum CliError {
     },
     #[error("{0}")]
     Json(#[from] JsonError),
+    #[error("{0}")]
+    Diag(#[from] super::diag::DiagError),
 }
 
 const NODES_UNKNOWN: u8 = 0;
@@ -123,6 +125,14 @@ impl Cli {
         Ok(parse_jobs(&self.run("squeue", &["--json"]).await?)?)
     }
 
+    /// slurmctld's diagnostics (`sdiag`'s text: 22.05 has no `--json`), Gantry's RPCs
+    /// those of the user it runs as.
+    pub async fn diag(&self) -> Result<app::queue::SchedHealth, CliError> {
+        let out = self.run("sdiag", &[]).await?;
+        let h = super::diag::parse_text(&String::from_utf8_lossy(&out))?;
+        Ok(super::diag::with_gantry(h, super::diag::process_user()))
+    }
+
     /// Sets DRAIN with `reason` (validated; passed as one argument, stored verbatim).
     pub async fn drain(&self, node: &str, reason: &str) -> Result<(), CliError> {
         validate_node_name(node)?;
@@ -204,6 +214,9 @@ impl Scheduler for Cli {
     }
     fn requeue<'a>(&'a self, job: u64, hold: bool, exclude: &'a [String]) -> SchedFuture<'a, ()> {
         Box::pin(async move { Ok(Cli::requeue(self, job, hold, exclude).await?) })
+    }
+    fn diag(&self) -> SchedFuture<'_, Option<app::queue::SchedHealth>> {
+        Box::pin(async move { Ok(Some(Cli::diag(self).await?)) })
     }
 }
 

@@ -72,7 +72,7 @@ pub fn slurm_errors(body: &[u8]) -> Option<String> {
 }
 
 /// A number that may be plain, or `{set, infinite, number}`; unset and infinite are `None`.
-fn num(v: Option<&Value>) -> Option<i64> {
+pub(super) fn num(v: Option<&Value>) -> Option<i64> {
     match v? {
         Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)),
         Value::Object(o) => {

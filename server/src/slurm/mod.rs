@@ -2,6 +2,7 @@
 //! transports (CLI, slurmrestd) and the poller build on these.
 
 pub mod cli;
+pub mod diag;
 pub mod hostlist;
 pub mod json;
 pub mod rest;

@@ -352,6 +352,15 @@ impl Rest {
         )?)
     }
 
+    /// slurmctld's diagnostics (`/diag`); Gantry's RPCs those of the user it asks as
+    /// (its JWT's, else this process's over a local socket).
+    pub async fn diag(&self) -> Result<app::queue::SchedHealth, RestError> {
+        let v = self.version().await?;
+        let h = super::diag::parse_json(&self.call("GET", &collection(v, "diag"), None).await?)?;
+        let user = self.user.clone().or_else(super::diag::process_user);
+        Ok(super::diag::with_gantry(h, user))
+    }
+
     async fn update_node(
         &self,
         node: &str,
@@ -407,6 +416,9 @@ where
 impl Scheduler for Rest {
     fn nodes(&self) -> SchedFuture<'_, Vec<SchedNode>> {
         Box::pin(async move { Ok(Rest::nodes(self).await?) })
+    }
+    fn diag(&self) -> SchedFuture<'_, Option<app::queue::SchedHealth>> {
+        Box::pin(async move { Ok(Some(Rest::diag(self).await?)) })
     }
     fn jobs(&self) -> SchedFuture<'_, Vec<SchedJob>> {
         Box::pin(async move { Ok(Rest::jobs(self).await?) })

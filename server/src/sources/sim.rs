@@ -368,6 +368,11 @@ pub fn sched(sim: &Sim, interval_ms: u64) -> Arc<SchedSnapshot> {
         interval_ms: interval_ms as i64,
         nodes: sim.slurm_nodes(),
         jobs: sim.slurm_jobs(),
+        health: Some(Arc::new(crate::live::HealthPoll {
+            polled_ms: wall_now_ms(),
+            every_ms: interval_ms as i64,
+            health: sim.sched_health(),
+        })),
     })
 }
 

@@ -165,6 +165,12 @@ pub struct SlurmSource {
     frames: SlurmFrames,
     /// Whether the last poll failed (logged when it starts and when it ends).
     failing: bool,
+    /// slurmctld's diagnostics: read every `diag_every_ms` at most, the newest kept (its
+    /// own age shows when reads fail), and whether the last read failed.
+    diag_every_ms: i64,
+    diag_due_ms: UnixMs,
+    diag: Option<Arc<crate::live::HealthPoll>>,
+    diag_failing: bool,
 }
 
 impl SlurmSource {
@@ -204,6 +210,10 @@ impl SlurmSource {
             fresh_ms: 2 * scrape_interval_ms.max(interval_ms) as i64,
             frames: SlurmFrames::new(layout, &cfg.cluster_name, interval_ms),
             failing: false,
+            diag_every_ms: cfg.slurm.diag_interval_ms as i64,
+            diag_due_ms: 0,
+            diag: None,
+            diag_failing: false,
         }
     }
 }
@@ -257,7 +267,30 @@ impl Source for SlurmSource {
             ));
         }
         let events = frames.transitions(&jobs, now);
-        Some(match self.telemetry.as_ref() {
+        if now >= self.diag_due_ms {
+            self.diag_due_ms = now + self.diag_every_ms;
+            match self.sched.diag().await {
+                Ok(h) => {
+                    self.diag_failing = false;
+                    self.diag = h.map(|health| {
+                        Arc::new(crate::live::HealthPoll {
+                            polled_ms: now,
+                            every_ms: self.diag_every_ms,
+                            health,
+                        })
+                    });
+                }
+                Err(e) => {
+                    if !self.diag_failing {
+                        tracing::warn!(error = %e, "reading slurmctld's diagnostics failed");
+                        self.diag_failing = true;
+                    }
+                }
+            }
+        }
+        let health = self.diag.clone();
+        let frames = &mut self.frames;
+        let mut frame = match self.telemetry.as_ref() {
             Some((ing, _)) => {
                 let ing = ing.lock().unwrap_or_else(|e| e.into_inner());
                 frames.frame(
@@ -270,7 +303,11 @@ impl Source for SlurmSource {
                 )
             }
             None => frames.frame(inv, nodes, jobs, now, None, events),
-        })
+        };
+        if let Some(s) = Arc::get_mut(&mut frame.sched) {
+            s.health = health;
+        }
+        Some(frame)
     }
 
     fn published(&mut self, live: &Live, _took: Duration) {
@@ -394,6 +431,7 @@ impl SlurmFrames {
                 interval_ms: self.interval_ms,
                 nodes,
                 jobs,
+                health: None,
             }),
             events,
             truth: None,

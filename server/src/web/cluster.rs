@@ -21,6 +21,7 @@ pub(super) fn routes() -> Routes {
         ("/api/charts/throttling.svg", get(throttling_svg)),
         ("/api/nodes", get(nodes)),
         ("/api/jobs", get(jobs)),
+        ("/api/scheduler", get(scheduler)),
         ("/api/segments", get(segments)),
         ("/api/placement", get(placement)),
     ]
@@ -249,6 +250,15 @@ pub(super) struct JobsAnswer<'a> {
     waits: &'a std::collections::HashMap<u64, app::queue::Wait>,
 }
 
+/// `GET /api/scheduler`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(super) struct SchedulerAnswer {
+    /// The newest read of the scheduler's health; none where it reports none (yet).
+    health: Option<app::queue::HealthView>,
+    /// Older than two reads and a second.
+    stale: bool,
+}
+
 /// `GET /api/segments`.
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub(super) struct SegmentsAnswer {
@@ -284,6 +294,20 @@ async fn jobs(State(st): State<AppState>) -> Result<Response, ApiError> {
         waits: &waits,
     })
     .into_response())
+}
+
+/// `GET /api/scheduler`: the scheduler's own health (slurmctld's `sdiag` or slurmrestd's
+/// `/diag`, read every `slurm.diag_interval_ms`; the simulator's counters): its main and
+/// backfill cycles, threads and agent queue, RPCs by type and user with Gantry's own.
+#[utoipa::path(get, path = "/api/scheduler", tag = "cluster",
+    responses((status = 200, description = "the scheduler's health", body = SchedulerAnswer)))]
+async fn scheduler(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let s = st.live.sched().ok_or(ApiError::NotReady)?;
+    let health = s.health.as_ref().map(|h| h.view());
+    let stale = health
+        .as_ref()
+        .is_some_and(|h| h.stale_at(crate::clock::wall_now_ms()));
+    Ok(Json(SchedulerAnswer { health, stale }).into_response())
 }
 
 /// `GET /api/segments`: free capacity of Slurm's block topology in the units jobs ask for

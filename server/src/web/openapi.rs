@@ -40,6 +40,7 @@ use app::actions::Role;
         super::cluster::nodes,
         super::cluster::jobs,
         super::cluster::segments,
+        super::cluster::scheduler,
         super::cluster::placement,
         super::actions::action_preview,
         super::actions::action_drain,

@@ -104,6 +104,7 @@ pub(super) fn nodes_view(live: &Live) -> Option<NodesView> {
             .filter(|j| !j.job.state.is_finished())
             .map(|j| job_row(j, &waits))
             .collect(),
+        health: s.health.as_ref().map(|h| h.view()),
     })
 }
 

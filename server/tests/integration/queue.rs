@@ -93,5 +93,27 @@ async fn every_pending_job_says_why_it_waits_as_the_simulator_holds_it() {
         page.contains(&format!("Slurm estimates {when}.")),
         "{when} in {page}"
     );
+    // The scheduler's own health: the simulator's counters, its queue the truth's.
+    let health = get(r.addr, "/api/scheduler").await.json();
+    let h = &health["health"]["health"];
+    assert_eq!(
+        h["jobs_pending"], truth["truth"]["jobs_pending"],
+        "{health:#}"
+    );
+    assert_eq!(
+        h["jobs_running"], truth["truth"]["jobs_running"],
+        "{health:#}"
+    );
+    assert!(
+        h["main"]["count"].as_u64().is_some_and(|c| c > 0),
+        "{health:#}"
+    );
+    assert!(h["backfilled_jobs"].as_u64().is_some(), "{health:#}");
+    assert!(
+        h["jobs_started"].as_u64() >= truth["truth"]["jobs_running"].as_u64(),
+        "{health:#}"
+    );
+    assert_eq!(health["stale"], false);
+    assert!(html.contains(r#"data-test="sched-health""#), "{html}");
     r.stop().await.expect("stop");
 }

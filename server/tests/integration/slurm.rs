@@ -1636,3 +1636,71 @@ impl Drop for Scancel {
             .status();
     }
 }
+
+/// The scheduler's health on a real Slurm: Gantry's `/api/scheduler` is slurmctld's own
+/// `sdiag`, read by this test before and after Gantry's read: the same counting start and
+/// thread count, RPC and cycle counts between the two, and Gantry's RPCs those of the user
+/// it runs as.
+#[tokio::test]
+async fn the_scheduler_health_is_sdiags_on_a_real_slurm() {
+    use crate::support;
+    if cluster().is_none() {
+        return;
+    }
+    let (conf, mut cfg) = slurm_config();
+    cfg.auth.anonymous_read = true;
+    cfg.slurm.diag_interval_ms = 1_000;
+    let sdiag = || {
+        let out = std::process::Command::new("sdiag")
+            .env("SLURM_CONF", &conf)
+            .output()
+            .expect("sdiag");
+        server::slurm::diag::parse_text(&String::from_utf8_lossy(&out.stdout)).expect("sdiag")
+    };
+    let before = sdiag();
+    let t0 = server::clock::wall_now_ms();
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    let mut got = serde_json::Value::Null;
+    for _ in 0..100 {
+        got = support::get(r.addr, "/api/scheduler").await.json();
+        if got["health"]["polled_ms"].as_i64().is_some_and(|p| p >= t0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = sdiag();
+    let h = &got["health"]["health"];
+    assert!(h.is_object(), "{got:#}");
+    assert_eq!(h["since_ms"].as_i64(), after.since_ms, "{got:#}");
+    assert_eq!(
+        h["server_threads"].as_u64().is_some(),
+        after.server_threads.is_some()
+    );
+    let between = |v: &serde_json::Value, lo: Option<u64>, hi: Option<u64>| {
+        let v = v.as_u64().expect("a count");
+        lo.is_some_and(|lo| lo <= v) && hi.is_some_and(|hi| v <= hi)
+    };
+    assert!(
+        between(
+            &h["rpcs_total"],
+            Some(before.rpcs_total),
+            Some(after.rpcs_total)
+        ),
+        "{} not in {}..{}",
+        h["rpcs_total"],
+        before.rpcs_total,
+        after.rpcs_total
+    );
+    assert!(
+        between(&h["main"]["count"], before.main.count, after.main.count),
+        "{got:#}"
+    );
+    let me = server::slurm::diag::process_user().expect("a user");
+    assert_eq!(h["gantry_user"], me.as_str());
+    assert!(h["gantry_rpcs"].as_u64().is_some_and(|n| n > 0), "{got:#}");
+    assert_eq!(got["stale"], false);
+    let html = support::get(r.addr, "/jobs").await.text();
+    assert!(html.contains(r#"data-test="sched-health""#), "{html}");
+    r.stop().await.expect("stop");
+}

@@ -10,7 +10,7 @@ use leptos_router::hooks::use_query_map;
 use super::{cannot_act, hydrated_marker, refresher, ActionPanel, Pending, PollStatus, WithView};
 use crate::actions::{ActionKind, ActionTargets};
 use crate::model::JobState;
-use crate::queue::{Wait, WaitKind};
+use crate::queue::{Cycles, HealthView, Wait, WaitKind};
 use crate::units;
 use crate::views::{JobRow, NodesView};
 
@@ -28,6 +28,66 @@ pub(crate) fn wait_sentence(w: &Wait) -> String {
     match w.est_start_ms {
         Some(t) => format!("{}. Slurm estimates {}.", w.words, units::utc(t)),
         None => format!("{}.", w.words),
+    }
+}
+
+/// "last 23 µs, mean 198 µs, max 2,567 µs over 118 cycles".
+fn cycles_words(c: &Cycles) -> String {
+    let us = |v: Option<u64>| v.map_or("—".to_string(), |v| format!("{} µs", units::count(v)));
+    let mut w = format!(
+        "last {}, mean {}, max {}",
+        us(c.last_us),
+        us(c.mean_us),
+        us(c.max_us)
+    );
+    if let Some(n) = c.count {
+        w.push_str(&format!(" over {} cycles", units::count(n)));
+    }
+    w
+}
+
+/// The scheduler's own health in one strip: its two schedulers' cycles, threads and agent
+/// queue, and Gantry's share of its RPCs.
+#[component]
+fn SchedStrip(h: HealthView, now_ms: crate::model::UnixMs) -> impl IntoView {
+    let stale = h.stale_at(now_ms);
+    let s = h.health;
+    let gantry = match (&s.gantry_user, s.gantry_rpcs) {
+        (Some(u), Some(n)) if s.rpcs_total > 0 => format!(
+            "; user {u} (Gantry's) {} ({:.1}%)",
+            units::count(n),
+            100.0 * n as f64 / s.rpcs_total as f64
+        ),
+        _ => String::new(),
+    };
+    let since = s
+        .since_ms
+        .map(|t| format!(" since {}", units::utc(t)))
+        .unwrap_or_default();
+    let opt = |v: Option<u64>| v.map_or("—".to_string(), units::count);
+    view! {
+        <section class="card" aria-labelledby="sched-h" data-test="sched-health" class:stale=stale>
+            <h2 id="sched-h">"Scheduler health"
+                <span class="muted">{format!(" as of {}{}", units::utc(h.polled_ms), if stale { " (stale)" } else { "" })}</span>
+            </h2>
+            <dl class="definitions">
+                <dt>"Main scheduler"</dt><dd data-test="sched-main">{cycles_words(&s.main)}</dd>
+                <dt>"Backfill"</dt><dd data-test="sched-backfill">{format!(
+                    "{}; depth {}; {} jobs started by backfill",
+                    cycles_words(&s.backfill), opt(s.backfill.depth), opt(s.backfilled_jobs)
+                )}</dd>
+                <dt>"Threads and queues"</dt><dd data-test="sched-threads">{format!(
+                    "{} server threads; agent queue {}; database agent queue {}",
+                    opt(s.server_threads), opt(s.agent_queue), opt(s.dbd_agent_queue)
+                )}</dd>
+                <dt>"RPCs"</dt><dd data-test="sched-rpcs">{if s.rpcs_by_type.is_empty() {
+                    "none reported".to_string()
+                } else {
+                    format!("{}{since}{gantry}; most: {}", units::count(s.rpcs_total),
+                        s.rpcs_by_type.iter().take(3).map(|r| format!("{} {}", r.name, units::count(r.count))).collect::<Vec<_>>().join(", "))
+                }}</dd>
+            </dl>
+        </section>
     }
 }
 
@@ -69,6 +129,7 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
             <h1>"Jobs"</h1>
             <PollStatus state stale/>
         </div>
+        {move || state.with(|v| v.health.clone().map(|h| view! { <SchedStrip h now_ms=v.server_now_ms/> }))}
         <form method="get" action="/jobs" class="toolbar" aria-label="Filter pending jobs by what they wait for">
             <label for="j-wait">"Waiting for"</label>
             <select id="j-wait" name="wait" data-test="wait-filter">

@@ -24,6 +24,10 @@ pub fn has_data(rule: &str, subject: &str, f: &Facts<'_>) -> bool {
     if WITHOUT_TELEMETRY.contains(&rule) {
         return true;
     }
+    // The scheduler's own: its diagnostics, fresh.
+    if subject.starts_with("scheduler:") {
+        return f.health.is_some();
+    }
     let Some(r) = f.readings else {
         return false;
     };

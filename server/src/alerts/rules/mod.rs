@@ -15,7 +15,8 @@
 //! - `layout.rs`: `layout_disagrees`;
 //! - `targets.rs`: what does not answer (`node_not_responding`, `target_down`);
 //! - `jobs.rs`: `nccl_latency`, `checkpoint_overdue`;
-//! - `radar.rs`: a multi-node job's GPUs against their peers (`straggler`, `job_hung`).
+//! - `radar.rs`: a multi-node job's GPUs against their peers (`straggler`, `job_hung`);
+//! - `scheduler.rs`: slurmctld itself (`backfill_slow`, `agent_queue_high`).
 //!
 //! `data.rs` says whether a tick holds what a rule reads about a subject ([`has_data`]):
 //! a condition gone for want of readings is unknown, not clear.
@@ -43,6 +44,7 @@ mod jobs;
 mod layout;
 mod power;
 pub mod radar;
+mod scheduler;
 mod shelves;
 mod targets;
 mod thermal;
@@ -65,6 +67,13 @@ pub struct AlertConfig {
     pub nccl_baseline_steps: usize,
     /// A job that has checkpointed and then not for this long.
     pub checkpoint_overdue_ms: i64,
+    /// slurmctld's backfill cycle over this many seconds is a warning (Slurm's own
+    /// `bf_max_time` defaults to 30 s: a cycle near it stops short of the queue).
+    pub backfill_cycle_seconds: f64,
+    /// slurmctld's agent queue (RPCs it has yet to send to nodes) over this for
+    /// `agent_queue_ms` is a warning.
+    pub agent_queue_max: u64,
+    pub agent_queue_ms: i64,
     /// A GPU of a multi-node job under this share of its peers' median SM activity for
     /// `straggler_ms` is a straggler.
     pub straggler_ratio: f64,
@@ -100,6 +109,9 @@ impl Default for AlertConfig {
             nccl_baseline_factor: 1.3,
             nccl_baseline_steps: 20,
             checkpoint_overdue_ms: 2 * 3_600_000,
+            backfill_cycle_seconds: 20.0,
+            agent_queue_max: 100,
+            agent_queue_ms: 5 * 60_000,
             straggler_ratio: 0.8,
             straggler_ms: 5 * 60_000,
             hang_ms: crate::aggregate::hang::DEFAULT_HANG_MS,
@@ -154,6 +166,8 @@ pub struct Facts<'a> {
     pub nccl: HashMap<u64, Vec<(u64, f64)>>,
     /// Per running job: when its newest complete checkpoint finished.
     pub last_checkpoint_ms: HashMap<u64, UnixMs>,
+    /// The scheduler's own health, when its newest read is fresh.
+    pub health: Option<&'a app::queue::SchedHealth>,
 }
 
 /// When each duration-bound condition started being true (source time).
@@ -268,6 +282,8 @@ const RULES: &[Rule] = &[
     jobs::nccl_latency,
     jobs::checkpoint_overdue,
     radar::evaluate,
+    scheduler::backfill_slow,
+    scheduler::agent_queue_high,
 ];
 
 fn median(xs: &[f64]) -> Option<f64> {

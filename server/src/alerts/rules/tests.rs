@@ -659,3 +659,50 @@ fn an_nvlink_switch_tray_down_is_critical_and_names_the_trays_cut_and_their_jobs
         missing.summary
     );
 }
+
+#[test]
+fn slurmctlds_slow_backfill_and_long_agent_queue_are_warnings() {
+    let (_, r, mut ov) = base();
+    let mut health = app::queue::SchedHealth::default();
+    health.backfill.last_us = Some(25_000_000);
+    health.backfill.depth = Some(812);
+    health.agent_queue = Some(150);
+    let cfg = AlertConfig::default();
+    let mut st = RuleState::default();
+    let run = |ov: &Overview, st: &mut RuleState, h: &app::queue::SchedHealth| {
+        evaluate(
+            &cfg,
+            ov,
+            &Facts {
+                readings: Some(&r),
+                health: Some(h),
+                ..Default::default()
+            },
+            st,
+        )
+        .into_iter()
+        .filter(|c| c.subject == "scheduler:slurmctld")
+        .map(|c| (c.rule, c.summary))
+        .collect::<Vec<_>>()
+    };
+    // The backfill at once; the agent queue only once it has held five minutes.
+    assert_eq!(
+        run(&ov, &mut st, &health),
+        vec![(
+            "backfill_slow",
+            "slurmctld's backfill cycle took 25.0 s (over 20 s), 812 jobs deep".to_string()
+        )]
+    );
+    ov.at_ms += 5 * 60_000;
+    let later = run(&ov, &mut st, &health);
+    assert!(
+        later.iter().any(|(r, _)| *r == "agent_queue_high"),
+        "{later:?}"
+    );
+    // Under the limits: nothing; and without a fresh read, no data (not clear).
+    health.backfill.last_us = Some(900_000);
+    health.agent_queue = Some(3);
+    assert!(run(&ov, &mut st, &health).is_empty());
+    let f = Facts::default();
+    assert!(!has_data("backfill_slow", "scheduler:slurmctld", &f));
+}
