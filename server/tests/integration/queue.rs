@@ -1,7 +1,11 @@
-//! Why jobs wait, on the simulator: every pending job's category, Slurm reason and start
-//! estimate in `GET /api/jobs` match what the simulator's scheduler holds it for
-//! (`/sim/truth`), and `/jobs` and the job page say so in words.
+//! Why jobs wait, and the scheduler's health. On the simulator: every pending job's
+//! category, Slurm reason and start estimate in `GET /api/jobs` match what the simulator's
+//! scheduler holds it for (`/sim/truth`), and `/jobs` and the job page say so in words. On
+//! the real Slurm (`cargo xtask test` starts it): its reasons and estimates, and `sdiag`.
 
+use std::time::Duration;
+
+use crate::slurm::{cluster, sbatch, slurm_config};
 use crate::support::{self, get};
 
 /// The category each of the simulator's reasons falls in.
@@ -114,6 +118,188 @@ async fn every_pending_job_says_why_it_waits_as_the_simulator_holds_it() {
         "{health:#}"
     );
     assert_eq!(health["stale"], false);
+    assert!(html.contains(r#"data-test="sched-health""#), "{html}");
+    r.stop().await.expect("stop");
+}
+
+/// Why jobs wait on a real Slurm: a job held by its owner, one that follows it, one over
+/// its partition's time limit, and one for a node another job holds: each in its category
+/// in `GET /api/jobs`, and the last with the start Slurm's own answer estimates.
+#[tokio::test]
+async fn pending_jobs_say_why_they_wait_on_a_real_slurm() {
+    use crate::support;
+    if cluster().is_none() {
+        return;
+    }
+    let (conf, mut cfg) = slurm_config();
+    cfg.auth.anonymous_read = true;
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    let common = ["--chdir=/tmp", "--wrap", "sleep 600"];
+    let batch = |extra: &[&str]| {
+        let args: Vec<&str> = extra.iter().chain(common.iter()).copied().collect();
+        sbatch(&conf, &args)
+    };
+    // gpu013: no other real-Slurm test asks for it.
+    let holder = batch(&["-w", "gpu013", "--exclusive", "--time=10"]);
+    let held = batch(&["-N1", "--hold", "--time=5"]);
+    let follows = batch(&["-N1", &format!("--dependency=afterok:{held}"), "--time=5"]);
+    let too_long = batch(&["-p", "debug", "-N1", "--time=02:00:00"]);
+    let waits_for_node = batch(&["-w", "gpu013", "--exclusive", "--time=5"]);
+    let _cancel = Scancel(
+        conf.clone(),
+        vec![holder, held, follows, too_long, waits_for_node],
+    );
+    let want = [
+        (held, "held", "JobHeldUser"),
+        (follows, "dependency", "Dependency"),
+        (too_long, "limit", "PartitionTimeLimit"),
+    ];
+    let mut last = serde_json::Value::Null;
+    let mut ok = false;
+    // Backfill estimates starts every 30 s (bf_interval): up to a minute and a half.
+    for _ in 0..180 {
+        last = support::get(r.addr, "/api/jobs").await.json();
+        let w = |id: u64| last["waits"][id.to_string()].clone();
+        let fixed = want
+            .iter()
+            .all(|(id, kind, reason)| w(*id)["kind"] == *kind && w(*id)["reason"] == *reason);
+        let node = w(waits_for_node);
+        let est_ok = node["est_start_ms"].as_i64().is_some()
+            && matches!(node["kind"].as_str(), Some("resources" | "priority"));
+        if fixed && est_ok {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(ok, "{last:#}");
+    // The estimate is Slurm's own: squeue's start_time for the job, read apart from Gantry,
+    // the same before and after a poll of Gantry's that came after the first read (Slurm
+    // moves its estimates as its schedulers run).
+    let slurm_start = || {
+        let out = std::process::Command::new("squeue")
+            .args(["--json", "-j", &waits_for_node.to_string()])
+            .env("SLURM_CONF", &conf)
+            .output()
+            .expect("squeue");
+        let raw: serde_json::Value = serde_json::from_slice(&out.stdout).expect("squeue json");
+        // 22.05's --json lists every job whatever the filter.
+        raw["jobs"]
+            .as_array()
+            .and_then(|a| a.iter().find(|j| j["job_id"] == waits_for_node))
+            .and_then(|j| j["start_time"].as_i64())
+            .expect("start_time")
+    };
+    let mut compared = false;
+    for _ in 0..20 {
+        let (before, t0) = (slurm_start(), server::clock::wall_now_ms());
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        last = support::get(r.addr, "/api/jobs").await.json();
+        if before != slurm_start() || last["polled_ms"].as_i64().unwrap_or(0) < t0 {
+            continue;
+        }
+        let w = &last["waits"][waits_for_node.to_string()];
+        assert_eq!(w["est_start_ms"].as_i64(), Some(before * 1000), "{w:#}");
+        compared = true;
+        break;
+    }
+    assert!(
+        compared,
+        "Slurm's estimate never held still for a comparison"
+    );
+    // The words name the dependency and the owner's way out.
+    assert!(
+        last["waits"][follows.to_string()]["words"]
+            .as_str()
+            .is_some_and(|s| s.contains(&format!("afterok:{held}"))),
+        "{last:#}"
+    );
+    assert!(
+        last["waits"][too_long.to_string()]["words"]
+            .as_str()
+            .is_some_and(|s| s.contains("its partition's run-time limit")),
+        "{last:#}"
+    );
+    r.stop().await.expect("stop");
+}
+
+/// Cancels its jobs when dropped, whether the test passed or not.
+struct Scancel(String, Vec<u64>);
+
+impl Drop for Scancel {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("scancel")
+            .args(self.1.iter().map(u64::to_string))
+            .env("SLURM_CONF", &self.0)
+            .status();
+    }
+}
+
+/// The scheduler's health on a real Slurm: Gantry's `/api/scheduler` is slurmctld's own
+/// `sdiag`, read by this test before and after Gantry's read: the same counting start and
+/// thread count, RPC and cycle counts between the two, and Gantry's RPCs those of the user
+/// it runs as.
+#[tokio::test]
+async fn the_scheduler_health_is_sdiags_on_a_real_slurm() {
+    use crate::support;
+    if cluster().is_none() {
+        return;
+    }
+    let (conf, mut cfg) = slurm_config();
+    cfg.auth.anonymous_read = true;
+    cfg.slurm.diag_interval_ms = 1_000;
+    let sdiag = || {
+        let out = std::process::Command::new("sdiag")
+            .env("SLURM_CONF", &conf)
+            .output()
+            .expect("sdiag");
+        server::slurm::diag::parse_text(&String::from_utf8_lossy(&out.stdout)).expect("sdiag")
+    };
+    let before = sdiag();
+    let t0 = server::clock::wall_now_ms();
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    let mut got = serde_json::Value::Null;
+    for _ in 0..100 {
+        got = support::get(r.addr, "/api/scheduler").await.json();
+        if got["health"]["polled_ms"].as_i64().is_some_and(|p| p >= t0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = sdiag();
+    let h = &got["health"]["health"];
+    assert!(h.is_object(), "{got:#}");
+    assert_eq!(h["since_ms"].as_i64(), after.since_ms, "{got:#}");
+    assert_eq!(
+        h["server_threads"].as_u64().is_some(),
+        after.server_threads.is_some()
+    );
+    let between = |v: &serde_json::Value, lo: Option<u64>, hi: Option<u64>| {
+        let v = v.as_u64().expect("a count");
+        lo.is_some_and(|lo| lo <= v) && hi.is_some_and(|hi| v <= hi)
+    };
+    assert!(
+        between(
+            &h["rpcs_total"],
+            Some(before.rpcs_total),
+            Some(after.rpcs_total)
+        ),
+        "{} not in {}..{}",
+        h["rpcs_total"],
+        before.rpcs_total,
+        after.rpcs_total
+    );
+    assert!(
+        between(&h["main"]["count"], before.main.count, after.main.count),
+        "{got:#}"
+    );
+    let me = server::slurm::diag::process_user().expect("a user");
+    assert_eq!(h["gantry_user"], me.as_str());
+    assert!(h["gantry_rpcs"].as_u64().is_some_and(|n| n > 0), "{got:#}");
+    assert_eq!(got["stale"], false);
+    let html = support::get(r.addr, "/jobs").await.text();
     assert!(html.contains(r#"data-test="sched-health""#), "{html}");
     r.stop().await.expect("stop");
 }
