@@ -65,28 +65,42 @@ fn SchedStrip(h: HealthView, now_ms: crate::model::UnixMs) -> impl IntoView {
         .map(|t| format!(" since {}", units::utc(t)))
         .unwrap_or_default();
     let opt = |v: Option<u64>| v.map_or("—".to_string(), units::count);
+    let n = |v: Option<u64>, one: &str| match v {
+        Some(1) => format!("1 {one}"),
+        Some(k) => format!("{} {one}s", units::count(k)),
+        None => format!("— {one}s"),
+    };
+    let rpcs = if s.rpcs_by_type.is_empty() {
+        "none reported".to_string()
+    } else {
+        format!(
+            "{}{since}{gantry}; most: {}",
+            units::count(s.rpcs_total),
+            s.rpcs_by_type
+                .iter()
+                .take(3)
+                .map(|r| format!("{} {}", r.name, units::count(r.count)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     view! {
         <section class="card" aria-labelledby="sched-h" data-test="sched-health" class:stale=stale>
-            <h2 id="sched-h">"Scheduler health"
-                <span class="muted">{format!(" as of {}{}", units::utc(h.polled_ms), if stale { " (stale)" } else { "" })}</span>
+            <h2 id="sched-h">"Scheduler health "
+                <span class="muted">{format!("as of {}{}", units::utc(h.polled_ms), if stale { " (stale)" } else { "" })}</span>
             </h2>
-            <dl class="definitions">
-                <dt>"Main scheduler"</dt><dd data-test="sched-main">{cycles_words(&s.main)}</dd>
-                <dt>"Backfill"</dt><dd data-test="sched-backfill">{format!(
-                    "{}; depth {}; {} jobs started by backfill",
-                    cycles_words(&s.backfill), opt(s.backfill.depth), opt(s.backfilled_jobs)
-                )}</dd>
-                <dt>"Threads and queues"</dt><dd data-test="sched-threads">{format!(
-                    "{} server threads; agent queue {}; database agent queue {}",
-                    opt(s.server_threads), opt(s.agent_queue), opt(s.dbd_agent_queue)
-                )}</dd>
-                <dt>"RPCs"</dt><dd data-test="sched-rpcs">{if s.rpcs_by_type.is_empty() {
-                    "none reported".to_string()
-                } else {
-                    format!("{}{since}{gantry}; most: {}", units::count(s.rpcs_total),
-                        s.rpcs_by_type.iter().take(3).map(|r| format!("{} {}", r.name, units::count(r.count))).collect::<Vec<_>>().join(", "))
-                }}</dd>
-            </dl>
+            <p>
+                <span data-test="sched-main">{format!("Main scheduler: {}.", cycles_words(&s.main))}</span>" "
+                <span data-test="sched-backfill">{format!(
+                    "Backfill: {}; depth {}; {} started by backfill.",
+                    cycles_words(&s.backfill), opt(s.backfill.depth), n(s.backfilled_jobs, "job")
+                )}</span>" "
+                <span data-test="sched-threads">{format!(
+                    "{}; agent queue {}; database agent queue {}.",
+                    n(s.server_threads, "server thread"), opt(s.agent_queue), opt(s.dbd_agent_queue)
+                )}</span>" "
+                <span data-test="sched-rpcs">{format!("RPCs: {rpcs}.")}</span>
+            </p>
         </section>
     }
 }
