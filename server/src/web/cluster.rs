@@ -246,8 +246,8 @@ pub(super) struct JobsAnswer<'a> {
     at_ms: i64,
     polled_ms: i64,
     jobs: &'a [crate::scheduler::SchedJob],
-    /// Why each pending job waits, by job id.
-    waits: &'a std::collections::HashMap<u64, app::queue::Wait>,
+    /// Why each pending job waits, by job id (a decimal string: JSON's keys are strings).
+    waits: std::collections::BTreeMap<String, &'a app::queue::Wait>,
 }
 
 /// `GET /api/scheduler`.
@@ -291,7 +291,7 @@ async fn jobs(State(st): State<AppState>) -> Result<Response, ApiError> {
         at_ms: s.at_ms,
         polled_ms: s.polled_ms,
         jobs: &s.jobs,
-        waits: &waits,
+        waits: waits.iter().map(|(id, w)| (id.to_string(), w)).collect(),
     })
     .into_response())
 }
