@@ -52,6 +52,9 @@ pub trait Backend: Send + Sync + 'static {
         end_ms: Option<i64>,
         group: crate::timeline::Grouping,
     ) -> BackendFuture<'_, crate::timeline::TimelineData>;
+    /// How far Slurm's start estimates were from the starts, per partition, over the last
+    /// seven days.
+    fn estimates(&self) -> BackendFuture<'_, crate::queue::EstimatesView>;
     /// The job history matching `f`, a page, and how many match.
     fn job_history<'a>(
         &'a self,

@@ -160,3 +160,100 @@ impl HealthView {
         now_ms - self.polled_ms > 2 * self.every_ms + 1_000
     }
 }
+
+/// How far Slurm's start estimates were from the starts that followed, per partition:
+/// absolute errors of the first estimate seen and of the last, in milliseconds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct EstimateAccuracy {
+    pub partition: String,
+    /// Runs that started after waiting with an estimate.
+    pub jobs: u64,
+    pub first_median_ms: i64,
+    pub first_p90_ms: i64,
+    pub last_median_ms: i64,
+    pub last_p90_ms: i64,
+    /// Runs that started after their first estimate (Slurm was optimistic).
+    pub late: u64,
+}
+
+/// The accuracy answer: since when, and per partition.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct EstimatesView {
+    pub since_ms: UnixMs,
+    pub partitions: Vec<EstimateAccuracy>,
+}
+
+/// The `q`-quantile (0 to 1) of sorted `v` by nearest rank; 0 when empty.
+pub fn nearest_rank(v: &[i64], q: f64) -> i64 {
+    if v.is_empty() {
+        return 0;
+    }
+    let rank = (q * v.len() as f64).ceil().max(1.0) as usize;
+    v[rank.min(v.len()) - 1]
+}
+
+/// Per partition (by name): the errors of `(partition, first_est, last_est, start)` runs.
+pub fn accuracy<'a>(
+    runs: impl Iterator<Item = (&'a str, UnixMs, UnixMs, UnixMs)>,
+) -> Vec<EstimateAccuracy> {
+    let mut by: std::collections::BTreeMap<&str, (Vec<i64>, Vec<i64>, u64)> = Default::default();
+    for (p, first, last, start) in runs {
+        let e = by.entry(p).or_default();
+        e.0.push((start - first).abs());
+        e.1.push((start - last).abs());
+        e.2 += u64::from(start > first);
+    }
+    by.into_iter()
+        .map(|(p, (mut first, mut last, late))| {
+            first.sort_unstable();
+            last.sort_unstable();
+            EstimateAccuracy {
+                partition: p.to_string(),
+                jobs: first.len() as u64,
+                first_median_ms: nearest_rank(&first, 0.5),
+                first_p90_ms: nearest_rank(&first, 0.9),
+                last_median_ms: nearest_rank(&last, 0.5),
+                last_p90_ms: nearest_rank(&last, 0.9),
+                late,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_by_partition_with_nearest_rank_quantiles() {
+        // Ten runs in gpu: first estimates off by 1..10 minutes (late by 1, 3, 5, ...),
+        // last ones exact; one in debug.
+        let runs: Vec<(&str, UnixMs, UnixMs, UnixMs)> = (1..=10)
+            .map(|k| {
+                let start = 1_000_000;
+                let off = k * 60_000;
+                (
+                    "gpu",
+                    if k % 2 == 1 { start - off } else { start + off },
+                    start,
+                    start,
+                )
+            })
+            .chain(std::iter::once(("debug", 0, 0, 30_000)))
+            .collect();
+        let a = accuracy(runs.iter().copied());
+        assert_eq!(a.len(), 2);
+        assert_eq!(a[0].partition, "debug");
+        assert_eq!((a[0].jobs, a[0].first_median_ms, a[0].late), (1, 30_000, 1));
+        let g = &a[1];
+        assert_eq!((g.jobs, g.late), (10, 5));
+        assert_eq!(
+            (g.first_median_ms, g.first_p90_ms),
+            (5 * 60_000, 9 * 60_000)
+        );
+        assert_eq!((g.last_median_ms, g.last_p90_ms), (0, 0));
+        assert_eq!(nearest_rank(&[], 0.9), 0);
+    }
+}

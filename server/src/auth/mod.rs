@@ -492,6 +492,7 @@ pub const READ_ONLY_POSTS: &[&str] = &[
     "/api/alert_count",
     "/api/incidents_view",
     "/api/incident_detail",
+    "/api/estimate_accuracy",
 ];
 
 /// The access rule of `method path`. Default-deny: anything not a GET, HEAD or a listed

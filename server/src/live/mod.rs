@@ -8,6 +8,7 @@
 //! ([`store_queue`]), so a slow database never delays live views; what the queue cannot take
 //! is counted and logged, not hidden.
 
+mod estimates;
 mod pipeline;
 mod rollups;
 mod store_queue;

@@ -74,6 +74,7 @@ pub struct Pipeline {
     node_states: NodeStates,
     evidence: EvidenceWatch,
     reasons: ReasonCounter,
+    estimates: super::estimates::EstimateWatch,
     minutes: MinuteRollups,
     hours: HourRollups,
     reports: Accumulator,
@@ -94,6 +95,7 @@ impl Pipeline {
             node_states: NodeStates::default(),
             evidence: EvidenceWatch::default(),
             reasons: ReasonCounter::default(),
+            estimates: Default::default(),
             minutes: MinuteRollups::default(),
             hours: HourRollups::default(),
             reports: Accumulator::new(idle_below_sm),
@@ -134,6 +136,8 @@ impl Pipeline {
         self.events(events, live, &mut writes);
         self.node_states
             .observe(frame.sched.at_ms, &frame.sched.nodes, &mut writes);
+        self.estimates
+            .observe(&frame.sched.jobs, frame.sched.at_ms, &mut writes);
         let r = frame.readings.readings();
         self.evidence.observe(r, &mut writes);
         self.seq += 1;

@@ -71,6 +71,8 @@ pub enum StoreWrite {
         state: app::model::NodeState,
         reason: String,
     },
+    /// A job's start with the estimates Slurm gave it while it waited.
+    StartEstimate(crate::store::StartEstimate),
 }
 
 /// The sending half of the store queue; never blocks the caller.
@@ -107,6 +109,7 @@ impl StoreWrite {
             StoreWrite::Rollup1h(_) => "hourly rollup",
             StoreWrite::Report { .. } => "report rollup",
             StoreWrite::NodeState { .. } => "node state",
+            StoreWrite::StartEstimate(_) => "start estimate",
         }
     }
 
@@ -145,6 +148,7 @@ impl StoreWrite {
                 state,
                 reason,
             } => store.put_node_event(node, *at_ms, *state, reason).await,
+            StoreWrite::StartEstimate(e) => store.put_start_estimate(e).await,
         }
     }
 }

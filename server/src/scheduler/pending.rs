@@ -321,8 +321,15 @@ fn words_for(
                     f.gpus
                 )
             };
+            // Enough free nodes in all, yet waiting: it asks for particular ones (a node
+            // list, features, memory, exclusive use) that are busy.
+            let particular = if f.nodes >= need {
+                "; enough nodes are free, so it waits for particular ones (its node list, features or memory)"
+            } else {
+                ""
+            };
             let w = if kind == WaitKind::Resources {
-                format!("Waiting for {asks}: {now}{ahead_words}")
+                format!("Waiting for {asks}: {now}{particular}{ahead_words}")
             } else {
                 format!(
                     "{} of higher priority ahead in {}{}; it asks {asks}, {now}",

@@ -15,6 +15,20 @@ pub struct JobEvent {
     pub detail: String,
 }
 
+/// A run's start with the estimates Slurm gave it while it waited.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StartEstimate {
+    pub job_id: u64,
+    pub partition: String,
+    pub first_seen_ms: UnixMs,
+    pub first_est_ms: UnixMs,
+    pub last_est_ms: UnixMs,
+    pub start_ms: UnixMs,
+}
+
+/// Runs read at most by one accuracy query (a week of a busy cluster's starts).
+pub const MAX_ESTIMATES: i64 = 200_000;
+
 fn join_nodes(nodes: &[String]) -> String {
     nodes.join(",")
 }
@@ -198,5 +212,49 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(Self::event_of).collect()
+    }
+}
+
+impl Store {
+    /// Records a run's start with its estimates (once per job and start).
+    pub async fn put_start_estimate(&self, e: &StartEstimate) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO start_estimates (job_id, start_ms, partition_name, first_seen_ms, \
+                                          first_est_ms, last_est_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (job_id, start_ms) DO NOTHING",
+        )
+        .bind(e.job_id as i64)
+        .bind(e.start_ms)
+        .bind(&e.partition)
+        .bind(e.first_seen_ms)
+        .bind(e.first_est_ms)
+        .bind(e.last_est_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Runs that started at or after `since_ms`, newest first, at most [`MAX_ESTIMATES`].
+    pub async fn start_estimates_since(&self, since_ms: UnixMs) -> Result<Vec<StartEstimate>> {
+        let rows = sqlx::query(
+            "SELECT job_id, partition_name, first_seen_ms, first_est_ms, last_est_ms, start_ms \
+             FROM start_estimates WHERE start_ms >= $1 ORDER BY start_ms DESC LIMIT $2",
+        )
+        .bind(since_ms)
+        .bind(MAX_ESTIMATES)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(StartEstimate {
+                    job_id: u64_of(r.try_get(0)?, "job id")?,
+                    partition: r.try_get(1)?,
+                    first_seen_ms: r.try_get(2)?,
+                    first_est_ms: r.try_get(3)?,
+                    last_est_ms: r.try_get(4)?,
+                    start_ms: r.try_get(5)?,
+                })
+            })
+            .collect()
     }
 }

@@ -39,7 +39,7 @@ pub use auth::{
     LAST_SEEN_EVERY_MS,
 };
 pub use checkpoints::{checkpoint_out_of_range, MAX_STORED};
-pub use jobs::JobEvent;
+pub use jobs::{JobEvent, StartEstimate};
 pub use lease::{ActionTurn, Fence, LeaseView, Role};
 pub use reliability::{EvidenceRow, NodeEventRow, XidRow};
 pub use remediation::{NewDecision, Recorded, Setting};

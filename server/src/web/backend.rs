@@ -228,6 +228,17 @@ impl Backend for LiveBackend {
         })
     }
 
+    fn estimates(&self) -> app::backend::BackendFuture<'_, app::queue::EstimatesView> {
+        Box::pin(async move {
+            super::views::estimates(&self.live, &self.store)
+                .await
+                .map_err(|e| {
+                    tracing::error!(error = %e, "start estimates read failed");
+                    "storage unavailable".to_string()
+                })
+        })
+    }
+
     fn job_history<'a>(
         &'a self,
         f: &'a app::views::JobFilter,

@@ -22,6 +22,7 @@ pub(super) fn routes() -> Routes {
         ("/api/nodes", get(nodes)),
         ("/api/jobs", get(jobs)),
         ("/api/scheduler", get(scheduler)),
+        ("/api/jobs/estimates", get(estimates)),
         ("/api/segments", get(segments)),
         ("/api/placement", get(placement)),
     ]
@@ -294,6 +295,18 @@ async fn jobs(State(st): State<AppState>) -> Result<Response, ApiError> {
         waits: waits.iter().map(|(id, w)| (id.to_string(), w)).collect(),
     })
     .into_response())
+}
+
+/// `GET /api/jobs/estimates`: how far Slurm's start estimates were from the starts that
+/// followed, per partition, over the last seven days (median and p90 of the first estimate
+/// seen and of the last, and how many started later than first estimated).
+#[utoipa::path(get, path = "/api/jobs/estimates", tag = "cluster",
+    responses((status = 200, description = "estimates against starts", body = app::queue::EstimatesView)))]
+async fn estimates(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let v = super::views::estimates(&st.live, &st.store)
+        .await
+        .map_err(ApiError::Storage)?;
+    Ok(Json(v).into_response())
 }
 
 /// `GET /api/scheduler`: the scheduler's own health (slurmctld's `sdiag` or slurmrestd's

@@ -41,6 +41,7 @@ use app::actions::Role;
         super::cluster::jobs,
         super::cluster::segments,
         super::cluster::scheduler,
+        super::cluster::estimates,
         super::cluster::placement,
         super::actions::action_preview,
         super::actions::action_drain,

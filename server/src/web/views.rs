@@ -345,3 +345,27 @@ pub(super) async fn job_detail(
         now_ms,
     }))
 }
+
+/// Days the estimates' accuracy looks back.
+pub(super) const ESTIMATE_DAYS: i64 = 7;
+
+/// How far Slurm's start estimates were from the starts that followed, per partition, over
+/// the last [`ESTIMATE_DAYS`] of the source's time.
+pub(super) async fn estimates(
+    live: &Live,
+    store: &Store,
+) -> Result<app::queue::EstimatesView, crate::store::StoreError> {
+    let since_ms = live.source_now() - ESTIMATE_DAYS * 86_400_000;
+    let runs = store.start_estimates_since(since_ms).await?;
+    Ok(app::queue::EstimatesView {
+        since_ms,
+        partitions: app::queue::accuracy(runs.iter().map(|r| {
+            (
+                r.partition.as_str(),
+                r.first_est_ms,
+                r.last_est_ms,
+                r.start_ms,
+            )
+        })),
+    })
+}

@@ -303,3 +303,61 @@ async fn the_scheduler_health_is_sdiags_on_a_real_slurm() {
     assert!(html.contains(r#"data-test="sched-health""#), "{html}");
     r.stop().await.expect("stop");
 }
+
+/// Slurm's estimates against the starts that followed, on the simulator at speed: each
+/// run that waited with an estimate is kept with its start, which is the start the job
+/// history has; the estimate was in the future when first seen; `/api/jobs/estimates`
+/// is the kept runs' errors per partition; `/jobs` shows them.
+async fn estimates_are_judged_by_the_starts(url: String) {
+    let cfg = support::test_config(url, 64, 600.0, 200);
+    let r = server::serve::start(cfg).await.expect("gantry");
+    support::wait_ready(&r).await;
+    let mut runs = Vec::new();
+    for _ in 0..600 {
+        runs = r.store.start_estimates_since(0).await.expect("estimates");
+        if runs.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(runs.len() >= 3, "{} runs kept with estimates", runs.len());
+    for e in &runs {
+        assert_eq!(e.partition, "gpu");
+        let events = r.store.job_events(e.job_id).await.expect("events");
+        assert!(
+            events
+                .iter()
+                .any(|ev| ev.state == app::model::JobState::Running && ev.at_ms == e.start_ms),
+            "job {} started at {} by its history: {events:?}",
+            e.job_id,
+            e.start_ms
+        );
+        assert!(e.first_est_ms >= e.first_seen_ms, "{e:?}");
+    }
+    let api = get(r.addr, "/api/jobs/estimates").await.json();
+    let gpu = &api["partitions"][0];
+    assert_eq!(gpu["partition"], "gpu", "{api:#}");
+    let kept = r
+        .store
+        .start_estimates_since(api["since_ms"].as_i64().expect("since"))
+        .await
+        .expect("estimates");
+    assert!(gpu["jobs"].as_u64() >= Some(runs.len() as u64), "{api:#}");
+    assert!(gpu["jobs"].as_u64() <= Some(kept.len() as u64), "{api:#}");
+    let html = get(r.addr, "/jobs").await.text();
+    assert!(html.contains(r#"data-test="estimate-row""#), "{html}");
+    r.stop().await.expect("stop");
+}
+
+#[tokio::test]
+async fn estimates_are_judged_by_the_starts_on_sqlite() {
+    estimates_are_judged_by_the_starts(support::sqlite_url()).await;
+}
+
+#[tokio::test]
+async fn estimates_are_judged_by_the_starts_on_postgres() {
+    let Some(url) = support::postgres_url().await else {
+        return;
+    };
+    estimates_are_judged_by_the_starts(url).await;
+}

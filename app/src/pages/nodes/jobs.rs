@@ -19,7 +19,58 @@ pub fn JobsPage() -> impl IntoView {
     view! {
         <Title text="Jobs"/>
         <WithView children=|state, stale| view! { <JobsBody state stale/> }.into_any()/>
+        <Estimates/>
         <crate::pages::history::JobHistory/>
+    }
+}
+
+/// How far Slurm's start estimates were from the starts, per partition, last seven days.
+#[server(endpoint = "estimate_accuracy")]
+pub async fn get_estimate_accuracy() -> Result<crate::queue::EstimatesView, ServerFnError> {
+    crate::backend::backend()?
+        .estimates()
+        .await
+        .map_err(ServerFnError::new)
+}
+
+#[component]
+fn Estimates() -> impl IntoView {
+    let data = Resource::new(|| (), |_| get_estimate_accuracy());
+    let dur = |ms: i64| units::duration_ms(ms);
+    view! {
+        <h2 id="estimates-h">"How good Slurm's start estimates were"</h2>
+        <Suspense fallback=|| view! { <p class="loading">"Loading the estimates…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(v) if v.partitions.is_empty() => view! {
+                        <p class="muted" data-test="estimates-none">{format!("No job has started after waiting with an estimate since {}.", units::utc(v.since_ms))}</p>
+                    }.into_any(),
+                    Ok(v) => view! {
+                        <table class="grid compact" aria-labelledby="estimates-h" data-test="estimates">
+                            <caption class="sr-only">{format!("Jobs started since {}, by partition", units::utc(v.since_ms))}</caption>
+                            <thead><tr>
+                                <th scope="col">"Partition"</th><th scope="col" class="num">"Jobs"</th>
+                                <th scope="col" class="num">"First estimate: median error"</th><th scope="col" class="num">"p90"</th>
+                                <th scope="col" class="num">"Last estimate: median error"</th><th scope="col" class="num">"p90"</th>
+                                <th scope="col" class="num">"Started later than first estimated"</th>
+                            </tr></thead>
+                            <tbody>
+                                {v.partitions.into_iter().map(|p| view! {
+                                    <tr data-test="estimate-row" data-partition=p.partition.clone()>
+                                        <th scope="row">{p.partition.clone()}</th>
+                                        <td class="num">{units::count(p.jobs)}</td>
+                                        <td class="num">{dur(p.first_median_ms)}</td><td class="num">{dur(p.first_p90_ms)}</td>
+                                        <td class="num">{dur(p.last_median_ms)}</td><td class="num">{dur(p.last_p90_ms)}</td>
+                                        <td class="num">{units::count(p.late)}</td>
+                                    </tr>
+                                }).collect_view()}
+                            </tbody>
+                        </table>
+                    }.into_any(),
+                    Err(e) => view! { <p class="error" role="alert">{format!("Cannot read the estimates: {e}")}</p> }.into_any(),
+                }
+            })}
+        </Suspense>
     }
 }
 
