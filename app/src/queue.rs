@@ -155,10 +155,15 @@ pub struct HealthView {
 }
 
 impl HealthView {
-    /// Older than two reads and a second: stale.
     pub fn stale_at(&self, now_ms: UnixMs) -> bool {
-        now_ms - self.polled_ms > 2 * self.every_ms + 1_000
+        health_stale(self.polled_ms, self.every_ms, now_ms)
     }
+}
+
+/// A read of the scheduler's health taken at `polled_ms`, every `every_ms`, is stale at
+/// `now_ms` once older than two reads and a second.
+pub fn health_stale(polled_ms: UnixMs, every_ms: i64, now_ms: UnixMs) -> bool {
+    now_ms - polled_ms > 2 * every_ms + 1_000
 }
 
 /// How far Slurm's start estimates were from the starts that followed, per partition:

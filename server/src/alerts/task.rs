@@ -136,7 +136,7 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
             health: sched
                 .as_ref()
                 .and_then(|s| s.health.as_deref())
-                .filter(|h| !h.view().stale_at(crate::clock::wall_now_ms()))
+                .filter(|h| !h.stale_at(crate::clock::wall_now_ms()))
                 .map(|h| &h.health),
         };
         let now_conds = evaluate(&cfg, ov, &facts, &mut state);

@@ -72,7 +72,11 @@ mod tests {
 
     fn job(state: JobState, est: Option<UnixMs>, start: Option<UnixMs>) -> SchedJob {
         SchedJob {
-            job: Job {
+            queue: crate::scheduler::QueueFacts {
+                est_start_ms: est,
+                ..Default::default()
+            },
+            ..SchedJob::of(Job {
                 id: 7,
                 name: "j".into(),
                 user: "u".into(),
@@ -84,18 +88,7 @@ mod tests {
                 submit_ms: 0,
                 start_ms: start,
                 end_ms: None,
-            },
-            raw_state: vec![],
-            state_reason: None,
-            restart_count: 0,
-            exit_code: None,
-            node_count: 1,
-            segment_size: None,
-            excluded: vec![],
-            queue: crate::scheduler::QueueFacts {
-                est_start_ms: est,
-                ..Default::default()
-            },
+            })
         }
     }
 

@@ -113,6 +113,10 @@ pub struct HealthPoll {
 }
 
 impl HealthPoll {
+    pub fn stale_at(&self, now_ms: UnixMs) -> bool {
+        app::queue::health_stale(self.polled_ms, self.every_ms, now_ms)
+    }
+
     pub fn view(&self) -> app::queue::HealthView {
         app::queue::HealthView {
             polled_ms: self.polled_ms,

@@ -47,6 +47,24 @@ pub struct SchedJob {
     pub queue: QueueFacts,
 }
 
+impl SchedJob {
+    /// `job` as a scheduler would list it with nothing else known (no reason, restarts,
+    /// exclusions or queue facts; its node count from its nodes, at least one).
+    pub fn of(job: Job) -> SchedJob {
+        SchedJob {
+            node_count: (job.nodes.len() as u32).max(1),
+            job,
+            raw_state: Vec::new(),
+            state_reason: None,
+            restart_count: 0,
+            exit_code: None,
+            segment_size: None,
+            excluded: Vec::new(),
+            queue: QueueFacts::default(),
+        }
+    }
+}
+
 /// A job's place in the queue, as the scheduler reports it.
 #[derive(
     Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,

@@ -205,12 +205,11 @@ pub fn explain(
         return HashMap::new();
     }
     // Running GPUs and jobs per user and per account, for limits' use now.
-    let mut by_user: HashMap<&str, (u64, u64)> = HashMap::new();
-    let mut by_account: HashMap<&str, (u64, u64)> = HashMap::new();
+    let mut running = Running::default();
     for j in jobs.iter().filter(|j| j.job.state == JobState::Running) {
         for (m, k) in [
-            (&mut by_user, &j.job.user),
-            (&mut by_account, &j.job.account),
+            (&mut running.by_user, &j.job.user),
+            (&mut running.by_account, &j.job.account),
         ] {
             let e = m.entry(k.as_str()).or_default();
             e.0 += u64::from(j.job.gpus);
@@ -254,7 +253,7 @@ pub fn explain(
         let reason = j.state_reason.clone().unwrap_or_else(|| "None".into());
         let code = code_of(&reason).to_string();
         let kind = kind_of(&reason).unwrap_or(WaitKind::Starting);
-        let (kind, words) = words_for(j, kind, &code, &reason, ahead, f, &by_user, &by_account);
+        let (kind, words) = words_for(j, kind, (&code, &reason), ahead, f, &running);
         out.insert(
             j.job.id,
             Wait {
@@ -269,16 +268,22 @@ pub fn explain(
     out
 }
 
-#[allow(clippy::too_many_arguments)]
+/// GPUs and jobs running now per user and per account.
+#[derive(Default)]
+struct Running<'a> {
+    by_user: HashMap<&'a str, (u64, u64)>,
+    by_account: HashMap<&'a str, (u64, u64)>,
+}
+
+/// The category (a `Resources` or `Priority` wait may be a segment's) and the words of
+/// one job's wait; `(code, reason)` is Slurm's code and its whole reason text.
 fn words_for(
     j: &SchedJob,
     kind: WaitKind,
-    code: &str,
-    reason: &str,
+    (code, reason): (&str, &str),
     ahead: u32,
     f: &Free,
-    by_user: &HashMap<&str, (u64, u64)>,
-    by_account: &HashMap<&str, (u64, u64)>,
+    running: &Running<'_>,
 ) -> (WaitKind, String) {
     let need = u64::from(j.node_count.max(1));
     let gpus = u64::from(j.job.gpus);
@@ -352,14 +357,16 @@ fn words_for(
             let (who, (g, n)) = match limit_scope(code) {
                 Scope::User => (
                     format!("user {}", j.job.user),
-                    by_user
+                    running
+                        .by_user
                         .get(j.job.user.as_str())
                         .copied()
                         .unwrap_or_default(),
                 ),
                 Scope::Account => (
                     format!("account {}", j.job.account),
-                    by_account
+                    running
+                        .by_account
                         .get(j.job.account.as_str())
                         .copied()
                         .unwrap_or_default(),
@@ -520,7 +527,14 @@ mod tests {
 
     fn job(id: u64, user: &str, state: JobState, nodes: u32, reason: &str, prio: u64) -> SchedJob {
         SchedJob {
-            job: Job {
+            state_reason: Some(reason.into()),
+            node_count: nodes,
+            queue: QueueFacts {
+                priority: Some(prio),
+                est_start_ms: Some(1_000_000),
+                ..Default::default()
+            },
+            ..SchedJob::of(Job {
                 id,
                 name: format!("j{id}"),
                 user: user.into(),
@@ -532,19 +546,7 @@ mod tests {
                 submit_ms: id as i64,
                 start_ms: None,
                 end_ms: None,
-            },
-            raw_state: vec![],
-            state_reason: Some(reason.into()),
-            restart_count: 0,
-            exit_code: None,
-            node_count: nodes,
-            segment_size: None,
-            excluded: vec![],
-            queue: QueueFacts {
-                priority: Some(prio),
-                est_start_ms: Some(1_000_000),
-                ..Default::default()
-            },
+            })
         }
     }
 

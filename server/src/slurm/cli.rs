@@ -130,7 +130,7 @@ impl Cli {
     pub async fn diag(&self) -> Result<app::queue::SchedHealth, CliError> {
         let out = self.run("sdiag", &[]).await?;
         let h = super::diag::parse_text(&String::from_utf8_lossy(&out))?;
-        Ok(super::diag::with_gantry(h, super::diag::process_user()))
+        Ok(super::diag::with_gantry(h, process_user()))
     }
 
     /// Sets DRAIN with `reason` (validated; passed as one argument, stored verbatim).
@@ -218,6 +218,31 @@ impl Scheduler for Cli {
     fn diag(&self) -> SchedFuture<'_, Option<app::queue::SchedHealth>> {
         Box::pin(async move { Ok(Some(Cli::diag(self).await?)) })
     }
+}
+
+/// The name of the user this process runs as (its uid in `/etc/passwd`), for `sdiag`'s
+/// RPCs by user: read once.
+pub fn process_user() -> Option<String> {
+    static USER: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    USER.get_or_init(|| {
+        use std::io::Read;
+        use std::os::unix::fs::MetadataExt;
+        // `/proc/self` belongs to the process's effective user.
+        let uid = std::fs::metadata("/proc/self").ok()?.uid();
+        let mut text = String::new();
+        std::fs::File::open("/etc/passwd")
+            .ok()?
+            .take(1 << 20)
+            .read_to_string(&mut text)
+            .ok()?;
+        text.lines().find_map(|l| {
+            let mut f = l.split(':');
+            let name = f.next()?;
+            let id: u32 = f.nth(1)?.parse().ok()?;
+            (id == uid).then(|| name.to_string())
+        })
+    })
+    .clone()
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! slurmctld's diagnostics, as `sdiag` prints them (text: 22.05 has no `--json`) and as
 //! slurmrestd's `/diag` and `sdiag --json` give them (`statistics`, numbers plain or as
-//! `{set, infinite, number}`), into one [`SchedHealth`]. The parsers are pure; bounded (at most
+//! `{set, infinite, number}`), into one [`SchedHealth`]. Pure; bounded (at most
 //! [`MAX_RPC_ROWS`] of each RPC table kept, lines past [`MAX_LINES`] ignored).
 
 use app::queue::{Cycles, RpcCount, SchedHealth};
@@ -101,27 +101,6 @@ pub fn with_gantry(mut h: SchedHealth, user: Option<String>) -> SchedHealth {
         .map(|r| r.count);
     h.gantry_user = user;
     h
-}
-
-/// The name of the user this process runs as (its uid in `/etc/passwd`), for `sdiag`'s
-/// RPCs by user.
-pub fn process_user() -> Option<String> {
-    use std::io::Read;
-    use std::os::unix::fs::MetadataExt;
-    // `/proc/self` belongs to the process's effective user.
-    let uid = std::fs::metadata("/proc/self").ok()?.uid();
-    let mut text = String::new();
-    std::fs::File::open("/etc/passwd")
-        .ok()?
-        .take(1 << 20)
-        .read_to_string(&mut text)
-        .ok()?;
-    text.lines().find_map(|l| {
-        let mut f = l.split(':');
-        let name = f.next()?;
-        let id: u32 = f.nth(1)?.parse().ok()?;
-        (id == uid).then(|| name.to_string())
-    })
 }
 
 /// The number after `label:` (and the epoch in parentheses for dated lines).

@@ -357,7 +357,7 @@ impl Rest {
     pub async fn diag(&self) -> Result<app::queue::SchedHealth, RestError> {
         let v = self.version().await?;
         let h = super::diag::parse_json(&self.call("GET", &collection(v, "diag"), None).await?)?;
-        let user = self.user.clone().or_else(super::diag::process_user);
+        let user = self.user.clone().or_else(super::cli::process_user);
         Ok(super::diag::with_gantry(h, user))
     }
 

@@ -316,10 +316,11 @@ async fn estimates(State(st): State<AppState>) -> Result<Response, ApiError> {
     responses((status = 200, description = "the scheduler's health", body = SchedulerAnswer)))]
 async fn scheduler(State(st): State<AppState>) -> Result<Response, ApiError> {
     let s = st.live.sched().ok_or(ApiError::NotReady)?;
-    let health = s.health.as_ref().map(|h| h.view());
-    let stale = health
+    let stale = s
+        .health
         .as_ref()
         .is_some_and(|h| h.stale_at(crate::clock::wall_now_ms()));
+    let health = s.health.as_ref().map(|h| h.view());
     Ok(Json(SchedulerAnswer { health, stale }).into_response())
 }
 

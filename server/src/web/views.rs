@@ -204,10 +204,10 @@ pub(super) async fn node_detail(
         slurm,
         gpus,
         switches_html: (!switches.is_empty()).then(|| app::server_html::switches_html(&switches)),
-        jobs: running
-            .into_iter()
-            .map(|j| job_row(j, &live.waits()))
-            .collect(),
+        jobs: {
+            let waits = live.waits();
+            running.into_iter().map(|j| job_row(j, &waits)).collect()
+        },
         xids,
         lemon_html: lemon,
         at_ms,

@@ -295,7 +295,7 @@ async fn the_scheduler_health_is_sdiags_on_a_real_slurm() {
         between(&h["main"]["count"], before.main.count, after.main.count),
         "{got:#}"
     );
-    let me = server::slurm::diag::process_user().expect("a user");
+    let me = server::slurm::cli::process_user().expect("a user");
     assert_eq!(h["gantry_user"], me.as_str());
     assert!(h["gantry_rpcs"].as_u64().is_some_and(|n| n > 0), "{got:#}");
     assert_eq!(got["stale"], false);

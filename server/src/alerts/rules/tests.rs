@@ -127,15 +127,8 @@ fn remapped_rows_replays_targets_thermal_and_checkpoints() {
         .filter(|j| j.state == JobState::Running)
         .take(1)
         .map(|j| SchedJob {
-            job: j.clone(),
-            raw_state: vec![],
-            state_reason: None,
-            restart_count: 0,
-            exit_code: None,
             node_count: 1,
-            segment_size: None,
-            excluded: Vec::new(),
-            queue: Default::default(),
+            ..SchedJob::of(j.clone())
         })
         .collect();
     let id = jobs[0].job.id;
@@ -232,15 +225,8 @@ fn nccl_latency_against_a_threshold_and_a_baseline() {
         .filter(|j| j.state == JobState::Running)
         .take(1)
         .map(|j| SchedJob {
-            job: j.clone(),
-            raw_state: vec![],
-            state_reason: None,
-            restart_count: 0,
-            exit_code: None,
             node_count: 1,
-            segment_size: None,
-            excluded: Vec::new(),
-            queue: Default::default(),
+            ..SchedJob::of(j.clone())
         })
         .collect();
     let id = jobs[0].job.id;
