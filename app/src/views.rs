@@ -110,7 +110,7 @@ pub struct NodeDetail {
 }
 
 /// One alert, for the alerts page.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct AlertItem {
     pub id: i64,

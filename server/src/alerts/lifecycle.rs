@@ -10,12 +10,18 @@
 //! - A condition back within `reopen_within_ms` of its resolution reopens the same alert
 //!   (one more flap), not a new one. Resolutions are remembered in memory: after a restart
 //!   or a change of leader, a condition back is a new alert.
+//! - An open alert's summary follows its condition (the jobs it hits, the reading now), as
+//!   Prometheus re-renders annotations: rewritten when it changed, at most once per
+//!   [`SUMMARY_EVERY_MS`] for one alert, so a reading in the words costs no write per tick.
 
 use std::collections::HashMap;
 
 use app::model::UnixMs;
 
 use super::rules::{AlertConfig, Condition};
+
+/// The least time between two rewrites of one open alert's summary (source time).
+pub const SUMMARY_EVERY_MS: UnixMs = 10_000;
 
 /// A rule and a subject.
 pub type Key = (String, String);
@@ -39,6 +45,11 @@ pub enum Step {
         id: i64,
         missing: bool,
     },
+    /// An open alert's condition now reads differently.
+    Summary {
+        id: i64,
+        summary: String,
+    },
 }
 
 #[derive(Debug)]
@@ -51,6 +62,9 @@ struct Open {
     no_data: bool,
     /// Found open at start (another process fired it): kept while the task settles.
     inherited: bool,
+    /// The summary recorded, and when it was (source time; 0 if adopted).
+    summary: String,
+    summary_ms: UnixMs,
 }
 
 /// The open alerts and the recently resolved ones.
@@ -63,22 +77,24 @@ pub struct Lifecycle {
 
 impl Lifecycle {
     /// An alert the store has open at start.
-    pub fn adopt(&mut self, id: i64, rule: &str, subject: &str, severity: &str, no_data: bool) {
+    pub fn adopt(&mut self, a: &app::views::AlertItem) {
         self.open.insert(
-            (rule.to_string(), subject.to_string()),
+            (a.rule.clone(), a.subject.clone()),
             Open {
-                id,
-                critical: severity == "critical",
+                id: a.id,
+                critical: a.severity == "critical",
                 clear: 0,
                 clear_since: None,
-                no_data,
+                no_data: a.no_data_since_ms.is_some(),
                 inherited: true,
+                summary: a.summary.clone(),
+                summary_ms: 0,
             },
         );
     }
 
-    /// `c` is recorded, as alert `id` (after [`Step::Fire`] or [`Step::Reopen`]).
-    pub fn opened(&mut self, c: &Condition, id: i64) {
+    /// `c` is recorded at `now`, as alert `id` (after [`Step::Fire`] or [`Step::Reopen`]).
+    pub fn opened(&mut self, c: &Condition, id: i64, now: UnixMs) {
         self.open.insert(
             (c.rule.to_string(), c.subject.clone()),
             Open {
@@ -88,6 +104,8 @@ impl Lifecycle {
                 clear_since: None,
                 no_data: false,
                 inherited: false,
+                summary: c.summary.clone(),
+                summary_ms: now,
             },
         );
     }
@@ -120,6 +138,14 @@ impl Lifecycle {
                     steps.push(Step::NoData {
                         id: o.id,
                         missing: false,
+                    });
+                }
+                if o.summary != c.summary && now - o.summary_ms >= SUMMARY_EVERY_MS {
+                    o.summary.clone_from(&c.summary);
+                    o.summary_ms = now;
+                    steps.push(Step::Summary {
+                        id: o.id,
+                        summary: c.summary,
                     });
                 }
                 seen.insert(key);
@@ -221,10 +247,10 @@ mod tests {
             for s in &steps {
                 match s {
                     Step::Fire(c) => {
-                        self.life.opened(c, self.next_id);
+                        self.life.opened(c, self.next_id, self.t);
                         self.next_id += 1;
                     }
-                    Step::Reopen { id, cond } => self.life.opened(cond, *id),
+                    Step::Reopen { id, cond } => self.life.opened(cond, *id, self.t),
                     _ => {}
                 }
             }
@@ -344,13 +370,56 @@ mod tests {
     }
 
     #[test]
+    fn an_open_alerts_summary_follows_its_condition_at_most_every_ten_seconds() {
+        let mut run = Run::new();
+        let mut link = cond("nvlink_links_down", "rack:R1", "warning");
+        link.summary = "rack R1: 1 link down; no running job on them".into();
+        run.eval(vec![link.clone()], true);
+        // Unchanged: nothing to write.
+        assert_eq!(run.eval(vec![link.clone()], true), []);
+        // A job starts on the cut tray 2 s after the alert opened: written once 10 s on.
+        link.summary = "rack R1: 1 link down; running jobs: 7".into();
+        let mut written = Vec::new();
+        for i in 2..=12 {
+            for s in run.eval(vec![link.clone()], true) {
+                written.push((i, s));
+            }
+        }
+        assert_eq!(
+            written,
+            [(
+                10,
+                Step::Summary {
+                    id: 1,
+                    summary: link.summary.clone()
+                }
+            )]
+        );
+        // Reopened within the hold: the new words go with the reopening.
+        for _ in 0..3 {
+            run.eval(vec![], true);
+        }
+        link.summary = "rack R1: 2 links down; no running job on them".into();
+        assert_eq!(
+            run.eval(vec![link.clone()], true),
+            [Step::Reopen { id: 1, cond: link }]
+        );
+    }
+
+    #[test]
     fn alerts_found_open_are_kept_while_settling() {
         let mut life = Lifecycle::default();
         let cfg = AlertConfig {
             resolve_after_evaluations: 1,
             ..AlertConfig::default()
         };
-        life.adopt(9, "target_down", "target:http://x", "warning", false);
+        life.adopt(&app::views::AlertItem {
+            id: 9,
+            rule: "target_down".into(),
+            subject: "target:http://x".into(),
+            severity: "warning".into(),
+            ..Default::default()
+        });
         for t in 0..5 {
             assert!(life.step(&cfg, t, Vec::new(), true, |_, _| true).is_empty());
         }

@@ -78,13 +78,7 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
                     silenced_until.insert(a.id, u);
                 }
                 state.seed(static_rule(&a.rule), &a.subject);
-                life.adopt(
-                    a.id,
-                    &a.rule,
-                    &a.subject,
-                    &a.severity,
-                    a.no_data_since_ms.is_some(),
-                );
+                life.adopt(&a);
             }
         }
         Err(e) => tracing::error!(error = %e, "cannot load open alerts"),
@@ -151,24 +145,29 @@ pub async fn run(task: AlertTask, mut shutdown: tokio::sync::watch::Receiver<boo
             match step {
                 Step::Fire(c) => {
                     if let Some(id) = fire.new_alert(&c, wall, &mut silenced_until).await {
-                        life.opened(&c, id);
+                        life.opened(&c, id, ov.at_ms);
                     }
                 }
-                Step::Reopen { id, cond } => match store.reopen_alert(id).await {
+                Step::Reopen { id, cond } => match store.reopen_alert(id, &cond.summary).await {
                     Ok(Some(silenced)) => {
                         tracing::info!(rule = cond.rule, subject = %cond.subject, id, "alert firing again (a flap)");
                         fire.announce(id, &cond, silenced, wall, &mut silenced_until)
                             .await;
-                        life.opened(&cond, id);
+                        life.opened(&cond, id, ov.at_ms);
                     }
                     // Not resolved any more (another row is open): as any new firing.
                     Ok(None) => {
                         if let Some(id) = fire.new_alert(&cond, wall, &mut silenced_until).await {
-                            life.opened(&cond, id);
+                            life.opened(&cond, id, ov.at_ms);
                         }
                     }
                     Err(e) => tracing::error!(error = %e, "alert could not be reopened"),
                 },
+                Step::Summary { id, summary } => {
+                    if let Err(e) = store.set_alert_summary(id, &summary).await {
+                        tracing::warn!(error = %e, "alert's new summary not recorded");
+                    }
+                }
                 Step::NoData { id, missing } => {
                     if let Err(e) = store.set_alert_no_data(id, missing.then_some(wall)).await {
                         tracing::warn!(error = %e, "alert's no-data mark not recorded");

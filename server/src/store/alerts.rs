@@ -94,24 +94,35 @@ impl Store {
         Ok(())
     }
 
-    /// Opens resolved alert `id` again (its condition came back within the hold): one
-    /// more flap. Returns the silence it carries, or `None` if it is not resolved (a row
-    /// for its rule and subject is open already, or there is no such alert).
-    pub async fn reopen_alert(&self, id: i64) -> Result<Option<Option<UnixMs>>> {
+    /// Opens resolved alert `id` again (its condition came back within the hold, reading
+    /// `summary` now): one more flap. Returns the silence it carries, or `None` if it is not
+    /// resolved (a row for its rule and subject is open already, or there is no such alert).
+    pub async fn reopen_alert(&self, id: i64, summary: &str) -> Result<Option<Option<UnixMs>>> {
         let r = sqlx::query(
-            "UPDATE alerts SET state = 'firing', resolved_ms = NULL, no_data_since_ms = NULL, flaps = flaps + 1 \
-             WHERE id = $1 AND state = 'resolved' \
+            "UPDATE alerts SET state = 'firing', resolved_ms = NULL, no_data_since_ms = NULL, flaps = flaps + 1, summary = $1 \
+             WHERE id = $2 AND state = 'resolved' \
                AND NOT EXISTS (SELECT 1 FROM alerts o WHERE o.state = 'firing' \
-                   AND o.rule = (SELECT rule FROM alerts WHERE id = $2) \
-                   AND o.subject = (SELECT subject FROM alerts WHERE id = $3)) \
+                   AND o.rule = (SELECT rule FROM alerts WHERE id = $3) \
+                   AND o.subject = (SELECT subject FROM alerts WHERE id = $4)) \
              RETURNING silenced_until_ms",
         )
+        .bind(summary)
         .bind(id)
         .bind(id)
         .bind(id)
         .fetch_optional(&self.pool)
         .await?;
         r.map(|r| r.try_get(0)).transpose().map_err(Into::into)
+    }
+
+    /// Rewrites open alert `id`'s summary (its condition reads differently now).
+    pub async fn set_alert_summary(&self, id: i64, summary: &str) -> Result<()> {
+        sqlx::query("UPDATE alerts SET summary = $1 WHERE id = $2 AND state = 'firing'")
+            .bind(summary)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     /// Marks open alert `id` as without readings since `since_ms`, or clears the mark.
