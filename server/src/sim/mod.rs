@@ -22,15 +22,15 @@ pub mod queue;
 mod rng;
 mod slow;
 mod telemetry;
+mod truth;
 mod workload;
 
 pub use faults::{Fault, TruthInterruption, DEFAULT_MEAN_GPU_HOURS};
 pub use ledger::TruthLedger;
-pub use model::{
-    layout, layout_nvl72, SimEvent, SimTruth, TruthDomain, TruthJob, TruthRack, TruthSegments,
-};
+pub use model::{layout, layout_nvl72, SimEvent};
 pub use slow::TruthSlowdown;
 pub use telemetry::weak_rack;
+pub use truth::{SimTruth, TruthDomain, TruthJob, TruthRack, TruthSegments};
 
 use app::model::{Checkpoint, Inventory, Job, JobState, NodeState, UnixMs};
 use faults::PlannedFault;
@@ -605,14 +605,14 @@ impl Sim {
 
     /// The ground truth now, from the simulator's own state.
     pub fn truth(&self) -> SimTruth {
-        model::truth(self, &self.readings())
+        truth::truth(self, &self.readings())
     }
 
     /// The ground truth now, reusing `readings` taken at the current time (saves a second
     /// pass over every GPU per tick).
     pub fn truth_with(&self, readings: &Readings) -> SimTruth {
         debug_assert_eq!(readings.at_ms, self.t_ms);
-        model::truth(self, readings)
+        truth::truth(self, readings)
     }
 }
 

@@ -137,7 +137,7 @@ fn the_ecc_node_throws_xid_48_and_kills_jobs() {
     let t = s.truth_with(&r);
     assert_eq!(
         t.xids,
-        vec![crate::sim::model::TruthXid {
+        vec![crate::sim::truth::TruthXid {
             node: "gpu038".into(),
             gpu: 3,
             xid: 48
