@@ -557,6 +557,9 @@ pub struct GpuReading {
     /// Energy since the driver loaded, in joules.
     #[serde(default)]
     pub energy_joules: Option<f64>,
+    /// Framebuffer memory in use, in MiB (DCGM_FI_DEV_FB_USED).
+    #[serde(default)]
+    pub fb_used_mib: Option<f64>,
 }
 
 /// A GPU port of an NVLink domain whose link is not active, as NMX-T labels it.

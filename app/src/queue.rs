@@ -227,6 +227,37 @@ pub fn accuracy<'a>(
         .collect()
 }
 
+/// A running job's GPUs held idle: SM activity under the threshold and no memory in use,
+/// without a break, for at least the configured time (`alerts.idle_gpu_minutes`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct IdleHeld {
+    pub job: u64,
+    /// GPUs idle that long, of the GPUs it holds.
+    pub gpus: u32,
+    pub of: u32,
+    /// When the longest-idle of them went idle (source time).
+    pub since_ms: UnixMs,
+    /// GPU-hours those GPUs sat idle so far, from when each went idle.
+    pub gpu_hours: f64,
+}
+
+impl IdleHeld {
+    /// "4 of 8 GPUs idle for 42 min: 2.8 GPU-hours so far".
+    pub fn sentence(&self, now_ms: UnixMs) -> String {
+        let min = ((now_ms - self.since_ms).max(0) / 60_000) as u64;
+        let took = if min >= 120 {
+            format!("{} h {} min", min / 60, min % 60)
+        } else {
+            format!("{min} min")
+        };
+        format!(
+            "{} of {} GPUs idle for {took}: {:.1} GPU-hours so far",
+            self.gpus, self.of, self.gpu_hours
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

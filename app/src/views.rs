@@ -45,6 +45,9 @@ pub struct JobRow {
     /// Why it waits (pending jobs only).
     #[serde(default)]
     pub wait: Option<crate::queue::Wait>,
+    /// GPUs it holds idle (running jobs only).
+    #[serde(default)]
+    pub idle: Option<crate::queue::IdleHeld>,
 }
 
 /// The nodes page's data.
@@ -177,6 +180,11 @@ pub struct Incident {
 pub struct IncidentJob {
     pub id: u64,
     pub name: String,
+    /// Its owner and account, as the scheduler names them.
+    #[serde(default)]
+    pub user: String,
+    #[serde(default)]
+    pub account: String,
     pub gpus: u32,
     /// When its newest complete checkpoint finished, if any is known.
     pub last_checkpoint_ms: Option<UnixMs>,
@@ -266,6 +274,9 @@ pub struct JobDetail {
     /// Why it waits, while pending.
     #[serde(default)]
     pub wait: Option<crate::queue::Wait>,
+    /// GPUs it holds idle, while running.
+    #[serde(default)]
+    pub idle: Option<crate::queue::IdleHeld>,
     /// Its time limit, while the scheduler lists it.
     #[serde(default)]
     pub time_limit_ms: Option<i64>,

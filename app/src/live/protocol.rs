@@ -39,6 +39,9 @@ pub struct Overview {
     /// Per block topology; empty without Slurm blocks that have sizes.
     #[serde(default)]
     pub segments: Vec<SegmentFree>,
+    /// Running jobs holding GPUs idle past the hold, by job id.
+    #[serde(default)]
+    pub idle: Vec<crate::queue::IdleHeld>,
 }
 
 /// What changed between two overviews.
@@ -66,6 +69,8 @@ pub struct OverviewDelta {
     pub fragmented: Option<Vec<FragmentedJob>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segments: Option<Vec<SegmentFree>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<Vec<crate::queue::IdleHeld>>,
 }
 
 /// Why a delta could not be applied; the client must wait for a snapshot.
@@ -144,6 +149,7 @@ impl Overview {
             thermal: (self.thermal != next.thermal).then(|| next.thermal.clone()),
             fragmented: (self.fragmented != next.fragmented).then(|| next.fragmented.clone()),
             segments: (self.segments != next.segments).then(|| next.segments.clone()),
+            idle: (self.idle != next.idle).then(|| next.idle.clone()),
         }
     }
 
@@ -208,6 +214,9 @@ impl Overview {
         }
         if let Some(f) = &delta.segments {
             self.segments = f.clone();
+        }
+        if let Some(f) = &delta.idle {
+            self.idle = f.clone();
         }
         if let Some(s) = &delta.summary {
             self.summary = s.clone();

@@ -86,6 +86,12 @@ fn JobBody(
                 <p>{crate::pages::nodes::wait_sentence(&w)}" "<code class="muted" title="Slurm's reason">{w.reason.clone()}</code></p>
             </section>
         })}
+        {d.idle.clone().map(|h| view! {
+            <section class="card" aria-labelledby="idle-h" data-test="job-idle">
+                <h2 id="idle-h">"GPUs held idle"</h2>
+                <p>{h.sentence(d.now_ms)}"; SM activity under the threshold and no memory in use. Use them or release them."</p>
+            </section>
+        })}
         <p>
             "Nodes: "
             {j.nodes.iter().map(|n| view! { <a href=units::node_href(n)>{n.clone()}</a>" " }).collect_view()}

@@ -118,6 +118,7 @@ pub fn clock_deficit(g: &GpuReading) -> Option<f64> {
 mod coolant;
 mod fabric;
 mod floor;
+pub mod idle;
 mod placement;
 mod shelves;
 mod steady;

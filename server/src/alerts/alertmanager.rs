@@ -48,6 +48,17 @@ fn labels(cluster: &str, i: &Incident) -> Labels {
     if let Some(rack) = i.racks.first() {
         l.insert("rack", rack.clone());
     }
+    // A job's own incident (idle GPUs, a hang, slow collectives): its owner, so the
+    // site's routing can send it to them (`owner=~".+"` to a per-user receiver).
+    if let (true, [j]) = (i.cause.subject.starts_with("job:"), i.jobs.as_slice()) {
+        l.insert("job", j.id.to_string());
+        if !j.user.is_empty() {
+            l.insert("owner", j.user.clone());
+        }
+        if !j.account.is_empty() {
+            l.insert("account", j.account.clone());
+        }
+    }
     l
 }
 
@@ -164,6 +175,32 @@ mod tests {
             "racks": ["B01"], "jobs": [], "action": "Drain it."
         }))
         .expect("an incident")
+    }
+
+    #[test]
+    fn a_jobs_own_incident_names_its_owner_for_the_sites_routing() {
+        let mut i = incident(9, "warning", "gpu004");
+        i.cause.rule = "gpus_idle".into();
+        i.cause.subject = "job:4242".into();
+        i.jobs = vec![app::views::IncidentJob {
+            id: 4242,
+            name: "notebook".into(),
+            user: "alice".into(),
+            account: "research".into(),
+            gpus: 8,
+            last_checkpoint_ms: None,
+            at_risk_gpu_hours: 0.0,
+        }];
+        let l = labels("c1", &i);
+        assert_eq!(l["owner"], "alice");
+        assert_eq!(l["account"], "research");
+        assert_eq!(l["job"], "4242");
+        assert_eq!(l["alertname"], "gpus_idle");
+        // A node's incident that hits jobs names no owner: it is the operators'.
+        let mut n = incident(10, "critical", "gpu004");
+        n.jobs = i.jobs.clone();
+        let l = labels("c1", &n);
+        assert!(!l.contains_key("owner") && !l.contains_key("job"), "{l:?}");
     }
 
     #[test]

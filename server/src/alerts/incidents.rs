@@ -251,6 +251,8 @@ fn incident(
             IncidentJob {
                 id: j.job.id,
                 name: j.job.name.clone(),
+                user: j.job.user.clone(),
+                account: j.job.account.clone(),
                 gpus: j.job.gpus,
                 last_checkpoint_ms: last,
                 at_risk_gpu_hours: at_risk(j.job.gpus, since, cx.now_ms),
@@ -386,6 +388,10 @@ fn action(cause: &AlertItem, place: &str, jobs: &[IncidentJob]) -> String {
         "straggler" => format!("Drain the straggling node of {place}, then requeue it excluding it."),
         "nccl_latency" => format!("Check the fabric of {place}'s nodes: collectives are slow."),
         "checkpoint_overdue" => format!("Check {place}'s checkpointing: work since its last save is at risk."),
+        "gpus_idle" => match jobs {
+            [j] => format!("Ask {} (the owner of {place}) to use its idle GPUs or release them (scancel, or a smaller allocation).", j.user),
+            _ => format!("Ask the owner of {place} to use its idle GPUs or release them."),
+        },
         "backfill_slow" => "Look at slurmctld's backfill (sdiag): shorten bf_max_job_test or bf_window, or find what floods the queue.".to_string(),
         "agent_queue_high" => "Look at slurmctld's agent queue (sdiag): nodes it cannot reach, or an RPC storm.".to_string(),
         _ => format!("Look at {place}."),

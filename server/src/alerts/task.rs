@@ -316,7 +316,7 @@ pub fn is_rule(rule: &str) -> bool {
 }
 
 fn static_rule(rule: &str) -> &'static str {
-    const RULES: [&str; 27] = [
+    const RULES: [&str; 28] = [
         "coolant_leak",
         "job_hung",
         "straggler",
@@ -340,6 +340,7 @@ fn static_rule(rule: &str) -> &'static str {
         "target_down",
         "nccl_latency",
         "checkpoint_overdue",
+        "gpus_idle",
         "backfill_slow",
         "agent_queue_high",
         "remapped_rows",

@@ -451,6 +451,10 @@ struct AlertKeys {
     straggler_ms: i64,
     #[serde(rename = "hang_minutes", deserialize_with = "minutes")]
     hang_ms: i64,
+    idle_gpu_activity: f64,
+    idle_gpu_memory_mib: f64,
+    #[serde(rename = "idle_gpu_minutes", deserialize_with = "minutes")]
+    idle_gpu_ms: i64,
     #[serde(deserialize_with = "non_empty")]
     webhook_url: Option<String>,
     #[serde(with = "WebhookFormatWords")]

@@ -332,6 +332,24 @@ fn validate_alerts(a: &mut AlertConfig) -> Result<(), ConfigError> {
             "must be above 0 and below 1",
         ));
     }
+    if !(a.idle_gpu_activity > 0.0 && a.idle_gpu_activity <= 0.5) {
+        return Err(invalid(
+            "alerts.idle_gpu_activity",
+            "must be above 0 and at most 0.5 (SM activity, 0 to 1)",
+        ));
+    }
+    if !(a.idle_gpu_memory_mib >= 0.0 && a.idle_gpu_memory_mib <= 65_536.0) {
+        return Err(invalid(
+            "alerts.idle_gpu_memory_mib",
+            "must be from 0 to 65536 (MiB)",
+        ));
+    }
+    if a.idle_gpu_ms < 60_000 {
+        return Err(invalid(
+            "alerts.idle_gpu_minutes",
+            "must be at least 1 (minutes)",
+        ));
+    }
     Ok(())
 }
 

@@ -75,6 +75,8 @@ pub struct Pipeline {
     evidence: EvidenceWatch,
     reasons: ReasonCounter,
     estimates: super::estimates::EstimateWatch,
+    idle: aggregate::idle::IdleWatch,
+    idle_rule: aggregate::idle::IdleRule,
     minutes: MinuteRollups,
     hours: HourRollups,
     reports: Accumulator,
@@ -96,6 +98,8 @@ impl Pipeline {
             evidence: EvidenceWatch::default(),
             reasons: ReasonCounter::default(),
             estimates: Default::default(),
+            idle: Default::default(),
+            idle_rule: Default::default(),
             minutes: MinuteRollups::default(),
             hours: HourRollups::default(),
             reports: Accumulator::new(idle_below_sm),
@@ -114,6 +118,11 @@ impl Pipeline {
     /// The hang rule's hold, which the badput ledger's hung time follows.
     pub fn set_hang_ms(&mut self, hang_ms: i64) {
         self.reports.set_hang_ms(hang_ms);
+    }
+
+    /// What a GPU held idle is (the `gpus_idle` rule's thresholds).
+    pub fn set_idle_rule(&mut self, rule: aggregate::idle::IdleRule) {
+        self.idle_rule = rule;
     }
 
     /// The last writes at a clean stop: report deltas gathered since the last flush.
@@ -166,6 +175,7 @@ impl Pipeline {
             &frame.sched.nodes,
             &frame.sched.jobs,
         ));
+        ov.idle = self.idle.observe(&self.idle_rule, r);
         ov.summary.alerts_firing = live.alerts_firing();
         ov.summary.alerts_critical = live.alerts_critical();
         live.floor_marks().stamp(&mut ov);

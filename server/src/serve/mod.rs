@@ -436,6 +436,7 @@ async fn start_term(work: &Work, f: &Fence) -> Started {
     let settings = PipelineSettings {
         idle_below_sm: cfg.reports.idle_below_sm,
         hang_ms: cfg.alerts.hang_ms,
+        idle_gpus: cfg.alerts.idle_rule(),
         resume,
     };
     let mut ctx = sources::Context {

@@ -133,9 +133,8 @@ impl Sim {
         }
         self.ledger_run_ended(j, t, JobState::Requeued, true);
         let sj = &mut self.active[j];
+        let banked = sj.banked(t);
         let nodes = std::mem::take(&mut sj.node_idx);
-        let (intensity, started, hang) = (sj.intensity, sj.job.start_ms, sj.hang_from_ms);
-        let work_from = sj.work_from();
         let mut ended = sj.job.clone();
         ended.end_ms = Some(t);
         ended.state = JobState::Requeued;
@@ -152,7 +151,7 @@ impl Sim {
         sj.hang_from_ms = None;
         sj.eligible_ms = t + 120_000;
         let gpus = sj.job.gpus;
-        self.release(&nodes, intensity, (started, hang), work_from, t);
+        self.release(&nodes, banked);
         self.end_slowdowns(id, t);
         self.note_interruption(super::TruthInterruption {
             job: id,

@@ -29,6 +29,8 @@ pub struct TruthLedger {
     pub productive_gs: f64,
     /// A run of it began before the truth did: its buckets are not whole.
     pub partial: bool,
+    /// It left GPUs idle: they count as productive here, as idle in Gantry's ledger.
+    pub leaves_idle: bool,
 }
 
 impl TruthLedger {
@@ -52,6 +54,7 @@ impl TruthLedger {
         self.restart_wait_gs += o.restart_wait_gs;
         self.productive_gs += o.productive_gs;
         self.partial |= o.partial;
+        self.leaves_idle |= o.leaves_idle;
     }
 }
 
@@ -100,6 +103,7 @@ fn close(sj: &SimJob, t: UnixMs, interrupted: bool) -> TruthLedger {
         checkpoint_gs: g * checkpoint,
         hung_gs: g * secs(work_end, t),
         throttle_gs: sj.truth.throttle_gs,
+        leaves_idle: sj.idle.is_some(),
         ..TruthLedger::default()
     };
     if interrupted {

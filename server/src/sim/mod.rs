@@ -16,6 +16,7 @@ mod control;
 pub mod exporter;
 pub mod fabric;
 mod faults;
+mod idle;
 mod ledger;
 mod model;
 pub mod queue;
@@ -26,6 +27,7 @@ mod truth;
 mod workload;
 
 pub use faults::{Fault, TruthInterruption, DEFAULT_MEAN_GPU_HOURS};
+pub use idle::TruthIdle;
 pub use ledger::TruthLedger;
 pub use model::{layout, layout_nvl72, SimEvent};
 pub use slow::TruthSlowdown;
@@ -159,7 +161,7 @@ struct SimNode {
     xid_reset_ms: [Option<UnixMs>; GPUS_PER_NODE],
     fault: Option<SimGpuFault>,
     /// Energy each GPU drew above idle in jobs that have ended here, in joules.
-    job_energy_j: f64,
+    job_energy_j: [f64; GPUS_PER_NODE],
     /// InfiniBand bytes (received plus sent) of jobs that have ended here.
     job_ib_bytes: f64,
     /// Times one of its InfiniBand links went down.
@@ -217,12 +219,27 @@ struct SimJob {
     excluded: Vec<usize>,
     /// Its time limit, QOS, dependency, and why it waits.
     q: queue::SimQueue,
+    /// GPUs it holds and leaves idle (see `idle.rs`).
+    idle: Option<idle::IdlePlan>,
 }
 
 impl SimJob {
     /// When its run's GPUs began to compute (the end of its start-up).
     fn work_from(&self) -> Option<UnixMs> {
         self.job.start_ms.map(|s| s.max(self.startup_until_ms))
+    }
+
+    /// Energy each GPU of a node drew above idle in this run until `t`, in joules, and the
+    /// InfiniBand bytes each node moved (none after a hang began).
+    fn banked(&self, t: UnixMs) -> ([f64; GPUS_PER_NODE], f64) {
+        let mut joules = [0.0; GPUS_PER_NODE];
+        for (g, j) in joules.iter_mut().enumerate() {
+            *j = job_extra_watts(self.intensity) * self.work_secs(g, t);
+        }
+        let from = self.job.start_ms.unwrap_or(t);
+        let moving = (self.hang_from_ms.map_or(t, |h| h.min(t)) - from).max(0) as f64 / 1000.0;
+        let ib = job_ib_bytes_per_second(self.intensity, self.node_idx.len()) * moving;
+        (joules, ib)
     }
 }
 
@@ -349,7 +366,7 @@ impl Sim {
                 last_xid: [None; GPUS_PER_NODE],
                 xid_reset_ms: [None; GPUS_PER_NODE],
                 fault: None,
-                job_energy_j: 0.0,
+                job_energy_j: [0.0; GPUS_PER_NODE],
                 job_ib_bytes: 0.0,
                 ib_link_downed: 0,
                 back_at_ms: None,
@@ -439,25 +456,14 @@ impl Sim {
     }
 
     /// Frees a job's nodes at `t` (a draining node becomes drained) and banks the energy
-    /// the job drew on them and the InfiniBand bytes it moved (none after a hang began).
-    fn release(
-        &mut self,
-        nodes: &[usize],
-        intensity: f64,
-        (start_ms, hang_from_ms): (Option<UnixMs>, Option<UnixMs>),
-        work_from_ms: Option<UnixMs>,
-        t: UnixMs,
-    ) {
-        let from = start_ms.unwrap_or(t);
-        // Power above idle from the end of its start-up; traffic from its start.
-        let secs = (t - work_from_ms.unwrap_or(from)).max(0) as f64 / 1000.0;
-        let moving = (hang_from_ms.map_or(t, |h| h.min(t)) - from).max(0) as f64 / 1000.0;
-        let joules = job_extra_watts(intensity) * secs;
-        let ib = job_ib_bytes_per_second(intensity, nodes.len()) * moving;
+    /// each of their GPUs drew and the InfiniBand bytes each moved ([`SimJob::banked`]).
+    fn release(&mut self, nodes: &[usize], (joules, ib): ([f64; GPUS_PER_NODE], f64)) {
         for &i in nodes {
             let n = &mut self.nodes[i];
             n.job = None;
-            n.job_energy_j += joules;
+            for (e, j) in n.job_energy_j.iter_mut().zip(joules) {
+                *e += j;
+            }
             n.job_ib_bytes += ib;
             n.state = match n.state {
                 NodeState::Draining => NodeState::Drained,
@@ -475,13 +481,7 @@ impl Sim {
     fn finish_with(&mut self, j: usize, state: JobState, t: UnixMs, detail: String) {
         self.ledger_run_ended(j, t, state, false);
         let mut sj = self.active.remove(j);
-        self.release(
-            &sj.node_idx,
-            sj.intensity,
-            (sj.job.start_ms, sj.hang_from_ms),
-            sj.work_from(),
-            t,
-        );
+        self.release(&sj.node_idx, sj.banked(t));
         self.end_slowdowns(sj.job.id, t);
         sj.job.state = state;
         sj.job.end_ms = Some(t);

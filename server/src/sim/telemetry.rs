@@ -52,15 +52,12 @@ impl Sim {
     /// since boot, plus what ended jobs drew, plus the running job so far.
     fn energy_joules(&self, node: usize, g: usize, job: Option<&SimJob>) -> f64 {
         let since_boot = (self.t_ms - self.boot_ms) as f64 / 1000.0;
-        let running = job
-            .and_then(|j| j.work_from().map(|s| (j.intensity, s)))
-            .map(|(intensity, s)| {
-                job_extra_watts(intensity) * (self.t_ms - s).max(0) as f64 / 1000.0
-            })
-            .unwrap_or(0.0);
+        let running = job.map_or(0.0, |j| {
+            job_extra_watts(j.intensity) * j.work_secs(g, self.t_ms)
+        });
         // Drivers loaded a few hours apart, so GPUs do not all read the same.
         let offset = 3.6e6 * hash_unit(self.seed, 0, (node * GPUS_PER_NODE + g) as u64);
-        GPU_IDLE_POWER_WATTS * since_boot + self.nodes[node].job_energy_j + running + offset
+        GPU_IDLE_POWER_WATTS * since_boot + self.nodes[node].job_energy_j[g] + running + offset
     }
 
     /// Node `node`'s InfiniBand counter (bytes received plus sent since boot) and rate now;
@@ -276,9 +273,12 @@ impl Sim {
         let t = self.t_ms;
         let gid = (node * GPUS_PER_NODE + g) as u64;
         let noise = |k: u64| hash_unit(self.seed, t / 1000, gid * 8 + k) - 0.5;
-        let hung = job.is_some_and(|j| j.hang_from_ms.is_some_and(|h| t >= h));
+        // A GPU its job leaves idle does nothing, whatever the rest of the job does.
+        let left_idle = job.is_some_and(|j| j.leaves_idle(g, t));
+        let hung = !left_idle && job.is_some_and(|j| j.hang_from_ms.is_some_and(|h| t >= h));
         // Start-up (init, loading the checkpoint) leaves the GPUs idle.
         let (mut load, saving) = match job {
+            _ if left_idle => (0.0, false),
             Some(j) if t < j.startup_until_ms && !hung => (0.0, false),
             Some(j) => (j.intensity, t < j.ckpt_until_ms && !hung),
             None => (0.0, false),
@@ -431,6 +431,12 @@ impl Sim {
             dram_active_ratio: Some(dram),
             // Whole millijoules, as the exporter's counter.
             energy_joules: Some((self.energy_joules(node, g, job) * 1000.0).round() / 1000.0),
+            // A job's model and optimizer state fill its GPUs' memory from its start; a GPU
+            // it leaves idle holds none.
+            fb_used_mib: Some(match job {
+                Some(j) if !j.leaves_idle(g, t) => super::idle::FB_USED_MIB,
+                _ => 0.0,
+            }),
         }
     }
 

@@ -124,6 +124,8 @@ pub struct SimTruth {
     pub lemons: Vec<String>,
     /// Stragglers and hangs going on now.
     pub slowdowns: Vec<super::TruthSlowdown>,
+    /// Running jobs' GPUs left idle now.
+    pub idle: Vec<super::idle::TruthIdle>,
     /// Badput ledgers as the simulator knows them (when it keeps them): the running jobs'
     /// so far and the newest finished ones'.
     pub ledgers: Vec<super::TruthLedger>,
@@ -358,6 +360,7 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
             .filter(|s| s.from_ms <= sim.t_ms && sim.t_ms < s.to_ms)
             .cloned()
             .collect(),
+        idle: sim.idle_truth(),
         domains,
         at_ms: sim.t_ms,
         gpus,

@@ -180,6 +180,7 @@ impl Sim {
             q: SimQueue::new(duration_ms, ask.qos, ask.after),
             startup_until_ms: 0,
             truth: Default::default(),
+            idle: None,
         });
         self.events.push(SimEvent::JobSubmitted {
             job: self.active[self.active.len() - 1].job.clone(),
@@ -202,6 +203,14 @@ impl Sim {
         let (lo, hi) = random_duration_bounds_ms();
         let duration = (lo.ln() + (hi.ln() - lo.ln()) * self.rng.unit()).exp() as i64;
         self.submit(name, want, duration, training, PLAIN);
+        // Some one-node jobs leave GPUs idle (a training job only by running too few ranks:
+        // one whose owner walked away would still checkpoint).
+        if want == 1 {
+            if let Some(j) = self.active.last_mut() {
+                j.idle = super::idle::IdlePlan::of(self.seed, j.job.id, self.gpn)
+                    .filter(|p| !training || p.after_ms == 0);
+            }
+        }
     }
 }
 

@@ -49,6 +49,8 @@ pub struct PipelineSettings {
     pub idle_below_sm: f64,
     /// The hang rule's hold, which the badput ledger's hung time follows.
     pub hang_ms: i64,
+    /// What a GPU held idle is (`alerts.idle_gpu_*`).
+    pub idle_gpus: crate::aggregate::idle::IdleRule,
     /// Where a predecessor's reports stopped ([`Pipeline::resume`]), and the gap allowed.
     pub resume: Option<(UnixMs, i64)>,
 }
@@ -65,6 +67,7 @@ pub async fn run<S: Source>(
     let interval_ms = src.interval_ms();
     let mut pipeline = Pipeline::new(interval_ms as i64, settings.idle_below_sm);
     pipeline.set_hang_ms(settings.hang_ms);
+    pipeline.set_idle_rule(settings.idle_gpus);
     if let Some((at, gap)) = settings.resume {
         pipeline.resume(at, gap);
     }
@@ -192,6 +195,7 @@ mod tests {
         let settings = PipelineSettings {
             idle_below_sm: 0.05,
             hang_ms: 600_000,
+            idle_gpus: Default::default(),
             resume: None,
         };
         let (stop, stop_rx) = watch::channel(false);

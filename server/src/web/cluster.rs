@@ -249,6 +249,9 @@ pub(super) struct JobsAnswer<'a> {
     jobs: &'a [crate::scheduler::SchedJob],
     /// Why each pending job waits, by job id (a decimal string: JSON's keys are strings).
     waits: std::collections::BTreeMap<String, &'a app::queue::Wait>,
+    /// Running jobs holding GPUs idle past `alerts.idle_gpu_minutes`, as of the newest
+    /// readings (`at_ms` of the live overview, not of the poll).
+    idle: Vec<app::queue::IdleHeld>,
 }
 
 /// `GET /api/scheduler`.
@@ -293,6 +296,11 @@ async fn jobs(State(st): State<AppState>) -> Result<Response, ApiError> {
         polled_ms: s.polled_ms,
         jobs: &s.jobs,
         waits: waits.iter().map(|(id, w)| (id.to_string(), w)).collect(),
+        idle: st
+            .live
+            .current()
+            .map(|t| t.overview.idle.clone())
+            .unwrap_or_default(),
     })
     .into_response())
 }

@@ -28,10 +28,29 @@ fn node_row(
     }
 }
 
-fn job_row(
-    j: &crate::scheduler::SchedJob,
-    waits: &std::collections::HashMap<u64, app::queue::Wait>,
-) -> app::views::JobRow {
+/// What the rows of jobs read besides the poll: why each waits, and the GPUs each holds idle.
+struct RowFacts {
+    waits: std::sync::Arc<std::collections::HashMap<u64, app::queue::Wait>>,
+    idle: Vec<app::queue::IdleHeld>,
+}
+
+impl RowFacts {
+    fn of(live: &Live) -> RowFacts {
+        RowFacts {
+            waits: live.waits(),
+            idle: idle_of(live),
+        }
+    }
+}
+
+/// The running jobs holding GPUs idle, as of the newest tick.
+fn idle_of(live: &Live) -> Vec<app::queue::IdleHeld> {
+    live.current()
+        .map(|t| t.overview.idle.clone())
+        .unwrap_or_default()
+}
+
+fn job_row(j: &crate::scheduler::SchedJob, facts: &RowFacts) -> app::views::JobRow {
     app::views::JobRow {
         id: j.job.id,
         name: j.job.name.clone(),
@@ -43,7 +62,8 @@ fn job_row(
         restart_count: j.restart_count,
         reason: j.state_reason.clone(),
         time_limit_ms: j.queue.time_limit_ms,
-        wait: waits.get(&j.job.id).cloned(),
+        wait: facts.waits.get(&j.job.id).cloned(),
+        idle: facts.idle.iter().find(|h| h.job == j.job.id).cloned(),
     }
 }
 
@@ -62,7 +82,7 @@ pub(super) fn nodes_view(live: &Live) -> Option<NodesView> {
         .unwrap_or_default();
     let rack_of = |n: &str| racks.get(n).map(|r| r.to_string()).unwrap_or_default();
     let marks = live.floor_marks();
-    let waits = live.waits();
+    let facts = RowFacts::of(live);
     let mut jobs_on: std::collections::HashMap<&str, Vec<u64>> = Default::default();
     for j in s
         .jobs
@@ -102,7 +122,7 @@ pub(super) fn nodes_view(live: &Live) -> Option<NodesView> {
             .jobs
             .iter()
             .filter(|j| !j.job.state.is_finished())
-            .map(|j| job_row(j, &waits))
+            .map(|j| job_row(j, &facts))
             .collect(),
         health: s.health.as_ref().map(|h| h.view()),
     })
@@ -205,8 +225,8 @@ pub(super) async fn node_detail(
         gpus,
         switches_html: (!switches.is_empty()).then(|| app::server_html::switches_html(&switches)),
         jobs: {
-            let waits = live.waits();
-            running.into_iter().map(|j| job_row(j, &waits)).collect()
+            let facts = RowFacts::of(live);
+            running.into_iter().map(|j| job_row(j, &facts)).collect()
         },
         xids,
         lemon_html: lemon,
@@ -243,6 +263,7 @@ pub(super) async fn job_detail(
         .and_then(|s| s.jobs.iter().find(|j| j.job.id == id).cloned());
     let stored = store.job(id).await.map_err(fail)?;
     let wait = live.waits().get(&id).cloned();
+    let idle = idle_of(live).into_iter().find(|h| h.job == id);
     let time_limit_ms = live_job.as_ref().and_then(|j| j.queue.time_limit_ms);
     let (job, restart_count, reason) = match (live_job, stored) {
         (Some(j), _) => (j.job, j.restart_count, j.state_reason),
@@ -334,6 +355,7 @@ pub(super) async fn job_detail(
         restart_count,
         reason,
         wait,
+        idle,
         time_limit_ms,
         history_html: app::server_html::history(&transitions, &checkpoints),
         last_good,

@@ -80,12 +80,15 @@ fn run(saves: Saves) -> (Vec<StoreWrite>, Sim) {
     (writes, sim)
 }
 
-/// Jobs whose every run the truth saw whole, ended, of at least a GPU-hour.
+/// Jobs whose every run the truth saw whole, ended, of at least a GPU-hour, that used
+/// every GPU they held (the truth counts a GPU left idle as productive).
 fn judged(sim: &Sim) -> Vec<TruthLedger> {
     let running: Vec<u64> = sim.readings().jobs.iter().map(|j| j.id).collect();
     sim.ledgers()
         .into_iter()
-        .filter(|l| !l.partial && !running.contains(&l.job) && l.allocated_gs >= 3600.0)
+        .filter(|l| {
+            !l.partial && !l.leaves_idle && !running.contains(&l.job) && l.allocated_gs >= 3600.0
+        })
         .collect()
 }
 

@@ -47,6 +47,7 @@ mod crash;
 mod faults;
 mod frameworks;
 mod http;
+mod idle;
 mod incidents;
 mod ingest;
 mod layers;

@@ -1,7 +1,8 @@
 //! `/jobs`: pending and running jobs as of the scheduler's last poll, why each pending job
 //! waits (one category, the evidence in words, Slurm's start estimate), filtered by that
 //! category in the URL (`/jobs?wait=resources`, a GET form that works without
-//! JavaScript), with requeue for operators; the job history below.
+//! JavaScript), with requeue for operators; running jobs holding GPUs idle above the table;
+//! the job history below.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -208,6 +209,7 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
             <button type="submit">"Show"</button>
         </form>
         {move || pending.get().map(|p| view! { <ActionPanel p pending after=refresher(state)/> })}
+        <IdleJobs state stale/>
         <table class="grid" class:stale=move || stale.get() data-test="jobs-table">
             <caption class="sr-only">"Pending and running jobs"</caption>
             <thead><tr>
@@ -232,7 +234,8 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                                 <th scope="row" class="num"><a href=format!("/jobs/{}", j.id)>{j.id}</a></th>
                                 <td>{j.name.clone()}</td>
                                 <td>{j.user.clone()}</td>
-                                <td>{j.state.label()}{j.reason.clone().filter(|r| r != "None" && j.wait.is_none()).map(|r| format!(" ({r})"))}</td>
+                                <td>{j.state.label()}{j.reason.clone().filter(|r| r != "None" && j.wait.is_none()).map(|r| format!(" ({r})"))}
+                                    {j.idle.as_ref().map(|h| view! { " " <strong class="chip warn" data-test="job-idle">{format!("{} of {} GPUs idle", h.gpus, h.of)}</strong> })}</td>
                                 <td class="num">{j.gpus}</td>
                                 <td>{units::hostlist_short(&j.nodes)}</td>
                                 <td class="num">{j.start_ms.map(|s| units::duration_ms(t - s)).unwrap_or_else(|| "—".into())}</td>
@@ -261,5 +264,60 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                 }}
             </tbody>
         </table>
+    }
+}
+
+/// Running jobs holding GPUs idle past the hold (`alerts.idle_gpu_minutes`), longest first;
+/// nothing when none does.
+#[component]
+fn IdleJobs(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
+    let idle = move || {
+        state.with(|v| {
+            let mut rows: Vec<JobRow> = v
+                .jobs
+                .iter()
+                .filter(|j| j.idle.is_some())
+                .cloned()
+                .collect();
+            rows.sort_by_key(|j| j.idle.as_ref().map(|h| h.since_ms));
+            rows
+        })
+    };
+    let now = move || state.with(|v| v.at_ms);
+    move || {
+        let rows = idle();
+        (!rows.is_empty()).then(|| {
+            let total: f64 = rows.iter().filter_map(|j| j.idle.as_ref()).map(|h| h.gpu_hours).sum();
+            let t = now();
+            view! {
+                <section aria-labelledby="idle-h" data-test="idle-jobs">
+                    <h2 id="idle-h">{format!("GPUs held idle: {} jobs, {total:.1} GPU-hours so far", rows.len())}</h2>
+                    <p class="muted">"Allocated GPUs with SM activity under the threshold and no memory in use, without a break. Their owners are told through the site's Alertmanager (label owner)."</p>
+                    <table class="grid" class:stale=move || stale.get() data-test="idle-table">
+                        <caption class="sr-only">"Running jobs holding GPUs idle"</caption>
+                        <thead><tr>
+                            <th scope="col" class="num">"Job"</th><th scope="col">"Name"</th><th scope="col">"User"</th>
+                            <th scope="col" class="num">"Idle GPUs"</th><th scope="col" class="num">"Idle for"</th>
+                            <th scope="col" class="num">"GPU-hours idle"</th>
+                        </tr></thead>
+                        <tbody>
+                            {rows.into_iter().filter_map(|j| {
+                                let h = j.idle.clone()?;
+                                Some(view! {
+                                    <tr data-test="idle-row" data-job=j.id.to_string()>
+                                        <th scope="row" class="num"><a href=format!("/jobs/{}", j.id)>{j.id}</a></th>
+                                        <td>{j.name.clone()}</td>
+                                        <td>{j.user.clone()}</td>
+                                        <td class="num">{format!("{} of {}", h.gpus, h.of)}</td>
+                                        <td class="num">{units::duration_ms(t - h.since_ms)}</td>
+                                        <td class="num" data-test="idle-gpu-hours">{format!("{:.1}", h.gpu_hours)}</td>
+                                    </tr>
+                                })
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                </section>
+            }
+        })
     }
 }

@@ -1,5 +1,5 @@
-//! Running jobs from what they report: NCCL latency and checkpoints. (A job's GPUs against
-//! their peers are the radar's, `radar.rs`.)
+//! Running jobs from what they report: NCCL latency, checkpoints, GPUs held idle. (A job's
+//! GPUs against their peers are the radar's, `radar.rs`.)
 
 use app::model::JobState;
 
@@ -78,5 +78,31 @@ pub(super) fn checkpoint_overdue(t: &Tick<'_>, _: &mut RuleState, out: &mut Vec<
                 });
             }
         }
+    }
+}
+
+/// A running job holding GPUs idle past `idle_gpu_ms` (a warning to operators, naming its
+/// owner): what the pipeline's [`crate::aggregate::idle::IdleWatch`] found at this tick.
+pub(super) fn gpus_idle(t: &Tick<'_>, _: &mut RuleState, out: &mut Vec<Condition>) {
+    for h in &t.ov.idle {
+        let Some(j) = running(t).find(|j| j.job.id == h.job) else {
+            continue;
+        };
+        out.push(Condition {
+            rule: "gpus_idle",
+            subject: format!("job:{}", h.job),
+            severity: "warning",
+            summary: format!(
+                "job {} ({}, user {}, account {}): {}; SM activity under {:.0}% and no memory in use. Ask its owner to use or release them",
+                h.job,
+                j.job.name,
+                j.job.user,
+                j.job.account,
+                h.sentence(t.now),
+                t.cfg.idle_gpu_activity * 100.0
+            ),
+            link: format!("/jobs/{}", h.job),
+            drain_node: None,
+        });
     }
 }

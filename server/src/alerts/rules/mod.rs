@@ -14,7 +14,7 @@
 //! - `fabric.rs`: `nvlink_switch_tray_down`, `nvlink_links_down`;
 //! - `layout.rs`: `layout_disagrees`;
 //! - `targets.rs`: what does not answer (`node_not_responding`, `target_down`);
-//! - `jobs.rs`: `nccl_latency`, `checkpoint_overdue`;
+//! - `jobs.rs`: `nccl_latency`, `checkpoint_overdue`, `gpus_idle`;
 //! - `radar.rs`: a multi-node job's GPUs against their peers (`straggler`, `job_hung`);
 //! - `scheduler.rs`: slurmctld itself (`backfill_slow`, `agent_queue_high`).
 //!
@@ -80,6 +80,11 @@ pub struct AlertConfig {
     pub straggler_ms: i64,
     /// A multi-node job busy with flat power and no InfiniBand traffic this long is hung.
     pub hang_ms: i64,
+    /// A running job's GPU under this activity with at most `idle_gpu_memory_mib` in use,
+    /// for `idle_gpu_ms`, is held idle (`gpus_idle`, [`crate::aggregate::idle`]).
+    pub idle_gpu_activity: f64,
+    pub idle_gpu_memory_mib: f64,
+    pub idle_gpu_ms: i64,
     /// POST each firing and resolution here (`http://` or `https://`).
     pub webhook_url: Option<String>,
     /// `gantry` (Gantry's JSON) or `alertmanager` (Alertmanager's v2 alert list).
@@ -115,6 +120,9 @@ impl Default for AlertConfig {
             straggler_ratio: 0.8,
             straggler_ms: 5 * 60_000,
             hang_ms: crate::aggregate::hang::DEFAULT_HANG_MS,
+            idle_gpu_activity: 0.01,
+            idle_gpu_memory_mib: 0.0,
+            idle_gpu_ms: 30 * 60_000,
             webhook_url: None,
             webhook_format: WebhookFormat::Gantry,
             alertmanager_url: None,
@@ -122,6 +130,17 @@ impl Default for AlertConfig {
             resolve_after_evaluations: 3,
             critical_clear_ms: 60_000,
             reopen_within_ms: 10 * 60_000,
+        }
+    }
+}
+
+impl AlertConfig {
+    /// What a GPU held idle is.
+    pub fn idle_rule(&self) -> crate::aggregate::idle::IdleRule {
+        crate::aggregate::idle::IdleRule {
+            activity_below: self.idle_gpu_activity,
+            memory_mib: self.idle_gpu_memory_mib,
+            hold_ms: self.idle_gpu_ms,
         }
     }
 }
@@ -281,6 +300,7 @@ const RULES: &[Rule] = &[
     targets::target_down,
     jobs::nccl_latency,
     jobs::checkpoint_overdue,
+    jobs::gpus_idle,
     radar::evaluate,
     scheduler::backfill_slow,
     scheduler::agent_queue_high,

@@ -151,6 +151,38 @@ fn remapped_rows_replays_targets_thermal_and_checkpoints() {
     );
     assert!(c.contains(&("target_down", "target:http://gpu009:9400/metrics".into())));
     assert!(c.contains(&("checkpoint_overdue", format!("job:{id}"))));
+    assert!(!c.iter().any(|(r, _)| *r == "gpus_idle"));
+    // The pipeline found the job holding GPUs idle: a warning naming its owner.
+    {
+        let mut ov = ov.clone();
+        ov.idle = vec![app::queue::IdleHeld {
+            job: id,
+            gpus: 4,
+            of: 8,
+            since_ms: ov.at_ms - 45 * 60_000,
+            gpu_hours: 3.0,
+        }];
+        let f = Facts {
+            readings: Some(&r),
+            jobs: &jobs,
+            targets: &targets,
+            ..Default::default()
+        };
+        let conds = evaluate(&cfg, &ov, &f, &mut RuleState::default());
+        let idle = conds
+            .iter()
+            .find(|c| c.rule == "gpus_idle")
+            .expect("gpus_idle");
+        assert_eq!(idle.subject, format!("job:{id}"));
+        assert!(
+            idle.summary.contains(&format!("user {}", jobs[0].job.user))
+                && idle
+                    .summary
+                    .contains("4 of 8 GPUs idle for 45 min: 3.0 GPU-hours so far"),
+            "{}",
+            idle.summary
+        );
+    }
     assert!(
         !c.iter().any(|(r, _)| *r == "pcie_replays"),
         "the first count is a baseline, not a rise"

@@ -82,13 +82,7 @@ pub fn render_dcgm(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
     // job's model, optimizer state and activations hold.
     const FB_TOTAL_MIB: u64 = 81_559;
     const FB_RESERVED_MIB: u64 = 579;
-    let fb_used = |i: usize| {
-        if !jobs.is_empty() && gpus[i].gpu_util_percent.is_some_and(|u| u > 0.0) {
-            71_234
-        } else {
-            0
-        }
-    };
+    let fb_used = |i: usize| gpus[i].fb_used_mib.unwrap_or(0.0) as u64;
     // dcgm-exporter's default counters (etc/default-counters.csv) and its profiling (DCP)
     // fields, in that file's order, plus the enforced power limit: 32 fields per GPU, as a
     // site scraping the default set sees. Gantry reads 24 of them.

@@ -24,7 +24,6 @@ fn scraped_text_round_trips_to_the_simulators_readings() {
                 "DCGM_FI_DEV_ENC_UTIL",
                 "DCGM_FI_DEV_FB_FREE",
                 "DCGM_FI_DEV_FB_RESERVED",
-                "DCGM_FI_DEV_FB_USED",
                 "DCGM_FI_DEV_MEM_CLOCK",
                 "DCGM_FI_DEV_MEM_COPY_UTIL",
                 "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
@@ -63,6 +62,7 @@ fn scraped_text_round_trips_to_the_simulators_readings() {
             assert_eq!(got.tensor_active_ratio, want.tensor_active_ratio);
             assert_eq!(got.dram_active_ratio, want.dram_active_ratio);
             assert_eq!(got.energy_joules, want.energy_joules);
+            assert_eq!(got.fb_used_mib, want.fb_used_mib);
             assert_eq!(got.ecc_sbe_total, Some(0));
             assert_eq!(got.pcie_replay_total, Some(0));
             assert!(g.no_data.is_empty(), "{:?}", g.no_data);

@@ -34,6 +34,7 @@ pub enum Field {
     RowRemapFailure,
     LastXid,
     TotalEnergyMillijoules,
+    FbUsedMib,
 }
 
 /// (DCGM field id, field, whether DCGM stores it as fp64).
@@ -104,6 +105,7 @@ pub(super) fn field_of(metric: &str) -> Option<(u32, Field, bool)> {
         "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" | "dcgm_total_energy_consumption" => {
             (156, TotalEnergyMillijoules, false)
         }
+        "DCGM_FI_DEV_FB_USED" | "dcgm_fb_used" => (252, FbUsedMib, false),
         _ => return None,
     })
 }
@@ -166,6 +168,8 @@ const FIELD_NAMES: &[&str] = &[
     "dcgm_xid_errors",
     "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
     "dcgm_total_energy_consumption",
+    "DCGM_FI_DEV_FB_USED",
+    "dcgm_fb_used",
 ];
 
 /// The DCGM NVSwitch fields Gantry reads: of a switch entity (label `nvswitch`, written

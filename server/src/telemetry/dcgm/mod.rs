@@ -111,6 +111,7 @@ impl DcgmGpu {
             energy_joules: self
                 .get(Field::TotalEnergyMillijoules)
                 .map(|mj| mj / 1000.0),
+            fb_used_mib: self.get(Field::FbUsedMib),
         }
     }
 }
