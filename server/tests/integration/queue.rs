@@ -361,3 +361,106 @@ async fn estimates_are_judged_by_the_starts_on_postgres() {
     };
     estimates_are_judged_by_the_starts(url).await;
 }
+
+/// GPUs held idle on a real Slurm: a job on gpu012's eight GPUs, of which the exporters
+/// the test serves show four at work and four idle with no memory in use, and a job on
+/// gpu011 whose GPUs all work. Once the hold passes, `GET /api/jobs` names the first with
+/// 4 of 8 and not the second, and `/jobs` lists it.
+#[tokio::test]
+async fn gpus_held_idle_on_a_real_slurm() {
+    let Some(cli) = cluster() else {
+        return;
+    };
+    let (conf, mut cfg) = slurm_config();
+    let nodes = cli.nodes().await.expect("nodes");
+    let inv = server::sources::slurm::inventory_from_nodes("truth", &nodes);
+    let mut readings = crate::slurm::known_readings(&inv);
+    for g in &mut readings.gpus {
+        let idle = g.node == "gpu012" && g.index >= 4;
+        g.fb_used_mib = Some(if idle { 0.0 } else { 70_000.0 });
+        if idle {
+            g.sm_active_ratio = Some(0.0);
+            g.gpu_util_percent = Some(0.0);
+        }
+    }
+    let exporters = crate::slurm::serve_exporters(inv, readings).await;
+    cfg.gpu_exporter_url = Some(format!("http://{exporters}/dcgm/{{node}}"));
+    cfg.bmc_exporter_url = Some(format!("http://{exporters}/ipmi/{{node}}"));
+    cfg.scrape_interval_ms = Some(500);
+    cfg.alerts.idle_gpu_ms = 2_000;
+    cfg.auth.anonymous_read = true;
+    let r = server::serve::start(cfg).await.expect("start");
+    support::wait_ready(&r).await;
+    let submit = |node: &str, name: &str| {
+        sbatch(
+            &conf,
+            &[
+                "-N1",
+                "-w",
+                node,
+                "--gres=gpu:h100:8",
+                "-p",
+                "gpu",
+                "--output=/dev/null",
+                "-J",
+                name,
+                "--wrap",
+                "sleep 120",
+            ],
+        )
+    };
+    let (idle_job, busy_job) = (
+        submit("gpu012", "gantry-idle"),
+        submit("gpu011", "gantry-busy"),
+    );
+    let mut got = serde_json::Value::Null;
+    let mut found = None;
+    for _ in 0..300 {
+        got = get(r.addr, "/api/jobs").await.json();
+        let running = |id: u64| {
+            got["jobs"].as_array().is_some_and(|v| {
+                v.iter()
+                    .any(|j| j["job"]["id"] == id && j["job"]["state"] == "running")
+            })
+        };
+        if let Some(h) = got["idle"]
+            .as_array()
+            .and_then(|v| v.iter().find(|h| h["job"] == idle_job))
+        {
+            if running(busy_job) {
+                found = Some(h.clone());
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let cancel = || {
+        let _ = std::process::Command::new("scancel")
+            .args([idle_job.to_string(), busy_job.to_string()])
+            .env("SLURM_CONF", &conf)
+            .status();
+    };
+    let Some(h) = found else {
+        cancel();
+        panic!("job {idle_job} not found holding GPUs idle: {got:#}");
+    };
+    assert_eq!(
+        (h["gpus"].as_u64(), h["of"].as_u64()),
+        (Some(4), Some(8)),
+        "{h}"
+    );
+    assert!(h["gpu_hours"].as_f64().is_some_and(|x| x > 0.0), "{h}");
+    assert!(
+        got["idle"]
+            .as_array()
+            .is_some_and(|v| v.iter().all(|h| h["job"] != busy_job)),
+        "{got:#}"
+    );
+    let html = get(r.addr, "/jobs").await.text();
+    cancel();
+    assert!(
+        html.contains(&format!(r#"data-test="idle-row" data-job="{idle_job}""#)),
+        "{html}"
+    );
+    r.stop().await.expect("stop");
+}

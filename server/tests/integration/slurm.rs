@@ -761,7 +761,7 @@ const HOST_WATTS: f64 = 1000.0;
 
 /// Known readings for every node of the real cluster: throttled GPUs at 198 MHz (a clock
 /// deficit of 0.9), 600 W and 45% SM activity; the rest at full clock, 400 W and 90%.
-fn known_readings(inv: &app::model::Inventory) -> server::telemetry::Readings {
+pub(crate) fn known_readings(inv: &app::model::Inventory) -> server::telemetry::Readings {
     use app::model::{GpuReading, ThrottleReasons};
     use server::telemetry::NodeReading;
     let mut r = server::telemetry::Readings::default();
@@ -796,7 +796,7 @@ fn known_readings(inv: &app::model::Inventory) -> server::telemetry::Readings {
 }
 
 /// Serves `readings` as dcgm-exporter (`/dcgm/NODE`) and ipmi_exporter (`/ipmi/NODE`) text.
-async fn serve_exporters(
+pub(crate) async fn serve_exporters(
     inv: app::model::Inventory,
     readings: server::telemetry::Readings,
 ) -> std::net::SocketAddr {
