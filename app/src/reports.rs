@@ -241,7 +241,15 @@ pub struct Usage {
     pub failure_lost_gh: f64,
     /// Useful training: allocated minus idle, throttling and failure losses.
     pub goodput_gh: f64,
+    /// Nodes' energy (BMC; else their GPUs').
     pub energy_kwh: f64,
+    /// The GPUs' own (DCGM's energy counters), and of it what was estimated from their
+    /// power where a counter was missing or reset. The rest of `energy_kwh` is the nodes'
+    /// overhead (CPUs, memory, fans, NICs), shared with jobs by their GPU-hours.
+    #[serde(default)]
+    pub gpu_energy_kwh: f64,
+    #[serde(default)]
+    pub energy_estimated_kwh: f64,
 }
 
 /// What the hours cost, in the configured currency.
@@ -263,6 +271,26 @@ pub struct Cost {
     pub per_goodput_gh: Option<f64>,
     /// What the same allocated GPU-hours would cost rented in a cloud.
     pub cloud_same_hours: f64,
+    /// CO2 of the energy with cooling (times PUE) at `reports.grid_kg_co2_per_kwh`; none
+    /// when no grid factor is configured.
+    #[serde(default)]
+    pub co2_kg: Option<f64>,
+}
+
+/// One job's energy over its runs, as its report rows hold it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct JobEnergy {
+    /// Its nodes' energy shared by its GPU-hours (BMC, else its GPUs').
+    pub kwh: f64,
+    /// Its GPUs' own (energy counters), and of it what was estimated from power.
+    pub gpu_kwh: f64,
+    pub estimated_kwh: f64,
+    /// Energy times price times PUE, in `currency`.
+    pub cost: f64,
+    pub currency: String,
+    /// With cooling (times PUE) at the configured grid factor; none without one.
+    pub co2_kg: Option<f64>,
 }
 
 /// One group's line.
@@ -290,6 +318,9 @@ pub struct Rates {
     pub cloud_gpu_hour: f64,
     /// Allocated GPUs under this SM activity count as idle.
     pub idle_below_sm: f64,
+    /// The grid's CO2 per kWh (kg); 0: not configured, no CO2 shown.
+    #[serde(default)]
+    pub grid_kg_co2_per_kwh: f64,
 }
 
 impl Default for Rates {
@@ -305,6 +336,7 @@ impl Default for Rates {
             rack_overhead_per_month: 1_500.0,
             cloud_gpu_hour: 1.50,
             idle_below_sm: 0.05,
+            grid_kg_co2_per_kwh: 0.0,
         }
     }
 }

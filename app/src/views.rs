@@ -289,6 +289,9 @@ pub struct JobDetail {
     /// GPU-hours lost to failures and requeues: from each run's last good checkpoint (or
     /// its start) to its end.
     pub lost_gpu_hours: f64,
+    /// Its energy, cost of power and CO2 across its runs (from the report rollups).
+    #[serde(default)]
+    pub energy: Option<crate::reports::JobEnergy>,
     /// How often it should checkpoint, from its saves and the last 30 days' rates, and its
     /// stragglers and hang firing now (the radar's open alerts): HTML the server writes.
     pub advice_html: String,

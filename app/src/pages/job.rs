@@ -101,6 +101,16 @@ fn JobBody(
                 {d.work_at_risk_gpu_hours.map(|h| format!("{h:.1} GPU-h")).unwrap_or_else(|| "-".into())}
             </dd></div>
             <div class="stat"><dt>"Lost to failures and requeues"</dt><dd class="num" data-test="work-lost">{format!("{:.1} GPU-h", d.lost_gpu_hours)}</dd></div>
+            {d.energy.clone().map(|e| view! {
+                <div class="stat wide"><dt>"Energy"</dt><dd class="num" data-test="job-energy"
+                    title="Its nodes' energy shared by its GPU-hours; its GPUs' own from their energy counters">
+                    {format!("{:.1} kWh (GPUs {:.1} kWh{}) · {:.2} {}{}",
+                        e.kwh, e.gpu_kwh,
+                        if e.estimated_kwh > 0.0 { format!(", {:.1} estimated from power", e.estimated_kwh) } else { String::new() },
+                        e.cost, e.currency,
+                        e.co2_kg.map(|c| format!(" · {c:.1} kg CO2")).unwrap_or_default())}
+                </dd></div>
+            })}
             <div class="stat wide"><dt>"Last good checkpoint"</dt><dd class="num" data-test="last-good"
                 title=d.last_good.as_ref().map(|c| format!("ended {}", units::utc(c.started_ms + c.duration_ms))).unwrap_or_default()>
                 {d.last_good.as_ref().map(|c| format!("step {} · {} ago", c.step.map_or("unknown".into(), |s| s.to_string()), units::duration_ms(now - c.started_ms - c.duration_ms))).unwrap_or_else(|| "none".into())}

@@ -193,6 +193,12 @@ fn ReportBody(r: Report) -> impl IntoView {
             </div>
             <div class="card"><h2>"Energy"</h2>
                 <p class="big" data-test="total-energy">{energy(t.usage.energy_kwh)}</p>
+                <p class="muted" data-test="total-gpu-energy">{format!(
+                    "GPUs {}{}; the rest is the nodes' own{}",
+                    energy(t.usage.gpu_energy_kwh),
+                    if t.usage.energy_estimated_kwh > 0.0 { format!(" ({} estimated from power)", energy(t.usage.energy_estimated_kwh)) } else { String::new() },
+                    t.cost.co2_kg.map(|c| if c < 1000.0 { format!("; {c:.0} kg CO2 with cooling") } else { format!("; {:.1} t CO2 with cooling", c / 1000.0) }).unwrap_or_default()
+                )}</p>
             </div>
             <div class="card"><h2>"Cost"</h2>
                 <p class="big" data-test="total-cost">{money(t.cost.total, &cur)}</p>

@@ -488,6 +488,7 @@ struct ReportKeys {
     rack_overhead_per_month: f64,
     cloud_gpu_hour: f64,
     idle_below_sm: f64,
+    grid_kg_co2_per_kwh: f64,
 }
 
 /// Why the configuration was refused. Always names the field.

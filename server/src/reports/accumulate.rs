@@ -61,8 +61,6 @@ pub struct Accumulator {
     // Per-tick scratch, kept to avoid allocating every tick.
     busy: Vec<f64>,
     deficit: Vec<f64>,
-    gpu_watts: Vec<f64>,
-    gpu_seen: Vec<bool>,
     state: Vec<NodeState>,
     bmc: Vec<Option<f64>>,
     node_jobs: Vec<Vec<(u64, f64)>>,
@@ -70,7 +68,16 @@ pub struct Accumulator {
     seen: Vec<f64>,
     quiet: Vec<bool>,
     gpu_range: Vec<(usize, usize)>,
+    /// Each GPU's energy counter at the previous tick (joules; `r.gpus`' order, which is
+    /// the inventory's), and per node this tick's GPU energy and the estimated part of it.
+    prev_energy: Vec<Option<f64>>,
+    gpu_j: Vec<f64>,
+    gpu_est_j: Vec<f64>,
 }
+
+/// The most a GPU's energy counter may rise per second of a tick (watts): more is a bad
+/// reading or a counter that jumped, and the tick's power stands instead.
+const MAX_GPU_WATTS: f64 = 2_000.0;
 
 fn floor(ms: UnixMs, step: i64) -> UnixMs {
     ms - ms.rem_euclid(step)
@@ -96,14 +103,15 @@ impl Accumulator {
             job_ticks: HashMap::new(),
             busy: Vec::new(),
             deficit: Vec::new(),
-            gpu_watts: Vec::new(),
-            gpu_seen: Vec::new(),
             state: Vec::new(),
             bmc: Vec::new(),
             node_jobs: Vec::new(),
             seen: Vec::new(),
             quiet: Vec::new(),
             gpu_range: Vec::new(),
+            prev_energy: Vec::new(),
+            gpu_j: Vec::new(),
+            gpu_est_j: Vec::new(),
         };
         a.cluster = a.slot("cluster", "all");
         a.unallocated = JOB_KINDS.map(|k| a.slot(k, UNALLOCATED));
@@ -148,6 +156,7 @@ impl Accumulator {
         {
             return;
         }
+        self.prev_energy.clear();
         let mut rack_gpus: HashMap<&str, u32> = HashMap::new();
         for n in &inv.nodes {
             *rack_gpus.entry(n.rack.as_str()).or_default() += n.gpus.len() as u32;
@@ -234,20 +243,25 @@ impl Accumulator {
             self.book(j.id, &wait);
         }
         if dt_ms <= 0 {
+            self.note_counters(r);
             return out;
         }
         let dt = dt_ms as f64 / 1000.0;
 
         let Some(ix) = self.index.take() else {
+            self.note_counters(r);
             return out;
         };
         let n = ix.nodes.len();
-        for v in [&mut self.busy, &mut self.deficit, &mut self.gpu_watts] {
+        for v in [
+            &mut self.busy,
+            &mut self.deficit,
+            &mut self.gpu_j,
+            &mut self.gpu_est_j,
+        ] {
             v.clear();
             v.resize(n, 0.0);
         }
-        self.gpu_seen.clear();
-        self.gpu_seen.resize(n, false);
         self.state.clear();
         self.state.resize(n, NodeState::Unknown);
         self.bmc.clear();
@@ -287,11 +301,22 @@ impl Accumulator {
                 self.busy[i] += 1.0;
                 self.deficit[i] += clock_deficit(g).unwrap_or(0.0);
             }
-            if let Some(p) = g.power_watts {
-                self.gpu_watts[i] += p;
-                self.gpu_seen[i] = true;
+            // Its energy: the counter's rise when it rose plausibly since the last tick
+            // (exact, on shared and MIG nodes too), else its power over the tick.
+            let prev = self.prev_energy.get(k).copied().flatten();
+            match (prev, g.energy_joules) {
+                (Some(a), Some(b)) if b >= a && b - a <= MAX_GPU_WATTS * dt => {
+                    self.gpu_j[i] += b - a;
+                }
+                _ => {
+                    if let Some(p) = g.power_watts {
+                        self.gpu_j[i] += p * dt;
+                        self.gpu_est_j[i] += p * dt;
+                    }
+                }
             }
         }
+        self.note_counters(r);
         for n in &r.nodes {
             if let Some(&i) = ix.node_of.get(&n.name) {
                 self.state[i] = n.state;
@@ -315,10 +340,13 @@ impl Accumulator {
 
         for (i, (gpus, rack_gpus, infra)) in ix.nodes.iter().enumerate() {
             let k = f64::from(*gpus) * dt;
-            let power = self.bmc[i].or(self.gpu_seen[i].then_some(self.gpu_watts[i]));
+            // The node's energy: its BMC's power over the tick, else its GPUs'.
+            let gpu_energy_wh = self.gpu_j[i] / 3600.0;
             let mut s = ReportSums {
                 capacity_gs: k,
-                energy_wh: power.unwrap_or(0.0) * dt / 3600.0,
+                energy_wh: self.bmc[i].map_or(gpu_energy_wh, |p| p * dt / 3600.0),
+                gpu_energy_wh,
+                gpu_energy_est_wh: self.gpu_est_j[i] / 3600.0,
                 rack_share_s: if *rack_gpus > 0 {
                     k / f64::from(*rack_gpus)
                 } else {
@@ -391,6 +419,13 @@ impl Accumulator {
         }
         self.index = Some(ix);
         out
+    }
+
+    /// Keeps each GPU's energy counter for the next tick's rise.
+    fn note_counters(&mut self, r: &Readings) {
+        self.prev_energy.clear();
+        self.prev_energy
+            .extend(r.gpus.iter().map(|g| g.energy_joules));
     }
 
     /// A save of job `id` was recorded (before, during or after it ran).
@@ -643,5 +678,45 @@ mod tests {
         // A job never seen running loses nothing that could be counted.
         assert_eq!(acc.job_lost(&job(8, "a", 8), 3_000_000, None), 0.0);
         assert!(acc.flush().is_empty());
+    }
+
+    #[test]
+    fn gpu_energy_is_the_counters_rise_and_estimated_where_a_counter_is_missing_or_reset() {
+        let inv = inv();
+        let mut acc = Accumulator::new(0.05);
+        // Counters (joules since the driver loaded) that rise by 300 W x 20 s per tick,
+        // while the power gauge reads 100 W: the counter is what counts.
+        let at = |t: UnixMs, counter: &dyn Fn(u32) -> Option<f64>| {
+            let mut r = readings(t, vec![job(1, "a", 8)]);
+            for g in &mut r.gpus {
+                g.energy_joules = counter(g.index);
+            }
+            r
+        };
+        let base = |i: u32| 1e9 + f64::from(i) * 1e6;
+        acc.observe(&inv, &at(0, &|i| Some(base(i))), 0);
+        acc.observe(&inv, &at(20_000, &|i| Some(base(i) + 6_000.0)), 20_000);
+        // GPU 0's counter missing, GPU 1's reset (the driver reloaded), GPU 2's jumped
+        // past what any GPU draws: each the tick's power, estimated.
+        let third = |i: u32| match i {
+            0 => None,
+            1 => Some(5.0),
+            2 => Some(base(2) + 6_000.0 + 1e9),
+            _ => Some(base(i) + 12_000.0),
+        };
+        acc.observe(&inv, &at(40_000, &third), 20_000);
+        let d = acc.flush();
+        let c = get(&d, "cluster", "all");
+        let exact = 8.0 * 6_000.0 + 5.0 * 6_000.0;
+        let est = 3.0 * 100.0 * 20.0;
+        assert!(
+            (c.gpu_energy_wh - (exact + est) / 3600.0).abs() < 1e-9,
+            "{c:?}"
+        );
+        assert!((c.gpu_energy_est_wh - est / 3600.0).abs() < 1e-9, "{c:?}");
+        // The job holds the node: all of it is the job's.
+        assert!((get(&d, "account", "a").gpu_energy_wh - c.gpu_energy_wh).abs() < 1e-9);
+        // The node's energy is its BMC's; the rest over the GPUs' is the node's overhead.
+        assert!((c.energy_wh - 1000.0 * 40.0 / 3600.0).abs() < 1e-9);
     }
 }

@@ -14,7 +14,8 @@ pub fn csv(r: &ReportData, currency: &str) -> String {
     );
     let c = currency;
     out.push_str(&format!(
-        "capex_{c},power_{c},overhead_{c},total_{c},idle_{c},throttle_{c},failures_{c},per_goodput_gpu_h_{c},cloud_same_hours_{c}\n"
+        "capex_{c},power_{c},overhead_{c},total_{c},idle_{c},throttle_{c},failures_{c},per_goodput_gpu_h_{c},cloud_same_hours_{c},\
+         gpu_energy_kwh,energy_estimated_kwh,co2_kg\n"
     ));
     let mut line = |r: &ReportRow| {
         let u = &r.usage;
@@ -46,7 +47,15 @@ pub fn csv(r: &ReportData, currency: &str) -> String {
             Some(v) => out.push_str(&format!(",{v:.4}")),
             None => out.push(','),
         }
-        out.push_str(&format!(",{:.3}\n", k.cloud_same_hours));
+        out.push_str(&format!(",{:.3}", k.cloud_same_hours));
+        out.push_str(&format!(
+            ",{:.3},{:.3},",
+            u.gpu_energy_kwh, u.energy_estimated_kwh
+        ));
+        if let Some(co2) = k.co2_kg {
+            out.push_str(&format!("{co2:.3}"));
+        }
+        out.push('\n');
     };
     for row in &r.rows {
         line(row);

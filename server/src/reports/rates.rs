@@ -26,6 +26,8 @@ pub fn usage(s: &ReportSums) -> Usage {
         failure_lost_gh: failure,
         goodput_gh: (allocated - idle - throttle - failure).max(0.0),
         energy_kwh: s.energy_wh / 1000.0,
+        gpu_energy_kwh: s.gpu_energy_wh / 1000.0,
+        energy_estimated_kwh: s.gpu_energy_est_wh / 1000.0,
     }
 }
 
@@ -51,6 +53,8 @@ pub fn cost(u: &Usage, rack_share_s: f64, rates: &Rates) -> Cost {
         failures: u.failure_lost_gh * rate,
         per_goodput_gh: (u.goodput_gh > 0.0).then(|| total / u.goodput_gh),
         cloud_same_hours: u.allocated_gh * rates.cloud_gpu_hour,
+        co2_kg: (rates.grid_kg_co2_per_kwh > 0.0)
+            .then_some(u.energy_kwh * rates.pue * rates.grid_kg_co2_per_kwh),
     }
 }
 
@@ -77,11 +81,15 @@ pub fn validate(r: &Rates) -> Result<(), String> {
         ("rack_overhead_per_month", r.rack_overhead_per_month),
         ("cloud_gpu_hour", r.cloud_gpu_hour),
         ("idle_below_sm", r.idle_below_sm),
+        ("grid_kg_co2_per_kwh", r.grid_kg_co2_per_kwh),
     ];
     for (k, v) in nonneg {
         if !(v.is_finite() && v >= 0.0) {
             return Err(format!("reports.{k} must be zero or more, got {v}"));
         }
+    }
+    if r.grid_kg_co2_per_kwh > 2.0 {
+        return Err("reports.grid_kg_co2_per_kwh is kg of CO2 per kWh, at most 2".into());
     }
     if r.idle_below_sm > 1.0 {
         return Err("reports.idle_below_sm is a ratio, 0 to 1".into());

@@ -31,6 +31,11 @@ pub struct TruthLedger {
     pub partial: bool,
     /// It left GPUs idle: they count as productive here, as idle in Gantry's ledger.
     pub leaves_idle: bool,
+    /// Its GPUs' energy over its runs, in joules: what their energy counters rose by.
+    pub gpu_energy_j: f64,
+    /// Its GPUs, and the runs the truth saw.
+    pub gpus: u32,
+    pub runs: u32,
 }
 
 impl TruthLedger {
@@ -55,6 +60,9 @@ impl TruthLedger {
         self.productive_gs += o.productive_gs;
         self.partial |= o.partial;
         self.leaves_idle |= o.leaves_idle;
+        self.gpu_energy_j += o.gpu_energy_j;
+        self.gpus = self.gpus.max(o.gpus);
+        self.runs += o.runs;
     }
 }
 
@@ -104,6 +112,9 @@ fn close(sj: &SimJob, t: UnixMs, interrupted: bool) -> TruthLedger {
         hung_gs: g * secs(work_end, t),
         throttle_gs: sj.truth.throttle_gs,
         leaves_idle: sj.idle.is_some(),
+        gpu_energy_j: run_energy_j(sj, s, t),
+        gpus: sj.job.gpus,
+        runs: 1,
         ..TruthLedger::default()
     };
     if interrupted {
@@ -121,6 +132,23 @@ fn close(sj: &SimJob, t: UnixMs, interrupted: bool) -> TruthLedger {
     }
     out.productive_gs = g * computing - out.throttle_gs - out.reexec_gs;
     out
+}
+
+/// What the energy counters of run `sj`'s GPUs rose by from its start `s` to `t`: idle
+/// power all along, and its load's extra from the end of its start-up while each GPU
+/// worked (the counter's own model, `telemetry.rs`).
+fn run_energy_j(sj: &SimJob, s: UnixMs, t: UnixMs) -> f64 {
+    let nodes = sj.node_idx.len();
+    if nodes == 0 {
+        return 0.0;
+    }
+    let per_node = sj.job.gpus as usize / nodes;
+    let idle = super::GPU_IDLE_POWER_WATTS * (t - s).max(0) as f64 / 1000.0;
+    let extra = super::telemetry::job_extra_watts(sj.intensity);
+    let per_gpu: f64 = (0..per_node)
+        .map(|g| idle + extra * sj.work_secs(g, t))
+        .sum();
+    per_gpu * nodes as f64
 }
 
 impl Sim {

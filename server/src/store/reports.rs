@@ -32,10 +32,14 @@ pub struct ReportSums {
     pub slowed_gs: f64,
     pub reexec_gs: f64,
     pub restart_wait_gs: f64,
+    /// The GPUs' own energy: DCGM's energy counter's increase where it counts, else their
+    /// power integrated over the tick; of which `gpu_energy_est_wh` was integrated.
+    pub gpu_energy_wh: f64,
+    pub gpu_energy_est_wh: f64,
 }
 
 /// The columns of [`ReportSums`], in the order of [`ReportSums::values`].
-const COLS: [&str; 17] = [
+const COLS: [&str; 19] = [
     "capacity_gs",
     "allocated_gs",
     "busy_gs",
@@ -53,10 +57,12 @@ const COLS: [&str; 17] = [
     "slowed_gs",
     "reexec_gs",
     "restart_wait_gs",
+    "gpu_energy_wh",
+    "gpu_energy_est_wh",
 ];
 
 impl ReportSums {
-    pub fn values(&self) -> [f64; 17] {
+    pub fn values(&self) -> [f64; 19] {
         [
             self.capacity_gs,
             self.allocated_gs,
@@ -75,11 +81,13 @@ impl ReportSums {
             self.slowed_gs,
             self.reexec_gs,
             self.restart_wait_gs,
+            self.gpu_energy_wh,
+            self.gpu_energy_est_wh,
         ]
     }
 
-    pub fn from_values(v: [f64; 17]) -> ReportSums {
-        let [capacity_gs, allocated_gs, busy_gs, drained_gs, down_gs, throttle_lost_gs, failure_lost_gs, energy_wh, rack_share_s, startup_gs, unseen_gs, checkpoint_gs, hung_gs, computing_gs, slowed_gs, reexec_gs, restart_wait_gs] =
+    pub fn from_values(v: [f64; 19]) -> ReportSums {
+        let [capacity_gs, allocated_gs, busy_gs, drained_gs, down_gs, throttle_lost_gs, failure_lost_gs, energy_wh, rack_share_s, startup_gs, unseen_gs, checkpoint_gs, hung_gs, computing_gs, slowed_gs, reexec_gs, restart_wait_gs, gpu_energy_wh, gpu_energy_est_wh] =
             v;
         ReportSums {
             capacity_gs,
@@ -99,6 +107,8 @@ impl ReportSums {
             slowed_gs,
             reexec_gs,
             restart_wait_gs,
+            gpu_energy_wh,
+            gpu_energy_est_wh,
         }
     }
 
@@ -139,7 +149,7 @@ fn sums_sql() -> &'static str {
 }
 
 fn sums(r: &sqlx::any::AnyRow) -> Result<ReportSums> {
-    let mut v = [0.0; 17];
+    let mut v = [0.0; COLS.len()];
     for (x, c) in v.iter_mut().zip(COLS) {
         *x = r.try_get(c)?;
     }

@@ -142,6 +142,7 @@ impl Backend for LiveBackend {
             &self.live,
             &self.store,
             &self.recent,
+            &self.rates,
             id,
         ))
     }

@@ -106,6 +106,32 @@ pub fn render(ov: &Overview, by_reason: &[(String, [u32; 5])], now_ms: UnixMs) -
         o.sample("gantry_cluster_gpus", &[("state", state)], f64::from(n));
     }
     o.family(
+        "gantry_job_gpus_held_idle",
+        "gauge",
+        "A running job's GPUs idle past alerts.idle_gpu_minutes (SM activity under the threshold, no memory in use); only jobs holding some.",
+    );
+    for h in &ov.idle {
+        let job = h.job.to_string();
+        o.sample(
+            "gantry_job_gpus_held_idle",
+            &[("job", &job)],
+            f64::from(h.gpus),
+        );
+    }
+    o.family(
+        "gantry_job_gpu_hours_held_idle",
+        "gauge",
+        "GPU-hours those GPUs sat idle so far.",
+    );
+    for h in &ov.idle {
+        let job = h.job.to_string();
+        o.sample(
+            "gantry_job_gpu_hours_held_idle",
+            &[("job", &job)],
+            h.gpu_hours,
+        );
+    }
+    o.family(
         "gantry_cluster_power_watts",
         "gauge",
         "The cluster's power now, the sum of its racks'.",
@@ -356,6 +382,13 @@ mod tests {
                 marks,
             });
         }
+        ov.idle.push(app::queue::IdleHeld {
+            job: 42,
+            gpus: 4,
+            of: 8,
+            since_ms: 0,
+            gpu_hours: 2.5,
+        });
         let text = render(&ov, &[("rack:R\"1".into(), [0, 2, 0, 0, 1])], 3_500);
         type Parsed = (String, Vec<(String, String)>, f64);
         let mut samples: Vec<Parsed> = Vec::new();
@@ -381,6 +414,14 @@ mod tests {
                 .map(|s| s.2)
         };
         assert_eq!(get("gantry_data_age_seconds", None), Some(2.5));
+        assert_eq!(
+            get("gantry_job_gpus_held_idle", Some(("job", "42"))),
+            Some(4.0)
+        );
+        assert_eq!(
+            get("gantry_job_gpu_hours_held_idle", Some(("job", "42"))),
+            Some(2.5)
+        );
         assert_eq!(get("gantry_cluster_power_watts", None), Some(1234.5));
         assert_eq!(
             get("gantry_rack_power_watts", None),

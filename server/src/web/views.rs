@@ -252,6 +252,7 @@ pub(super) async fn job_detail(
     live: &Live,
     store: &Store,
     recent: &crate::reliability::Recent,
+    rates: &app::reports::Rates,
     id: u64,
 ) -> Result<Option<JobDetail>, String> {
     let fail = |e: crate::store::StoreError| {
@@ -326,6 +327,18 @@ pub(super) async fn job_detail(
         .await
         .map_err(fail)?;
     let ledger = crate::reliability::ledger::badput(&booked);
+    let energy = (booked.energy_wh > 0.0 || booked.gpu_energy_wh > 0.0).then(|| {
+        let u = crate::reports::usage(&booked);
+        let c = crate::reports::cost(&u, 0.0, rates);
+        app::reports::JobEnergy {
+            kwh: u.energy_kwh,
+            gpu_kwh: u.gpu_energy_kwh,
+            estimated_kwh: u.energy_estimated_kwh,
+            cost: c.power,
+            currency: rates.currency.clone(),
+            co2_kg: c.co2_kg,
+        }
+    });
     let own = format!("job:{id}");
     let radar: Vec<app::views::AlertItem> = store
         .open_alerts()
@@ -364,6 +377,7 @@ pub(super) async fn job_detail(
         advice_html: app::server_html::advice(checkpoint_advice),
         radar_html: app::server_html::radar(&radar),
         ledger_html: app::server_html::ledger(Some(&ledger)),
+        energy,
         now_ms,
     }))
 }

@@ -80,6 +80,11 @@ fn run(saves: Saves) -> (Vec<StoreWrite>, Sim) {
     (writes, sim)
 }
 
+/// A tick of job `t`'s GPUs at an H100's full 700 W at each end of each of its runs, in Wh.
+fn edge_wh(t: &TruthLedger) -> f64 {
+    2.0 * f64::from(t.runs) * f64::from(t.gpus) * 700.0 * TICK_MS as f64 / 1000.0 / 3600.0
+}
+
 /// Jobs whose every run the truth saw whole, ended, of at least a GPU-hour, that used
 /// every GPU they held (the truth counts a GPU left idle as productive).
 fn judged(sim: &Sim) -> Vec<TruthLedger> {
@@ -172,6 +177,50 @@ async fn check(url: &str, writes: &[StoreWrite], sim: &Sim) {
     eprintln!(
         "ledger: throttling {:.3} GPU-hours against the truth's {throttled_h:.3}",
         c.throttle_gh
+    );
+    // Energy: each judged job's GPUs' energy, from their counters' rises as the database
+    // holds it, against what the simulator's counters rose by over its runs.
+    let rows = store
+        .report_groups("job", T0, T0 + (DAYS + 1) * DAY_MS)
+        .await
+        .expect("job rows");
+    let energy: HashMap<u64, (f64, f64)> = rows
+        .iter()
+        .filter_map(|(k, s)| Some((k.parse().ok()?, (s.gpu_energy_wh, s.gpu_energy_est_wh))))
+        .collect();
+    // Readings come every tick: a job's energy is counted from the tick before it is first
+    // seen running to the last tick it is, so each end may be off by up to a tick of its
+    // GPUs at full power (the truth counts to the instant it ended).
+    let (mut sum_found, mut sum_truth, mut worst) = (0.0, 0.0, (0.0f64, 0u64));
+    for t in &truth {
+        let (wh, est) = energy.get(&t.job).copied().unwrap_or_default();
+        let want = t.gpu_energy_j / 3600.0;
+        let d = (wh - want).abs();
+        let allowed = 0.01 * want + edge_wh(t);
+        assert!(
+            d <= allowed,
+            "job {}: GPU energy {wh:.1} Wh ({est:.1} estimated) against the truth's {want:.1} (allowed {allowed:.1})",
+            t.job
+        );
+        if d / want > worst.0 {
+            worst = (d / want, t.job);
+        }
+        sum_found += wh;
+        sum_truth += want;
+    }
+    // Over the jobs the edges average out: within 1% of the truth.
+    assert!(
+        (sum_found - sum_truth).abs() <= 0.01 * sum_truth,
+        "{sum_found} Wh against {sum_truth}"
+    );
+    eprintln!(
+        "energy: {} jobs' GPU energy within 1% and a tick at each end of the truth's (worst {:.2}%, job {}); in all {:.1} kWh against {:.1} ({:+.2}%)",
+        truth.len(),
+        worst.0 * 100.0,
+        worst.1,
+        sum_found / 1000.0,
+        sum_truth / 1000.0,
+        (sum_found - sum_truth) / sum_truth * 100.0
     );
     assert_eq!(ledger.step, "day");
     assert_eq!(

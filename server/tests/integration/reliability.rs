@@ -361,6 +361,16 @@ async fn the_page_and_its_csv_show_the_attribution() {
             "{who}: page {got}, ledger {want}"
         );
         assert!(job.contains("data-test=\"job-ledger-buckets\""), "{who}");
+        // And its energy: its nodes', its GPUs' from their counters, what power cost.
+        let energy = job
+            .split("data-test=\"job-energy\"")
+            .nth(1)
+            .and_then(|s| s.split("</dd>").next())
+            .unwrap_or_else(|| panic!("{who}: no energy on the job page"));
+        assert!(
+            energy.contains(" kWh (GPUs ") && energy.contains(" USD"),
+            "{who}: {energy}"
+        );
         assert!(job.contains(">re-execution<"), "{who}: the buckets named");
     }
     // A node not marked has no mark on its page.

@@ -144,6 +144,7 @@ fn rates() -> Rates {
         rack_overhead_per_month: 730.0,
         cloud_gpu_hour: 2.0,
         idle_below_sm: 0.05,
+        grid_kg_co2_per_kwh: 0.25,
     }
 }
 
@@ -208,6 +209,10 @@ async fn story(url: String) {
         "goodput",
     );
     close(u.energy_kwh, 4.0 * 4.0 * 2.0, "energy");
+    // No energy counters in these readings: the GPUs' energy is their power, estimated.
+    close(u.gpu_energy_kwh, 4.0 * 4.0 * 2.0, "GPU energy");
+    close(u.energy_estimated_kwh, 4.0 * 4.0 * 2.0, "estimated");
+    close(r.total.cost.co2_kg.unwrap_or(-1.0), 32.0 * 0.25, "CO2");
     // Capital 64 + power 32 kWh x 0.5 + 2 racks x 2 h of overhead.
     close(r.total.cost.capex, 64.0, "capex");
     close(r.total.cost.power, 16.0, "power");
