@@ -250,6 +250,10 @@ pub struct Usage {
     pub gpu_energy_kwh: f64,
     #[serde(default)]
     pub energy_estimated_kwh: f64,
+    /// Allocated GPU-hours held idle past `alerts.idle_gpu_minutes` (SM activity under the
+    /// threshold and no memory in use): what notices to owners can win back.
+    #[serde(default)]
+    pub held_idle_gh: f64,
 }
 
 /// What the hours cost, in the configured currency.

@@ -190,6 +190,7 @@ fn ReportBody(r: Report) -> impl IntoView {
             <div class="card"><h2>"Goodput"</h2>
                 <p class="big" data-test="total-goodput">{gh(t.usage.goodput_gh)}</p>
                 <p class="muted">{format!("{} of allocated", pct(t.usage.goodput_gh, t.usage.allocated_gh))}</p>
+                <p class="muted" data-test="total-held-idle">{format!("{} GPU-hours held idle past the alert's hold (jobs with GPUs unused)", gh(t.usage.held_idle_gh))}</p>
             </div>
             <div class="card"><h2>"Energy"</h2>
                 <p class="big" data-test="total-energy">{energy(t.usage.energy_kwh)}</p>

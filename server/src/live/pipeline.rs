@@ -192,6 +192,7 @@ impl Pipeline {
                 .into_iter()
                 .map(StoreWrite::Rollup1h),
         );
+        self.reports.set_held_idle(&ov.idle);
         let deltas = self.reports.observe(&frame.inventory, r, dt_ms);
         // A flush holds every frame before this one.
         if let (false, Some(through_ms)) = (deltas.is_empty(), before) {

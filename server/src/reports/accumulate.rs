@@ -73,6 +73,8 @@ pub struct Accumulator {
     prev_energy: Vec<Option<f64>>,
     gpu_j: Vec<f64>,
     gpu_est_j: Vec<f64>,
+    /// Running jobs' GPUs held idle past the hold at this tick (job, GPUs).
+    held_idle: Vec<(u64, u32)>,
 }
 
 /// The most a GPU's energy counter may rise per second of a tick (watts): more is a bad
@@ -112,6 +114,7 @@ impl Accumulator {
             prev_energy: Vec::new(),
             gpu_j: Vec::new(),
             gpu_est_j: Vec::new(),
+            held_idle: Vec::new(),
         };
         a.cluster = a.slot("cluster", "all");
         a.unallocated = JOB_KINDS.map(|k| a.slot(k, UNALLOCATED));
@@ -193,6 +196,13 @@ impl Accumulator {
         ];
         self.job_slots.insert(j.id, s);
         s
+    }
+
+    /// The running jobs holding GPUs idle past the hold at the next tick
+    /// ([`crate::aggregate::idle`]): their GPU-seconds are booked as held idle.
+    pub fn set_held_idle(&mut self, idle: &[app::queue::IdleHeld]) {
+        self.held_idle.clear();
+        self.held_idle.extend(idle.iter().map(|h| (h.job, h.gpus)));
     }
 
     /// Adds one tick that stands for `dt_ms` of source time before `r.at_ms`; returns
@@ -392,6 +402,16 @@ impl Accumulator {
                 for slot in self.unallocated {
                     self.slots[slot].2.add(&s);
                 }
+            }
+        }
+        // GPUs held idle, to their jobs' groups.
+        for (id, gpus) in std::mem::take(&mut self.held_idle) {
+            if live_jobs.contains(&id) {
+                let d = ReportSums {
+                    held_idle_gs: f64::from(gpus) * dt,
+                    ..ReportSums::default()
+                };
+                self.book(id, &d);
             }
         }
         // Each running job's tick into its ledger; the hang signal over its GPUs.

@@ -15,7 +15,7 @@ pub fn csv(r: &ReportData, currency: &str) -> String {
     let c = currency;
     out.push_str(&format!(
         "capex_{c},power_{c},overhead_{c},total_{c},idle_{c},throttle_{c},failures_{c},per_goodput_gpu_h_{c},cloud_same_hours_{c},\
-         gpu_energy_kwh,energy_estimated_kwh,co2_kg\n"
+         gpu_energy_kwh,energy_estimated_kwh,co2_kg,held_idle_gpu_h\n"
     ));
     let mut line = |r: &ReportRow| {
         let u = &r.usage;
@@ -55,7 +55,7 @@ pub fn csv(r: &ReportData, currency: &str) -> String {
         if let Some(co2) = k.co2_kg {
             out.push_str(&format!("{co2:.3}"));
         }
-        out.push('\n');
+        out.push_str(&format!(",{:.3}\n", u.held_idle_gh));
     };
     for row in &r.rows {
         line(row);

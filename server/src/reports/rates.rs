@@ -28,6 +28,7 @@ pub fn usage(s: &ReportSums) -> Usage {
         energy_kwh: s.energy_wh / 1000.0,
         gpu_energy_kwh: s.gpu_energy_wh / 1000.0,
         energy_estimated_kwh: s.gpu_energy_est_wh / 1000.0,
+        held_idle_gh: gh(s.held_idle_gs),
     }
 }
 

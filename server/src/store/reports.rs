@@ -36,10 +36,12 @@ pub struct ReportSums {
     /// power integrated over the tick; of which `gpu_energy_est_wh` was integrated.
     pub gpu_energy_wh: f64,
     pub gpu_energy_est_wh: f64,
+    /// GPU-seconds of running jobs' GPUs held idle past `alerts.idle_gpu_minutes`.
+    pub held_idle_gs: f64,
 }
 
 /// The columns of [`ReportSums`], in the order of [`ReportSums::values`].
-const COLS: [&str; 19] = [
+const COLS: [&str; 20] = [
     "capacity_gs",
     "allocated_gs",
     "busy_gs",
@@ -59,10 +61,11 @@ const COLS: [&str; 19] = [
     "restart_wait_gs",
     "gpu_energy_wh",
     "gpu_energy_est_wh",
+    "held_idle_gs",
 ];
 
 impl ReportSums {
-    pub fn values(&self) -> [f64; 19] {
+    pub fn values(&self) -> [f64; 20] {
         [
             self.capacity_gs,
             self.allocated_gs,
@@ -83,11 +86,12 @@ impl ReportSums {
             self.restart_wait_gs,
             self.gpu_energy_wh,
             self.gpu_energy_est_wh,
+            self.held_idle_gs,
         ]
     }
 
-    pub fn from_values(v: [f64; 19]) -> ReportSums {
-        let [capacity_gs, allocated_gs, busy_gs, drained_gs, down_gs, throttle_lost_gs, failure_lost_gs, energy_wh, rack_share_s, startup_gs, unseen_gs, checkpoint_gs, hung_gs, computing_gs, slowed_gs, reexec_gs, restart_wait_gs, gpu_energy_wh, gpu_energy_est_wh] =
+    pub fn from_values(v: [f64; 20]) -> ReportSums {
+        let [capacity_gs, allocated_gs, busy_gs, drained_gs, down_gs, throttle_lost_gs, failure_lost_gs, energy_wh, rack_share_s, startup_gs, unseen_gs, checkpoint_gs, hung_gs, computing_gs, slowed_gs, reexec_gs, restart_wait_gs, gpu_energy_wh, gpu_energy_est_wh, held_idle_gs] =
             v;
         ReportSums {
             capacity_gs,
@@ -109,6 +113,7 @@ impl ReportSums {
             restart_wait_gs,
             gpu_energy_wh,
             gpu_energy_est_wh,
+            held_idle_gs,
         }
     }
 

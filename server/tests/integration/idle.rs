@@ -5,11 +5,11 @@
 //! has idle past the hold is found within the hold plus one tick, with its GPUs and
 //! GPU-hours; nothing is found that the truth does not have idle that long.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use server::aggregate::idle::IdleRule;
-use server::live::{Live, Pipeline};
+use server::live::{Live, Pipeline, StoreWrite};
 use server::metrics::Metrics;
 use server::sim::Sim;
 
@@ -33,12 +33,31 @@ fn every_job_holding_idle_gpus_is_found_within_the_hold_and_a_tick_and_none_fals
     });
     let first = T0 + TICK_MS;
     let (mut judged, mut half, mut walked) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    // GPU-seconds held idle past the hold: booked in the reports' job rows, and the truth's.
+    let (mut booked, mut held) = (BTreeMap::<u64, f64>::new(), BTreeMap::<u64, f64>::new());
     for tick in 1..=(24 * 60 * MIN_MS / TICK_MS) {
         sim.advance_to(T0 + tick * TICK_MS);
         let now = sim.now_ms();
         let truth = sim.truth();
         let mut frame = support::sim_frame(&mut sim, &inventory, TICK_MS);
-        let found = pipeline.step(&mut frame, &live, now).overview.idle;
+        let step = pipeline.step(&mut frame, &live, now);
+        for w in &step.writes {
+            if let StoreWrite::Report { deltas, .. } = w {
+                for d in deltas.iter().filter(|d| d.kind == "job") {
+                    if let Ok(id) = d.key.parse::<u64>() {
+                        *booked.entry(id).or_default() += d.sums.held_idle_gs;
+                    }
+                }
+            }
+        }
+        for t in truth
+            .idle
+            .iter()
+            .filter(|t| now - t.since_ms.max(first) >= HOLD_MS)
+        {
+            *held.entry(t.job).or_default() += f64::from(t.gpus) * TICK_MS as f64 / 1000.0;
+        }
+        let found = step.overview.idle;
         for t in &truth.idle {
             // Gantry sees from its first frame on.
             let from = t.since_ms.max(first);
@@ -80,6 +99,16 @@ fn every_job_holding_idle_gpus_is_found_within_the_hold_and_a_tick_and_none_fals
             );
         }
     }
+    // Reports book each job's GPUs held idle as the truth has them, within two ticks and the
+    // minute not yet flushed at the end.
+    for (job, want) in &held {
+        let got = booked.get(job).copied().unwrap_or(0.0);
+        assert!(
+            (got - want).abs() <= 8.0 * (2.0 * TICK_MS as f64 / 1000.0 + 60.0),
+            "job {job}: {got} GPU-seconds held idle booked, truth {want}"
+        );
+    }
+    assert!(booked.values().sum::<f64>() > 0.0);
     // Both kinds (seeds 1 to 8 all pass the checks above; this one has both kinds).
     assert!(
         half.len() >= 2 && !walked.is_empty(),
