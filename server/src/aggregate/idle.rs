@@ -49,27 +49,31 @@ impl IdleRule {
     }
 }
 
-/// Since when each GPU held by a running job has read idle: (job, node, GPU) -> time; a
-/// job judged as a whole (its GPUs not all of its nodes') is under GPU `u32::MAX`.
+/// Since when each GPU held by a running job has read idle: (job, the GPU's place in the
+/// readings, which follow the inventory) -> time; a job judged as a whole (its GPUs not
+/// all of its nodes') is under `None`. Forgotten with the inventory.
 #[derive(Debug, Default)]
 pub struct IdleWatch {
-    since: HashMap<(u64, String, u32), UnixMs>,
+    since: HashMap<(u64, Option<usize>), UnixMs>,
+    gpus: usize,
 }
-
-const WHOLE: u32 = u32::MAX;
 
 impl IdleWatch {
     /// One instant's readings: the running jobs with GPUs idle for at least the hold, by id.
     pub fn observe(&mut self, rule: &IdleRule, r: &Readings) -> Vec<IdleHeld> {
         let now = r.at_ms;
-        let mut by_node: HashMap<&str, Vec<&GpuReading>> = HashMap::new();
-        for g in &r.gpus {
-            by_node.entry(g.node.as_str()).or_default().push(g);
+        if r.gpus.len() != self.gpus {
+            self.since.clear();
+            self.gpus = r.gpus.len();
         }
-        let mut seen: HashMap<(u64, String, u32), UnixMs> = HashMap::new();
+        let mut by_node: HashMap<&str, Vec<(usize, &GpuReading)>> = HashMap::new();
+        for (k, g) in r.gpus.iter().enumerate() {
+            by_node.entry(g.node.as_str()).or_default().push((k, g));
+        }
+        let mut seen: HashMap<(u64, Option<usize>), UnixMs> = HashMap::new();
         let mut out = Vec::new();
         for j in r.jobs.iter().filter(|j| j.state == JobState::Running) {
-            let gpus: Vec<&GpuReading> = j
+            let gpus: Vec<(usize, &GpuReading)> = j
                 .nodes
                 .iter()
                 .flat_map(|n| by_node.get(n.as_str()).into_iter().flatten().copied())
@@ -79,16 +83,16 @@ impl IdleWatch {
             }
             let mut idle_since: Vec<UnixMs> = Vec::new();
             if gpus.len() as u32 == j.gpus {
-                for g in &gpus {
+                for &(k, g) in &gpus {
                     if rule.idle(g) == Some(true) {
-                        let key = (j.id, g.node.clone(), g.index);
+                        let key = (j.id, Some(k));
                         let since = self.since.get(&key).copied().unwrap_or(now);
                         seen.insert(key, since);
                         idle_since.push(since);
                     }
                 }
-            } else if gpus.iter().all(|g| rule.idle(g) == Some(true)) {
-                let key = (j.id, String::new(), WHOLE);
+            } else if gpus.iter().all(|(_, g)| rule.idle(g) == Some(true)) {
+                let key = (j.id, None);
                 let since = self.since.get(&key).copied().unwrap_or(now);
                 seen.insert(key, since);
                 idle_since.extend(std::iter::repeat_n(since, j.gpus as usize));

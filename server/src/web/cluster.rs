@@ -296,11 +296,7 @@ async fn jobs(State(st): State<AppState>) -> Result<Response, ApiError> {
         polled_ms: s.polled_ms,
         jobs: &s.jobs,
         waits: waits.iter().map(|(id, w)| (id.to_string(), w)).collect(),
-        idle: st
-            .live
-            .current()
-            .map(|t| t.overview.idle.clone())
-            .unwrap_or_default(),
+        idle: super::views::idle_of(&st.live),
     })
     .into_response())
 }

@@ -44,7 +44,7 @@ impl RowFacts {
 }
 
 /// The running jobs holding GPUs idle, as of the newest tick.
-fn idle_of(live: &Live) -> Vec<app::queue::IdleHeld> {
+pub(super) fn idle_of(live: &Live) -> Vec<app::queue::IdleHeld> {
     live.current()
         .map(|t| t.overview.idle.clone())
         .unwrap_or_default()

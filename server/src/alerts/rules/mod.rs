@@ -104,6 +104,7 @@ pub struct AlertConfig {
 
 impl Default for AlertConfig {
     fn default() -> Self {
+        let idle = crate::aggregate::idle::IdleRule::default();
         AlertConfig {
             rack_power_high_ratio: 0.9,
             rack_power_high_ms: 5 * 60_000,
@@ -120,9 +121,9 @@ impl Default for AlertConfig {
             straggler_ratio: 0.8,
             straggler_ms: 5 * 60_000,
             hang_ms: crate::aggregate::hang::DEFAULT_HANG_MS,
-            idle_gpu_activity: 0.01,
-            idle_gpu_memory_mib: 0.0,
-            idle_gpu_ms: 30 * 60_000,
+            idle_gpu_activity: idle.activity_below,
+            idle_gpu_memory_mib: idle.memory_mib,
+            idle_gpu_ms: idle.hold_ms,
             webhook_url: None,
             webhook_format: WebhookFormat::Gantry,
             alertmanager_url: None,
