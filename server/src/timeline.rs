@@ -418,7 +418,7 @@ mod tests {
         assert!(s.starts_with("<svg"));
         // Job 7 on two adjacent rows: one link, one bar covering both.
         assert_eq!(s.matches(r#"class="tl-run tl-requeued""#).count(), 1);
-        assert!(s.contains(r#"height="11" data-nodes="2""#), "{s}");
+        assert!(s.contains(r#"height="31" data-nodes="2""#), "{s}");
         assert_eq!(
             s.matches(r#"class="tl-run""#).count(),
             1,

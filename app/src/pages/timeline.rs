@@ -87,11 +87,15 @@ pub fn TimelinePage() -> impl IntoView {
                                 <span>{format!("{} to {}", units::utc(from), units::utc(to))}</span>
                                 <span class="swatch tl-key-run">"running"</span>
                                 <span class="swatch tl-key-done">"ended"</span>
-                                <span class="swatch tl-key-requeued">"requeued (lost work marked)"</span>
-                                <span class="swatch tl-key-failed">"failed"</span>
-                                <span class="swatch tl-key-drain">"node drained"</span>
-                                <span class="swatch tl-key-down">"node down"</span>
+                                <span class="swatch tl-key-requeued">"requeued ↻ (lost work marked)"</span>
+                                <span class="swatch tl-key-failed">"failed ✕"</span>
+                                <span class="swatch tl-key-drain">"node drained (hatched)"</span>
+                                <span class="swatch tl-key-down">"node down (crossed)"</span>
+                                <span class="swatch tl-key-now">{format!("now ({})", units::utc(now))}</span>
                             </p>
+                            {(d.racks.iter().map(|(_, n)| n.len()).sum::<usize>() > crate::timeline::NAMED_ROWS).then(|| view! {
+                                <p class="muted">"Too many nodes to name each row: a bar's or span's title names its nodes."</p>
+                            })}
                             <div class="timeline-wrap" data-test="timeline"><Gantt d=drawing/></div>
                         }.into_any()
                     }
