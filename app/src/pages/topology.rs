@@ -39,14 +39,22 @@ fn DomainRow(d: RwSignal<DomainTile>) -> impl IntoView {
     };
     let cell = move |f: fn(&DomainTile) -> String| move || d.with(f);
     let label = name.clone();
+    // A domain with GPUs down or drained is marked: a border in the state's colour and a
+    // glyph with its words before the name (the second cue), the count in bold.
+    let down = move || d.with(|d| d.gpus.down > 0);
+    let drained = move || d.with(|d| d.gpus.drained > 0);
     view! {
-        <tr data-test="domain" data-domain=label data-allocated=cell(|d| d.gpus.allocated.to_string()) class=indent>
-            <th scope="row">{name}<span class="muted">{format!(" {}", kind_label(kind))}</span></th>
+        <tr data-test="domain" data-domain=label data-allocated=cell(|d| d.gpus.allocated.to_string()) class=indent
+            class:domain-down=down class:domain-drained=move || drained() && !down()>
+            <th scope="row">
+                <span class="domain-mark" data-test="domain-mark">{cell(out_of_service)}</span>
+                {name}<span class="muted">{format!(" {}", kind_label(kind))}</span>
+            </th>
             <td class="num">{cell(|d| d.nodes.to_string())}</td>
             <td class="num">{cell(|d| d.gpus.allocated.to_string())}</td>
             <td class="num">{cell(|d| d.gpus.idle.to_string())}</td>
-            <td class="num">{cell(|d| d.gpus.drained.to_string())}</td>
-            <td class="num">{cell(|d| d.gpus.down.to_string())}</td>
+            <td class="num" class:count-drained=drained>{cell(|d| d.gpus.drained.to_string())}</td>
+            <td class="num" class:count-down=down>{cell(|d| d.gpus.down.to_string())}</td>
             <td class="num">{cell(|d| units::percent(d.sm_active_mean))}</td>
             <td class="num" data-test="domain-nvlink" title=cell(|d| if d.nvlink_bytes_per_second.is_none() { "not exported by this cluster's GPU exporters".into() } else { String::new() })>
                 {cell(|d| traffic(d.nvlink_bytes_per_second))}
@@ -55,8 +63,51 @@ fn DomainRow(d: RwSignal<DomainTile>) -> impl IntoView {
                 {cell(|d| traffic(d.ib_bytes_per_second))}
             </td>
             <td class="num">{cell(|d| if d.oversubscription > 1.0 { format!("{:.0}:1", d.oversubscription) } else { "1:1".into() })}</td>
-            <td>{cell(|d| if d.free_whole { "free now".into() } else { String::new() })}</td>
         </tr>
+    }
+}
+
+/// The mark before a domain's name: its GPUs down and drained in words behind a glyph
+/// (empty when all are in service).
+fn out_of_service(d: &DomainTile) -> String {
+    let mut parts = Vec::new();
+    if d.gpus.down > 0 {
+        parts.push(format!("{} down", d.gpus.down));
+    }
+    if d.gpus.drained > 0 {
+        parts.push(format!("{} drained", d.gpus.drained));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        let glyph = if d.gpus.down > 0 {
+            '\u{25b2}'
+        } else {
+            '\u{25c6}'
+        };
+        format!("{glyph} GPUs {}: ", parts.join(", "))
+    }
+}
+
+/// The whole domains of `kinds` free now (every node idle and schedulable), in words.
+fn free_whole(state: RwSignal<Overview>, kinds: &'static [DomainKind]) -> impl IntoView {
+    let names = Memo::new(move |_| {
+        state.with(|s| {
+            s.domains
+                .iter()
+                .filter(|d| d.free_whole && kinds.contains(&d.kind))
+                .map(|d| d.name.clone())
+                .collect::<Vec<_>>()
+        })
+    });
+    view! {
+        <p class="free-whole" data-test="free-whole">
+            {move || names.with(|n| if n.is_empty() {
+                "No whole domain is free now (one with every node idle and schedulable, for a job that needs all of it).".to_string()
+            } else {
+                format!("Whole domains free now (every node idle and schedulable): {}.", n.join(", "))
+            })}
+        </p>
     }
 }
 
@@ -282,7 +333,6 @@ fn head() -> impl IntoView {
             <th scope="col" class="num">"Drained"</th><th scope="col" class="num">"Down"</th>
             <th scope="col" class="num">"SM activity"</th><th scope="col" class="num">"NVLink traffic"</th><th scope="col" class="num">"IB traffic"</th>
             <th scope="col" class="num">"Oversubscription"</th>
-            <th scope="col">"Whole domain"</th>
         </tr></thead>
     }
 }
@@ -323,17 +373,20 @@ fn Topology(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
             {move || {
                 let Layout { tree, blocks, nvlink } = tables();
                 view! {
+                    {free_whole(state, &[DomainKind::Leaf, DomainKind::Spine])}
                     <table class="grid compact" aria-labelledby="fabric" data-test="fabric">
                         {head()}
                         <tbody>{domain_rows(domains, tree)}</tbody>
                     </table>
                     <h2 id="blocks">"Slurm blocks"</h2>
+                    {free_whole(state, &[DomainKind::Block])}
                     <table class="grid compact" aria-labelledby="blocks">
                         {head()}
                         <tbody>{domain_rows(domains, blocks)}</tbody>
                     </table>
                     {(!nvlink.is_empty()).then(|| view! {
                         <h2 id="nvlink">"NVLink domains"</h2>
+                        {free_whole(state, &[DomainKind::Nvlink])}
                         <table class="grid compact" aria-labelledby="nvlink">{head()}<tbody>{domain_rows(domains, nvlink)}</tbody></table>
                     })}
                 }
@@ -385,6 +438,51 @@ mod tests {
         assert!(
             html(view! { <Fragmented jobs=vec![]/> }).contains(r#"data-test="fragmented-none""#)
         );
+    }
+
+    #[test]
+    fn a_domain_with_gpus_down_or_drained_is_marked_in_words_and_colour() {
+        let tile = |drained, down| DomainTile {
+            name: "leaf03".into(),
+            kind: DomainKind::Leaf,
+            nodes: 4,
+            parent: None,
+            gpus: crate::live::GpuCounts {
+                drained,
+                down,
+                ..Default::default()
+            },
+            sm_active_mean: None,
+            oversubscription: 1.0,
+            free_whole: false,
+            nvlink_bytes_per_second: None,
+            ib_bytes_per_second: None,
+        };
+        let row = |t: DomainTile| {
+            Owner::new().with(|| {
+                let d = RwSignal::new(t);
+                view! { <DomainRow d/> }.to_html().replace("<!>", "")
+            })
+        };
+        let h = row(tile(0, 8));
+        assert!(
+            h.contains(" domain-down\">") && !h.contains("domain-drained"),
+            "{h}"
+        );
+        assert!(h.contains(">\u{25b2} GPUs 8 down: </span>leaf03"), "{h}");
+        assert!(h.contains(r#"<td class="num count-down">8</td>"#), "{h}");
+        let h = row(tile(8, 0));
+        assert!(
+            h.contains(" domain-drained\">") && !h.contains("domain-down"),
+            "{h}"
+        );
+        assert!(h.contains(">\u{25c6} GPUs 8 drained: </span>"), "{h}");
+        let h = row(tile(0, 0));
+        assert!(
+            !h.contains("domain-down") && !h.contains("domain-drained"),
+            "{h}"
+        );
+        assert!(h.contains(r#"class="domain-mark"> </span>leaf03"#), "{h}");
     }
 
     #[test]
