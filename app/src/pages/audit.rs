@@ -27,6 +27,31 @@ pub async fn audit_entries(filter: AuditFilter) -> Result<Vec<AuditEntry>, Serve
 
 use crate::nav::encode_component as enc;
 
+/// Where an audit row's target has a page: a node's for a drain or resume, a job's for a
+/// requeue, an incident's for an alert's acknowledgement or silence, the remediation page
+/// for its switches, `/admin` for a user's change. `None`: no page (a target that is not
+/// a name Gantry knows, as rows written by older versions may hold).
+pub fn target_href(action: &str, target: &str) -> Option<String> {
+    let name_ok = |t: &str| {
+        !t.is_empty()
+            && t.len() <= 128
+            && t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    match action {
+        "drain" | "resume" => name_ok(target).then(|| format!("/nodes/{}", enc(target))),
+        "requeue" | "requeue_hold" => target.parse::<u64>().ok().map(|id| format!("/jobs/{id}")),
+        "alert_ack" | "alert_silence" | "alert_unsilence" => target
+            .strip_prefix("alert ")
+            .and_then(|t| t.split(':').next())
+            .and_then(|id| id.parse::<i64>().ok())
+            .map(|id| format!("/incidents/{id}")),
+        a if a.starts_with("remediation_") => Some("/remediation".into()),
+        a if a.starts_with("user_") => name_ok(target).then(|| "/admin".into()),
+        _ => None,
+    }
+}
+
 #[component]
 pub fn AuditPage() -> impl IntoView {
     let q = use_query_map();
@@ -89,7 +114,10 @@ pub fn AuditPage() -> impl IntoView {
                                         <td class="num">{units::utc(e.at_ms)}</td>
                                         <td>{format!("{} ({})", e.user, e.role)}</td>
                                         <td>{e.action.clone()}</td>
-                                        <td>{e.target.clone()}</td>
+                                        <td>{match target_href(&e.action, &e.target) {
+                                            Some(href) => view! { <a href=href data-test="audit-target">{e.target.clone()}</a> }.into_any(),
+                                            None => e.target.clone().into_any(),
+                                        }}</td>
                                         <td class="reason">{e.detail.clone()}</td>
                                         <td class=format!("outcome-{}", e.status)>
                                             {if e.status == "started" {
@@ -107,5 +135,37 @@ pub fn AuditPage() -> impl IntoView {
                 }
             })}
         </Suspense>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::target_href;
+
+    #[test]
+    fn audit_targets_link_to_their_pages() {
+        let h = |a, t| target_href(a, t);
+        assert_eq!(h("drain", "gpu017").as_deref(), Some("/nodes/gpu017"));
+        assert_eq!(
+            h("resume", "gb200-r01-c03").as_deref(),
+            Some("/nodes/gb200-r01-c03")
+        );
+        assert_eq!(h("requeue", "1042").as_deref(), Some("/jobs/1042"));
+        assert_eq!(h("requeue_hold", "1042").as_deref(), Some("/jobs/1042"));
+        assert_eq!(
+            h("alert_ack", "alert 77: ecc_dbe gpu042").as_deref(),
+            Some("/incidents/77")
+        );
+        assert_eq!(
+            h("remediation_mode", "ecc_dbe").as_deref(),
+            Some("/remediation")
+        );
+        assert_eq!(h("user_role", "alice").as_deref(), Some("/admin"));
+        // Nothing else is followed: a target that is no name, or an action without a page.
+        assert_eq!(h("drain", "../admin"), None);
+        assert_eq!(h("drain", "javascript:alert(1)"), None);
+        assert_eq!(h("requeue", "12a"), None);
+        assert_eq!(h("alert_ack", "alert x: y"), None);
+        assert_eq!(h("sign_in", "alice"), None);
     }
 }
