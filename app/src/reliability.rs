@@ -249,6 +249,12 @@ pub struct Reliability {
     pub total: u32,
     /// Where the allocated time went: effective training time and the badput ledger.
     pub ledger: Ledger,
+    /// The ledger's charts as SVG for the page, drawn on the server (text in the page's
+    /// colour, so they read in the dark theme and print in the light one). Not part of the
+    /// API's answer: `GET /api/reliability/charts/…` serves them.
+    #[serde(skip)]
+    #[cfg_attr(feature = "ssr", schema(ignore))]
+    pub charts: Vec<crate::reports::ReportChart>,
 }
 
 /// Allocated GPU-hours by what they did (the server's `reports::ledger` defines each).
@@ -357,6 +363,58 @@ pub struct CheckpointAdvice {
     /// save / interval + interval / (2 x MTTI) of its GPU time); `None` without an interval.
     pub loss_gpu_hours_per_day: Option<f64>,
     pub optimal_loss_gpu_hours_per_day: f64,
+    /// No interruption in the window: `mtti_hours` is a lower bound (the runs' GPU-hours
+    /// as if one had just happened), so the optimal interval and the losses are bounds too.
+    #[serde(default)]
+    pub mtti_at_least: bool,
+}
+
+/// What a job's ledger covers: its GPU-hours by the scheduler's times, and from when
+/// Gantry booked them (a job that ran before Gantry watched it is booked in part).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobCoverage {
+    /// When its first run started, by the scheduler.
+    pub first_run_ms: Option<UnixMs>,
+    /// Its GPU-hours across its runs, by the scheduler's start and end times.
+    pub held_gh: f64,
+    /// The hour Gantry's rollups first booked it; `None`: not yet.
+    pub booked_from_ms: Option<UnixMs>,
+}
+
+impl JobCoverage {
+    /// The words under its ETTR: what it covers, and what not, with times.
+    pub fn words(&self, booked_gh: f64) -> String {
+        let utc = |t: UnixMs| format!("{} UTC", &crate::units::utc(t)[..16]);
+        let ran = self
+            .first_run_ms
+            .map(|t| format!(", first run from {}", utc(t)))
+            .unwrap_or_default();
+        if self.held_gh <= 0.0 {
+            return "Not started: nothing to count yet.".into();
+        }
+        if booked_gh <= 0.0 || self.booked_from_ms.is_none() {
+            return format!(
+                "It has held {}{ran}; Gantry books what it watches, a minute at a time, from the hour it began.",
+                crate::units::gpu_hours(self.held_gh)
+            );
+        }
+        let share = (booked_gh / self.held_gh).min(1.0);
+        if share >= 0.98 {
+            return format!(
+                "Covers all of its {}{ran}.",
+                crate::units::gpu_hours(self.held_gh)
+            );
+        }
+        format!(
+            "Covers {} of its {} ({}){ran}: Gantry counts what it watched, {}; the rest ran before.",
+            crate::units::gpu_hours(booked_gh),
+            crate::units::gpu_hours(self.held_gh),
+            crate::units::percent(Some(share)),
+            self.booked_from_ms
+                .map(|t| format!("from the hour of {}", utc(t)))
+                .unwrap_or_default()
+        )
+    }
 }
 
 /// Saves the advice averages over.
@@ -389,6 +447,7 @@ pub fn advise(
     checkpoints: &[crate::model::Checkpoint],
     by_size: &[SizeRate],
     mtbi_hours_per_1000_gpus: Option<f64>,
+    run_gpu_hours: f64,
 ) -> Option<CheckpointAdvice> {
     let mut done: Vec<&crate::model::Checkpoint> = checkpoints
         .iter()
@@ -412,6 +471,7 @@ pub fn advise(
         .find(|s| gpus >= s.gpus_from && gpus <= s.gpus_to)
         .filter(|s| s.interruptions >= ADVICE_MIN_INTERRUPTIONS)
         .and_then(|s| s.mtbi_hours.map(|h| (h, s)));
+    let mut mtti_at_least = false;
     let (mtti_hours, mtti_basis) = match (own, mtbi_hours_per_1000_gpus) {
         (Some((h, s)), _) => (
             h,
@@ -430,6 +490,17 @@ pub fn advise(
             per_1000 * 1000.0 / f64::from(gpus),
             format!("the cluster's rate, {per_1000:.1} h per 1,000 GPUs, at {gpus} GPUs"),
         ),
+        // No interruption in the window: at least as long as if one had just happened.
+        (None, None) if run_gpu_hours > 0.0 => {
+            mtti_at_least = true;
+            (
+                run_gpu_hours / f64::from(gpus),
+                format!(
+                    "no interruption in {} GPU-hours of runs: at least this, at {gpus} GPUs",
+                    crate::units::thousands(run_gpu_hours.round() as u64)
+                ),
+            )
+        }
         (None, None) => return None,
     };
     let m = mtti_hours * 3600.0;
@@ -446,6 +517,7 @@ pub fn advise(
         optimal_interval_s,
         loss_gpu_hours_per_day: interval_s.map(per_day),
         optimal_loss_gpu_hours_per_day: per_day(optimal_interval_s),
+        mtti_at_least,
     })
 }
 
@@ -495,7 +567,7 @@ mod tests {
             interruptions: 10,
             mtbi_hours: Some(10.0),
         };
-        let a = advise(256, &cps, std::slice::from_ref(&size), Some(1.0)).expect("advice");
+        let a = advise(256, &cps, std::slice::from_ref(&size), Some(1.0), 0.0).expect("advice");
         assert_eq!(a.save_s, 45.0);
         assert_eq!(a.interval_s, Some(3555.0));
         assert_eq!(a.mtti_hours, 10.0);
@@ -517,14 +589,26 @@ mod tests {
             interruptions: 2,
             ..size
         };
-        let a = advise(256, &cps, &[thin], Some(64.0)).expect("advice");
+        let a = advise(256, &cps, &[thin], Some(64.0), 0.0).expect("advice");
         assert_eq!(a.mtti_hours, 250.0);
         assert!(a.mtti_basis.contains("per 1,000 GPUs"));
         // Nothing to go on: no advice.
-        assert!(advise(256, &cps, &[], None).is_none());
-        assert!(advise(256, &[ckpt(0, 45, false)], &[], Some(1.0)).is_none());
+        assert!(advise(256, &cps, &[], None, 0.0).is_none());
+        // No interruption in 1,000 h of a 256-GPU job's runs: its MTTI is at least that,
+        // and the advice says so.
+        let a = advise(256, &cps, &[], None, 256_000.0).expect("a bound");
+        assert!(a.mtti_at_least);
+        assert!((a.mtti_hours - 1000.0).abs() < 1e-9);
+        assert!(
+            a.mtti_basis
+                .starts_with("no interruption in 256,000 GPU-hours"),
+            "{}",
+            a.mtti_basis
+        );
+        assert!(a.optimal_interval_s > daly_interval(a.save_s, 500.0 * 3600.0));
+        assert!(advise(256, &[ckpt(0, 45, false)], &[], Some(1.0), 0.0).is_none());
         // One save: no interval, still the optimum.
-        let a = advise(8, &[ckpt(0, 30, true)], &[], Some(100.0)).expect("advice");
+        let a = advise(8, &[ckpt(0, 30, true)], &[], Some(100.0), 0.0).expect("advice");
         assert_eq!(a.interval_s, None);
         assert_eq!(a.loss_gpu_hours_per_day, None);
     }

@@ -73,16 +73,36 @@ test("without JavaScript the ledger's buckets add up to the allocation and its c
   }
   // Each figure is rounded to 0.1 GPU-hour: nine of them.
   expect(Math.abs(inside - allocated)).toBeLessThanOrEqual(0.5);
-  // Both charts are images the page loads (same origin, under its CSP), with words.
-  const charts = page.locator('[data-test="ledger"] figure img');
+  // Both charts are drawn into the page with words, their text in the page's colour:
+  // light on the dark screen, dark when printed (it was black on the dark page as images).
+  const charts = page.locator('[data-test="ledger"] figure [role="img"]');
   await expect(charts).toHaveCount(2);
+  const luminance = (css: string) => {
+    const [r, g, b] = (css.match(/\d+(\.\d+)?/g) ?? []).map(Number);
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+  };
+  const textColour = (i: number) =>
+    charts.nth(i).locator("svg text").first().evaluate((t) => getComputedStyle(t).fill);
   for (let i = 0; i < 2; i++) {
-    const img = charts.nth(i);
-    await expect(img).toHaveAttribute("alt", /table below/);
-    await expect
-      .poll(() => img.evaluate((e) => (e as HTMLImageElement).complete && (e as HTMLImageElement).naturalWidth))
-      .toBeGreaterThan(0);
+    await expect(charts.nth(i)).toHaveAttribute("aria-label", /table below/);
+    expect(await charts.nth(i).locator("svg text").count()).toBeGreaterThan(3);
+    expect(luminance(await textColour(i)), "light text on the dark page").toBeGreaterThan(0.6);
   }
+  await page.emulateMedia({ media: "print" });
+  for (let i = 0; i < 2; i++) {
+    expect(luminance(await textColour(i)), "dark text on paper").toBeLessThan(0.3);
+  }
+  await page.emulateMedia({ media: "screen" });
+  // The tables wear the site's table style, and the contents link every section.
+  const tables = page.locator("main table");
+  expect(await tables.count()).toBeGreaterThanOrEqual(10);
+  for (const cls of await tables.evaluateAll((ts) => ts.map((t) => t.className))) expect(cls).toContain("grid");
+  const toc = page.locator('[data-test="toc"] a');
+  expect(await toc.count()).toBe(7);
+  for (const href of await toc.evaluateAll((as) => as.map((a) => a.getAttribute("href") ?? ""))) {
+    await expect(page.locator(href)).toHaveCount(1);
+  }
+  await expect(page.locator('[data-test="ettr-goodput"]')).toContainText("at most its goodput share");
   const jobs = page.getByRole("link", { name: "CSV of the ledger per job" });
   const csv = await page.request.get((await jobs.getAttribute("href")) ?? "");
   expect(csv.status()).toBe(200);

@@ -82,7 +82,19 @@ mod body {
         Badput, Cause, GroupCauses, Ledger, LedgerRow, LemonWeights, Reliability, LEMON_RMA_AT,
         LEMON_RMA_CLEAR, LEMON_WINDOW_DAYS,
     };
+    use crate::reports::ReportChart;
     use crate::units;
+
+    /// The page's sections, in order: (heading id, name), for its table of contents.
+    pub const SECTIONS: [(&str, &str); 7] = [
+        ("ledger-h", "Effective training time"),
+        ("causes-h", "Interruptions by cause"),
+        ("rates-h", "Rates"),
+        ("radar-h", "Stragglers and hangs now"),
+        ("lemons-h", "Lemon nodes"),
+        ("groups-h", "Where"),
+        ("list-h", "Interruptions"),
+    ];
 
     pub fn html(r: Reliability) -> String {
         view! { <Body r/> }.to_html()
@@ -110,7 +122,7 @@ mod body {
     ) -> impl IntoView {
         view! {
             <div class="table-wrap">
-                <table data-test=test>
+                <table class="grid report" data-test=test>
                     <caption>{caption}</caption>
                     <thead><tr>
                         <th scope="col">{head}</th>
@@ -145,7 +157,7 @@ mod body {
     ) -> impl IntoView {
         view! {
             <div class="table-wrap" tabindex="0" role="region" aria-label=caption.clone()>
-                <table data-test=test>
+                <table class="grid report" data-test=test>
                     <caption>{caption.clone()}</caption>
                     <thead><tr>
                         <th scope="col">{head}</th>
@@ -176,16 +188,28 @@ mod body {
         }
     }
 
-    fn ledger_section(l: Ledger, qs: String) -> impl IntoView {
+    fn ledger_section(l: Ledger, charts: Vec<ReportChart>, qs: String) -> impl IntoView {
         let c = l.cluster;
         let wall = c.allocated_gh + c.restart_wait_gh;
+        // Inline, so their text and axes take the page's colour (dark on screen, light in
+        // print); each with its downloads.
         let chart = |name: &'static str, alt: String| {
-            let src = format!("/api/reliability/charts/{name}.svg?{qs}");
+            let svg_href = format!("/api/reliability/charts/{name}.svg?{qs}");
             let png = format!("/api/reliability/charts/{name}.png?{qs}");
+            let drawn = charts
+                .iter()
+                .find(|c| c.name == name)
+                .map(|c| c.svg.clone());
             view! {
-                <figure class="report-chart">
-                    <img src=src alt=alt width="760" height="280"/>
-                    <figcaption><a href=png download="">{format!("PNG of the {name} chart")}</a></figcaption>
+                <figure class="chart" data-test=format!("chart-{name}")>
+                    {match drawn {
+                        Some(svg) => view! { <div role="img" aria-label=alt inner_html=svg></div> }.into_any(),
+                        None => view! { <p class="error">"This chart could not be drawn; its table below has every value."</p> }.into_any(),
+                    }}
+                    <figcaption>
+                        <a class="no-print" href=svg_href download="">"SVG"</a>" "
+                        <a class="no-print" href=png download="">"PNG"</a>
+                    </figcaption>
                 </figure>
             }
         };
@@ -205,8 +229,14 @@ mod body {
                     c.allocated_gh,
                     c.restart_wait_gh
                 )}</p>
+                <p class="definitions" data-test="ettr-goodput">
+                    "ETTR and goodput: both start from the GPU-hours jobs held. Goodput (on "<a href="/reports">"Reports"</a>
+                    ") is those GPU-hours less what was idle, throttled or lost to failures (the work since the last checkpoint): how much of what was paid for trained. "
+                    "ETTR is stricter: it also takes out start-up, blocking checkpoint saves, hung time and time with no reading, and counts the time jobs waited to restart against them, "
+                    "so a period's ETTR is at most its goodput share: how much of a run's wall time moved training forward."
+                </p>
                 <div class="table-wrap">
-                    <table data-test="ledger-buckets">
+                    <table class="grid report" data-test="ledger-buckets">
                         <caption>"Where the allocated GPU time went"</caption>
                         <thead><tr>
                             <th scope="col">"Bucket"</th>
@@ -224,8 +254,10 @@ mod body {
                         </tbody>
                     </table>
                 </div>
-                {chart("ettr", format!("ETTR per {step}: the table below gives each value"))}
-                {chart("ledger", format!("GPU time by bucket per {step}, stacked: the table below gives each value"))}
+                <div class="report-charts">
+                    {chart("ettr", format!("ETTR per {step}: the table below gives each value"))}
+                    {chart("ledger", format!("GPU time by bucket per {step}, stacked: the table below gives each value"))}
+                </div>
                 {ledger_table(format!("Per {step}"), "From", l.over_time, false, "ledger-over-time")}
                 {csv_link(&qs, "ledger", "the ledger over time")}
                 {ledger_table("Per account".into(), "Account", l.accounts, false, "ledger-accounts")}
@@ -253,11 +285,16 @@ mod body {
             <p class="report-when" data-test="reliability-when">
                 {format!("{} interruptions, {} of them unexpected (hardware and platform): {when}", r.total, r.unexpected)}
             </p>
-            {ledger_section(r.ledger.clone(), qs.clone())}
+            <nav class="toc no-print" aria-label="On this page" data-test="toc">
+                <ul>
+                    {SECTIONS.into_iter().map(|(id, name)| view! { <li><a href=format!("#{id}")>{name}</a></li> }).collect_view()}
+                </ul>
+            </nav>
+            {ledger_section(r.ledger.clone(), r.charts.clone(), qs.clone())}
             <section aria-labelledby="causes-h">
                 <h2 id="causes-h">"Interruptions by cause"</h2>
                 <div class="table-wrap">
-                    <table data-test="by-cause">
+                    <table class="grid report" data-test="by-cause">
                         <thead><tr>
                             <th scope="col">"Cause"</th>
                             <th scope="col" class="num">"Interruptions"</th>
@@ -284,7 +321,7 @@ mod body {
                     units::thousands(r.run_gpu_hours.max(0.0).round() as u64)
                 )}</p>
                 <div class="table-wrap">
-                    <table data-test="by-size">
+                    <table class="grid report" data-test="by-size">
                         <caption>"By job size"</caption>
                         <thead><tr>
                             <th scope="col">"GPUs"</th>
@@ -308,7 +345,7 @@ mod body {
                 </div>
                 {csv_link(&qs, "sizes", "rates by size")}
                 <div class="table-wrap">
-                    <table data-test="repairs">
+                    <table class="grid report" data-test="repairs">
                         <caption>"Time out of service per node (MTTR: mean time to repair)"</caption>
                         <thead><tr>
                             <th scope="col">"Node"</th>
@@ -346,7 +383,7 @@ mod body {
                     LemonWeights::OUTAGE, LemonWeights::DAY_OUT, LEMON_WINDOW_DAYS, LEMON_RMA_AT, LEMON_RMA_CLEAR
                 )}</p>
                 <div class="table-wrap">
-                    <table data-test="lemons">
+                    <table class="grid report" data-test="lemons">
                         <thead><tr>
                             <th scope="col">"Node"</th>
                             <th scope="col">"Rack"</th>
@@ -388,7 +425,7 @@ mod body {
                 <h2 id="list-h">"Interruptions"</h2>
                 <p class="muted">{format!("The newest {listed} of {}; the CSV has every one.", r.total)}</p>
                 <div class="table-wrap">
-                    <table data-test="interruptions">
+                    <table class="grid report" data-test="interruptions">
                         <thead><tr>
                             <th scope="col">"Ended (UTC)"</th>
                             <th scope="col">"Job"</th>

@@ -422,6 +422,7 @@ pub fn assemble(
         interruptions: newest,
         total,
         ledger: app::reliability::Ledger::default(),
+        charts: Vec::new(),
     }
 }
 

@@ -171,7 +171,26 @@ impl Backend for LiveBackend {
     ) -> app::backend::BackendFuture<'a, app::reliability::Reliability> {
         Box::pin(async move {
             match super::reliability::answer(&self.live, &self.store, q).await {
-                Ok((r, _, _)) => Ok(r),
+                Ok((mut r, _, _)) => {
+                    // The page's charts inline, so their text takes the page's colour (an
+                    // image's `currentColor` is black on the dark page).
+                    let window = (r.from_ms, r.to_ms);
+                    r.charts = crate::charts::LedgerChartKind::ALL
+                        .into_iter()
+                        .filter_map(|k| match crate::charts::ledger_svg(k, &r.ledger, window) {
+                            Ok(svg) => Some(app::reports::ReportChart {
+                                name: k.name().to_string(),
+                                title: k.title(&r.ledger, window),
+                                svg,
+                            }),
+                            Err(e) => {
+                                tracing::error!(error = %e, chart = k.name(), "reliability chart failed");
+                                None
+                            }
+                        })
+                        .collect();
+                    Ok(r)
+                }
                 Err(super::error::ApiError::BadRequest(m)) => Err(m),
                 Err(e) => {
                     // Logged once here; the page gets the words only.
