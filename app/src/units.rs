@@ -55,6 +55,12 @@ pub fn thousands(n: u64) -> String {
 }
 
 /// Power: W under 1 kW, else kW with one decimal (`612 W`, `38.4 kW`, `1,210.5 kW`).
+/// GPU-hours with one decimal and thousands separators: `1,536.0 GPU-h`.
+pub fn gpu_hours(h: f64) -> String {
+    let tenths = (h.max(0.0) * 10.0).round() as u64;
+    format!("{}.{} GPU-h", thousands(tenths / 10), tenths % 10)
+}
+
 pub fn power(watts: Option<f64>) -> String {
     match watts {
         None => MISSING.into(),

@@ -137,7 +137,7 @@ pub mod server_html {
 
     use super::gib;
     use crate::model::Checkpoint;
-    use crate::reliability::{Badput, CheckpointAdvice};
+    use crate::reliability::{Badput, CheckpointAdvice, JobCoverage};
     use crate::units;
     use crate::views::{AlertItem, JobTransition};
 
@@ -157,12 +157,13 @@ pub mod server_html {
 
     /// Its effective training time and where its allocated GPU time went, across its
     /// runs (`None`: the rollups hold nothing of it yet).
-    pub fn ledger(b: Option<&Badput>) -> String {
+    pub fn ledger(b: Option<&Badput>, coverage: &JobCoverage) -> String {
         let Some(b) = b.filter(|b| b.allocated_gh > 0.0) else {
             return view! {
                 <section aria-labelledby="jl-h" data-test="job-ledger">
                     <h2 id="jl-h">"Effective training time"</h2>
                     <p>"Not booked yet: the ledger counts a job's GPU time from its first run."</p>
+                    <p class="muted" data-test="job-coverage">{coverage.words(0.0)}</p>
                 </section>
             }
             .to_html();
@@ -172,12 +173,13 @@ pub mod server_html {
             <section aria-labelledby="jl-h" data-test="job-ledger">
                 <h2 id="jl-h">"Effective training time"</h2>
                 <p data-test="job-ettr" data-ettr=b.ettr().map(|e| format!("{e:.4}")).unwrap_or_default()>{format!(
-                    "ETTR {}: {:.1} productive GPU-hours of {:.1} allocated plus {:.1} waiting to restart, across its runs.",
+                    "ETTR {}: {:.1} productive GPU-hours of {:.1} allocated plus {:.1} waiting to restart, across the runs Gantry watched.",
                     units::percent(b.ettr()),
                     b.productive_gh,
                     b.allocated_gh,
                     b.restart_wait_gh
                 )}</p>
+                <p data-test="job-coverage">{coverage.words(b.allocated_gh)}</p>
                 <table class="grid compact" aria-labelledby="jl-h" data-test="job-ledger-buckets">
                     <thead><tr>
                         <th scope="col">"Bucket"</th><th scope="col" class="num">"GPU-hours"</th><th scope="col" class="num">"Share"</th>
@@ -243,7 +245,7 @@ pub mod server_html {
         view! {
             <h2 id="adv-h">"Checkpoint advice"</h2>
             {match advice {
-                None => view! { <p class="muted" data-test="checkpoint-advice">"No advice: it needs a complete checkpoint and interruptions in the last 30 days to go on."</p> }.into_any(),
+                None => view! { <p class="muted" data-test="checkpoint-advice">"No advice: it needs a complete checkpoint with a save time, and jobs that ran in the last 30 days to judge interruptions by."</p> }.into_any(),
                 Some(a) => {
                     let secs = |s: f64| units::duration_ms((s * 1000.0).round() as i64);
                     let now = match (a.interval_s, a.loss_gpu_hours_per_day) {
@@ -254,15 +256,34 @@ pub mod server_html {
                         _ => format!("It saved for {} (one save so far: no interval yet).", secs(a.save_s)),
                     };
                     let saved = a.loss_gpu_hours_per_day.map(|l| l - a.optimal_loss_gpu_hours_per_day);
-                    let change = match saved {
+                    // Without an interruption the time to one is a lower bound, and so is
+                    // the best interval: advice in those words.
+                    let change = if a.mtti_at_least {
+                        match (a.interval_s, saved) {
+                            (Some(i), Some(s)) if i < a.optimal_interval_s && s >= 0.05 => format!(
+                                "With no interruption to go by, the best interval is at least {}: saving that seldom or less would save at least {s:.1} GPU-hours a day.",
+                                secs(a.optimal_interval_s)
+                            ),
+                            (Some(_), _) => format!(
+                                "With no interruption to go by, the best interval is at least {}; its interval is within that: fine as it is, or longer.",
+                                secs(a.optimal_interval_s)
+                            ),
+                            (None, _) => format!(
+                                "With no interruption to go by, any interval of at least {} is fine.",
+                                secs(a.optimal_interval_s)
+                            ),
+                        }
+                    } else {
+                        match saved {
                         Some(s) if s >= 0.05 => format!("Checkpointing every {} instead would save about {s:.1} GPU-hours a day.", secs(a.optimal_interval_s)),
                         Some(_) => format!("Its interval is about optimal ({}).", secs(a.optimal_interval_s)),
                         None => format!("The interval that minimises expected loss is {}.", secs(a.optimal_interval_s)),
+                        }
                     };
                     view! {
                         <div data-test="checkpoint-advice">
                             <p>{now}</p>
-                            <p>{format!("Mean time to interruption at its size: {:.1} h ({}).", a.mtti_hours, a.mtti_basis)}</p>
+                            <p>{format!("Mean time to interruption at its size: {}{:.1} h ({}).", if a.mtti_at_least { "at least " } else { "" }, a.mtti_hours, a.mtti_basis)}</p>
                             <p data-test="advice-change">{change}</p>
                             <p class="muted">"Interval after Daly (Young's sqrt(2 x save x MTTI), refined for longer saves); losses by Young's first-order model."</p>
                         </div>
@@ -322,6 +343,70 @@ mod tests {
         assert!(h.contains("badge sev-critical\">Hung"), "{h}");
         assert!(h.contains("55% &lt;of&gt; its peers"), "escaped: {h}");
         assert!(h.contains("since 2026-11-10 00:00"), "{h}");
+    }
+
+    #[test]
+    fn a_jobs_ledger_says_what_it_covers() {
+        use crate::reliability::{Badput, JobCoverage};
+        // A 64-GPU job that ran 24 h, watched for its last hour.
+        let c = JobCoverage {
+            first_run_ms: Some(1_794_268_800_000),
+            held_gh: 64.0 * 24.0,
+            booked_from_ms: Some(1_794_268_800_000 + 23 * 3_600_000),
+        };
+        let b = Badput {
+            allocated_gh: 64.0,
+            productive_gh: 64.0,
+            ..Default::default()
+        };
+        let h = server_html::ledger(Some(&b), &c);
+        assert!(h.contains("across the runs Gantry watched"), "{h}");
+        assert!(
+            h.contains("Covers 64.0 GPU-h of its 1,536.0 GPU-h (4%), first run from 2026-11-10 00:00 UTC: Gantry counts what it watched, from the hour of 2026-11-10 23:00 UTC; the rest ran before."),
+            "{h}"
+        );
+        let whole = JobCoverage {
+            held_gh: 64.0,
+            ..c.clone()
+        };
+        assert!(server_html::ledger(Some(&b), &whole)
+            .contains("Covers all of its 64.0 GPU-h, first run"));
+        let unbooked = JobCoverage {
+            booked_from_ms: None,
+            ..c
+        };
+        assert!(server_html::ledger(None, &unbooked).contains(
+            "It has held 1,536.0 GPU-h, first run from 2026-11-10 00:00 UTC; Gantry books"
+        ));
+    }
+
+    #[test]
+    fn without_an_interruption_the_advice_is_a_bound_in_words() {
+        let ck = |start_s: i64| crate::model::Checkpoint {
+            job_id: 7,
+            step: Some(1),
+            path: String::new(),
+            started_ms: start_s * 1000,
+            duration_ms: 45_000,
+            size_bytes: 1,
+            complete: true,
+        };
+        let cps = [ck(0), ck(600), ck(1200)];
+        let a = crate::reliability::advise(256, &cps, &[], None, 256_000.0);
+        let h = server_html::advice(a);
+        assert!(
+            h.contains("at least 1000.0 h (no interruption in 256,000 GPU-hours"),
+            "{h}"
+        );
+        assert!(
+            h.contains("With no interruption to go by, the best interval is at least"),
+            "{h}"
+        );
+        assert!(
+            h.contains("saving that seldom or less would save at least"),
+            "{h}"
+        );
+        assert!(!h.contains("No advice"), "{h}");
     }
 
     #[test]

@@ -320,6 +320,26 @@ impl Store {
         sums(&row)
     }
 
+    /// The first hour at or after `from_ms` with a row of `kind`'s group `key`: when the
+    /// rollups began counting it.
+    pub async fn report_first_at(
+        &self,
+        kind: &str,
+        key: &str,
+        from_ms: UnixMs,
+    ) -> Result<Option<UnixMs>> {
+        let row = sqlx::query(
+            "SELECT MIN(at_ms) AS at_ms FROM report_1h \
+             WHERE kind = $1 AND group_key = $2 AND at_ms >= $3",
+        )
+        .bind(kind)
+        .bind(key)
+        .bind(from_ms)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(row.try_get::<Option<i64>, _>("at_ms")?)
+    }
+
     /// One group's sums per bucket of `bucket_ms` (a multiple of an hour), oldest first.
     pub async fn report_series(
         &self,

@@ -301,6 +301,7 @@ pub(super) async fn job_detail(
                 &checkpoints,
                 &r.by_size,
                 r.mtbi_hours_per_1000_gpus,
+                r.run_gpu_hours,
             ),
             Err(e) => {
                 tracing::error!(error = %e, "recent reliability failed");
@@ -327,6 +328,25 @@ pub(super) async fn job_detail(
         .await
         .map_err(fail)?;
     let ledger = crate::reliability::ledger::badput(&booked);
+    // What the ledger covers: the job's GPU-hours by Slurm's times against those Gantry
+    // booked, and the hour it began booking them.
+    let coverage = app::reliability::JobCoverage {
+        first_run_ms: runs.iter().map(|r| r.0).min(),
+        held_gh: runs
+            .iter()
+            .map(|&(s, e, _)| (e.unwrap_or(now_ms).min(now_ms) - s).max(0) as f64)
+            .sum::<f64>()
+            * f64::from(job.gpus)
+            / 3_600_000.0,
+        booked_from_ms: store
+            .report_first_at(
+                "job",
+                &id.to_string(),
+                first_ms - first_ms.rem_euclid(3_600_000),
+            )
+            .await
+            .map_err(fail)?,
+    };
     let energy = (booked.energy_wh > 0.0 || booked.gpu_energy_wh > 0.0).then(|| {
         let u = crate::reports::usage(&booked);
         let c = crate::reports::cost(&u, 0.0, rates);
@@ -376,7 +396,7 @@ pub(super) async fn job_detail(
         lost_gpu_hours: lost,
         advice_html: app::server_html::advice(checkpoint_advice),
         radar_html: app::server_html::radar(&radar),
-        ledger_html: app::server_html::ledger(Some(&ledger)),
+        ledger_html: app::server_html::ledger(Some(&ledger), &coverage),
         energy,
         now_ms,
     }))
