@@ -120,8 +120,9 @@ mod body {
         rows: Vec<GroupCauses>,
         test: &'static str,
     ) -> impl IntoView {
+        let label = caption.clone();
         view! {
-            <div class="table-wrap">
+            <div class="table-wrap" tabindex="0" role="region" aria-label=label>
                 <table class="grid report" data-test=test>
                     <caption>{caption}</caption>
                     <thead><tr>
@@ -235,7 +236,7 @@ mod body {
                     "ETTR is stricter: it also takes out start-up, blocking checkpoint saves, hung time and time with no reading, and counts the time jobs waited to restart against them, "
                     "so a period's ETTR is at most its goodput share: how much of a run's wall time moved training forward."
                 </p>
-                <div class="table-wrap">
+                <div class="table-wrap" tabindex="0" role="region" aria-label="Where the allocated GPU time went">
                     <table class="grid report" data-test="ledger-buckets">
                         <caption>"Where the allocated GPU time went"</caption>
                         <thead><tr>
@@ -293,7 +294,7 @@ mod body {
             {ledger_section(r.ledger.clone(), r.charts.clone(), qs.clone())}
             <section aria-labelledby="causes-h">
                 <h2 id="causes-h">"Interruptions by cause"</h2>
-                <div class="table-wrap">
+                <div class="table-wrap" tabindex="0" role="region" aria-label="Interruptions by cause">
                     <table class="grid report" data-test="by-cause">
                         <thead><tr>
                             <th scope="col">"Cause"</th>
@@ -320,7 +321,7 @@ mod body {
                     hours(r.mtbi_hours_per_1000_gpus),
                     units::thousands(r.run_gpu_hours.max(0.0).round() as u64)
                 )}</p>
-                <div class="table-wrap">
+                <div class="table-wrap" tabindex="0" role="region" aria-label="Rates by job size">
                     <table class="grid report" data-test="by-size">
                         <caption>"By job size"</caption>
                         <thead><tr>
@@ -344,7 +345,7 @@ mod body {
                     </table>
                 </div>
                 {csv_link(&qs, "sizes", "rates by size")}
-                <div class="table-wrap">
+                <div class="table-wrap" tabindex="0" role="region" aria-label="Time out of service per node">
                     <table class="grid report" data-test="repairs">
                         <caption>"Time out of service per node (MTTR: mean time to repair)"</caption>
                         <thead><tr>
@@ -382,7 +383,7 @@ mod body {
                     LemonWeights::JOB_TAKEN_DOWN, LemonWeights::HARDWARE_XID, LemonWeights::COUNTER_STEP,
                     LemonWeights::OUTAGE, LemonWeights::DAY_OUT, LEMON_WINDOW_DAYS, LEMON_RMA_AT, LEMON_RMA_CLEAR
                 )}</p>
-                <div class="table-wrap">
+                <div class="table-wrap" tabindex="0" role="region" aria-label="Lemon nodes">
                     <table class="grid report" data-test="lemons">
                         <thead><tr>
                             <th scope="col">"Node"</th>
@@ -424,7 +425,7 @@ mod body {
             <section aria-labelledby="list-h">
                 <h2 id="list-h">"Interruptions"</h2>
                 <p class="muted">{format!("The newest {listed} of {}; the CSV has every one.", r.total)}</p>
-                <div class="table-wrap">
+                <div class="table-wrap" tabindex="0" role="region" aria-label="Interruptions, newest first">
                     <table class="grid report" data-test="interruptions">
                         <thead><tr>
                             <th scope="col">"Ended (UTC)"</th>
