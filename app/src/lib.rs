@@ -79,6 +79,7 @@ pub fn App() -> impl IntoView {
         <Stylesheet id="leptos" href="/pkg/gantry.css"/>
         <Title formatter=|t: String| format!("{t} · Gantry")/>
         <Router>
+            <Chrome>
             <a class="skip-link" href="#main">"Skip to content"</a>
             <header class="topbar" role="banner">
                 <span class="brand">"Gantry"</span>
@@ -118,8 +119,23 @@ pub fn App() -> impl IntoView {
                     <Route path=StaticSegment("admin") view=|| view! { <RequireRole need=Need::Admin><pages::admin::AdminPage/></RequireRole> } ssr=SsrMode::Async/>
                 </Routes>
             </main>
+            </Chrome>
         </Router>
     }
+}
+
+/// Whether the URL asks for wall mode (`?kiosk=1`): the page for a screen on the wall,
+/// without the navigation, its labels 16 px or more.
+pub fn kiosk() -> Memo<bool> {
+    let q = leptos_router::hooks::use_query_map();
+    Memo::new(move |_| q.with(|q| q.get("kiosk").as_deref() == Some("1")))
+}
+
+/// Everything inside the router, marked for wall mode when the URL asks for it.
+#[component]
+fn Chrome(children: Children) -> impl IntoView {
+    let kiosk = kiosk();
+    view! { <div class="chrome" class:kiosk=move || kiosk.get()>{children()}</div> }
 }
 
 /// The top bar's pages that need a role, for the roles that may open them: `Audit` and

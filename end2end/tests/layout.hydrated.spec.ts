@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { expect, test } from "./fixtures";
 import { signIn } from "./a11y";
-import { structure } from "./layout";
+import { structure, wallProblems } from "./layout";
 
 const axeSource = readFileSync(resolve(process.cwd(), "node_modules/axe-core/axe.min.js"), "utf8");
 const PAGES = ["/", "/racks", "/thermal", "/topology", "/nodes", "/nodes/gpu001", "/jobs", "/jobs/1000", "/timeline", "/alerts", "/audit", "/reports", "/reliability"];
@@ -83,4 +83,14 @@ test("a requeue keeps its reason, and audit rows link their targets", async ({ p
   await expect(row.locator('[data-test="audit-target"]')).toHaveAttribute("href", "/jobs/1003");
   await row.locator('[data-test="audit-target"]').click();
   await expect(page).toHaveURL(/\/jobs\/1003$/);
+});
+
+test("wall mode fits the 64 nodes of the default cluster on 1920 x 1080, labels 16 px or more", async ({ page }) => {
+  await page.setViewportSize({ width: 1920, height: 1080 });
+  await page.goto("/racks?kiosk=1");
+  await expect(page.locator('[data-test="live-status"]')).toHaveClass(/\blive\b/, { timeout: 15_000 });
+  await expect(page.locator('[data-test="floor-node"]')).toHaveCount(64);
+  expect(await wallProblems(page)).toEqual([]);
+  // Its colour chips keep the wall mode.
+  expect(await page.locator('nav[aria-label="Colour nodes by"] a').first().getAttribute("href")).toContain("kiosk=1");
 });

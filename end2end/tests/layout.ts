@@ -59,3 +59,21 @@ export async function structure(page: Page): Promise<string[]> {
     return Array.from(new Set(out)).slice(0, 40);
   });
 }
+
+/** What of `/racks?kiosk=1` does not fit the window or reads under 16 px (empty: all fits). */
+export async function wallProblems(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const out: string[] = [];
+    const [w, h] = [window.innerWidth, window.innerHeight];
+    const cells = Array.from(document.querySelectorAll('[data-test="floor-node"], .rack-name'));
+    if (cells.length === 0) out.push("no floor drawn");
+    for (const c of cells) {
+      const r = c.getBoundingClientRect();
+      if (r.right > w + 0.5 || r.bottom > h + 0.5) out.push(`${c.textContent} at (${Math.round(r.right)}, ${Math.round(r.bottom)}), outside ${w} x ${h}`);
+      const px = parseFloat(getComputedStyle(c).fontSize);
+      if (px < 16) out.push(`${c.textContent} is ${px} px`);
+    }
+    if (document.querySelector(".topbar nav")?.getBoundingClientRect().width) out.push("the navigation shows on the wall");
+    return out.slice(0, 20);
+  });
+}

@@ -11,6 +11,7 @@
 // The drain preview: nvl72-drain.hydrated.spec.ts.
 import { audit } from "./a11y";
 import { expect, ownGantry, OwnGantry, test } from "./fixtures";
+import { wallProblems } from "./layout";
 import { shownSegments } from "./truth";
 
 let gantry: OwnGantry | undefined;
@@ -236,4 +237,19 @@ test("NVL72: an NVLink switch tray down shows on /racks with the truth's compute
   await expect(alert).toHaveCount(1, { timeout: 1 });
   const text = (await alert.textContent()) ?? "";
   expect(text).toContain(`NVLink switch tray down: ${trays} (8 of 9 switch trays up; 1152 of 1296 GPU links active); compute trays cut: ${rack.nvlink_cut!.join(", ")};`);
+});
+
+test("NVL72: wall mode fits eight racks of trays on 1920 x 1080, labels 16 px or more, colours scaled per tray", async ({ page, request }) => {
+  await started(request);
+  await page.setViewportSize({ width: 1920, height: 1080 });
+  await page.goto(`${base}/racks?kiosk=1`);
+  await expect(page.locator('[data-test="live-status"]')).toHaveClass(/\blive\b/, { timeout: 15_000 });
+  await expect(page.locator('[data-test="floor-rack"]')).toHaveCount(8);
+  await expect(page.locator('[data-test="floor-node"]')).toHaveCount(144);
+  expect(await wallProblems(page)).toEqual([]);
+  // Busy and idle trays in different bands: power per GPU, not the 8-GPU node's kW (where
+  // every tray was one of the lowest two).
+  const buckets = new Set(await page.locator('[data-test="floor-node"]').evaluateAll((cs) => cs.map((c) => c.getAttribute("data-bucket"))));
+  buckets.delete(null);
+  expect([...buckets].some((b) => Number(b) >= 2), [...buckets].join(",")).toBe(true);
 });

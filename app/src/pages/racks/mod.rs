@@ -77,11 +77,11 @@ impl Metric {
     fn legend(self) -> [&'static str; 5] {
         match self {
             Metric::Power => [
-                "under 2 kW",
-                "2–4 kW",
-                "4–5.5 kW",
-                "5.5–6.5 kW",
-                "over 6.5 kW",
+                "under 250 W a GPU",
+                "250–500 W",
+                "500–690 W",
+                "690–810 W",
+                "over 810 W a GPU",
             ],
             Metric::Temp => [
                 "under 50 °C",
@@ -97,13 +97,24 @@ impl Metric {
     }
 }
 
+/// The power bands' edges, watts per GPU of the node.
+const POWER_PER_GPU: [f64; 4] = [250.0, 500.0, 687.5, 812.5];
+
 /// The colour bucket (0 to 4) of a node for a metric, or `None` when there is no value.
 pub fn bucket(m: Metric, n: &NodeTile) -> Option<u8> {
     let cut = |x: f64, edges: [f64; 4]| edges.iter().filter(|&&e| x >= e).count() as u8;
     match m {
-        Metric::Power => n
-            .power_watts
-            .map(|p| cut(p, [2000.0, 4000.0, 5500.0, 6500.0])),
+        // Per GPU the node holds, so an 8-GPU node and a 4-GPU NVL72 tray share one
+        // scale (the bands were 2, 4, 5.5 and 6.5 kW for 8-GPU nodes, where every tray
+        // fell in the lowest two); a node without GPUs on the 8-GPU node's kW.
+        Metric::Power => n.power_watts.map(|p| {
+            let per = if n.gpus > 0 {
+                p / f64::from(n.gpus)
+            } else {
+                p / 8.0
+            };
+            cut(per, POWER_PER_GPU)
+        }),
         Metric::Temp => n
             .gpu_temp_max_celsius
             .map(|t| cut(t, [50.0, 65.0, 75.0, 85.0])),
@@ -129,6 +140,9 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
     let q = use_query_map();
     let metric =
         Memo::new(move |_| Metric::parse(&q.with(|q| q.get("metric").unwrap_or_default())));
+    // On the wall the floor comes first: no metric chips, power shelves or NVLink trays
+    // above it (their racks take their colours), the legend in one line.
+    let kiosk = crate::kiosk();
     // The floor's shape (rows, racks, which nodes where) changes only with a snapshot:
     // recomputed when the node or rack list changes, not on every tick.
     let shape_key = Memo::new(move |_| {
@@ -208,10 +222,10 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
     let shelves = Memo::new(move |_| state.with(shelves::rows));
     let fabric = Memo::new(move |_| state.with(fabric::rows));
     view! {
-        <nav class="toolbar" aria-label="Colour nodes by">
+        <nav class="toolbar" aria-label="Colour nodes by" hidden=move || kiosk.get()>
             <span>"Colour nodes by:"</span>
             {Metric::ALL.into_iter().map(|m| view! {
-                <a href=format!("/racks?metric={}", m.key())
+                <a href=move || format!("/racks?metric={}{}", m.key(), if kiosk.get() { "&kiosk=1" } else { "" })
                     class=move || if metric.get() == m { "chip active" } else { "chip" }
                     aria-current=move || (metric.get() == m).then_some("true")>
                     {m.label()}
@@ -226,14 +240,17 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
                 }).collect_view()
             }}
             <span class="swatch none">"no reading"</span>
+            {move || (metric.get() == Metric::Power).then(|| view! {
+                <span class="muted">"Node power per GPU it holds: 2 kW is 250 W a GPU on an 8-GPU node, 500 W on a 4-GPU tray."</span>
+            })}
         </p>
-        <p class="legend marks-legend" data-test="floor-marks">
+        <p class="legend marks-legend" data-test="floor-marks" hidden=move || kiosk.get()>
             <span class="mark-key hung">"running a hung job"</span>
             <span class="mark-key straggler">"a straggling GPU"</span>
             <span class="mark-key lemon">"RMA recommended"</span>
             <a href="/reliability">"Reliability"</a>
         </p>
-        <div>
+        <div hidden=move || kiosk.get()>
             {move || { let (racks, rows) = shelves.get(); view! { <shelves::Shelves racks rows/> } }}
             {move || { let (racks, rows) = fabric.get(); view! { <fabric::Fabric racks rows/> } }}
         </div>
@@ -339,6 +356,24 @@ mod tests {
     #[test]
     fn buckets_follow_the_legend() {
         assert_eq!(bucket(Metric::Power, &n()), Some(3));
+        // Scaled per node type: a 4-GPU tray at 2.5 kW works as hard as an 8-GPU node at
+        // 5 kW; both were "2-4 kW" and "4-5.5 kW" before, the tray among the idle blues.
+        let tray = NodeTile {
+            gpus: 4,
+            power_watts: Some(2_500.0),
+            ..n()
+        };
+        let node = NodeTile {
+            power_watts: Some(5_000.0),
+            ..n()
+        };
+        assert_eq!(bucket(Metric::Power, &tray), Some(2));
+        assert_eq!(bucket(Metric::Power, &tray), bucket(Metric::Power, &node));
+        let idle_tray = NodeTile {
+            power_watts: Some(800.0),
+            ..tray.clone()
+        };
+        assert_eq!(bucket(Metric::Power, &idle_tray), Some(0));
         assert_eq!(bucket(Metric::Temp, &n()), Some(4));
         assert_eq!(bucket(Metric::Sm, &n()), Some(3));
         assert_eq!(bucket(Metric::Throttle, &n()), Some(2));
