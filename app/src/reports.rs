@@ -374,6 +374,75 @@ pub struct Report {
     pub charts: Vec<ReportChart>,
     /// Server time to compute it, in ms.
     pub server_ms: f64,
+    /// What of the period has data.
+    #[serde(default)]
+    pub coverage: Coverage,
+    /// The whole cluster over the period of the same length just before, to compare.
+    #[serde(default)]
+    pub previous: Option<ReportRow>,
+}
+
+/// What of a report's period the rollups hold: Gantry books what it watched, so a period
+/// that began before it did (or while it was stopped) is covered in part.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct Coverage {
+    /// The period's time so far: to its end, or to now.
+    pub elapsed_ms: i64,
+    /// The part with data: the cluster's booked GPU-hours over its GPUs; `None` when the
+    /// cluster's size is not known yet.
+    pub covered_ms: Option<i64>,
+    /// The first hour with data in the period.
+    pub first_ms: Option<UnixMs>,
+}
+
+impl Coverage {
+    /// The coverage of a period of `elapsed_ms` with `capacity_gh` booked for a cluster of
+    /// `gpus` GPUs, first booked in the hour `first_ms`.
+    pub fn of(elapsed_ms: i64, capacity_gh: f64, gpus: usize, first_ms: Option<UnixMs>) -> Self {
+        Coverage {
+            elapsed_ms: elapsed_ms.max(0),
+            covered_ms: (gpus > 0).then(|| {
+                ((capacity_gh / gpus as f64 * 3_600_000.0).round() as i64)
+                    .clamp(0, elapsed_ms.max(0))
+            }),
+            first_ms,
+        }
+    }
+
+    /// The share of the period with data, when known.
+    pub fn share(&self) -> Option<f64> {
+        let c = self.covered_ms?;
+        (self.elapsed_ms > 0).then(|| c as f64 / self.elapsed_ms as f64)
+    }
+
+    /// In words: "Data for 1 h 5 min of the period's 8 h 23 min so far (13%), from the hour
+    /// of 07:00 UTC: Gantry books what it watches." Whole when 99% or more.
+    pub fn words(&self, so_far: bool) -> String {
+        let period = if so_far {
+            "the period's time so far"
+        } else {
+            "the period"
+        };
+        match (self.covered_ms, self.share()) {
+            _ if self.first_ms.is_none() => format!("No data for {period} yet."),
+            (_, Some(s)) if s >= 0.99 => format!("Data for all of {period}."),
+            (Some(c), Some(s)) => format!(
+                "Data for {} of {} ({}){}: Gantry books only what it watched.",
+                crate::units::duration_ms(c),
+                if so_far {
+                    format!("the {} so far", crate::units::duration_ms(self.elapsed_ms))
+                } else {
+                    format!("the period's {}", crate::units::duration_ms(self.elapsed_ms))
+                },
+                crate::units::percent(Some(s)),
+                self.first_ms
+                    .map(|t| format!(", from the hour of {} UTC", &crate::units::utc(t)[..16]))
+                    .unwrap_or_default()
+            ),
+            _ => "How much of the period has data is not known yet (the cluster's size is not known).".into(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -386,6 +455,29 @@ mod tests {
         let q = ReportQuery::from_pairs(pairs.iter().copied())?;
         let (a, b) = q.window(NOW)?;
         Ok((units::date(a), units::date(b - 1)))
+    }
+
+    #[test]
+    fn coverage_says_how_much_of_the_period_has_data() {
+        // 64 GPUs, 8 h 23 min so far, 65 min booked since 07:00.
+        let c = Coverage::of(503 * 60_000, 64.0 * 65.0 / 60.0, 64, Some(NOW - 3_600_000));
+        assert_eq!(c.covered_ms, Some(65 * 60_000));
+        assert_eq!(
+            c.words(true),
+            "Data for 1 h 5 min of the 8 h 23 min so far (13%), from the hour of 2026-11-29 15:05 UTC: Gantry books only what it watched."
+        );
+        let whole = Coverage::of(3_600_000, 64.0, 64, Some(NOW));
+        assert_eq!(whole.words(false), "Data for all of the period.");
+        assert_eq!(
+            Coverage::of(3_600_000, 0.0, 64, None).words(false),
+            "No data for the period yet."
+        );
+        // Never more than the period, whatever the rollups hold.
+        assert_eq!(
+            Coverage::of(60_000, 640.0, 64, Some(NOW)).covered_ms,
+            Some(60_000)
+        );
+        assert_eq!(Coverage::of(60_000, 1.0, 0, Some(NOW)).covered_ms, None);
     }
 
     #[test]

@@ -52,6 +52,21 @@ test("a manager's report matches the API, charts download as PNG and SVG, the ta
   const sum = api.rows.reduce((a: number, r: any) => a + r.usage.capacity_gh, 0);
   expect(Math.abs(sum - api.total.usage.capacity_gh)).toBeLessThan(1e-6 * Math.max(1, sum));
   await expect(page.locator('[data-test="rates"]')).toContainText("USD");
+  // The page says how much of the day has data: this server's time since it started (the
+  // simulator with it), from the hour it began, as the API's coverage.
+  const c = api.coverage;
+  expect(c.covered_ms).toBeGreaterThan(0);
+  expect(c.covered_ms).toBeLessThanOrEqual(c.elapsed_ms);
+  const hourOfStart = Math.floor((api.now_ms - c.covered_ms) / 3_600_000) * 3_600_000;
+  expect([hourOfStart, hourOfStart - 3_600_000]).toContain(c.first_ms);
+  const first = new Date(c.first_ms).toISOString().slice(0, 16).replace("T", " ");
+  await expect(page.locator('[data-test="report-coverage"]')).toContainText(
+    c.covered_ms >= 0.99 * c.elapsed_ms ? "Data for all of" : `so far (`,
+  );
+  if (c.covered_ms < 0.99 * c.elapsed_ms) await expect(page.locator('[data-test="report-coverage"]')).toContainText(`from the hour of ${first} UTC`);
+  // Each side of owned against rented says what it covers; the cards compare with the same time before.
+  await expect(page.locator('[data-test="cost-sides"]')).toContainText("allocated or not");
+  await expect(page.locator('[data-test="before"]').first()).toContainText("The same time before:");
 
   // Three charts, each titled and with units, inline SVG; both downloads work.
   for (const name of ["utilization", "goodput", "cost"]) {

@@ -329,7 +329,7 @@ async fn measure(
         let mut groups = 0;
         for _ in 0..RUNS {
             let t = Instant::now();
-            let r = server::reports::build(&store, &q, now, &rates)
+            let r = server::reports::build(&store, &q, now, &rates, 4096)
                 .await
                 .map_err(|e| e.to_string())?;
             times.push(t.elapsed().as_secs_f64() * 1000.0);

@@ -182,14 +182,19 @@ fn ReportBody(r: Report) -> impl IntoView {
         <p class="report-when" data-test="report-when">
             {format!("{}, by {}: {when}", r.query.period.label(), group.label().to_ascii_lowercase())}
         </p>
+        <p class="coverage" data-test="report-coverage" class:partial=r.coverage.share().is_some_and(|s| s < 0.99)>
+            {r.coverage.words(so_far)}
+        </p>
         <section class="report-cards" aria-label="Totals">
             <div class="card"><h2>"GPU-hours"</h2>
                 <p class="big" data-test="total-capacity">{gh(t.usage.capacity_gh)}</p>
                 <p class="muted">{format!("{} allocated ({})", gh(t.usage.allocated_gh), pct(t.usage.allocated_gh, t.usage.capacity_gh))}</p>
+                {before(&r, |u| u.usage.allocated_gh, t.usage.allocated_gh, |v| format!("{} allocated", gh(v)))}
             </div>
             <div class="card"><h2>"Goodput"</h2>
                 <p class="big" data-test="total-goodput">{gh(t.usage.goodput_gh)}</p>
                 <p class="muted">{format!("{} of allocated", pct(t.usage.goodput_gh, t.usage.allocated_gh))}</p>
+                {before(&r, |u| u.usage.goodput_gh, t.usage.goodput_gh, gh)}
                 <p class="muted" data-test="total-held-idle">{format!("{} GPU-hours held idle past the alert's hold (jobs with GPUs unused)", gh(t.usage.held_idle_gh))}</p>
             </div>
             <div class="card"><h2>"Energy"</h2>
@@ -200,6 +205,7 @@ fn ReportBody(r: Report) -> impl IntoView {
                     if t.usage.energy_estimated_kwh > 0.0 { format!(" ({} estimated from power)", energy(t.usage.energy_estimated_kwh)) } else { String::new() },
                     t.cost.co2_kg.map(|c| if c < 1000.0 { format!("; {c:.0} kg CO2 with cooling") } else { format!("; {:.1} t CO2 with cooling", c / 1000.0) }).unwrap_or_default()
                 )}</p>
+                {before(&r, |u| u.usage.energy_kwh, t.usage.energy_kwh, energy)}
             </div>
             <div class="card"><h2>"Cost"</h2>
                 <p class="big" data-test="total-cost">{money(t.cost.total, &cur)}</p>
@@ -208,6 +214,11 @@ fn ReportBody(r: Report) -> impl IntoView {
                     t.cost.per_goodput_gh.map(|c| money(c, &cur)).unwrap_or_else(|| units::MISSING.into()),
                     money(t.cost.cloud_same_hours, &cur)
                 )}</p>
+                <p class="muted" data-test="cost-sides">{format!(
+                    "Owned: all {} GPU-hours, allocated or not, with power and racks; rented: the {} jobs held.",
+                    gh(t.usage.capacity_gh), gh(t.usage.allocated_gh)
+                )}</p>
+                {before(&r, |u| u.cost.total, t.cost.total, |v| money(v, &cur))}
             </div>
         </section>
         <p class="muted rates" data-test="rates">{format!("Rates ({cur}): {rates_text}")}</p>
@@ -269,12 +280,41 @@ fn ReportBody(r: Report) -> impl IntoView {
             <ul>
                 <li>"GPU-h: every GPU's hours for racks and domains; for accounts, partitions and users, the hours their jobs held; "{UNALLOCATED}" holds the rest (free, drained, down)."</li>
                 <li>"Idle: allocated GPUs whose SM activity was measured under the threshold. Throttling: each busy throttled GPU's clock deficit over the time. Failures: a failed, timed-out or requeued job loses its GPUs times the time since its last complete checkpoint, counted in the hour it failed."</li>
-                <li>"Goodput = allocated − idle − throttling − failures."</li>
+                <li>"Goodput = allocated − idle − throttling − failures. ETTR on "<a href="/reliability">"Reliability"</a>" is stricter: it also takes out start-up, checkpoint saves and hung time, and counts restart waits against them."</li>
+                <li>"Owned against rented: the owned cost covers every GPU of the cluster for all the time with data, allocated or not (capital amortized, power with cooling, rack overhead); the rented figure is only the GPU-hours jobs held, at the cloud's rate, which includes its power. The same time before compares the period so far with as much of the period before."</li>
                 <li>"Energy: node power (BMC, else the sum of its GPUs). Cost = capital amortized per GPU-hour + energy × price × PUE + rack overhead shared by the rack's GPUs. Wasted: idle, throttling and failures at the group's cost per GPU-hour."</li>
                 <li>{format!("Computed from hourly rollups in {:.0} ms. To save as PDF, print this page: it prints in light mode without the controls.", r.server_ms)}</li>
             </ul>
         </details>
     }
+}
+
+/// A card's line comparing with the same stretch of the period before: its value and the
+/// change, or that the period before has no data.
+fn before(
+    r: &Report,
+    of: fn(&ReportRow) -> f64,
+    now: f64,
+    show: impl Fn(f64) -> String,
+) -> impl IntoView {
+    let (words, title) = match &r.previous {
+        Some(p) if of(p) > 0.0 => {
+            let then = of(p);
+            let change = (now - then) / then;
+            (
+                format!(
+                    "{} ({}{})",
+                    show(then),
+                    if change >= 0.0 { "+" } else { "−" },
+                    units::percent(Some(change.abs()))
+                ),
+                p.key.clone(),
+            )
+        }
+        Some(p) => ("none".into(), p.key.clone()),
+        None => ("no data".into(), String::new()),
+    };
+    view! { <p class="muted before" data-test="before" title=title>{format!("The same time before: {words}")}</p> }
 }
 
 #[component]

@@ -195,6 +195,21 @@ pub struct ReportPlot<'a> {
     pub points: &'a [(UnixMs, app::reports::Usage)],
     /// Groups, largest cost first.
     pub rows: &'a [app::reports::ReportRow],
+    /// The source's time now: buckets before it without data are greyed, those after it
+    /// are the future.
+    pub now_ms: UnixMs,
+}
+
+/// No data: a bucket before now that the rollups hold nothing of.
+const NO_DATA: RGBColor = RGBColor(0x80, 0x80, 0x80);
+
+/// An axis label: whole numbers, one decimal when the axis tops out under 10.
+fn axis_number(v: f64, top: f64) -> String {
+    if top < 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
 }
 
 const REPORT_SIZE: (u32, u32) = (760, 280);
@@ -314,6 +329,31 @@ fn time_chart<'a, DB: DrawingBackend>(
     Ok(chart)
 }
 
+/// The stretches of the window before now whose buckets hold no data, merged: (from, to).
+fn gaps(p: &ReportPlot<'_>, step: i64) -> Vec<(UnixMs, UnixMs)> {
+    let (x0, x1) = p.window;
+    let until = x1.min(p.now_ms);
+    let have: std::collections::HashSet<UnixMs> = p
+        .points
+        .iter()
+        .filter(|(_, u)| u.capacity_gh > 0.0)
+        .map(|(t, _)| *t)
+        .collect();
+    let mut out: Vec<(UnixMs, UnixMs)> = Vec::new();
+    let mut t = x0;
+    while t < until {
+        let end = (t + step).min(until);
+        if !have.contains(&t) {
+            match out.last_mut() {
+                Some(last) if last.1 == t => last.1 = end,
+                _ => out.push((t, end)),
+            }
+        }
+        t += step;
+    }
+    out
+}
+
 /// Each bucket's value held across it (`step` long, cut at `until`): a step line, so a
 /// period of one bucket still draws one.
 fn held(
@@ -380,11 +420,22 @@ fn draw_report<DB: DrawingBackend>(
                 YAxis {
                     desc: "GPUs (mean)",
                     labels: 5,
-                    format: &|y| format!("{y:.0}"),
+                    format: &|y| axis_number(*y, y1),
                 },
                 text,
             )?;
             let step = p.bucket_hours.max(1) * 3_600_000;
+            // Buckets before now without data, greyed behind the series: no data is not
+            // zero.
+            let gaps = gaps(p, step);
+            for &(a, b) in &gaps {
+                chart
+                    .draw_series(std::iter::once(Rectangle::new(
+                        [(a, 0.0), (b, y1)],
+                        NO_DATA.mix(0.25).filled(),
+                    )))
+                    .map_err(err)?;
+            }
             if stacked {
                 // Each layer is drawn as the sum of itself and the layers under it, top
                 // layer first, so the ones under it paint over its lower part.
@@ -404,12 +455,19 @@ fn draw_report<DB: DrawingBackend>(
                         .map_err(err)?;
                 }
             } else {
-                // Steps, like the stacked chart: each bucket's mean holds over the bucket
-                // (and a period of one bucket still draws a line).
-                for (_, colour, value) in &layers {
+                // Allocation as a pale area, goodput as a solid one over it: the pale band
+                // between them is what was lost (two step lines crossed each other hourly).
+                for (i, (_, colour, value)) in layers.iter().enumerate() {
                     let pts = held(p.points.iter().map(|(t, u)| (*t, value(u) / per)), step, x1);
+                    let fill = if i == 0 {
+                        colour.mix(0.35).filled()
+                    } else {
+                        colour.filled()
+                    };
                     chart
-                        .draw_series(LineSeries::new(pts, colour.stroke_width(2)))
+                        .draw_series(
+                            AreaSeries::new(pts, 0.0, fill).border_style(colour.stroke_width(2)),
+                        )
                         .map_err(err)?;
                 }
             }
@@ -417,6 +475,9 @@ fn draw_report<DB: DrawingBackend>(
             let mut entries: Vec<(&str, RGBColor)> = layers.iter().map(|l| (l.0, l.1)).collect();
             if stacked {
                 entries.reverse();
+            }
+            if !gaps.is_empty() {
+                entries.push(("no data", NO_DATA));
             }
             draw_legend(&key, &entries, text)?;
             p.points.is_empty()
@@ -453,7 +514,7 @@ fn draw_report<DB: DrawingBackend>(
                 .y_labels(n)
                 .y_label_formatter(&name_at)
                 .x_labels(5)
-                .x_label_formatter(&|x| format!("{x:.0}"))
+                .x_label_formatter(&|x| axis_number(*x, x_max))
                 .x_desc(format!("cost ({})", p.currency))
                 .axis_style(GRID)
                 .light_line_style(TRANSPARENT)
@@ -701,6 +762,7 @@ mod tests {
             window: (1_795_132_800_000, 1_795_132_800_000 + 86_400_000),
             points: &points,
             rows: &rows,
+            now_ms: 1_795_132_800_000 + 86_400_000,
         };
         let svg = report_svg(ReportChartKind::Utilization, &plot).expect("svg");
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -728,6 +790,49 @@ mod tests {
         assert!(svg.contains("GPUs (mean)") && svg.contains("time (UTC)"));
     }
 
+    /// Hours before now without data are greyed and named in the legend; the hours after
+    /// now are the future, not a gap.
+    #[test]
+    fn hours_without_data_are_greyed_up_to_now() {
+        let (points, rows) = plot_fixture();
+        let t0 = 1_795_132_800_000;
+        let h = 3_600_000;
+        // Data for hours 2 and 3 only, now at 06:30.
+        let some: Vec<_> = points
+            .iter()
+            .filter(|(t, _)| *t == t0 + 2 * h || *t == t0 + 3 * h)
+            .cloned()
+            .collect();
+        assert_eq!(some.len(), 2, "the fixture has hours 2 and 3");
+        let plot = ReportPlot {
+            group: app::reports::GroupBy::Account,
+            currency: "USD",
+            bucket_hours: 1,
+            window: (t0, t0 + 86_400_000),
+            points: &some,
+            rows: &rows,
+            now_ms: t0 + 6 * h + h / 2,
+        };
+        assert_eq!(
+            gaps(&plot, h),
+            vec![(t0, t0 + 2 * h), (t0 + 4 * h, t0 + 6 * h + h / 2)]
+        );
+        for k in [ReportChartKind::Utilization, ReportChartKind::Goodput] {
+            let svg = report_svg(k, &plot).expect("svg");
+            assert!(
+                svg.contains("\nno data\n"),
+                "{k:?}: the legend names the grey"
+            );
+        }
+        let whole = ReportPlot {
+            points: &points,
+            now_ms: t0 + 86_400_000,
+            ..plot
+        };
+        let svg = report_svg(ReportChartKind::Goodput, &whole).expect("svg");
+        assert!(!svg.contains("\nno data\n"), "no gap, no grey");
+    }
+
     #[test]
     fn report_charts_draw_as_png_and_cope_with_no_data() {
         let (points, rows) = plot_fixture();
@@ -738,6 +843,7 @@ mod tests {
             window: (1_795_132_800_000, 1_795_132_800_000 + 86_400_000),
             points: &points,
             rows: &rows,
+            now_ms: 1_795_132_800_000 + 86_400_000,
         };
         for k in ReportChartKind::ALL {
             let png = report_png(k, &plot).expect("png");

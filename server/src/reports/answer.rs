@@ -40,6 +40,8 @@ pub struct ReportData {
     pub rows: Vec<ReportRow>,
     pub unallocated: Option<ReportRow>,
     pub total: ReportRow,
+    /// The source's time the report was asked at.
+    pub now_ms: UnixMs,
 }
 
 impl ReportData {
@@ -51,6 +53,7 @@ impl ReportData {
             window: (self.from_ms, self.to_ms),
             points: &self.points,
             rows: &self.rows,
+            now_ms: self.now_ms,
         }
     }
 }
@@ -99,19 +102,48 @@ pub async fn data(
         rows,
         unallocated,
         total: row("cluster".into(), &total, rates),
+        now_ms,
     })
 }
 
-/// The report `q` asks for, as of `now_ms`, with its charts as SVG.
+/// The report `q` asks for, as of `now_ms`, with its charts as SVG, what of its period
+/// has data (for a cluster of `gpus` GPUs; 0: not known yet), and the cluster over the
+/// same stretch of the period before.
 pub async fn build(
     store: &Store,
     q: &ReportQuery,
     now_ms: UnixMs,
     rates: &Rates,
+    gpus: usize,
 ) -> Result<Report, ReportError> {
     let began = std::time::Instant::now();
     let d = data(store, q, now_ms, rates).await?;
     let charts = crate::charts::report_charts(&d.plot(q, rates)).map_err(ReportError::Chart)?;
+    let elapsed = d.to_ms.min(now_ms) - d.from_ms;
+    let len = d.to_ms - d.from_ms;
+    // The period before, as far into it as this one is (today so far against yesterday's
+    // same hours), so the two compare like with like.
+    let (prev_from, prev_to) = (d.from_ms - len, d.from_ms - len + elapsed.max(0));
+    let (first, previous) = tokio::try_join!(
+        store.report_first_at("cluster", "all", d.from_ms),
+        store.report_groups("cluster", prev_from, prev_to),
+    )?;
+    let first = first.filter(|&t| t < d.to_ms);
+    let previous = previous
+        .into_iter()
+        .find(|(k, _)| k == "all")
+        .map(|(_, s)| {
+            row(
+                format!(
+                    "{} to {}",
+                    &app::units::utc(prev_from)[..16],
+                    &app::units::utc(prev_to)[..16]
+                ),
+                &s,
+                rates,
+            )
+        });
+    let coverage = app::reports::Coverage::of(elapsed, d.total.usage.capacity_gh, gpus, first);
     Ok(Report {
         query: q.clone(),
         from_ms: d.from_ms,
@@ -123,5 +155,7 @@ pub async fn build(
         total: d.total,
         charts,
         server_ms: began.elapsed().as_secs_f64() * 1000.0,
+        coverage,
+        previous,
     })
 }

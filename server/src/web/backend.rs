@@ -153,15 +153,21 @@ impl Backend for LiveBackend {
     ) -> app::backend::BackendFuture<'a, app::reports::Report> {
         Box::pin(async move {
             let now = self.live.source_now();
-            crate::reports::build(&self.store, q, now, &self.rates)
-                .await
-                .map_err(|e| match e {
-                    crate::reports::ReportError::Query(m) => m,
-                    other => {
-                        tracing::error!(error = %other, "report failed");
-                        "the report cannot be computed now (storage unavailable)".into()
-                    }
-                })
+            crate::reports::build(
+                &self.store,
+                q,
+                now,
+                &self.rates,
+                super::reports::gpus_of(&self.live),
+            )
+            .await
+            .map_err(|e| match e {
+                crate::reports::ReportError::Query(m) => m,
+                other => {
+                    tracing::error!(error = %other, "report failed");
+                    "the report cannot be computed now (storage unavailable)".into()
+                }
+            })
         })
     }
 

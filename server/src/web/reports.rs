@@ -51,6 +51,11 @@ pub(super) fn report_query(
     Ok((q, format))
 }
 
+/// The cluster's GPUs as the source last listed them (0: not yet), for a report's coverage.
+pub(super) fn gpus_of(live: &crate::live::Live) -> usize {
+    live.inventory().map(|i| i.gpu_count()).unwrap_or(0)
+}
+
 /// `GET /api/reports?period=&group=&at=&from=&to=[&format=csv]`: the report as JSON (with
 /// its charts as SVG) or as CSV (one line per group, then unallocated and total).
 /// Utilization and cost for a period, per account, partition or user (`format=csv`: a
@@ -68,7 +73,7 @@ async fn report_get(
     let now = st.live.source_now();
     match format.as_deref() {
         None | Some("json") => {
-            let r = crate::reports::build(&st.store, &q, now, &st.rates).await?;
+            let r = crate::reports::build(&st.store, &q, now, &st.rates, gpus_of(&st.live)).await?;
             Ok(Json(r).into_response())
         }
         Some("csv") => {

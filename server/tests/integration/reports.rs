@@ -189,7 +189,7 @@ async fn story(url: String) {
     let now = T0 + 3 * 86_400_000;
 
     // The whole cluster: 32 GPUs for 2 h.
-    let r = server::reports::build(&store, &day("account"), now, &rates)
+    let r = server::reports::build(&store, &day("account"), now, &rates, 32)
         .await
         .expect("report");
     assert_eq!((r.from_ms, r.to_ms), (T0, T0 + 86_400_000));
@@ -198,6 +198,33 @@ async fn story(url: String) {
     close(u.allocated_gh, 24.0 + 16.0, "allocated");
     close(u.idle_gh, 8.0 * 20.0 / 60.0, "idle");
     close(u.busy_gh, 24.0 + 8.0 * 100.0 / 60.0, "busy");
+    // Two hours of the day have data, from its first hour; the day before has none.
+    assert_eq!(r.coverage.covered_ms, Some(2 * 3_600_000));
+    assert_eq!(r.coverage.first_ms, Some(T0));
+    assert_eq!(
+        r.coverage.words(false),
+        "Data for 2 h 0 min of the period's 1 d 0 h (8%), from the hour of 2026-11-20 00:00 UTC: Gantry books only what it watched."
+    );
+    assert_eq!(r.previous, None);
+    // The next day compares with this one: its own data none, the day before's whole.
+    let next = ReportQuery::from_pairs([
+        ("period", "day"),
+        ("at", "2026-11-21"),
+        ("group", "account"),
+    ])
+    .expect("query");
+    let n = server::reports::build(&store, &next, now, &rates, 32)
+        .await
+        .expect("report");
+    assert_eq!(n.coverage.first_ms, None);
+    assert_eq!(n.coverage.words(false), "No data for the period yet.");
+    let before = n.previous.expect("the day before");
+    assert_eq!(before.key, "2026-11-20 00:00 to 2026-11-21 00:00");
+    close(
+        before.usage.allocated_gh,
+        40.0,
+        "the day before's allocation",
+    );
     close(u.free_gh, 16.0 * 0.5, "free");
     close(u.drained_gh, 16.0, "drained");
     close(u.down_gh, 0.0, "down");
@@ -301,7 +328,7 @@ async fn story(url: String) {
     );
 
     // By rack: r1 had job 1 and its failure, r2 the idle start and the drained node.
-    let r = server::reports::build(&store, &day("rack"), now, &rates)
+    let r = server::reports::build(&store, &day("rack"), now, &rates, 32)
         .await
         .expect("by rack");
     let rack = |k: &str| {
@@ -318,18 +345,18 @@ async fn story(url: String) {
     close(rack("r2").idle_gh, 8.0 / 3.0, "r2 idle");
     assert!(r.unallocated.is_none());
     // By user and by switch domain.
-    let r = server::reports::build(&store, &day("user"), now, &rates)
+    let r = server::reports::build(&store, &day("user"), now, &rates, 32)
         .await
         .expect("by user");
     assert!(r.rows.iter().any(|x| x.key == "alice"));
-    let r = server::reports::build(&store, &day("domain"), now, &rates)
+    let r = server::reports::build(&store, &day("domain"), now, &rates, 32)
         .await
         .expect("by domain");
     let leaf2 = r.rows.iter().find(|x| x.key == "leaf2").expect("leaf2");
     close(leaf2.usage.capacity_gh, 32.0, "leaf2 capacity");
 
     // The charts: three, with titles, one point per hour of the day that has data.
-    let r = server::reports::build(&store, &day("account"), now, &rates)
+    let r = server::reports::build(&store, &day("account"), now, &rates, 32)
         .await
         .expect("report");
     let names: Vec<&str> = r.charts.iter().map(|c| c.name.as_str()).collect();
@@ -365,7 +392,7 @@ async fn story(url: String) {
     // A week and a month hold the same hours; the next day has none.
     for (period, at) in [("week", "2026-11-22"), ("month", "2026-11-30")] {
         let q = ReportQuery::from_pairs([("period", period), ("at", at)]).expect("query");
-        let r = server::reports::build(&store, &q, now, &rates)
+        let r = server::reports::build(&store, &q, now, &rates, 32)
             .await
             .expect("report");
         close(r.total.usage.capacity_gh, 64.0, period);
@@ -375,6 +402,7 @@ async fn story(url: String) {
         &day("account").clone_with_at("2026-11-21"),
         now,
         &rates,
+        32,
     )
     .await
     .expect("empty day");
@@ -388,18 +416,18 @@ async fn story(url: String) {
         ("to", "2026-11-19"),
     ])
     .expect("q");
-    let e = server::reports::build(&store, &bad, now, &rates)
+    let e = server::reports::build(&store, &bad, now, &rates, 32)
         .await
         .expect_err("backwards");
     assert!(e.to_string().contains("before the first"), "{e}");
     // A custom period without a last day ends today; without a first, it is that one day.
     let open = ReportQuery::from_pairs([("period", "custom"), ("from", "2026-11-20")]).expect("q");
-    assert!(server::reports::build(&store, &open, now, &rates)
+    assert!(server::reports::build(&store, &open, now, &rates, 32)
         .await
         .is_ok());
     // A date that is not one is refused whichever period would use it.
     let junk = ReportQuery::from_pairs([("period", "day"), ("to", "2026-02-30")]).expect("q");
-    assert!(server::reports::build(&store, &junk, now, &rates)
+    assert!(server::reports::build(&store, &junk, now, &rates, 32)
         .await
         .is_err());
 }
@@ -552,7 +580,7 @@ async fn the_live_simulator_feeds_reports() {
     for _ in 0..60 {
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
         let now = r.live.source_now();
-        let rep = server::reports::build(&r.store, &q, now, &Rates::default())
+        let rep = server::reports::build(&r.store, &q, now, &Rates::default(), 0)
             .await
             .expect("report");
         if rep.total.usage.capacity_gh >= 128.0 * 3.0 / 60.0 {
