@@ -296,7 +296,7 @@ fn before(
     of: fn(&ReportRow) -> f64,
     now: f64,
     show: impl Fn(f64) -> String,
-) -> impl IntoView {
+) -> AnyView {
     let (words, title) = match &r.previous {
         Some(p) if of(p) > 0.0 => {
             let then = of(p);
@@ -315,6 +315,7 @@ fn before(
         None => ("no data".into(), String::new()),
     };
     view! { <p class="muted before" data-test="before" title=title>{format!("The same time before: {words}")}</p> }
+        .into_any()
 }
 
 #[component]
