@@ -255,6 +255,9 @@ pub struct Reliability {
     #[serde(skip)]
     #[cfg_attr(feature = "ssr", schema(ignore))]
     pub charts: Vec<crate::reports::ReportChart>,
+    /// What of the period has data (Gantry books only what it watched).
+    #[serde(default)]
+    pub coverage: crate::reports::Coverage,
 }
 
 /// Allocated GPU-hours by what they did (the server's `reports::ledger` defines each).

@@ -103,6 +103,11 @@ test("without JavaScript the ledger's buckets add up to the allocation and its c
     await expect(page.locator(href)).toHaveCount(1);
   }
   await expect(page.locator('[data-test="ettr-goodput"]')).toContainText("at most its goodput share");
+  // Its figures say how much of the period has data, as the API's coverage does.
+  const api = await (await page.request.get("/api/reliability?period=day")).json();
+  expect(api.coverage.covered_ms).toBeGreaterThan(0);
+  expect(api.coverage.covered_ms).toBeLessThanOrEqual(api.coverage.elapsed_ms);
+  await expect(page.locator('[data-test="reliability-coverage"]')).toContainText(/^Data for /);
   const jobs = page.getByRole("link", { name: "CSV of the ledger per job" });
   const csv = await page.request.get((await jobs.getAttribute("href")) ?? "");
   expect(csv.status()).toBe(200);

@@ -286,6 +286,9 @@ mod body {
             <p class="report-when" data-test="reliability-when">
                 {format!("{} interruptions, {} of them unexpected (hardware and platform): {when}", r.total, r.unexpected)}
             </p>
+            <p class="coverage" data-test="reliability-coverage" class:partial=r.coverage.share().is_some_and(|s| s < 0.99)>
+                {r.coverage.words(so_far)}
+            </p>
             <nav class="toc no-print" aria-label="On this page" data-test="toc">
                 <ul>
                     {SECTIONS.into_iter().map(|(id, name)| view! { <li><a href=format!("#{id}")>{name}</a></li> }).collect_view()}

@@ -423,6 +423,7 @@ pub fn assemble(
         total,
         ledger: app::reliability::Ledger::default(),
         charts: Vec::new(),
+        coverage: Default::default(),
     }
 }
 

@@ -250,12 +250,14 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
             <span class="mark-key lemon">"RMA recommended"</span>
             <a href="/reliability">"Reliability"</a>
         </p>
+        <div class="floor" node_ref=floor class:stale=move || stale.get() data-metric=move || metric.get().key()>
+            <For each=move || [shape_key.get()] key=|k| *k children=draw/>
+        </div>
+        // After the floor, whose rack heads already name a shelf or a switch tray in
+        // trouble: the floor starts above the fold (on NVL72 it began below these tables).
         <div hidden=move || kiosk.get()>
             {move || { let (racks, rows) = shelves.get(); view! { <shelves::Shelves racks rows/> } }}
             {move || { let (racks, rows) = fabric.get(); view! { <fabric::Fabric racks rows/> } }}
-        </div>
-        <div class="floor" node_ref=floor class:stale=move || stale.get() data-metric=move || metric.get().key()>
-            <For each=move || [shape_key.get()] key=|k| *k children=draw/>
         </div>
     }
 }
