@@ -457,10 +457,31 @@ async fn gpus_held_idle_on_a_real_slurm() {
         "{got:#}"
     );
     let html = get(r.addr, "/jobs").await.text();
+    // The job page says what its ledger covers, from the start Slurm itself reports
+    // (squeue's %S, in UTC), whether or not a minute is booked yet.
+    let started = std::process::Command::new("squeue")
+        .args(["-h", "-j", &idle_job.to_string(), "-o", "%S"])
+        .env("SLURM_CONF", &conf)
+        .env("TZ", "UTC")
+        .output()
+        .expect("squeue");
+    let page = get(r.addr, &format!("/jobs/{idle_job}")).await.text();
     cancel();
     assert!(
         html.contains(&format!(r#"data-test="idle-row" data-job="{idle_job}""#)),
         "{html}"
+    );
+    let started = String::from_utf8_lossy(&started.stdout)
+        .trim()
+        .replace('T', " ");
+    assert_eq!(started.len(), 19, "squeue's start: {started:?}");
+    assert!(
+        page.contains(&format!("first run from {} UTC", &started[..16])),
+        "{started} in {page}"
+    );
+    assert!(
+        page.contains("It has held ") || page.contains("Covers "),
+        "{page}"
     );
     r.stop().await.expect("stop");
 }
