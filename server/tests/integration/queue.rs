@@ -485,3 +485,69 @@ async fn gpus_held_idle_on_a_real_slurm() {
     );
     r.stop().await.expect("stop");
 }
+
+/// On a real Slurm, `/reports` says how much of the day has data: the cluster's booked
+/// GPU-hours over the GPUs Slurm lists, from the hour Gantry began, on the page as in the
+/// API; nothing before it started counts.
+#[tokio::test]
+async fn report_coverage_on_a_real_slurm() {
+    let Some(cli) = cluster() else {
+        return;
+    };
+    let (_conf, mut cfg) = slurm_config();
+    let nodes = cli.nodes().await.expect("nodes");
+    let inv = server::sources::slurm::inventory_from_nodes("truth", &nodes);
+    let gpus = inv.gpu_count();
+    assert!(gpus > 0, "Slurm lists GPUs");
+    let readings = crate::slurm::known_readings(&inv);
+    let exporters = crate::slurm::serve_exporters(inv, readings).await;
+    cfg.gpu_exporter_url = Some(format!("http://{exporters}/dcgm/{{node}}"));
+    cfg.bmc_exporter_url = Some(format!("http://{exporters}/ipmi/{{node}}"));
+    cfg.scrape_interval_ms = Some(500);
+    let began = server::clock::wall_now_ms();
+    let r = server::serve::start(cfg).await.expect("start");
+    support::add_users(&r.store).await;
+    support::wait_ready(&r).await;
+    let cookie = support::login(r.addr, "manager1").await;
+    let auth = [("Cookie", cookie.as_str())];
+    // The rollups book a minute once it is over.
+    let mut api = serde_json::Value::Null;
+    for _ in 0..200 {
+        api = support::get_with(r.addr, "/api/reports?period=day", &auth)
+            .await
+            .json();
+        if api["coverage"]["covered_ms"].as_i64().unwrap_or(0) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let c: app::reports::Coverage =
+        serde_json::from_value(api["coverage"].clone()).expect("coverage");
+    let covered = c.covered_ms.expect("the cluster's size is known");
+    let now = api["now_ms"].as_i64().expect("now");
+    assert!(covered > 0, "{api:#}");
+    // Booked GPU-hours over Slurm's GPUs, never more than Gantry has been running.
+    let capacity = api["total"]["usage"]["capacity_gh"]
+        .as_f64()
+        .expect("capacity");
+    assert_eq!(
+        covered,
+        (capacity / gpus as f64 * 3_600_000.0).round() as i64
+    );
+    assert!(
+        covered <= now - began + 1_000,
+        "{covered} ms in {} ms",
+        now - began
+    );
+    // The hour it began booking: the hour it started (or the next, had it started in an
+    // hour's last minute).
+    let hour = began - began.rem_euclid(3_600_000);
+    let first = c.first_ms.expect("a first hour");
+    assert!(first == hour || first == hour + 3_600_000, "{api:#}");
+    assert!(first <= now, "{api:#}");
+    let page = support::get_with(r.addr, "/reports?period=day", &auth)
+        .await
+        .text();
+    assert!(page.contains(&c.words(true)), "{} in {page}", c.words(true));
+    r.stop().await.expect("stop");
+}
