@@ -387,7 +387,7 @@ pub struct JobCoverage {
 impl JobCoverage {
     /// The words under its ETTR: what it covers, and what not, with times.
     pub fn words(&self, booked_gh: f64) -> String {
-        let utc = |t: UnixMs| format!("{} UTC", &crate::units::utc(t)[..16]);
+        let utc = crate::units::utc_minute;
         let ran = self
             .first_run_ms
             .map(|t| format!(", first run from {}", utc(t)))

@@ -437,7 +437,7 @@ impl Coverage {
                 },
                 crate::units::percent(Some(s)),
                 self.first_ms
-                    .map(|t| format!(", from the hour of {} UTC", &crate::units::utc(t)[..16]))
+                    .map(|t| format!(", from the hour of {}", crate::units::utc_minute(t)))
                     .unwrap_or_default()
             ),
             _ => "How much of the period has data is not known yet (the cluster's size is not known).".into(),

@@ -184,6 +184,12 @@ pub fn utc(ms: UnixMs) -> String {
     )
 }
 
+/// A time to the minute: `2026-11-29 16:05 UTC`.
+pub fn utc_minute(ms: UnixMs) -> String {
+    let t = utc(ms);
+    format!("{} UTC", &t[..16])
+}
+
 /// A duration: `45 s`, `12 min`, `3 h 20 min`, `2 d 5 h`. Negative counts as 0.
 pub fn duration_ms(ms: i64) -> String {
     let s = ms.max(0) / 1000;

@@ -5,7 +5,9 @@ use app::model::UnixMs;
 use app::reliability::{Badput, Ledger};
 use plotters::prelude::*;
 
-use super::{draw_legend, fonts, held, time_chart, with_title, YAxis, REPORT_SIZE, TEXT};
+use super::{
+    draw_legend, fonts, held, in_page_colours, time_chart, with_title, YAxis, REPORT_SIZE, TEXT,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LedgerChartKind {
@@ -149,10 +151,7 @@ pub fn ledger_svg(
         SVGBackend::with_string(&mut svg, REPORT_SIZE).into_drawing_area(),
         TEXT,
     )?;
-    let svg = svg
-        .replace("#9AA7B3", "currentColor")
-        .replace("#9aa7b3", "currentColor");
-    Ok(with_title(svg, &kind.title(l, window)))
+    Ok(with_title(in_page_colours(svg), &kind.title(l, window)))
 }
 
 pub fn ledger_png(

@@ -121,6 +121,14 @@ pub fn line_svg(c: &LineChart<'_>, points: &[(UnixMs, Option<f32>)]) -> Result<S
     Ok(with_title(svg, c.title))
 }
 
+/// A chart drawn in `TEXT` to be inlined in a page: its text in `currentColor`, so it
+/// takes the page's colour (light on the dark page, black when printed). Not for charts
+/// served as images, where `currentColor` is black.
+fn in_page_colours(svg: String) -> String {
+    svg.replace("#9AA7B3", "currentColor")
+        .replace("#9aa7b3", "currentColor")
+}
+
 /// Inserts `<title>` after the opening `<svg>` tag, for screen readers and hover.
 ///
 /// Not HTML markup: the document is the SVG (XML) plotters wrote, served as

@@ -5,8 +5,8 @@ use app::model::UnixMs;
 use plotters::prelude::*;
 
 use super::{
-    axis_number, draw_legend, encode_png, fonts, held, time_chart, with_title, YAxis, GRID,
-    REPORT_SIZE, TEXT,
+    axis_number, draw_legend, encode_png, fonts, held, in_page_colours, time_chart, with_title,
+    YAxis, GRID, REPORT_SIZE, TEXT,
 };
 
 /// The charts of a report.
@@ -325,11 +325,7 @@ pub fn report_svg(kind: ReportChartKind, p: &ReportPlot<'_>) -> Result<String, S
         SVGBackend::with_string(&mut svg, REPORT_SIZE).into_drawing_area(),
         TEXT,
     )?;
-    // Text takes the page's colour: light on the dark page, black when printed.
-    let svg = svg
-        .replace("#9AA7B3", "currentColor")
-        .replace("#9aa7b3", "currentColor");
-    Ok(with_title(svg, &p.title(kind)))
+    Ok(with_title(in_page_colours(svg), &p.title(kind)))
 }
 
 /// One report chart as PNG, on white (a download is printed or pasted into documents).

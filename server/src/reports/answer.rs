@@ -136,8 +136,8 @@ pub async fn build(
             row(
                 format!(
                     "{} to {}",
-                    &app::units::utc(prev_from)[..16],
-                    &app::units::utc(prev_to)[..16]
+                    app::units::utc_minute(prev_from),
+                    app::units::utc_minute(prev_to)
                 ),
                 &s,
                 rates,

@@ -295,16 +295,17 @@ impl Store {
             .collect()
     }
 
-    /// One group's sums over hours `from_ms <= at_ms < to_ms` (zero when it has no rows).
+    /// One group's sums over hours `from_ms <= at_ms < to_ms` (zero when it has no rows),
+    /// and the first of those hours with a row: when the rollups began counting it.
     pub async fn report_total(
         &self,
         kind: &str,
         key: &str,
         from_ms: UnixMs,
         to_ms: UnixMs,
-    ) -> Result<ReportSums> {
+    ) -> Result<(ReportSums, Option<UnixMs>)> {
         let row = sqlx::query(&format!(
-            "SELECT COUNT(*) AS n, {} FROM report_1h \
+            "SELECT COUNT(*) AS n, MIN(at_ms) AS first_ms, {} FROM report_1h \
              WHERE kind = $1 AND group_key = $2 AND at_ms >= $3 AND at_ms < $4",
             sums_sql()
         ))
@@ -315,13 +316,13 @@ impl Store {
         .fetch_one(&self.pool)
         .await?;
         if row.try_get::<i64, _>("n")? == 0 {
-            return Ok(ReportSums::default());
+            return Ok((ReportSums::default(), None));
         }
-        sums(&row)
+        Ok((sums(&row)?, row.try_get::<Option<i64>, _>("first_ms")?))
     }
 
-    /// The first hour at or after `from_ms` with a row of `kind`'s group `key`: when the
-    /// rollups began counting it.
+    /// The first hour at or after `from_ms` with a row of `kind`'s group `key` (one step
+    /// down the primary key's index): when the rollups began counting it.
     pub async fn report_first_at(
         &self,
         kind: &str,

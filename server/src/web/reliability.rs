@@ -47,16 +47,15 @@ pub(super) async fn answer(
         .filter(|a| matches!(a.rule.as_str(), "straggler" | "job_hung"))
         .collect();
     // What of the period the rollups hold, as on /reports.
-    let (first, total) = tokio::try_join!(
-        store.report_first_at("cluster", "all", r.from_ms),
-        store.report_total("cluster", "all", r.from_ms, r.to_ms),
-    )
-    .map_err(ApiError::Storage)?;
+    let (total, first) = store
+        .report_total("cluster", "all", r.from_ms, r.to_ms)
+        .await
+        .map_err(ApiError::Storage)?;
     r.coverage = app::reports::Coverage::of(
         r.to_ms.min(r.now_ms) - r.from_ms,
         total.capacity_gs / 3600.0,
         inv.gpu_count(),
-        first.filter(|&t| t < r.to_ms),
+        first,
     );
     Ok((r, h, jobs))
 }

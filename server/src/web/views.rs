@@ -318,7 +318,7 @@ pub(super) async fn job_detail(
         .chain([job.submit_ms])
         .min()
         .unwrap_or(job.submit_ms);
-    let booked = store
+    let (booked, booked_from_ms) = store
         .report_total(
             "job",
             &id.to_string(),
@@ -338,14 +338,7 @@ pub(super) async fn job_detail(
             .sum::<f64>()
             * f64::from(job.gpus)
             / 3_600_000.0,
-        booked_from_ms: store
-            .report_first_at(
-                "job",
-                &id.to_string(),
-                first_ms - first_ms.rem_euclid(3_600_000),
-            )
-            .await
-            .map_err(fail)?,
+        booked_from_ms,
     };
     let energy = (booked.energy_wh > 0.0 || booked.gpu_energy_wh > 0.0).then(|| {
         let u = crate::reports::usage(&booked);

@@ -384,9 +384,7 @@ async fn gpus_held_idle_on_a_real_slurm() {
         }
     }
     let exporters = crate::slurm::serve_exporters(inv, readings).await;
-    cfg.gpu_exporter_url = Some(format!("http://{exporters}/dcgm/{{node}}"));
-    cfg.bmc_exporter_url = Some(format!("http://{exporters}/ipmi/{{node}}"));
-    cfg.scrape_interval_ms = Some(500);
+    crate::slurm::scrape_from(&mut cfg, exporters);
     cfg.alerts.idle_gpu_ms = 2_000;
     cfg.auth.anonymous_read = true;
     let r = server::serve::start(cfg).await.expect("start");
@@ -501,9 +499,7 @@ async fn report_coverage_on_a_real_slurm() {
     assert!(gpus > 0, "Slurm lists GPUs");
     let readings = crate::slurm::known_readings(&inv);
     let exporters = crate::slurm::serve_exporters(inv, readings).await;
-    cfg.gpu_exporter_url = Some(format!("http://{exporters}/dcgm/{{node}}"));
-    cfg.bmc_exporter_url = Some(format!("http://{exporters}/ipmi/{{node}}"));
-    cfg.scrape_interval_ms = Some(500);
+    crate::slurm::scrape_from(&mut cfg, exporters);
     let began = server::clock::wall_now_ms();
     let r = server::serve::start(cfg).await.expect("start");
     support::add_users(&r.store).await;

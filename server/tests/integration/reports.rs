@@ -219,7 +219,7 @@ async fn story(url: String) {
     assert_eq!(n.coverage.first_ms, None);
     assert_eq!(n.coverage.words(false), "No data for the period yet.");
     let before = n.previous.expect("the day before");
-    assert_eq!(before.key, "2026-11-20 00:00 to 2026-11-21 00:00");
+    assert_eq!(before.key, "2026-11-20 00:00 UTC to 2026-11-21 00:00 UTC");
     close(
         before.usage.allocated_gh,
         40.0,

@@ -691,9 +691,7 @@ async fn the_auto_drain_policy_drains_a_real_slurm_node() {
     cfg.source = server::config::SourceKind::Slurm;
     cfg.slurm.conf = Some(conf.clone().into());
     cfg.slurm.poll_interval_ms = 500;
-    cfg.gpu_exporter_url = Some(format!("http://{exporters}/dcgm/{{node}}"));
-    cfg.bmc_exporter_url = Some(format!("http://{exporters}/ipmi/{{node}}"));
-    cfg.scrape_interval_ms = Some(500);
+    scrape_from(&mut cfg, exporters);
     cfg.alerts.auto_drain = true;
     let r = server::serve::start(cfg).await.expect("start");
     let mut drained = String::new();
@@ -793,6 +791,15 @@ pub(crate) fn known_readings(inv: &app::model::Inventory) -> server::telemetry::
         });
     }
     r
+}
+
+/// Points `cfg`'s GPU and BMC exporters at `exporters`, serving `/dcgm/NODE` and
+/// `/ipmi/NODE` (as [`serve_exporters`] does),
+/// scraped every 500 ms.
+pub(crate) fn scrape_from(cfg: &mut server::config::Config, exporters: std::net::SocketAddr) {
+    cfg.gpu_exporter_url = Some(format!("http://{exporters}/dcgm/{{node}}"));
+    cfg.bmc_exporter_url = Some(format!("http://{exporters}/ipmi/{{node}}"));
+    cfg.scrape_interval_ms = Some(500);
 }
 
 /// Serves `readings` as dcgm-exporter (`/dcgm/NODE`) and ipmi_exporter (`/ipmi/NODE`) text.
@@ -902,9 +909,7 @@ async fn a_real_slurm_with_exporters_shows_what_they_read() {
     cfg.slurm.poll_interval_ms = 500;
     cfg.slurm.layout = Some(layout);
     cfg.slurm.topology = Some(topology);
-    cfg.gpu_exporter_url = Some(format!("http://{exporters}/dcgm/{{node}}"));
-    cfg.bmc_exporter_url = Some(format!("http://{exporters}/ipmi/{{node}}"));
-    cfg.scrape_interval_ms = Some(500);
+    scrape_from(&mut cfg, exporters);
     let r = server::serve::start(cfg).await.expect("start");
     support::wait_ready(&r).await;
 
@@ -1351,10 +1356,8 @@ async fn nmxt_on_a_real_slurm_names_its_nodes_and_jobs() {
     cfg.slurm.conf = Some(conf.clone().into());
     cfg.slurm.poll_interval_ms = 500;
     cfg.slurm.layout = Some(layout);
-    cfg.gpu_exporter_url = Some(format!("http://{exporters}/dcgm/{{node}}"));
-    cfg.bmc_exporter_url = Some(format!("http://{exporters}/ipmi/{{node}}"));
+    scrape_from(&mut cfg, exporters);
     cfg.nvlink_telemetry_url = Some(format!("http://{nmxt}/nmxt/{{rack}}"));
-    cfg.scrape_interval_ms = Some(500);
     let r = server::serve::start(cfg).await.expect("start");
     support::wait_ready(&r).await;
     let job = sbatch(
