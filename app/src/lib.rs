@@ -17,6 +17,7 @@ pub mod queue;
 pub mod reliability;
 pub mod remediation;
 pub mod reports;
+pub mod theme;
 pub mod timeline;
 pub mod units;
 pub mod views;
@@ -53,7 +54,7 @@ pub async fn get_me() -> Result<actions::Me, ServerFnError> {
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     view! {
         <!DOCTYPE html>
-        <html lang="en" data-theme="dark">
+        <html lang="en" data-theme=theme::Theme::current().as_str()>
             <head>
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
@@ -96,6 +97,7 @@ pub fn App() -> impl IntoView {
                 </nav>
                 <span class="spacer"></span>
                 <pages::alerts::AlertBadge/>
+                <theme::ThemeToggle/>
                 <WhoAmI/>
             </header>
             <main id="main" tabindex="-1">

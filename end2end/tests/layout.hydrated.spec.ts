@@ -1,4 +1,5 @@
-// Pages read well on a laptop and on the wall, on screen (dark) and in print (light):
+// Pages read well on a laptop and on the wall, on screen (dark, or light when the user
+// chooses it with the top bar's button) and in print (light):
 // nothing spills out of its container or is clipped, no text is under 12 px, and axe finds
 // no contrast failure; the new words and marks of /timeline, /topology, a job page and
 // /audit are there, and a job page's coverage names the run the simulator started.
@@ -11,13 +12,25 @@ import { structure, wallProblems } from "./layout";
 const axeSource = readFileSync(resolve(process.cwd(), "node_modules/axe-core/axe.min.js"), "utf8");
 const PAGES = ["/", "/racks", "/thermal", "/topology", "/nodes", "/nodes/gpu001", "/jobs", "/jobs/1000", "/timeline", "/alerts", "/audit", "/reports", "/reliability"];
 
+const MODES = [
+  { name: "dark", media: "screen", theme: "dark" },
+  { name: "light", media: "screen", theme: "light" },
+  { name: "light (print)", media: "print", theme: "dark" },
+] as const;
+
 for (const width of [1366, 1920]) {
-  for (const media of ["screen", "print"] as const) {
-    test(`every page's structure at ${width} px, ${media === "screen" ? "dark" : "light (print)"}`, async ({ page }) => {
+  for (const mode of MODES) {
+    test(`every page's structure at ${width} px, ${mode.name}`, async ({ page }) => {
       test.setTimeout(180_000);
       await page.setViewportSize({ width, height: 1080 });
       await signIn(page, "admin1");
-      await page.emulateMedia({ media });
+      if (mode.theme === "light") {
+        // The user's choice, by the button, as a user makes it.
+        await page.goto("/racks");
+        await page.locator('[data-test="theme-toggle"]').click();
+        await expect(page.locator("html")).toHaveAttribute("data-theme", "light");
+      }
+      await page.emulateMedia({ media: mode.media });
       const found: string[] = [];
       for (const path of PAGES) {
         await page.goto(path);
@@ -35,6 +48,29 @@ for (const width of [1366, 1920]) {
     });
   }
 }
+
+test("the theme button switches every page and back, and stays on the page it was pressed on", async ({ page, request }) => {
+  await page.goto("/topology");
+  await expect(page.locator("html")).toHaveAttribute("data-theme", "dark");
+  const bg = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  const dark = await bg();
+  await page.locator('[data-test="theme-toggle"]').click();
+  await expect(page).toHaveURL(/\/topology$/);
+  await expect(page.locator("html")).toHaveAttribute("data-theme", "light");
+  expect(await bg()).not.toBe(dark);
+  // Another page opens light too (the server reads the cookie: no flash of dark first).
+  const html = await (await page.request.get("/alerts")).text();
+  expect(html).toContain('data-theme="light"');
+  // An image chart is drawn for a light page: no mid-grey text, which reads at 2.4:1 on white.
+  const svg = await (await page.request.get("/api/charts/throttling.svg?scope=cluster&hours=24")).text();
+  expect(svg.toUpperCase()).not.toContain("#9AA7B3");
+  await page.locator('[data-test="theme-toggle"]').click();
+  await expect(page.locator("html")).toHaveAttribute("data-theme", "dark");
+  expect(await bg()).toBe(dark);
+  // The API, without the page's cookie, is untouched.
+  const plain = await (await request.get("/api/charts/throttling.svg?scope=cluster&hours=24")).text();
+  expect(plain.toUpperCase()).toContain("#9AA7B3");
+});
 
 test("the timeline names its rows, labels its bars, keys each state and marks now", async ({ page, request }) => {
   await page.goto("/timeline?hours=24");

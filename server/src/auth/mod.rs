@@ -507,6 +507,8 @@ pub fn access_for(method: &Method, path: &str) -> Access {
             | "/login"
             | "/auth/login"
             | "/auth/logout"
+            // The colour theme: a cookie on the caller's own browser (the sign-in page has it).
+            | "/theme"
             // OpenID Connect: the redirect to the provider, and its return.
             | "/auth/oidc/login"
             | "/auth/oidc/callback"

@@ -2,7 +2,7 @@
 //! window's series, and charts of them (SVG).
 
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Json;
@@ -95,6 +95,7 @@ async fn history(
     responses((status = 200, description = "an SVG line chart", content_type = "image/svg+xml", body = String)))]
 async fn history_svg(
     State(st): State<AppState>,
+    headers: HeaderMap,
     Query(q): Query<HistoryQuery>,
 ) -> Result<Response, ApiError> {
     use crate::live::window::{Metric, Scope};
@@ -129,7 +130,7 @@ async fn history_svg(
         &points,
     )
     .map_err(ApiError::Internal)?;
-    Ok(svg_response(svg))
+    Ok(svg_response(svg, &headers))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -146,6 +147,7 @@ struct ThrottlingQuery {
     responses((status = 200, description = "an SVG chart", content_type = "image/svg+xml", body = String)))]
 async fn throttling_svg(
     State(st): State<AppState>,
+    headers: HeaderMap,
     Query(q): Query<ThrottlingQuery>,
 ) -> Result<Response, ApiError> {
     let scope = q.scope.unwrap_or_else(|| "cluster".into());
@@ -175,11 +177,16 @@ async fn throttling_svg(
         &points,
     )
     .map_err(ApiError::Internal)?;
-    Ok(svg_response(svg))
+    Ok(svg_response(svg, &headers))
 }
 
-/// An SVG chart as the answer: not cached, since it is drawn from live data.
-fn svg_response(svg: String) -> Response {
+/// An SVG chart as the answer: not cached, since it is drawn from live data (and in the
+/// theme of the page that asked, from its cookie: an image cannot take the page's colours).
+fn svg_response(svg: String, headers: &HeaderMap) -> Response {
+    let svg = match super::theme::of_request(headers) {
+        app::theme::Theme::Light => crate::charts::for_light_page(svg),
+        app::theme::Theme::Dark => svg,
+    };
     (
         [
             (header::CONTENT_TYPE, "image/svg+xml"),
@@ -197,6 +204,7 @@ fn svg_response(svg: String) -> Response {
     responses((status = 200, description = "an SVG chart of the job's GPUs", content_type = "image/svg+xml", body = String)))]
 async fn job_activity_svg(
     State(st): State<AppState>,
+    headers: HeaderMap,
     Path(id): Path<u64>,
 ) -> Result<Response, ApiError> {
     let job = st
@@ -229,7 +237,7 @@ async fn job_activity_svg(
         &points,
     )
     .map_err(ApiError::Internal)?;
-    Ok(svg_response(svg))
+    Ok(svg_response(svg, &headers))
 }
 
 /// `GET /api/nodes`.

@@ -69,6 +69,7 @@ mod reliability;
 mod remediation;
 mod reports;
 mod sim;
+mod theme;
 mod views;
 
 /// Everything handlers need, built once at start.
@@ -141,6 +142,7 @@ pub fn router_with_paths(state: AppState) -> (Router, Vec<String>) {
     let mut areas = vec![
         health::routes(),
         guard::routes(),
+        theme::routes(),
         live::routes(),
         cluster::routes(),
         actions::routes(),

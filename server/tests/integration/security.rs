@@ -461,3 +461,81 @@ async fn a_missing_page_s_scripts_carry_the_header_s_nonce_too() {
     );
     r.stop().await.expect("stop");
 }
+
+#[tokio::test]
+async fn the_theme_is_kept_in_a_cookie_the_page_and_its_charts_follow() {
+    let r = start_with(|_| {}).await;
+    let post = |pairs: Vec<(&'static str, &'static str)>,
+                extra: Vec<(&'static str, &'static str)>| {
+        let form = url_form(&pairs);
+        async move {
+            request(
+                r.addr,
+                "POST",
+                "/theme",
+                &extra,
+                Some(("application/x-www-form-urlencoded", form.as_bytes())),
+            )
+            .await
+        }
+    };
+    // Anyone may choose (the sign-in page has the button); back to the page it came from.
+    let set = post(vec![("theme", "light"), ("back", "/racks?kiosk=1")], vec![]).await;
+    assert_eq!(set.status, 303, "{}", set.text());
+    assert_eq!(set.header("location"), Some("/racks?kiosk=1"));
+    let cookie = set.header("set-cookie").unwrap_or("").to_string();
+    assert!(
+        cookie.starts_with("gantry_theme=light;")
+            && cookie.contains("Path=/")
+            && cookie.contains("Max-Age="),
+        "{cookie}"
+    );
+    // Somewhere else, or nowhere: back to the overview, never off the site.
+    for back in [
+        "//evil.example/",
+        "https://evil.example/",
+        "/\\evil.example",
+        "",
+    ] {
+        let off = post(vec![("theme", "dark"), ("back", back)], vec![]).await;
+        assert_eq!(off.header("location"), Some("/"), "{back:?}");
+    }
+    // Only the two themes; and not from another site's form.
+    let bad = post(vec![("theme", "<script>")], vec![]).await;
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    assert!(bad.header("set-cookie").is_none());
+    let cross = post(
+        vec![("theme", "light")],
+        vec![("Origin", "https://evil.example")],
+    )
+    .await;
+    assert_eq!(cross.status, 403, "{}", cross.text());
+    assert!(cross.header("set-cookie").is_none());
+
+    // The document is rendered in the chosen theme, and the button offers the other.
+    let login = support::login(r.addr, "viewer1").await;
+    let both = format!("{login}; gantry_theme=light");
+    let light = support::get_with(r.addr, "/racks", &[("Cookie", &both)]).await;
+    assert_eq!(light.status, 200);
+    assert!(
+        light
+            .text()
+            .contains(r#"<html lang="en" data-theme="light""#),
+        "{}",
+        &light.text()[..300.min(light.text().len())]
+    );
+    assert!(light.text().contains("Dark theme"));
+    let dark = support::get_with(r.addr, "/racks", &[("Cookie", &login)]).await;
+    assert!(dark.text().contains(r#"<html lang="en" data-theme="dark""#));
+    assert!(dark.text().contains("Light theme"));
+    // A chart served as an image is drawn for its page: mid-grey text on the dark page,
+    // dark grey on the light one.
+    let chart = "/api/charts/history.svg?scope=cluster&metric=power_watts";
+    let on_dark = support::get_with(r.addr, chart, &[("Cookie", &login)]).await;
+    assert_eq!(on_dark.status, 200, "{}", on_dark.text());
+    assert!(on_dark.text().to_ascii_uppercase().contains("#9AA7B3"));
+    let on_light = support::get_with(r.addr, chart, &[("Cookie", &both)]).await;
+    assert!(!on_light.text().to_ascii_uppercase().contains("#9AA7B3"));
+    assert!(on_light.text().contains("#4B5563"));
+    r.stop().await.expect("stop");
+}
