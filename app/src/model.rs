@@ -24,6 +24,12 @@ pub enum Cooling {
 pub struct Rack {
     pub name: String,
     pub row: String,
+    /// The data hall the rack stands in; empty where the layout names no halls.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hall: String,
+    /// The pod (a group of rows) within the hall, where the layout names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
     /// Position in its row, from 0.
     pub position: u32,
     pub power_limit_watts: f64,
@@ -251,11 +257,24 @@ pub struct SwitchDomain {
     pub block_sizes: Vec<u32>,
 }
 
+/// A data hall: a building's room of rows, fed by its own power feed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct Hall {
+    pub name: String,
+    /// The hall's power feed; `None`: not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_feed_watts: Option<f64>,
+}
+
 /// A cluster's inventory: what exists, as opposed to what it is doing.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Inventory {
     pub cluster: String,
+    /// The data halls, in the layout's order; empty where it names none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub halls: Vec<Hall>,
     pub rows: Vec<String>,
     pub racks: Vec<Rack>,
     pub nodes: Vec<Node>,
@@ -701,6 +720,7 @@ mod tests {
         };
         let inv = Inventory {
             cluster: "c".into(),
+            halls: Vec::new(),
             rows: vec![],
             racks: vec![],
             nodes: vec![],

@@ -25,6 +25,9 @@ pub struct Overview {
     /// The live interval: a value older than two of these is stale.
     pub interval_ms: i64,
     pub summary: Summary,
+    /// The data halls, where the layout names them (the fleet level).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub halls: Vec<HallTile>,
     pub racks: Vec<RackTile>,
     /// Every node, in inventory order.
     #[serde(default)]
@@ -55,6 +58,9 @@ pub struct OverviewDelta {
     pub published_ms: UnixMs,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<Summary>,
+    /// The halls, whole, when any changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halls: Option<Vec<HallTile>>,
     /// Racks whose tile changed, whole.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub racks: Vec<RackTile>,
@@ -143,6 +149,7 @@ impl Overview {
             at_ms: next.at_ms,
             published_ms: next.published_ms,
             summary: (self.summary != next.summary).then(|| next.summary.clone()),
+            halls: (self.halls != next.halls).then(|| next.halls.clone()),
             racks,
             nodes: changed(&self.nodes, &next.nodes),
             domains: changed(&self.domains, &next.domains),
@@ -221,6 +228,9 @@ impl Overview {
         if let Some(s) = &delta.summary {
             self.summary = s.clone();
         }
+        if let Some(h) = &delta.halls {
+            self.halls = h.clone();
+        }
         self.seq = delta.seq;
         self.at_ms = delta.at_ms;
         self.published_ms = delta.published_ms;
@@ -268,6 +278,7 @@ mod tests {
         RackTile {
             name: name.into(),
             row: "A".into(),
+            hall: String::new(),
             position: 0,
             power_watts: Some(power),
             power_limit_watts: 40_000.0,

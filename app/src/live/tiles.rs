@@ -19,6 +19,17 @@ pub struct GpuCounts {
     pub down: u32,
 }
 
+impl GpuCounts {
+    /// Adds `o`'s counts to these.
+    pub fn add(&mut self, o: GpuCounts) {
+        self.total += o.total;
+        self.allocated += o.allocated;
+        self.idle += o.idle;
+        self.drained += o.drained;
+        self.down += o.down;
+    }
+}
+
 /// The cluster-wide numbers of the overview.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
@@ -41,12 +52,58 @@ pub struct Summary {
     pub alerts_critical: u32,
 }
 
+/// One data hall of the fleet: its racks' power against its feed, its GPUs by state, and
+/// its worst open problem (the fleet level of the floor's drill-down).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+pub struct HallTile {
+    pub name: String,
+    pub rows: u32,
+    pub racks: u32,
+    pub nodes: u32,
+    /// The sum of its racks' power (each as its tile says: BMC, else GPUs).
+    pub power_watts: f64,
+    /// The hall's feed from the layout; `None`: not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_feed_watts: Option<f64>,
+    /// The sum of its racks' limits.
+    pub power_limit_watts: f64,
+    pub gpus: GpuCounts,
+    pub gpus_throttling: u32,
+    /// Mean SM activity over its allocated GPUs with a reading, 0.0 to 1.0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_active_mean: Option<f64>,
+    pub nodes_unavailable: u32,
+    /// Nodes up whose power reading is missing or stale: the power is a lower bound.
+    #[serde(default)]
+    pub nodes_not_reporting: u32,
+    /// Racks over their limit now.
+    #[serde(default)]
+    pub racks_over_limit: u32,
+    /// The worst open incident in the hall (its words those of the worst rack's), with
+    /// how many are open in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incident: Option<RackIncident>,
+}
+
+impl HallTile {
+    /// The share of its feed the hall draws, where it has one.
+    pub fn feed_share(&self) -> Option<f64> {
+        self.power_feed_watts
+            .filter(|f| *f > 0.0)
+            .map(|f| self.power_watts / f)
+    }
+}
+
 /// One rack of the mini-map.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct RackTile {
     pub name: String,
     pub row: String,
+    /// Its data hall; empty where the layout names none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hall: String,
     pub position: u32,
     pub power_watts: Option<f64>,
     pub power_limit_watts: f64,

@@ -1,6 +1,6 @@
 //! `/`: the live overview. "Needs action" (the open incidents, critical first, each with
 //! what to do), GPUs by state, SM activity, power against capacity, GPUs throttling, jobs,
-//! and a rack mini-map.
+//! the data halls (the fleet level, where the layout names halls) and a rack mini-map.
 //!
 //! Rendered on the server with the numbers in the HTML; after hydration it subscribes to
 //! `/api/live` (snapshot, then deltas) and marks values stale when they are older than
@@ -58,6 +58,7 @@ fn OverviewBody(snap: LiveSnapshot) -> impl IntoView {
             </div>
             <NeedsAction/>
             <Stats state stale/>
+            <Halls state stale/>
             <section aria-labelledby="racks-h" class:stale=move || stale.get()>
                 <h2 id="racks-h">"Racks"</h2>
                 <p class="legend" aria-hidden="true">
@@ -161,6 +162,72 @@ fn Stats(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
                 <Stat label="Jobs running" test="jobs-running" value=Signal::derive(move || units::count(sum().jobs_running as u64))/>
                 <Stat label="Jobs pending" test="jobs-pending" value=Signal::derive(move || units::count(sum().jobs_pending as u64))/>
             </dl>
+        </section>
+    }
+}
+
+/// The fleet level: one row per data hall, its power against its feed, GPUs by state,
+/// throttling, SM activity and its worst open problem; each hall links to its floor
+/// (`/racks?hall=`). Nothing where the layout names no halls.
+#[component]
+fn Halls(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
+    let halls = Memo::new(move |_| state.with(|s| s.halls.clone()));
+    view! {
+        <section aria-labelledby="halls-h" class:stale=move || stale.get() hidden=move || halls.with(Vec::is_empty)
+            data-test="halls">
+            <h2 id="halls-h">"Halls"</h2>
+            <div class="table-wrap" tabindex="0" role="region" aria-labelledby="halls-h">
+            <table class="grid report">
+                <thead><tr>
+                    <th scope="col">"Hall"</th>
+                    <th scope="col" class="num">"Power"</th>
+                    <th scope="col" class="num">"Feed"</th>
+                    <th scope="col" class="num">"Of feed"</th>
+                    <th scope="col" class="num">"GPUs"</th>
+                    <th scope="col" class="num">"Allocated"</th>
+                    <th scope="col" class="num">"Idle"</th>
+                    <th scope="col" class="num">"Drained"</th>
+                    <th scope="col" class="num">"Down"</th>
+                    <th scope="col" class="num">"Throttling"</th>
+                    <th scope="col" class="num">"SM activity"</th>
+                    <th scope="col">"Worst open problem"</th>
+                </tr></thead>
+                <tbody>
+                    <For each=move || halls.get() key=|h| format!("{h:?}") let:h>
+                        {
+                            let share = h.feed_share();
+                            let over = share.is_some_and(|x| x > 1.0);
+                            let near = share.is_some_and(|x| x > 0.9);
+                            let partial = (h.nodes_not_reporting > 0).then(|| format!(
+                                " (lower bound: {} node{} not reporting)",
+                                h.nodes_not_reporting,
+                                if h.nodes_not_reporting == 1 { "" } else { "s" }
+                            ));
+                            view! {
+                                <tr data-hall=h.name.clone() class:crit=over class:warn=near && !over>
+                                    <th scope="row"><a href=format!("/racks?hall={}", crate::nav::encode_component(&h.name))>{format!("Hall {}", h.name)}</a>
+                                        <span class="muted">{format!(" {} rows, {} racks", h.rows, h.racks)}</span></th>
+                                    <td class="num" data-test="hall-power">{units::power(Some(h.power_watts))}{partial}</td>
+                                    <td class="num">{h.power_feed_watts.map(|f| units::power(Some(f))).unwrap_or_else(|| "not set".into())}</td>
+                                    <td class="num" data-test="hall-feed-share">{share.map(|x| format!("{}{}", units::percent(Some(x)), if over { " over" } else { "" })).unwrap_or_else(|| "-".into())}</td>
+                                    <td class="num">{units::count(u64::from(h.gpus.total))}</td>
+                                    <td class="num" data-test="hall-allocated">{units::count(u64::from(h.gpus.allocated))}</td>
+                                    <td class="num">{units::count(u64::from(h.gpus.idle))}</td>
+                                    <td class="num">{units::count(u64::from(h.gpus.drained))}</td>
+                                    <td class="num">{units::count(u64::from(h.gpus.down))}</td>
+                                    <td class="num">{units::count(u64::from(h.gpus_throttling))}</td>
+                                    <td class="num">{units::percent(h.sm_active_mean)}</td>
+                                    <td>{match h.incident.as_ref() {
+                                        Some(i) => view! { <a href=i.link.clone()>{incident_words(i)}</a> }.into_any(),
+                                        None => view! { <span class="muted">"none open"</span> }.into_any(),
+                                    }}</td>
+                                </tr>
+                            }
+                        }
+                    </For>
+                </tbody>
+            </table>
+            </div>
         </section>
     }
 }

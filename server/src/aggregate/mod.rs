@@ -118,6 +118,7 @@ pub fn clock_deficit(g: &GpuReading) -> Option<f64> {
 mod coolant;
 mod fabric;
 mod floor;
+pub(crate) mod halls;
 pub mod idle;
 mod placement;
 mod shelves;
@@ -223,6 +224,7 @@ pub fn overview(
     let node_rack = |name: &str| ix.get(name).and_then(|&i| rack_of[i]);
 
     let mut gpus = GpuCounts::default();
+    let mut per_rack = vec![halls::RackSums::default(); inv.racks.len()];
     let mut unavailable = vec![0u32; inv.racks.len()];
     for n in &inv.nodes {
         let k = n.gpus.len() as u32;
@@ -230,15 +232,22 @@ pub fn overview(
             .get(n.name.as_str())
             .copied()
             .unwrap_or(NodeState::Unknown);
-        gpus.total += k;
-        if allocated_nodes.contains_key(n.name.as_str()) {
-            gpus.allocated += k;
-        } else if matches!(st, NodeState::Drained | NodeState::Draining) {
-            gpus.drained += k;
-        } else if st.is_unavailable() || st == NodeState::Unknown {
-            gpus.down += k;
-        } else {
-            gpus.idle += k;
+        let mut one = GpuCounts::default();
+        for c in [&mut gpus, &mut one] {
+            c.total += k;
+            if allocated_nodes.contains_key(n.name.as_str()) {
+                c.allocated += k;
+            } else if matches!(st, NodeState::Drained | NodeState::Draining) {
+                c.drained += k;
+            } else if st.is_unavailable() || st == NodeState::Unknown {
+                c.down += k;
+            } else {
+                c.idle += k;
+            }
+        }
+        if let Some(ri) = node_rack(&n.name) {
+            per_rack[ri].gpus.add(one);
+            per_rack[ri].nodes += 1;
         }
         if st.is_unavailable() {
             if let Some(ri) = node_rack(&n.name) {
@@ -269,6 +278,10 @@ pub fn overview(
                 if let Some(sm) = g.sm_active_ratio {
                     sm_sum += sm;
                     sm_n += 1;
+                    if let Some(ri) = rack {
+                        per_rack[ri].sm_sum += sm;
+                        per_rack[ri].sm_n += 1;
+                    }
                 }
             }
         }
@@ -308,6 +321,7 @@ pub fn overview(
             RackTile {
                 name: rack.name.clone(),
                 row: rack.row.clone(),
+                hall: rack.hall.clone(),
                 position: rack.position,
                 power_watts: power,
                 power_limit_watts: limit,
@@ -353,6 +367,7 @@ pub fn overview(
         published_ms,
         interval_ms,
         summary,
+        halls: halls::halls(inv, &racks, &per_rack),
         racks,
         ..Overview::default()
     };

@@ -1,12 +1,18 @@
-//! The cluster layout file: what Slurm does not know. Rows and racks on the floor, rack
+//! The cluster layout file: what Slurm does not know. Halls, pods, rows and racks on the floor, rack
 //! power limits and cooling, PDUs, nodes by U position, NVLink domains; optionally Slurm's
 //! topology file (topology.conf or topology.yaml) for leaf/spine switches and blocks.
 //! Pure: text in, [`Inventory`] out.
 //!
 //! ```toml
+//! [[hall]]                      # optional: a building's data hall and its power feed
+//! name = "H1"
+//! power_feed_kw = 25000         # unset: the hall's power is not judged against a feed
+//!
 //! [[rack]]
 //! name = "A01"
 //! row = "A"
+//! hall = "H1"                   # every rack names a hall, or none does; a row is in one
+//! pod = "P1"                    # optional: a pod (a group of rows) within the hall
 //! power_limit_kw = 40
 //! cooling = "air"               # or "liquid"
 //! inlet_limit_celsius = 35      # default 35
@@ -28,7 +34,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use app::model::{Cooling, DomainKind, Gpu, Inventory, Node, Rack, SwitchDomain};
+use app::model::{Cooling, DomainKind, Gpu, Hall, Inventory, Node, Rack, SwitchDomain};
 use serde::Deserialize;
 
 use crate::slurm::{hostlist, topology_yaml};
@@ -43,6 +49,8 @@ pub enum LayoutError {
     Twice(String),
     #[error("layout: NVLink domain {name:?}: {message}")]
     Domain { name: String, message: String },
+    #[error("layout: hall {name:?}: {message}")]
+    Hall { name: String, message: String },
 }
 
 #[derive(Debug, Deserialize)]
@@ -52,6 +60,15 @@ struct File {
     rack: Vec<FileRack>,
     #[serde(default)]
     nvlink_domain: Vec<FileDomain>,
+    #[serde(default)]
+    hall: Vec<FileHall>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileHall {
+    name: String,
+    power_feed_kw: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -59,6 +76,8 @@ struct File {
 struct FileRack {
     name: String,
     row: String,
+    hall: Option<String>,
+    pod: Option<String>,
     power_limit_kw: f64,
     cooling: Option<String>,
     inlet_limit_celsius: Option<f64>,
@@ -100,6 +119,8 @@ pub fn parse(cluster: &str, text: &str, topo: Option<(&str, &str)>) -> Result<La
     let mut seen: HashMap<String, ()> = HashMap::new();
     let mut pdus = BTreeMap::new();
     let mut position_in_row: HashMap<String, u32> = HashMap::new();
+    let mut row_place: HashMap<String, (String, Option<String>)> = HashMap::new();
+    let mut hall_order: Vec<String> = Vec::new();
     for r in f.rack {
         let bad = |m: &str| LayoutError::Rack {
             rack: r.name.clone(),
@@ -144,6 +165,7 @@ pub fn parse(cluster: &str, text: &str, topo: Option<(&str, &str)>) -> Result<La
         if r.switch_trays.is_some_and(|n| !(1..=64).contains(&n)) {
             return Err(bad("switch_trays must be 1 to 64"));
         }
+        let (hall, pod) = placed_in(&r, &mut row_place, &mut hall_order)?;
         if !rows.contains(&r.row) {
             rows.push(r.row.clone());
         }
@@ -151,6 +173,8 @@ pub fn parse(cluster: &str, text: &str, topo: Option<(&str, &str)>) -> Result<La
         racks.push(Rack {
             name: r.name.clone(),
             row: r.row.clone(),
+            hall,
+            pod,
             position: *pos,
             power_limit_watts: r.power_limit_kw * 1000.0,
             cooling,
@@ -269,9 +293,11 @@ pub fn parse(cluster: &str, text: &str, topo: Option<(&str, &str)>) -> Result<La
     for n in &mut nodes {
         n.domains = member_of.remove(n.name.as_str()).unwrap_or_default();
     }
+    let halls = halls(f.hall, &hall_order)?;
     Ok(Layout {
         inventory: Inventory {
             cluster: cluster.into(),
+            halls,
             rows,
             racks,
             nodes,
@@ -279,6 +305,96 @@ pub fn parse(cluster: &str, text: &str, topo: Option<(&str, &str)>) -> Result<La
         },
         pdus,
     })
+}
+
+/// Longest hall or pod name kept.
+const MAX_PLACE_NAME: usize = 64;
+
+/// Where rack `r` stands: its hall and pod, the same for every rack of its row, and named
+/// on every rack or on none (the first rack decides). Records the halls in first-seen order.
+fn placed_in(
+    r: &FileRack,
+    row_place: &mut HashMap<String, (String, Option<String>)>,
+    hall_order: &mut Vec<String>,
+) -> Result<(String, Option<String>), LayoutError> {
+    let bad = |m: String| LayoutError::Rack {
+        rack: r.name.clone(),
+        message: m,
+    };
+    let hall = r.hall.as_deref().map(str::trim).unwrap_or("").to_string();
+    let pod = r.pod.as_deref().map(str::trim).map(str::to_string);
+    if hall.len() > MAX_PLACE_NAME
+        || pod
+            .as_ref()
+            .is_some_and(|p| p.is_empty() || p.len() > MAX_PLACE_NAME)
+    {
+        return Err(bad(format!(
+            "hall and pod are 1 to {MAX_PLACE_NAME} characters"
+        )));
+    }
+    if pod.is_some() && hall.is_empty() {
+        return Err(bad("a pod is within a hall: name the hall too".into()));
+    }
+    let first = row_place.is_empty();
+    let any_hall = row_place.values().any(|(h, _)| !h.is_empty());
+    if !first && any_hall == hall.is_empty() {
+        return Err(bad(
+            "hall is named on some racks and not on others: name it on every rack or on none"
+                .into(),
+        ));
+    }
+    match row_place.get(&r.row) {
+        Some((h, p)) if *h != hall || *p != pod => {
+            return Err(bad(format!(
+                "row {:?} is in hall {h:?}{} already: a row stands in one hall and pod",
+                r.row,
+                p.as_deref()
+                    .map(|p| format!(", pod {p:?}"))
+                    .unwrap_or_default()
+            )));
+        }
+        Some(_) => {}
+        None => {
+            row_place.insert(r.row.clone(), (hall.clone(), pod.clone()));
+        }
+    }
+    if !hall.is_empty() && !hall_order.contains(&hall) {
+        hall_order.push(hall.clone());
+    }
+    Ok((hall, pod))
+}
+
+/// The halls the racks name, in the order they first appear, each with its feed from a
+/// `[[hall]]` entry (if any); an entry that names a hall no rack is in is refused.
+fn halls(entries: Vec<FileHall>, order: &[String]) -> Result<Vec<Hall>, LayoutError> {
+    let mut feeds: HashMap<String, Option<f64>> = HashMap::new();
+    for h in entries {
+        let bad = |m: &str| LayoutError::Hall {
+            name: h.name.clone(),
+            message: m.into(),
+        };
+        if !order.contains(&h.name) {
+            return Err(bad("no rack names this hall"));
+        }
+        if let Some(kw) = h.power_feed_kw {
+            if !(kw.is_finite() && kw > 0.0 && kw <= 1_000_000.0) {
+                return Err(bad("power_feed_kw must be above 0 and at most 1000000"));
+            }
+        }
+        if feeds
+            .insert(h.name.clone(), h.power_feed_kw.map(|kw| kw * 1000.0))
+            .is_some()
+        {
+            return Err(bad("defined twice"));
+        }
+    }
+    Ok(order
+        .iter()
+        .map(|name| Hall {
+            name: name.clone(),
+            power_feed_watts: feeds.get(name).copied().flatten(),
+        })
+        .collect())
 }
 
 /// The inventory for the nodes Slurm reports: placed as the layout says, with GPUs from
@@ -305,9 +421,22 @@ pub fn place(layout: &Layout, slurm: &[(String, u32)]) -> Inventory {
     if !extra.is_empty() {
         let row = "unplaced".to_string();
         inv.rows.push(row.clone());
+        if !inv.halls.is_empty() {
+            inv.halls.push(Hall {
+                name: "unplaced".into(),
+                power_feed_watts: None,
+            });
+        }
         inv.racks.push(Rack {
             name: "unplaced".into(),
             row,
+            // Where the layout names halls, the unplaced are a hall of their own.
+            hall: if inv.halls.is_empty() {
+                String::new()
+            } else {
+                "unplaced".into()
+            },
+            pod: None,
             position: 0,
             power_limit_watts: 0.0,
             cooling: Cooling::Air,
@@ -453,6 +582,139 @@ nodes = "gpu[001-002]"
             ("[[rack]]\nname = \"X\"\nrow = \"A\"\npower_limit_kw = 40\npower_shelves = 4\npower_shelves_redundant = 4\n", "rack \"X\": power_shelves_redundant must be fewer than power_shelves"),
         ] {
             let e = parse("c", text, None).expect_err(text);
+            assert!(e.to_string().contains(want), "{e} lacks {want:?}");
+        }
+    }
+
+    const HALLS: &str = r#"
+[[hall]]
+name = "H1"
+power_feed_kw = 90
+
+[[rack]]
+name = "A01"
+row = "A"
+hall = "H1"
+pod = "P1"
+power_limit_kw = 40
+nodes = "gpu[001-002]"
+
+[[rack]]
+name = "A02"
+row = "A"
+hall = "H1"
+pod = "P1"
+power_limit_kw = 40
+nodes = "gpu003"
+
+[[rack]]
+name = "B01"
+row = "B"
+hall = "H2"
+power_limit_kw = 40
+nodes = "gpu004"
+"#;
+
+    #[test]
+    fn halls_and_pods_from_the_racks_with_their_feeds() {
+        let l = parse("c", HALLS, None).expect("layout");
+        let inv = &l.inventory;
+        assert_eq!(
+            inv.halls,
+            [
+                Hall {
+                    name: "H1".into(),
+                    power_feed_watts: Some(90_000.0)
+                },
+                Hall {
+                    name: "H2".into(),
+                    power_feed_watts: None
+                },
+            ]
+        );
+        let place: Vec<_> = inv
+            .racks
+            .iter()
+            .map(|r| (r.name.as_str(), r.hall.as_str(), r.pod.as_deref()))
+            .collect();
+        assert_eq!(
+            place,
+            [
+                ("A01", "H1", Some("P1")),
+                ("A02", "H1", Some("P1")),
+                ("B01", "H2", None)
+            ]
+        );
+        // A layout without halls keeps working: no halls, racks in none.
+        let plain = parse("c", LAYOUT, None).expect("layout");
+        assert!(plain.inventory.halls.is_empty());
+        assert!(plain
+            .inventory
+            .racks
+            .iter()
+            .all(|r| r.hall.is_empty() && r.pod.is_none()));
+        // Nodes Slurm has and the layout lacks are a hall of their own where there are halls.
+        let inv = place_all(&l);
+        assert_eq!(inv.halls.last().map(|h| h.name.as_str()), Some("unplaced"));
+        assert_eq!(inv.racks.last().map(|r| r.hall.as_str()), Some("unplaced"));
+        let plain = place_all(&plain);
+        assert!(plain.halls.is_empty() && plain.racks.iter().all(|r| r.hall.is_empty()));
+    }
+
+    fn place_all(l: &Layout) -> Inventory {
+        place(l, &[("gpu001".into(), 8), ("gpu999".into(), 8)])
+    }
+
+    #[test]
+    fn bad_halls_say_where() {
+        let rack = |name: &str, row: &str, more: &str| {
+            format!("[[rack]]\nname = \"{name}\"\nrow = \"{row}\"\npower_limit_kw = 40\n{more}\n")
+        };
+        for (text, want) in [
+            (
+                rack("X", "A", "hall = \"H1\"") + &rack("Y", "B", ""),
+                "rack \"Y\": hall is named on some racks and not on others",
+            ),
+            (
+                rack("X", "A", "") + &rack("Y", "B", "hall = \"H1\""),
+                "rack \"Y\": hall is named on some racks and not on others",
+            ),
+            (
+                rack("X", "A", "hall = \"H1\"") + &rack("Y", "A", "hall = \"H2\""),
+                "rack \"Y\": row \"A\" is in hall \"H1\" already",
+            ),
+            (
+                rack("X", "A", "hall = \"H1\"\npod = \"P1\"")
+                    + &rack("Y", "A", "hall = \"H1\"\npod = \"P2\""),
+                "pod \"P1\"",
+            ),
+            (
+                rack("X", "A", "pod = \"P1\""),
+                "rack \"X\": a pod is within a hall",
+            ),
+            (
+                rack("X", "A", "hall = \"H1\"\npod = \"\""),
+                "hall and pod are 1 to 64 characters",
+            ),
+            (
+                rack("X", "A", "hall = \"H1\"") + "[[hall]]\nname = \"H9\"\n",
+                "hall \"H9\": no rack names this hall",
+            ),
+            (
+                rack("X", "A", "hall = \"H1\"") + "[[hall]]\nname = \"H1\"\npower_feed_kw = 0\n",
+                "hall \"H1\": power_feed_kw must be above 0",
+            ),
+            (
+                rack("X", "A", "hall = \"H1\"")
+                    + "[[hall]]\nname = \"H1\"\n[[hall]]\nname = \"H1\"\n",
+                "hall \"H1\": defined twice",
+            ),
+            (
+                rack("X", "A", "hall = \"H1\"") + "[[hall]]\nname = \"H1\"\nfeed = 3\n",
+                "layout",
+            ),
+        ] {
+            let e = parse("c", &text, None).expect_err(&text);
             assert!(e.to_string().contains(want), "{e} lacks {want:?}");
         }
     }

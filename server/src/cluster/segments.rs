@@ -320,6 +320,7 @@ mod tests {
         let mut k = 0;
         Inventory {
             cluster: "t".into(),
+            halls: Vec::new(),
             rows: Vec::new(),
             racks: Vec::new(),
             nodes: Vec::new(),

@@ -159,6 +159,7 @@ impl FloorMarks {
         for r in &mut ov.racks {
             r.incident = self.rack_incidents.get(&r.name).cloned();
         }
+        crate::aggregate::halls::stamp_incidents(&mut ov.halls, &ov.racks);
     }
 
     /// Per node, the worst of `incidents` (critical first, as grouped) and how many hit it.

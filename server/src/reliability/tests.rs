@@ -27,6 +27,7 @@ fn job(id: u64, gpus: u32) -> Job {
 fn no_layout() -> Inventory {
     Inventory {
         cluster: "t".into(),
+        halls: Vec::new(),
         rows: vec![],
         racks: vec![],
         nodes: vec![],

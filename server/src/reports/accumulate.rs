@@ -571,10 +571,13 @@ mod tests {
     fn inv() -> Arc<Inventory> {
         Arc::new(Inventory {
             cluster: "t".into(),
+            halls: Vec::new(),
             rows: vec!["A".into()],
             racks: vec![Rack {
                 name: "r1".into(),
                 row: "A".into(),
+                hall: String::new(),
+                pod: None,
                 position: 0,
                 power_limit_watts: 1.0,
                 cooling: app::model::Cooling::Air,

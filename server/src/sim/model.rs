@@ -1,7 +1,7 @@
 //! The simulated cluster's layout and its events (its ground truth is in `truth.rs`).
 
 use app::model::{
-    Checkpoint, Cooling, DomainKind, Gpu, Inventory, Job, Node, Rack, SwitchDomain, UnixMs,
+    Checkpoint, Cooling, DomainKind, Gpu, Hall, Inventory, Job, Node, Rack, SwitchDomain, UnixMs,
 };
 
 use super::{GPUS_PER_NODE, GPU_MAX_POWER_WATTS};
@@ -27,6 +27,35 @@ pub const NVL72_SUPPLIES_PER_SHELF: usize = 6;
 pub const NVL72_SUPPLY_WATTS: f64 = 5500.0;
 pub const NVL72_SHELVES_REDUNDANT: u32 = 4;
 
+/// Halls of a simulated floor of `rows_n` rows and `nodes` nodes: none below 512 nodes or
+/// four rows (the default cluster has no halls), else four (a hall of 4,096 nodes at
+/// 16,384, as Colossus's halls of about 25,000 GPUs), the rows split evenly in order.
+const SIM_HALLS: usize = 4;
+
+fn hall_of(row: usize, rows_n: usize, nodes: usize) -> String {
+    if nodes < 512 || rows_n < SIM_HALLS {
+        String::new()
+    } else {
+        format!("H{}", row * SIM_HALLS / rows_n + 1)
+    }
+}
+
+/// Each hall's feed: 85% of its racks' limits (a site provisions a hall below the sum of
+/// its racks', which are rarely all at their limit at once).
+fn sim_halls(racks: &[Rack]) -> Vec<Hall> {
+    let mut halls: Vec<Hall> = Vec::new();
+    for r in racks.iter().filter(|r| !r.hall.is_empty()) {
+        match halls.iter_mut().find(|h| h.name == r.hall) {
+            Some(h) => *h.power_feed_watts.get_or_insert(0.0) += 0.85 * r.power_limit_watts,
+            None => halls.push(Hall {
+                name: r.hall.clone(),
+                power_feed_watts: Some(0.85 * r.power_limit_watts),
+            }),
+        }
+    }
+    halls
+}
+
 /// The floor and fabric of a simulated GB200 NVL72 cluster of `nodes` trays, rounded up
 /// to whole racks: per rack 18 compute trays of 4 GPUs (8 below the 9 NVLink switch
 /// trays, 10 above), one liquid-cooled 132 kW bus bar fed by eight power shelves, one NVLink domain and one Slurm
@@ -40,6 +69,8 @@ pub fn layout_nvl72(nodes: usize, cluster: &str) -> Inventory {
         .map(|i| Rack {
             name: format!("{}{:02}", row_name(i / 8), i % 8 + 1),
             row: row_name(i / 8),
+            hall: hall_of(i / 8, rows_n, nodes),
+            pod: None,
             position: (i % 8) as u32,
             power_limit_watts: 132_000.0,
             cooling: Cooling::Liquid,
@@ -112,6 +143,7 @@ pub fn layout_nvl72(nodes: usize, cluster: &str) -> Inventory {
     }
     Inventory {
         cluster: cluster.into(),
+        halls: sim_halls(&racks),
         rows,
         racks,
         nodes: node_list,
@@ -227,6 +259,8 @@ pub fn layout(nodes: usize, cluster: &str) -> Inventory {
             Rack {
                 name: format!("{}{:02}", row_name(row), pos + 1),
                 row: row_name(row),
+                hall: hall_of(row, rows_n, nodes),
+                pod: None,
                 position: pos as u32,
                 power_limit_watts: if liquid { 60_000.0 } else { 44_000.0 },
                 cooling: if liquid {
@@ -318,6 +352,7 @@ pub fn layout(nodes: usize, cluster: &str) -> Inventory {
     }
     Inventory {
         cluster: cluster.into(),
+        halls: sim_halls(&racks),
         rows,
         racks,
         nodes: node_list,

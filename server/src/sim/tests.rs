@@ -401,3 +401,68 @@ fn the_nvl72_coolant_scenario_shows_in_readings_and_truth() {
     assert!(seg.idle_nodes <= idle);
     assert_eq!(seg.sizes[0], (1, seg.idle_nodes));
 }
+
+#[test]
+fn a_large_floor_stands_in_four_halls_each_summing_its_racks_truth() {
+    // The default cluster has no halls; from 512 nodes the rows split over four.
+    assert!(Sim::new(64, 1, "c", T0).inventory().halls.is_empty());
+    let mut sim = Sim::new(1024, 5, "c", T0);
+    let inv = sim.inventory().clone();
+    let names: Vec<&str> = inv.halls.iter().map(|h| h.name.as_str()).collect();
+    assert_eq!(names, ["H1", "H2", "H3", "H4"]);
+    for h in &inv.halls {
+        let racks: Vec<&app::model::Rack> = inv.racks.iter().filter(|r| r.hall == h.name).collect();
+        assert_eq!(racks.len(), 32, "{}", h.name);
+        // Its feed: 85% of its racks' limits; a row in one hall only.
+        let limits: f64 = racks.iter().map(|r| r.power_limit_watts).sum();
+        assert!((h.power_feed_watts.expect("a feed") - 0.85 * limits).abs() < 1e-6);
+        for r in &racks {
+            assert!(inv
+                .racks
+                .iter()
+                .filter(|o| o.row == r.row)
+                .all(|o| o.hall == h.name));
+        }
+    }
+    sim.advance_to(T0 + 10 * MIN_MS);
+    let r = sim.readings();
+    let ov = crate::aggregate::overview(&inv, &r, 1, 1000, T0);
+    let truth = sim.truth_with(&r);
+    assert_eq!(ov.halls.len(), 4);
+    let mut gpus = app::live::GpuCounts::default();
+    for (h, tile) in inv.halls.iter().zip(&ov.halls) {
+        let in_hall: Vec<&str> = inv
+            .racks
+            .iter()
+            .filter(|r| r.hall == h.name)
+            .map(|r| r.name.as_str())
+            .collect();
+        let of = |t: &&TruthRack| in_hall.contains(&t.name.as_str());
+        let power: f64 = truth.racks.iter().filter(of).map(|t| t.power_watts).sum();
+        let throttling: u32 = truth
+            .racks
+            .iter()
+            .filter(of)
+            .map(|t| t.gpus_throttling)
+            .sum();
+        assert!(
+            (tile.power_watts - power).abs() < 1e-6,
+            "{}: {} against {power}",
+            h.name,
+            tile.power_watts
+        );
+        assert_eq!(tile.gpus_throttling, throttling, "{}", h.name);
+        assert_eq!(
+            (tile.racks, tile.rows, tile.nodes),
+            (32, 2, 256),
+            "{}",
+            h.name
+        );
+        assert_eq!(tile.gpus.total, 2048);
+        assert_eq!(tile.power_feed_watts, h.power_feed_watts);
+        assert!(tile.feed_share().is_some_and(|s| s > 0.0 && s < 2.0));
+        gpus.add(tile.gpus);
+    }
+    // Every GPU is in one hall, in the state the truth gives it.
+    assert_eq!(gpus, truth.gpus);
+}

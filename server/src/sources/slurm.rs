@@ -31,6 +31,8 @@ pub fn inventory_from_nodes(cluster: &str, nodes: &[SchedNode]) -> Inventory {
         .map(|i| Rack {
             name: format!("rack{:02}", i + 1),
             row: "row1".into(),
+            hall: String::new(),
+            pod: None,
             position: i as u32,
             power_limit_watts: 44_000.0,
             cooling: Cooling::Air,
@@ -64,6 +66,7 @@ pub fn inventory_from_nodes(cluster: &str, nodes: &[SchedNode]) -> Inventory {
         .collect();
     Inventory {
         cluster: cluster.into(),
+        halls: Vec::new(),
         rows: vec!["row1".into()],
         racks,
         nodes,

@@ -62,6 +62,9 @@ impl Store {
                 Ok(Rack {
                     name: r.try_get("name")?,
                     row: r.try_get("row_name")?,
+                    // Halls come from the layout the source holds; history does not keep them.
+                    hall: String::new(),
+                    pod: None,
                     position: u32::try_from(r.try_get::<i64, _>("position")?)
                         .map_err(|_| StoreError::Corrupt("rack position".into()))?,
                     power_limit_watts: r.try_get("power_limit_watts")?,

@@ -203,10 +203,20 @@ pub fn render(ov: &Overview, by_reason: &[(String, [u32; 5])], now_ms: UnixMs) -
         o.family(name, "gauge", help);
         for r in &ov.racks {
             if let Some(v) = value(r) {
-                o.sample(name, &[("rack", &r.name), ("row", &r.row)], v);
+                // Where the layout names halls, each rack says its hall too (for `sum by (hall)`).
+                if r.hall.is_empty() {
+                    o.sample(name, &[("rack", &r.name), ("row", &r.row)], v);
+                } else {
+                    o.sample(
+                        name,
+                        &[("rack", &r.name), ("row", &r.row), ("hall", &r.hall)],
+                        v,
+                    );
+                }
             }
         }
     }
+    halls(&mut o, &ov.halls);
     o.family(
         "gantry_gpus_throttling",
         "gauge",
@@ -317,6 +327,69 @@ pub fn render(ov: &Overview, by_reason: &[(String, [u32; 5])], now_ms: UnixMs) -
     o.0
 }
 
+/// The fleet level: each data hall's power against its feed, GPUs by state, throttling
+/// and SM activity (nothing where the layout names no halls).
+fn halls(o: &mut Out, halls: &[app::live::HallTile]) {
+    if halls.is_empty() {
+        return;
+    }
+    type HallValue = fn(&app::live::HallTile) -> Option<f64>;
+    let families: [(&str, &str, HallValue); 5] = [
+        (
+            "gantry_hall_power_watts",
+            "A data hall's power now: the sum of its racks' (a lower bound where some do not report).",
+            |h| Some(h.power_watts),
+        ),
+        (
+            "gantry_hall_power_feed_watts",
+            "A data hall's power feed (the layout's); left out when it gives none.",
+            |h| h.power_feed_watts,
+        ),
+        (
+            "gantry_hall_gpus_throttling",
+            "A data hall's GPUs throttling now.",
+            |h| Some(f64::from(h.gpus_throttling)),
+        ),
+        (
+            "gantry_hall_sm_active_ratio",
+            "A data hall's mean SM activity over its allocated GPUs with a reading, 0 to 1; left out when none.",
+            |h| h.sm_active_mean,
+        ),
+        (
+            "gantry_hall_nodes_not_reporting",
+            "A data hall's nodes up without a fresh power reading.",
+            |h| Some(f64::from(h.nodes_not_reporting)),
+        ),
+    ];
+    for (name, help, value) in families {
+        o.family(name, "gauge", help);
+        for h in halls {
+            if let Some(v) = value(h) {
+                o.sample(name, &[("hall", &h.name)], v);
+            }
+        }
+    }
+    o.family(
+        "gantry_hall_gpus",
+        "gauge",
+        "A data hall's GPUs by state (allocated, idle, drained, down; they sum to its GPUs).",
+    );
+    for h in halls {
+        for (state, n) in [
+            ("allocated", h.gpus.allocated),
+            ("idle", h.gpus.idle),
+            ("drained", h.gpus.drained),
+            ("down", h.gpus.down),
+        ] {
+            o.sample(
+                "gantry_hall_gpus",
+                &[("hall", &h.name), ("state", state)],
+                f64::from(n),
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,6 +411,7 @@ mod tests {
         ov.racks.push(app::live::RackTile {
             name: "R\"1".into(),
             row: "A".into(),
+            hall: String::new(),
             position: 1,
             power_watts: None,
             power_limit_watts: 40_000.0,
@@ -455,5 +529,87 @@ mod tests {
             })
             .collect();
         assert_eq!(marked, [("t2", "lemon"), ("t2", "hung")]);
+    }
+
+    #[test]
+    fn halls_are_a_level_of_their_own_and_racks_name_theirs() {
+        let mut ov = Overview::default();
+        let rack = |name: &str, hall: &str| app::live::RackTile {
+            name: name.into(),
+            row: "A".into(),
+            hall: hall.into(),
+            position: 0,
+            power_watts: Some(30_000.0),
+            power_limit_watts: 40_000.0,
+            inlet_celsius: None,
+            cooling: app::model::Cooling::Air,
+            gpus_throttling: 0,
+            nodes_unavailable: 0,
+            nodes_not_reporting: 0,
+            gpu_temp_max_celsius: None,
+            inlet_limit_celsius: 35.0,
+            jobs: vec![],
+            coolant: None,
+            placement: None,
+            shelves: None,
+            fabric: None,
+            incident: None,
+        };
+        ov.racks.push(rack("A01", "H1"));
+        ov.halls.push(app::live::HallTile {
+            name: "H1".into(),
+            power_watts: 30_000.0,
+            power_feed_watts: Some(34_000.0),
+            gpus: app::live::GpuCounts {
+                total: 64,
+                allocated: 40,
+                idle: 16,
+                drained: 8,
+                down: 0,
+            },
+            sm_active_mean: None,
+            ..Default::default()
+        });
+        let text = render(&ov, &[], 0);
+        let mut samples: Vec<String> = Vec::new();
+        let report = crate::telemetry::exposition::parse(text.as_bytes(), |s| {
+            let mut labels: Vec<String> =
+                s.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            labels.sort();
+            samples.push(format!("{}{{{}}} {}", s.name, labels.join(","), s.value));
+        });
+        assert!(report.errors.is_empty(), "{:?}\n{text}", report.errors);
+        for want in [
+            "gantry_rack_power_watts{hall=H1,rack=A01,row=A} 30000",
+            "gantry_hall_power_watts{hall=H1} 30000",
+            "gantry_hall_power_feed_watts{hall=H1} 34000",
+            "gantry_hall_gpus{hall=H1,state=allocated} 40",
+            "gantry_hall_gpus{hall=H1,state=drained} 8",
+            "gantry_hall_gpus{hall=H1,state=down} 0",
+        ] {
+            assert!(
+                samples.iter().any(|s| s == want),
+                "{want} not in {samples:#?}"
+            );
+        }
+        assert!(
+            !samples
+                .iter()
+                .any(|s| s.starts_with("gantry_hall_sm_active_ratio")),
+            "no reading: left out"
+        );
+        // Without halls, no hall families and no hall label.
+        let text = render(
+            &Overview {
+                racks: vec![rack("A01", "")],
+                ..Overview::default()
+            },
+            &[],
+            0,
+        );
+        assert!(
+            !text.contains("gantry_hall_") && !text.contains("hall="),
+            "{text}"
+        );
     }
 }

@@ -24,6 +24,8 @@ fn inventory() -> Arc<Inventory> {
     let rack = |name: &str| Rack {
         name: name.into(),
         row: "A".into(),
+        hall: String::new(),
+        pod: None,
         position: 0,
         power_limit_watts: 40_000.0,
         cooling: Cooling::Air,
@@ -52,6 +54,7 @@ fn inventory() -> Arc<Inventory> {
     };
     Arc::new(Inventory {
         cluster: "t".into(),
+        halls: Vec::new(),
         rows: vec!["A".into()],
         racks: vec![rack("r1"), rack("r2")],
         nodes: vec![

@@ -50,6 +50,12 @@ pub(super) fn floor(
     rows.iter()
         .enumerate()
         .map(|(row_at, (row, racks))| {
+            // Where the layout names halls, a row says its hall (a row stands in one).
+            let hall = racks
+                .first()
+                .and_then(|(ri, _)| s.racks.get(*ri))
+                .map(|r| r.hall.clone())
+                .filter(|h| !h.is_empty());
             let racks = racks
                 .iter()
                 .filter_map(|(ri, nodes)| Some((*ri, s.racks.get(*ri)?, nodes)))
@@ -82,7 +88,10 @@ pub(super) fn floor(
                     rack(&r.name, head, cells)
                 })
                 .collect_view();
-            let label = format!("Row {row}");
+            let label = match hall {
+                Some(h) => format!("Row {row}, hall {h}"),
+                None => format!("Row {row}"),
+            };
             let aria = label.clone();
             view! {
                 <section class="floor-row" aria-label=aria>

@@ -130,6 +130,19 @@ pub fn bucket(m: Metric, n: &NodeTile) -> Option<u8> {
     }
 }
 
+/// `/racks` coloured by `m`, of one hall or all, in wall mode or not.
+fn racks_href(m: Metric, hall: Option<&str>, kiosk: bool) -> String {
+    let mut href = format!("/racks?metric={}", m.key());
+    if let Some(h) = hall {
+        href.push_str("&hall=");
+        href.push_str(&crate::nav::encode_component(h));
+    }
+    if kiosk {
+        href.push_str("&kiosk=1");
+    }
+    href
+}
+
 #[component]
 pub fn RacksPage() -> impl IntoView {
     view! { <LiveView title="Racks" heading="Racks" body=|state, stale| view! { <Floor state stale/> }.into_any()/> }
@@ -143,18 +156,33 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
     // On the wall the floor comes first: no metric chips, power shelves or NVLink trays
     // above it (their racks take their colours), the legend in one line.
     let kiosk = crate::kiosk();
+    // One hall's floor (`?hall=H1`), the level below the fleet: only its racks are drawn.
+    let hall = Memo::new(move |_| q.with(|q| q.get("hall")).filter(|h| !h.is_empty()));
+    let halls = Memo::new(move |_| {
+        state.with(|s| s.halls.iter().map(|h| h.name.clone()).collect::<Vec<_>>())
+    });
+    let shown = move |r: &crate::live::RackTile, h: &Option<String>| {
+        h.as_ref().is_none_or(|h| r.hall == *h)
+    };
     // The floor's shape (rows, racks, which nodes where) changes only with a snapshot:
     // recomputed when the node or rack list changes, not on every tick.
     let shape_key = Memo::new(move |_| {
+        let h = hall.get();
         state.with(|s| {
             (
-                shape_of(s.racks.iter().map(|r| (&r.name, &r.row, r.position))),
+                shape_of(
+                    s.racks
+                        .iter()
+                        .filter(|r| shown(r, &h))
+                        .map(|r| (&r.name, &r.row, r.position)),
+                ),
                 shape_of(s.nodes.iter().map(|n| (&n.name, &n.rack, n.u_position))),
             )
         })
     });
     let shape = Memo::new(move |_| {
         shape_key.track();
+        let h = hall.get_untracked();
         state.with_untracked(|s| {
             let rack_of: std::collections::HashMap<&str, usize> = s
                 .racks
@@ -171,6 +199,9 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
             let mut rows: Vec<FloorRow> = Vec::new();
             for (ri, mut nodes) in per_rack.into_iter().enumerate() {
                 let r = &s.racks[ri];
+                if !shown(r, &h) {
+                    continue;
+                }
                 // Top of the rack first.
                 nodes.sort_by_key(|&i| std::cmp::Reverse(s.nodes[i].u_position));
                 match rows.iter_mut().find(|(name, _)| *name == r.row) {
@@ -225,11 +256,27 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
         <nav class="toolbar" aria-label="Colour nodes by" hidden=move || kiosk.get()>
             <span>"Colour nodes by:"</span>
             {Metric::ALL.into_iter().map(|m| view! {
-                <a href=move || format!("/racks?metric={}{}", m.key(), if kiosk.get() { "&kiosk=1" } else { "" })
+                <a href=move || racks_href(m, hall.get().as_deref(), kiosk.get())
                     class=move || if metric.get() == m { "chip active" } else { "chip" }
                     aria-current=move || (metric.get() == m).then_some("true")>
                     {m.label()}
                 </a>
+            }).collect_view()}
+        </nav>
+        <nav class="toolbar" aria-label="Halls" data-test="hall-chips" hidden=move || halls.with(Vec::is_empty)>
+            <span>"Hall:"</span>
+            <a href=move || racks_href(metric.get(), None, kiosk.get())
+                class=move || if hall.get().is_none() { "chip active" } else { "chip" }
+                aria-current=move || hall.get().is_none().then_some("true")>"All"</a>
+            {move || halls.get().into_iter().map(|h| {
+                let here = h.clone();
+                let current = Memo::new(move |_| hall.get().as_deref() == Some(here.as_str()));
+                let to = h.clone();
+                view! {
+                    <a href=move || racks_href(metric.get(), Some(&to), kiosk.get())
+                        class=move || if current.get() { "chip active" } else { "chip" }
+                        aria-current=move || current.get().then_some("true")>{h}</a>
+                }
             }).collect_view()}
         </nav>
         <p class="legend" data-test="floor-legend" data-metric=move || metric.get().key()>
@@ -296,6 +343,7 @@ mod fixtures {
         RackTile {
             name: name.into(),
             row: "A".into(),
+            hall: String::new(),
             position: 1,
             power_watts: Some(19_500.0),
             power_limit_watts: 20_000.0,
