@@ -62,6 +62,10 @@ pub(crate) fn test(args: &[String]) -> Result {
         "the PromQL source is tested against a real Prometheus",
     )?;
     ensure_apt(
+        &["victoria-metrics"],
+        "the PromQL source is tested against a real VictoriaMetrics (the test starts its own)",
+    )?;
+    ensure_apt(
         &["prometheus-alertmanager"],
         "incidents are sent to a real Alertmanager (the test starts its own)",
     )?;

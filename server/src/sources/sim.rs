@@ -120,11 +120,17 @@ impl SimSource {
             ingest::rack_targets(sim.inventory(), rack_t.as_deref(), fabric_t.as_deref());
         // The simulator's own exporters are scraped every tick, so a tick shows one
         // simulated instant; configured ones every 10 s, spread over the interval.
-        let scrape_interval_ms = cfg.scrape_interval_ms.unwrap_or(if external.is_some() {
-            10_000
-        } else {
-            cfg.live_interval_ms
-        });
+        // Through a PromQL store it is the store's scrape interval (a sample older than two
+        // of them is stale), 15 s unless set.
+        let scrape_interval_ms = cfg.scrape_interval_ms.unwrap_or(
+            if cfg.telemetry == crate::config::TelemetryKind::PromQl {
+                15_000
+            } else if external.is_some() {
+                10_000
+            } else {
+                cfg.live_interval_ms
+            },
+        );
         // The simulator's own exporters and PromQL are read within the tick that uses
         // them; configured exporters by their own task, each within most of the interval.
         let client = Client::new(
@@ -286,7 +292,7 @@ impl Source for SimSource {
                         )
                         .await
                     }
-                    Some(prom) => match ing.query_promql(prom, wall_now_ms()).await {
+                    Some(prom) => match ing.query_promql(prom, wall_now_ms(), fresh_ms).await {
                         Ok(r) => r,
                         Err(e) => {
                             // Logged once per failing tick, counted; the data ages and shows stale.

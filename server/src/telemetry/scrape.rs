@@ -40,6 +40,14 @@ impl Default for ScrapeConfig {
     }
 }
 
+/// Whether a content type is JSON: `application/json`, or `application/stream+json`, which
+/// VictoriaMetrics gives its query API's answers (one JSON document, written as it streams).
+fn is_json(ctype: &str) -> bool {
+    let media = ctype.split(';').next().unwrap_or("").trim();
+    media.eq_ignore_ascii_case("application/json")
+        || media.eq_ignore_ascii_case("application/stream+json")
+}
+
 /// Why a scrape failed; shown per target in the health view.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ScrapeError {
@@ -142,15 +150,13 @@ impl Client {
             // error envelope, which says why: that body is the answer to read.
             let api_error = matches!(expect, Expect::Json)
                 && matches!(status.as_u16(), 400 | 422 | 503)
-                && ctype.starts_with("application/json");
+                && is_json(&ctype);
             if !status.is_success() && !api_error {
                 return Err(ScrapeError::Status(status.as_u16()));
             }
             let wrong = match expect {
-                Expect::Metrics => {
-                    ctype.starts_with("text/html") || ctype.starts_with("application/json")
-                }
-                Expect::Json => !ctype.starts_with("application/json"),
+                Expect::Metrics => ctype.starts_with("text/html") || is_json(&ctype),
+                Expect::Json => !is_json(&ctype),
             };
             if wrong {
                 return Err(ScrapeError::NotMetrics(ctype.chars().take(100).collect()));
@@ -304,6 +310,26 @@ impl TargetHealth {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_is_prometheus_and_victoria_metrics_content_type() {
+        for yes in [
+            "application/json",
+            "application/json; charset=utf-8",
+            "application/stream+json; charset=utf-8",
+            "Application/JSON",
+        ] {
+            assert!(is_json(yes), "{yes}");
+        }
+        for no in [
+            "text/plain; version=0.0.4",
+            "text/html",
+            "application/jsonx",
+            "",
+        ] {
+            assert!(!is_json(no), "{no}");
+        }
+    }
 
     #[test]
     fn backoff_doubles_per_failure_up_to_five_minutes() {

@@ -72,3 +72,4 @@ mod slurm;
 mod slurm_truth;
 mod storage;
 mod tls;
+mod victoria;

@@ -18,7 +18,7 @@ fn prometheus() -> Option<&'static str> {
     .then_some(bin)
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -28,6 +28,16 @@ fn free_port() -> u16 {
 /// Prometheus's configuration: scrape every simulated node's three exporters on Gantry,
 /// labelled as a real site would be (instance = node:port).
 fn prometheus_yml(gantry: std::net::SocketAddr, nodes: u32) -> String {
+    scrape_yml(gantry, nodes, "1s", "900ms")
+}
+
+/// The same, scraping every `interval` (VictoriaMetrics reads Prometheus's format).
+pub(crate) fn scrape_yml(
+    gantry: std::net::SocketAddr,
+    nodes: u32,
+    interval: &str,
+    timeout: &str,
+) -> String {
     let targets: Vec<String> = (1..=nodes).map(|n| format!("\"gpu{n:03}\"")).collect();
     let job = |name: &str, port: u16| {
         format!(
@@ -39,7 +49,7 @@ fn prometheus_yml(gantry: std::net::SocketAddr, nodes: u32) -> String {
         )
     };
     format!(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n{}{}{}",
+        "global:\n  scrape_interval: {interval}\n  scrape_timeout: {timeout}\nscrape_configs:\n{}{}{}",
         job("dcgm", 9400),
         job("ipmi", 9290),
         job("node", 9100)

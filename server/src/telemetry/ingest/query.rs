@@ -15,11 +15,19 @@ use crate::telemetry::shelves::ShelfReader;
 
 /// Queries per PromQL round (counted as targets in the scrape metrics; the NVLink
 /// fabric's three, asked at most every [`FABRIC_MIN_INTERVAL`], count as one).
-pub const PROMQL_QUERIES: usize = 8;
+pub const PROMQL_QUERIES: usize = 9;
+
+/// When each node's GPUs were last sampled by the store: the newest sample time of its
+/// GPUs' DCGM power series (an instant query answers at the time it is asked, whatever the
+/// age of the samples behind it), one series per node. A node none of whose GPUs has a
+/// power series is not refreshed: it shows as not reporting rather than as current.
+const GPU_SAMPLED_PROMQL: &str = "max by (Hostname, instance) (timestamp(DCGM_FI_DEV_POWER_USAGE))";
 
 impl Ingest {
     /// Fills the latest readings from a PromQL store instead of scraping: one query for
-    /// every DCGM field, one for node power, one for inlet temperature, one for InfiniBand
+    /// every DCGM field (and one for when the store last sampled each node's GPUs), one for
+    /// node power, one for inlet temperature (both as range selectors over `fresh_ms`, so
+    /// each value keeps its own sample time), one for InfiniBand
     /// traffic (node_exporter's counters as a rate, where the store has them; none is not
     /// an error, and a failure of this query alone leaves the rest of the round standing,
     /// counted as one failed target). GPUs are placed by
@@ -29,7 +37,11 @@ impl Ingest {
         &mut self,
         prom: &PromQl,
         now_ms: UnixMs,
+        fresh_ms: i64,
     ) -> Result<RoundStats, PromError> {
+        // Every reading is stamped with the store's own sample time, so a store that lags
+        // (it answers, but its newest samples are old) shows its data stale, not current.
+        let window = format!("[{}s]", (fresh_ms.max(1000) + 999) / 1000);
         let gpu_series = prom
             .query(
                 &format!("{{__name__=~\"{}\"}}", dcgm::metric_names_regex()),
@@ -45,11 +57,18 @@ impl Ingest {
         };
         let m = self.mapping.clone();
         let power = prom
-            .query(&selector(&m.power_metric, &m.power_label), None)
+            .query(
+                &format!("{}{window}", selector(&m.power_metric, &m.power_label)),
+                None,
+            )
             .await?;
         let inlet = prom
-            .query(&selector(&m.inlet_metric, &m.inlet_label), None)
+            .query(
+                &format!("{}{window}", selector(&m.inlet_metric, &m.inlet_label)),
+                None,
+            )
             .await?;
+        let gpu_sampled = prom.query(GPU_SAMPLED_PROMQL, None).await?;
         // The coolant loop's four readings in one query: an air-cooled cluster has none of
         // them, which is no error; a failure of this query loses only them.
         let coolant_selector = m.pickers()[2..]
@@ -162,13 +181,30 @@ impl Ingest {
         for sw in &decoded.switches {
             switches.entry(&sw.host).or_default().push(sw.to_reading());
         }
+        let sampled: HashMap<String, UnixMs> = gpu_sampled
+            .iter()
+            .filter_map(|s| {
+                let (_, secs) = *s.points.last()?;
+                let node = s
+                    .labels
+                    .get("Hostname")
+                    .cloned()
+                    .unwrap_or_else(|| s.instance_host().to_string());
+                secs.is_finite()
+                    .then(|| (node, (secs * 1000.0).round() as UnixMs))
+            })
+            .collect();
         for (node, gpus) in by_node {
+            // A node whose sample time the store did not say is not refreshed (it ages).
+            let Some(at_ms) = sampled.get(&node).map(|t| (*t).min(now_ms)) else {
+                continue;
+            };
             let sw = switches.remove(node.as_str()).unwrap_or_default();
             let l = self.latest.entry(node).or_default();
             l.gpus = gpus.iter().map(|g| g.to_reading()).collect();
             l.places = gpus.iter().filter_map(|g| g.place.clone()).collect();
             l.switches = sw;
-            l.gpus_at_ms = Some(now_ms);
+            l.gpus_at_ms = Some(at_ms);
         }
         let node_of = |s: &crate::telemetry::promql::Series| -> String {
             ["node", "hostname", "Hostname"]
@@ -177,19 +213,29 @@ impl Ingest {
                 .cloned()
                 .unwrap_or_else(|| s.instance_host().to_string())
         };
+        // The range selectors' points are the store's samples, at their own times: a node's
+        // BMC reading is as old as the older of its power and inlet samples this round.
+        let mut bmc_sampled: HashMap<String, UnixMs> = HashMap::new();
         for s in &power {
-            if let Some(&(_, v)) = s.points.last().filter(|(_, v)| v.is_finite()) {
-                let l = self.latest.entry(node_of(s)).or_default();
-                l.power_watts = Some(v);
-                l.bmc_at_ms = Some(now_ms);
+            if let Some(&(t, v)) = s.points.last().filter(|(_, v)| v.is_finite()) {
+                let node = node_of(s);
+                bmc_sampled.insert(node.clone(), t.min(now_ms));
+                self.latest.entry(node).or_default().power_watts = Some(v);
             }
         }
         for s in &inlet {
-            if let Some(&(_, v)) = s.points.last().filter(|(_, v)| v.is_finite()) {
-                let l = self.latest.entry(node_of(s)).or_default();
-                l.inlet_celsius = Some(v);
-                l.bmc_at_ms = Some(now_ms);
+            if let Some(&(t, v)) = s.points.last().filter(|(_, v)| v.is_finite()) {
+                let node = node_of(s);
+                let at = bmc_sampled
+                    .get(&node)
+                    .map_or(t, |p| (*p).min(t))
+                    .min(now_ms);
+                bmc_sampled.insert(node.clone(), at);
+                self.latest.entry(node).or_default().inlet_celsius = Some(v);
             }
+        }
+        for (node, at) in &bmc_sampled {
+            self.latest.entry(node.clone()).or_default().bmc_at_ms = Some(*at);
         }
         let pickers = m.pickers();
         let mut coolant_by_node: HashMap<String, (Option<f64>, Option<f64>, CoolantReading)> =
@@ -214,9 +260,9 @@ impl Ingest {
             }
         }
         for (node, (_, _, c)) in coolant_by_node {
-            let l = self.latest.entry(node).or_default();
-            l.coolant = c;
-            l.bmc_at_ms = Some(now_ms);
+            // Judged by the node's power and inlet samples: coolant alone (an instant query,
+            // stamped with when it was asked) never makes a node's BMC reading fresh.
+            self.latest.entry(node).or_default().coolant = c;
         }
         for s in &ib {
             if let Some(&(_, v)) = s.points.last().filter(|(_, v)| v.is_finite() && *v >= 0.0) {
@@ -237,6 +283,7 @@ impl Ingest {
             failed: ib_failed + downs_failed + coolant_failed + shelves_failed + fabric_failed,
             samples: fabric_samples
                 + gpu_series.len()
+                + gpu_sampled.len()
                 + shelf_series.len()
                 + power.len()
                 + inlet.len()
