@@ -21,17 +21,20 @@ pub enum GroupBy {
     Partition,
     User,
     Rack,
+    /// Data halls (where the layout names them): their racks' sums.
+    Hall,
     /// Every switch domain: NVLink domains, leaf and spine switches, Slurm blocks. A node
     /// belongs to several, so these rows overlap and do not sum to the total.
     Domain,
 }
 
 impl GroupBy {
-    pub const ALL: [GroupBy; 5] = [
+    pub const ALL: [GroupBy; 6] = [
         GroupBy::Account,
         GroupBy::Partition,
         GroupBy::User,
         GroupBy::Rack,
+        GroupBy::Hall,
         GroupBy::Domain,
     ];
 
@@ -42,6 +45,7 @@ impl GroupBy {
             GroupBy::Partition => "partition",
             GroupBy::User => "user",
             GroupBy::Rack => "rack",
+            GroupBy::Hall => "hall",
             GroupBy::Domain => "domain",
         }
     }
@@ -52,6 +56,7 @@ impl GroupBy {
             GroupBy::Partition => "Partition",
             GroupBy::User => "User",
             GroupBy::Rack => "Rack",
+            GroupBy::Hall => "Hall",
             GroupBy::Domain => "Switch domain",
         }
     }

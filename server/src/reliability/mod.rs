@@ -374,6 +374,12 @@ pub fn assemble(
         .iter()
         .filter_map(|n| n.domains.first().map(|d| (n.name.as_str(), d.as_str())))
         .collect();
+    let hall_of: HashMap<&str, &str> = inv
+        .racks
+        .iter()
+        .filter(|r| !r.hall.is_empty())
+        .map(|r| (r.name.as_str(), r.hall.as_str()))
+        .collect();
     let unknown = || "(unknown)".to_string();
     let by_group = grouped(&list, |i| match q.group {
         GroupBy::Account => i.account.clone(),
@@ -384,6 +390,11 @@ pub fn assemble(
             .find(|j| j.id == i.job_id)
             .map_or_else(unknown, |j| j.partition.clone()),
         GroupBy::Rack => i.rack.clone().unwrap_or_else(unknown),
+        GroupBy::Hall => i
+            .rack
+            .as_deref()
+            .and_then(|r| hall_of.get(r))
+            .map_or_else(unknown, |h| h.to_string()),
         GroupBy::Domain => i
             .node
             .as_deref()

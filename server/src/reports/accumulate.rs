@@ -164,10 +164,21 @@ impl Accumulator {
         for n in &inv.nodes {
             *rack_gpus.entry(n.rack.as_str()).or_default() += n.gpus.len() as u32;
         }
+        let hall_of: HashMap<&str, &str> = inv
+            .racks
+            .iter()
+            .filter(|r| !r.hall.is_empty())
+            .map(|r| (r.name.as_str(), r.hall.as_str()))
+            .collect();
         let mut nodes = Vec::with_capacity(inv.nodes.len());
         let mut node_of = HashMap::with_capacity(inv.nodes.len());
         for (i, n) in inv.nodes.iter().enumerate() {
             let mut infra = vec![self.slot("rack", &n.rack)];
+            // A hall is booked what its racks are (rack-seconds included, so its cost
+            // carries its racks' overhead).
+            if let Some(h) = hall_of.get(n.rack.as_str()) {
+                infra.push(self.slot("hall", h));
+            }
             for d in &n.domains {
                 let s = self.slot("domain", d);
                 if !infra.contains(&s) {
@@ -681,6 +692,20 @@ mod tests {
         let rest = acc.flush();
         assert_eq!(get(&rest, "cluster", "all").capacity_gs, 8.0);
         assert!(acc.flush().is_empty());
+    }
+
+    #[test]
+    fn a_hall_is_booked_what_its_racks_are() {
+        let mut with_hall = (*inv()).clone();
+        with_hall.racks[0].hall = "H1".into();
+        let inv = Arc::new(with_hall);
+        let mut acc = Accumulator::new(0.05);
+        let jobs = || vec![job(1, "a", 6)];
+        acc.observe(&inv, &readings(0, jobs()), 0);
+        acc.observe(&inv, &readings(30_000, jobs()), 30_000);
+        let d = acc.observe(&inv, &readings(60_000, jobs()), 30_000);
+        assert_eq!(get(&d, "hall", "H1"), get(&d, "rack", "r1"));
+        assert_eq!(get(&d, "hall", "H1").allocated_gs, 8.0 * 30.0);
     }
 
     #[test]

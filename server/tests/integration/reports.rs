@@ -21,10 +21,11 @@ const T0: i64 = 1_795_132_800_000;
 const MIN: i64 = 60_000;
 
 fn inventory() -> Arc<Inventory> {
+    // Each rack in a hall of its own (H1, H2), as a fleet's layout would place them.
     let rack = |name: &str| Rack {
         name: name.into(),
-        row: "A".into(),
-        hall: String::new(),
+        row: name.to_uppercase(),
+        hall: format!("H{}", &name[1..]),
         pod: None,
         position: 0,
         power_limit_watts: 40_000.0,
@@ -54,8 +55,13 @@ fn inventory() -> Arc<Inventory> {
     };
     Arc::new(Inventory {
         cluster: "t".into(),
-        halls: Vec::new(),
-        rows: vec!["A".into()],
+        halls: ["H1", "H2"]
+            .map(|h| app::model::Hall {
+                name: h.into(),
+                power_feed_watts: None,
+            })
+            .into(),
+        rows: vec!["R1".into(), "R2".into()],
         racks: vec![rack("r1"), rack("r2")],
         nodes: vec![
             node(1, "r1", "leaf1"),
@@ -347,6 +353,21 @@ async fn story(url: String) {
     close(rack("r2").drained_gh, 16.0, "r2 drained");
     close(rack("r2").idle_gh, 8.0 / 3.0, "r2 idle");
     assert!(r.unallocated.is_none());
+    // By hall: each the sum of its racks (here one each), to the cent.
+    let h = server::reports::build(&store, &day("hall"), now, &rates, 32)
+        .await
+        .expect("by hall");
+    for (hall, rack_name) in [("H1", "r1"), ("H2", "r2")] {
+        let (a, b) = (
+            h.rows.iter().find(|x| x.key == hall).expect("hall row"),
+            r.rows
+                .iter()
+                .find(|x| x.key == rack_name)
+                .expect("rack row"),
+        );
+        assert_eq!(a.usage, b.usage, "{hall}");
+        close(a.cost.total, b.cost.total, hall);
+    }
     // By user and by switch domain.
     let r = server::reports::build(&store, &day("user"), now, &rates, 32)
         .await
