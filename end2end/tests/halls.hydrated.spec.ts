@@ -71,4 +71,8 @@ test("the overview's halls add up to the cluster and link to their floors", asyn
   await page.locator('[data-test="hall-chips"] a', { hasText: "All" }).click();
   await expect(page).toHaveURL(/\/racks\?metric=power$/);
   await expect(page.locator(".floor [data-rack]")).toHaveCount(64);
+  // A hall the layout lacks says so, and draws nothing.
+  await page.goto(`${base}/racks?hall=H9`);
+  await expect(page.locator('[data-test="no-such-hall"]')).toContainText('No hall named "H9"');
+  await expect(page.locator(".floor [data-rack]")).toHaveCount(0);
 });

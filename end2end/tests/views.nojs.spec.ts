@@ -35,7 +35,7 @@ test("/racks?metric=state colours nodes by their Slurm state", async ({ page, re
     const cell = page.locator(`[data-test="floor-node"][data-node="${name}"]`);
     await expect(cell).toHaveAttribute("data-bucket", bucketOf[state] ?? "4");
   }
-  await expect(page.locator('[aria-current="true"]')).toHaveText("Slurm state");
+  await expect(page.locator('nav[aria-label="Colour nodes by"] [aria-current="true"]')).toHaveText("Slurm state");
 });
 
 test("/thermal counts the throttled GPUs the simulator has", async ({ page, request }) => {

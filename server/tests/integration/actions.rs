@@ -74,7 +74,13 @@ async fn every_route_is_guarded() {
                     );
                     continue;
                 }
-                // Public routes only read, or sign in and out.
+                // Public routes only read, sign in and out, or keep the caller's own colour
+                // theme in a cookie (`/theme`, tested in security.rs; its other methods 405).
+                if path == "/theme" && method == "POST" {
+                    let resp = request(r.addr, method, &path, &[], None).await;
+                    assert!(resp.header("set-cookie").is_none(), "no form, no cookie");
+                    continue;
+                }
                 if method != "GET" && !path.starts_with("/auth/") {
                     let resp = request(r.addr, method, &path, &[], None).await;
                     assert_eq!(resp.status, 405, "{method} {path} is public and not a read");

@@ -161,6 +161,11 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
     let halls = Memo::new(move |_| {
         state.with(|s| s.halls.iter().map(|h| h.name.clone()).collect::<Vec<_>>())
     });
+    // A hall the URL names and the layout lacks (once the floor is known).
+    let missing_hall = Memo::new(move |_| {
+        hall.get()
+            .filter(|h| halls.with(|all| !all.contains(h)) && state.with(|s| !s.racks.is_empty()))
+    });
     let shown = move |r: &crate::live::RackTile, h: &Option<String>| {
         h.as_ref().is_none_or(|h| r.hall == *h)
     };
@@ -267,7 +272,7 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
             <span>"Hall:"</span>
             <a href=move || racks_href(metric.get(), None, kiosk.get())
                 class=move || if hall.get().is_none() { "chip active" } else { "chip" }
-                aria-current=move || hall.get().is_none().then_some("true")>"All"</a>
+                aria-current=move || (hall.get().is_none() && !halls.with(Vec::is_empty)).then_some("true")>"All"</a>
             {move || halls.get().into_iter().map(|h| {
                 let here = h.clone();
                 let current = Memo::new(move |_| hall.get().as_deref() == Some(here.as_str()));
@@ -279,6 +284,12 @@ fn Floor(state: RwSignal<Overview>, stale: Memo<bool>) -> impl IntoView {
                 }
             }).collect_view()}
         </nav>
+        // Always in the page (hidden when the hall exists): a child that comes and goes
+        // between the page's top-level elements breaks hydration.
+        <p class="error" role="status" data-test="no-such-hall" hidden=move || missing_hall.get().is_none()>
+            {move || missing_hall.get().map(|h| format!("No hall named \"{h}\" in the layout: ")).unwrap_or_default()}
+            <a href="/racks">"the whole floor"</a>
+        </p>
         <p class="legend" data-test="floor-legend" data-metric=move || metric.get().key()>
             {move || {
                 let m = metric.get();
