@@ -6,7 +6,8 @@ use app::reliability::{Badput, Ledger};
 use plotters::prelude::*;
 
 use super::{
-    draw_legend, fonts, held, in_page_colours, time_chart, with_title, YAxis, REPORT_SIZE, TEXT,
+    axis_number, draw_legend, fonts, held, in_page_colours, time_chart, with_title, YAxis,
+    REPORT_SIZE, TEXT,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,7 +114,7 @@ fn draw<DB: DrawingBackend>(
                 YAxis {
                     desc: "GPUs (mean)",
                     labels: 5,
-                    format: &|y| format!("{y:.0}"),
+                    format: &|y| axis_number(*y, y1),
                 },
                 text,
             )?;
@@ -208,5 +209,36 @@ mod tests {
         assert!(ledger_svg(LedgerChartKind::Ledger, &l, window)
             .expect("svg")
             .contains("re-execution"));
+    }
+
+    #[test]
+    fn a_small_ledger_keeps_its_axis_labels_apart() {
+        // A fresh install's day: 6.2 GPU-hours allocated, a quarter of a GPU on average (the
+        // axis once read "0, 0, 0").
+        let t0: UnixMs = 1_794_268_800_000;
+        let l = Ledger {
+            step: "day".into(),
+            over_time: vec![LedgerRow {
+                key: app::units::date(t0),
+                at_ms: t0,
+                badput: Badput {
+                    allocated_gh: 6.2,
+                    productive_gh: 6.1,
+                    ..Badput::default()
+                },
+                ..LedgerRow::default()
+            }],
+            ..Ledger::default()
+        };
+        let svg = ledger_svg(LedgerChartKind::Ledger, &l, (t0, t0 + 86_400_000)).expect("svg");
+        let numbers: Vec<&str> = svg
+            .split('>')
+            .filter_map(|s| s.split('<').next())
+            .map(str::trim)
+            .filter(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.'))
+            .collect();
+        let distinct: std::collections::BTreeSet<&str> = numbers.iter().copied().collect();
+        assert!(numbers.len() >= 3, "{numbers:?}");
+        assert_eq!(distinct.len(), numbers.len(), "{numbers:?}");
     }
 }

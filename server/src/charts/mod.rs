@@ -170,9 +170,12 @@ fn xml_escape(s: &str) -> String {
     out
 }
 
-/// An axis label: whole numbers, one decimal when the axis tops out under 10.
+/// An axis label: whole numbers, one decimal when the axis tops out under 10, two under 1
+/// (so ticks a fraction apart never print alike).
 fn axis_number(v: f64, top: f64) -> String {
-    if top < 10.0 {
+    if top < 1.0 {
+        format!("{v:.2}")
+    } else if top < 10.0 {
         format!("{v:.1}")
     } else {
         format!("{v:.0}")
