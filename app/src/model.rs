@@ -286,6 +286,15 @@ impl Inventory {
         self.nodes.iter().map(|n| n.gpus.len()).sum()
     }
 
+    /// Each rack's hall, by rack name (racks in no hall left out).
+    pub fn hall_of_rack(&self) -> std::collections::HashMap<&str, &str> {
+        self.racks
+            .iter()
+            .filter(|r| !r.hall.is_empty())
+            .map(|r| (r.name.as_str(), r.hall.as_str()))
+            .collect()
+    }
+
     /// The nodes under switch domain `d`: its own and, through every level of switches
     /// below it (a spine's leaves, a core's spines), theirs; each once, in the order met.
     /// The one definition of a domain's nodes for aggregation, truth, history and actions.

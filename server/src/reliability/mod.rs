@@ -374,12 +374,7 @@ pub fn assemble(
         .iter()
         .filter_map(|n| n.domains.first().map(|d| (n.name.as_str(), d.as_str())))
         .collect();
-    let hall_of: HashMap<&str, &str> = inv
-        .racks
-        .iter()
-        .filter(|r| !r.hall.is_empty())
-        .map(|r| (r.name.as_str(), r.hall.as_str()))
-        .collect();
+    let hall_of = inv.hall_of_rack();
     let unknown = || "(unknown)".to_string();
     let by_group = grouped(&list, |i| match q.group {
         GroupBy::Account => i.account.clone(),

@@ -164,12 +164,7 @@ impl Accumulator {
         for n in &inv.nodes {
             *rack_gpus.entry(n.rack.as_str()).or_default() += n.gpus.len() as u32;
         }
-        let hall_of: HashMap<&str, &str> = inv
-            .racks
-            .iter()
-            .filter(|r| !r.hall.is_empty())
-            .map(|r| (r.name.as_str(), r.hall.as_str()))
-            .collect();
+        let hall_of = inv.hall_of_rack();
         let mut nodes = Vec::with_capacity(inv.nodes.len());
         let mut node_of = HashMap::with_capacity(inv.nodes.len());
         for (i, n) in inv.nodes.iter().enumerate() {
