@@ -19,7 +19,7 @@ use crate::scheduler::{
     validate_node_name, validate_reason, SchedError, SchedFuture, SchedJob, SchedNode, Scheduler,
 };
 use crate::sim::{Sim, SimEvent};
-use crate::telemetry::ingest::{self, Ingest, RoundStats, Telemetry, PROMQL_QUERIES};
+use crate::telemetry::ingest::{self, Ingest, Telemetry};
 use crate::telemetry::promql::PromQl;
 use crate::telemetry::scrape::{Client, ScrapeConfig};
 use crate::telemetry::Readings;
@@ -34,7 +34,6 @@ pub struct SimSource {
     /// Scrape the simulator's exporters (the embedded default) instead of reading it directly.
     ingest: Option<Telemetry>,
     /// With `ingest`: query this PromQL store (which scrapes the exporters) instead of scraping.
-    promql: Option<PromQl>,
     /// How often each target is scraped; data older than two of these is stale.
     scrape_interval_ms: u64,
     /// Whether the simulator makes up GPU and BMC readings. Off when the telemetry comes
@@ -131,16 +130,18 @@ impl SimSource {
                 cfg.live_interval_ms
             },
         );
-        // The simulator's own exporters and PromQL are read within the tick that uses
-        // them; configured exporters by their own task, each within most of the interval.
+        // The simulator's own exporters are read within the tick that uses them; configured
+        // exporters and a PromQL store by their own task, each request within most of the
+        // interval (at most 10 s).
+        let is_promql = cfg.telemetry == TelemetryKind::PromQl;
         let client = Client::new(
             ScrapeConfig {
-                timeout: Duration::from_millis(if external.is_some() {
-                    (scrape_interval_ms * 4 / 5).min(10_000)
+                timeout: Duration::from_millis(if external.is_some() || is_promql {
+                    (scrape_interval_ms * 4 / 5).clamp(1000, 10_000)
                 } else {
                     cfg.live_interval_ms * 4 / 5
                 }),
-                gzip: external.is_some(),
+                gzip: external.is_some() || is_promql,
                 max_idle_per_host: cfg.scrape_concurrency,
                 ..ScrapeConfig::default()
             },
@@ -157,8 +158,8 @@ impl SimSource {
             } else {
                 cfg.telemetry
             };
-        let (ingest, promql) = match telemetry {
-            TelemetryKind::Direct => (None, None),
+        let ingest = match telemetry {
+            TelemetryKind::Direct => None,
             TelemetryKind::Scrape => {
                 let ing = Ingest::new(
                     client,
@@ -170,23 +171,24 @@ impl SimSource {
                 if external.is_some() {
                     // Real exporters: their own task, spread over the interval.
                     let shared = super::scraper::spawn(ing.with_jitter(), ctx, scrape_interval_ms);
-                    (Some(Telemetry::Task(shared)), None)
+                    Some(Telemetry::Task(shared))
                 } else {
-                    (Some(Telemetry::InTick(Box::new(ing))), None)
+                    Some(Telemetry::InTick(Box::new(ing)))
                 }
             }
             TelemetryKind::PromQl => {
                 let url = cfg.promql_url.clone().unwrap_or_default();
                 let prom = PromQl::new(client.clone(), &url);
-                (
-                    Some(Telemetry::InTick(Box::new(Ingest::new(
-                        client,
-                        Vec::new(),
-                        cfg.power_mapping.clone(),
-                        cfg.scrape_concurrency,
-                    )))),
-                    Some(prom),
-                )
+                let ing = Ingest::new(
+                    client,
+                    Vec::new(),
+                    cfg.power_mapping.clone(),
+                    cfg.scrape_concurrency,
+                );
+                let fresh_ms = 2 * scrape_interval_ms.max(cfg.live_interval_ms) as i64;
+                let shared =
+                    super::scraper::spawn_promql(ing, prom, ctx, scrape_interval_ms, fresh_ms);
+                Some(Telemetry::Task(shared))
             }
         };
         let inventory = Arc::new(sim.inventory().clone());
@@ -196,7 +198,6 @@ impl SimSource {
             speed: cfg.sim.speed,
             interval_ms: cfg.live_interval_ms,
             ingest,
-            promql,
             scrape_interval_ms,
             simulate_telemetry: external.is_none(),
             ops,
@@ -284,27 +285,12 @@ impl Source for SimSource {
                 fresh(&shared.lock().unwrap_or_else(|e| e.into_inner()))
             }
             Some(Telemetry::InTick(ing)) => {
-                let round = match &self.promql {
-                    None => {
-                        ing.scrape_due(
-                            wall_now_ms(),
-                            Duration::from_millis(self.scrape_interval_ms),
-                        )
-                        .await
-                    }
-                    Some(prom) => match ing.query_promql(prom, wall_now_ms(), fresh_ms).await {
-                        Ok(r) => r,
-                        Err(e) => {
-                            // Logged once per failing tick, counted; the data ages and shows stale.
-                            tracing::warn!(error = %e, "PromQL query failed");
-                            RoundStats {
-                                targets: PROMQL_QUERIES,
-                                failed: PROMQL_QUERIES,
-                                ..Default::default()
-                            }
-                        }
-                    },
-                };
+                let round = ing
+                    .scrape_due(
+                        wall_now_ms(),
+                        Duration::from_millis(self.scrape_interval_ms),
+                    )
+                    .await;
                 live.metrics.record_scrape_round(&round);
                 live.set_targets(ing.health());
                 fresh(ing)

@@ -24,6 +24,12 @@ use fields::{field_of, switch_field_of};
 pub use fields::{is_blank, metric_names_regex, Field, SwitchField};
 pub use switch::{DcgmSwitch, LINK_ACTIVE};
 
+/// The GPU field a DCGM metric name carries (`None` for an NVSwitch field or a name this
+/// decoder does not read).
+pub fn gpu_field(metric: &str) -> Option<Field> {
+    field_of(metric).map(|(_, f, _)| f)
+}
+
 /// One GPU (or MIG instance) as one scrape describes it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct DcgmGpu {
@@ -257,6 +263,43 @@ impl Decoder {
 
     fn push_field(&mut self, field: Field, fp64: bool, s: &Sample<'_>, default_host: &str) {
         self.samples += 1;
+        let Some((g, err_msg)) = self.identify(s, default_host) else {
+            // NVSwitch, link or CPU entities: not a GPU reading.
+            note_ignored(&mut self.ignored, s.name);
+            return;
+        };
+        // GDDR boards (L4, L40S, T4) report an unsupported memory temperature as 0.
+        let unsupported = field == Field::MemoryTempCelsius && s.value == 0.0;
+        if is_blank(s.value, fp64) || !s.value.is_finite() || unsupported {
+            if !g.no_data.contains(&field) {
+                g.no_data.push(field);
+            }
+            return;
+        }
+        if field == Field::LastXid {
+            if let Some(msg) = err_msg.filter(|m| !m.is_empty()) {
+                g.last_xid_message = Some(msg.to_string());
+            }
+        }
+        // Duplicate series (one per hpc_job): same GPU, same value; the last one wins.
+        g.readings.insert(field, s.value);
+    }
+
+    /// Takes who a GPU is from a series' labels alone (its UUID, model, bus, driver, MIG
+    /// profile, pod, placement and `hpc_job`), with no reading: the PromQL path asks for
+    /// these apart from the values (`telemetry::ingest::query_dcgm`). A series with no
+    /// `gpu` label is ignored.
+    pub fn push_identity(&mut self, s: &Sample<'_>, default_host: &str) {
+        let _ = self.identify(s, default_host);
+    }
+
+    /// The GPU a sample is about, with its identity labels filled where still unknown, and
+    /// the sample's `err_msg`; `None` for a sample without a `gpu` label.
+    fn identify<'s>(
+        &mut self,
+        s: &'s Sample<'_>,
+        default_host: &str,
+    ) -> Option<(&mut DcgmGpu, Option<&'s str>)> {
         // Every label this decoder reads, in one pass over the sample's labels: a lookup per
         // identity label would scan them again for each (and to the end for every label an
         // exporter does not write, such as `pod` off Kubernetes).
@@ -309,11 +352,7 @@ impl Decoder {
             }
         }
         let (job, err_msg) = (l.job, l.err_msg);
-        let Some(gpu) = l.gpu.and_then(|g| g.parse::<u32>().ok()) else {
-            // NVSwitch, link or CPU entities: not a GPU reading.
-            note_ignored(&mut self.ignored, s.name);
-            return;
-        };
+        let gpu = l.gpu.and_then(|g| g.parse::<u32>().ok())?;
         let host = l.host.or(l.host_lower).unwrap_or(default_host);
         let g = self.gpu_mut(host, gpu, l.mig);
         // The first label of each pair that is there (as a lookup in that order would find).
@@ -350,21 +389,7 @@ impl Decoder {
                 g.hpc_jobs.push(job.to_string());
             }
         }
-        // GDDR boards (L4, L40S, T4) report an unsupported memory temperature as 0.
-        let unsupported = field == Field::MemoryTempCelsius && s.value == 0.0;
-        if is_blank(s.value, fp64) || !s.value.is_finite() || unsupported {
-            if !g.no_data.contains(&field) {
-                g.no_data.push(field);
-            }
-            return;
-        }
-        if field == Field::LastXid {
-            if let Some(msg) = err_msg.filter(|m| !m.is_empty()) {
-                g.last_xid_message = Some(msg.to_string());
-            }
-        }
-        // Duplicate series (one per hpc_job): same GPU, same value; the last one wins.
-        g.readings.insert(field, s.value);
+        Some((g, err_msg))
     }
 
     /// The GPUs seen, in (host, index, MIG instance) order.

@@ -16,6 +16,7 @@ mod decode;
 mod infiniband;
 mod mapping;
 mod query;
+pub mod query_dcgm;
 mod readings;
 mod round;
 mod targets;
@@ -92,6 +93,27 @@ pub struct Ingest {
     ib_failing: bool,
     /// When the PromQL NVLink fabric queries last ran.
     fabric_queried_ms: Option<UnixMs>,
+    /// The PromQL path's GPU queries and the identity labels they keep between rounds.
+    dcgm_queries: query_dcgm::DcgmQueries,
+}
+
+impl Ingest {
+    /// An `Ingest` with `self`'s client and mapping and nothing read yet: the one a reading
+    /// task shares with the tick while it reads into its own.
+    pub fn empty_copy(&self) -> Ingest {
+        Ingest::new(
+            self.client.clone(),
+            Vec::new(),
+            self.mapping.clone(),
+            self.concurrency,
+        )
+    }
+
+    /// Takes `other`'s latest readings (nodes and racks) as its own.
+    pub fn take_latest_from(&mut self, other: &Ingest) {
+        self.latest.clone_from(&other.latest);
+        self.rack_latest.clone_from(&other.rack_latest);
+    }
 }
 
 impl Ingest {
@@ -121,6 +143,7 @@ impl Ingest {
             started_ms: None,
             ib_failing: false,
             fabric_queried_ms: None,
+            dcgm_queries: query_dcgm::DcgmQueries::default(),
         }
     }
 
@@ -191,10 +214,11 @@ pub type SharedIngest = std::sync::Arc<std::sync::Mutex<Ingest>>;
 
 /// How a source gets its telemetry.
 pub enum Telemetry {
-    /// Scraped or queried inside each live tick: the simulator's own exporters (a tick then
-    /// shows one simulated instant) and PromQL (one query per tick).
+    /// Scraped inside each live tick: the simulator's own exporters (a tick then shows one
+    /// simulated instant).
     InTick(Box<Ingest>),
-    /// Scraped by [`run_scraper`]; the tick only reads the latest. Configured exporters of
-    /// real nodes: a slow one delays its own scrape, never a tick.
+    /// Scraped by [`run_scraper`] or read from a PromQL store by its task; the tick only
+    /// reads the latest. Configured exporters of real nodes and PromQL stores: a slow one
+    /// delays its own round, never a tick.
     Task(SharedIngest),
 }

@@ -13,9 +13,10 @@ use crate::telemetry::nvlink_fabric::{self, FabricReader};
 use crate::telemetry::promql::{PromError, PromQl};
 use crate::telemetry::shelves::ShelfReader;
 
-/// Queries per PromQL round (counted as targets in the scrape metrics; the NVLink
-/// fabric's three, asked at most every [`FABRIC_MIN_INTERVAL`], count as one).
-pub const PROMQL_QUERIES: usize = 9;
+/// Queries per PromQL round besides the GPUs' (counted as targets in the scrape metrics;
+/// the NVLink fabric's three, asked at most every [`FABRIC_MIN_INTERVAL`], count as one).
+/// The GPUs take 2 more and one a DCGM field the store has ([`super::query_dcgm`]).
+pub const PROMQL_QUERIES: usize = 8;
 
 /// When each node's GPUs were last sampled by the store: the newest sample time of its
 /// GPUs' DCGM power series (an instant query answers at the time it is asked, whatever the
@@ -24,8 +25,9 @@ pub const PROMQL_QUERIES: usize = 9;
 const GPU_SAMPLED_PROMQL: &str = "max by (Hostname, instance) (timestamp(DCGM_FI_DEV_POWER_USAGE))";
 
 impl Ingest {
-    /// Fills the latest readings from a PromQL store instead of scraping: one query for
-    /// every DCGM field (and one for when the store last sampled each node's GPUs), one for
+    /// Fills the latest readings from a PromQL store instead of scraping: the GPUs through
+    /// a query a DCGM field ([`super::query_dcgm`]; and one for when the store last sampled
+    /// each node's GPUs), one for
     /// node power, one for inlet temperature (both as range selectors over `fresh_ms`, so
     /// each value keeps its own sample time), one for InfiniBand
     /// traffic (node_exporter's counters as a rate, where the store has them; none is not
@@ -42,12 +44,7 @@ impl Ingest {
         // Every reading is stamped with the store's own sample time, so a store that lags
         // (it answers, but its newest samples are old) shows its data stale, not current.
         let window = format!("[{}s]", (fresh_ms.max(1000) + 999) / 1000);
-        let gpu_series = prom
-            .query(
-                &format!("{{__name__=~\"{}\"}}", dcgm::metric_names_regex()),
-                None,
-            )
-            .await?;
+        let dcgm_round = self.dcgm_queries.read(prom, now_ms).await?;
         let selector = |metric: &str, label: &Option<(String, String)>| match label {
             Some((k, v)) => format!(
                 "{metric}{{{k}=\"{}\"}}",
@@ -166,13 +163,7 @@ impl Ingest {
             }
         }
 
-        let mut decoder = dcgm::Decoder::default();
-        for s in &gpu_series {
-            if let Some(sample) = s.last_sample() {
-                decoder.push(&sample, s.instance_host());
-            }
-        }
-        let decoded = decoder.finish();
+        let decoded = dcgm_round.scrape;
         let mut by_node: HashMap<String, Vec<&dcgm::DcgmGpu>> = HashMap::new();
         for g in decoded.gpus.iter().filter(|g| g.mig_instance.is_none()) {
             by_node.entry(g.host.clone()).or_default().push(g);
@@ -279,10 +270,10 @@ impl Ingest {
             }
         }
         Ok(RoundStats {
-            targets: PROMQL_QUERIES,
+            targets: PROMQL_QUERIES + dcgm_round.queries,
             failed: ib_failed + downs_failed + coolant_failed + shelves_failed + fabric_failed,
             samples: fabric_samples
-                + gpu_series.len()
+                + dcgm_round.series
                 + gpu_sampled.len()
                 + shelf_series.len()
                 + power.len()
@@ -363,7 +354,7 @@ impl Ingest {
 
 /// `s` with RE2's metacharacters escaped, for a regular expression inside a PromQL
 /// double-quoted string (whose own escape doubles the backslash).
-fn regex_escape(s: &str) -> String {
+pub(super) fn regex_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if "\\.+*?()|[]{}^$\"".contains(c) {
