@@ -33,13 +33,19 @@ cdp.on("Network.eventSourceMessageReceived", (e) => {
   liveRequests.add(e.requestId);
   (sizes[e.eventName] ?? (sizes[e.eventName] = [])).push(Buffer.byteLength(e.data));
 });
+// `/nodes` and `/jobs` are not fed by the event stream: they poll the scheduler's view
+// (`/api/nodes_view`), and each answer that finishes is their update.
+const polledRequests = new Set();
+cdp.on("Network.requestWillBeSent", (e) => {
+  if (e.request.url.includes("/api/nodes_view")) polledRequests.add(e.requestId);
+});
 
 const t0 = Date.now();
 const resp = await page.goto(`${url}${path}`, { waitUntil: "load" });
 const loadMs = Date.now() - t0;
 const htmlBytes = Number(resp?.headers()["content-length"] ?? 0) || (await resp?.body())?.length || 0;
 const fcp = await page.evaluate(() => performance.getEntriesByName("first-contentful-paint")[0]?.startTime ?? null);
-await page.waitForSelector('[data-test="live-status"].live', { timeout: 120_000 });
+await page.waitForSelector('[data-test="live-status"].live, [data-test="poll-status"].live', { timeout: 120_000 });
 const nodes = await page.locator('[data-test="floor-node"]').count();
 // Let the first snapshot settle, then measure two windows of `secs`: the first after the
 // page went live, which holds the collection of the load's garbage (Chromium runs it about
@@ -72,8 +78,11 @@ const tasks = chunks.filter((e) => onMain(e) && e.ph === "X" && e.name === "RunT
 // Each server-sent update arrives as a chunk of the event stream's response; other
 // responses (the alert badge's poll) are work between updates, not updates.
 // The stream's request began before the trace, so its id comes from the network events.
+const polled = path.startsWith("/nodes") || path.startsWith("/jobs");
 const updates = chunks
-  .filter((e) => onMain(e) && e.name === "ResourceReceivedData" && liveRequests.has(e.args?.data?.requestId))
+  .filter((e) => onMain(e) && (polled
+    ? e.name === "ResourceFinish" && polledRequests.has(e.args?.data?.requestId)
+    : e.name === "ResourceReceivedData" && liveRequests.has(e.args?.data?.requestId)))
   .map((e) => e.ts)
   .sort((a, b) => a - b);
 const perUpdate = []; // [update's time, main-thread ms, of which on a core]

@@ -189,7 +189,14 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                 .collect::<Vec<_>>()
         })
     };
-    let now = move || state.with(|v| v.at_ms);
+    let now = Memo::new(move |_| state.with(|v| v.at_ms));
+    let why = Memo::new(move |_| cannot_act(&me()));
+    let keyed = move || {
+        rows()
+            .into_iter()
+            .map(|j| (super::order::fingerprint(&j), j))
+            .collect::<Vec<_>>()
+    };
     view! {
         <div class="page-head" data-test="jobs-page" data-hydrated=hydrated_marker()>
             <h1>"Jobs"</h1>
@@ -220,15 +227,18 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                 <th scope="col" class="num">"Requeues"</th>
                 <th scope="col">"Actions"</th>
             </tr></thead>
+            // Keyed by id and content: a refresh touches only the rows that changed (and
+            // each running job's age, a binding of its own).
             <tbody>
-                {move || {
-                    let why = cannot_act(&me());
-                    let t = now();
-                    rows().into_iter().map(|j: JobRow| {
+                <For each=keyed
+                    key=|(f, j)| (j.id, *f)
+                    children=move |(_, j): (u64, JobRow)| {
                         let running = j.state == JobState::Running;
                         let id = j.id;
-                        let dis = why.or((!running).then_some("Only running jobs can be requeued"));
+                        let not_running = (!running).then_some("Only running jobs can be requeued");
+                        let dis = move || why.get().or(not_running);
                         let wait_kind = j.wait.as_ref().map(|w| w.kind.as_str()).unwrap_or("");
+                        let start = j.start_ms;
                         view! {
                             <tr data-test="job-row" data-job=j.id.to_string() data-state=j.state.label() data-wait=wait_kind>
                                 <th scope="row" class="num"><a href=format!("/jobs/{}", j.id)>{j.id}</a></th>
@@ -238,7 +248,7 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                                     {j.idle.as_ref().map(|h| view! { " " <strong class="chip warn" data-test="job-idle">{format!("{} of {} GPUs idle", h.gpus, h.of)}</strong> })}</td>
                                 <td class="num">{j.gpus}</td>
                                 <td>{units::hostlist_short(&j.nodes)}</td>
-                                <td class="num">{j.start_ms.map(|s| units::duration_ms(t - s)).unwrap_or_else(|| "—".into())}</td>
+                                <td class="num">{move || start.map(|s| units::duration_ms(now.get() - s)).unwrap_or_else(|| "—".into())}</td>
                                 <td class="num">{j.time_limit_ms.map(units::duration_ms).unwrap_or_else(|| "—".into())}</td>
                                 <td data-test="job-wait">{j.wait.as_ref().map(|w| view! {
                                     <strong class="chip">{w.kind.label()}</strong>" "
@@ -248,7 +258,7 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                                 <td class="num" data-test="job-restarts">{j.restart_count}</td>
                                 <td>
                                     <button type="button" data-test="job-requeue"
-                                        disabled=dis.is_some() title=dis.unwrap_or("")
+                                        disabled=move || dis().is_some() title=move || dis().unwrap_or("")
                                         on:click=move |_| pending.set(Some(Pending {
                                             kind: ActionKind::Requeue,
                                             label: format!("job {id}"),
@@ -260,8 +270,7 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                                 </td>
                             </tr>
                         }
-                    }).collect_view()
-                }}
+                    }/>
             </tbody>
         </table>
     }

@@ -16,7 +16,7 @@ mod jobs;
 mod order;
 pub(crate) use jobs::wait_sentence;
 pub use jobs::JobsPage;
-use order::{arrange, nodes_href, Sort};
+use order::{arrange, fingerprint, nodes_href, Sort};
 
 /// Nodes and jobs as of the last scheduler poll, and who is asking.
 #[server(endpoint = "nodes_view")]
@@ -202,9 +202,18 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
     let sort = move || q.with(|q| Sort::parse(q.get("sort").as_deref()));
     let navigate = leptos_router::hooks::use_navigate();
     let me = move || state.with(|v| v.me.clone());
+    // Why the row buttons are disabled: one memo, so a refresh that keeps the role wakes
+    // no row.
+    let why = Memo::new(move |_| cannot_act(&me()));
     let rows = move || {
         let (f, s) = (filter(), sort());
         state.with(|v| arrange(&v.nodes, &f, s))
+    };
+    let keyed = move || {
+        rows()
+            .into_iter()
+            .map(|n| (fingerprint(&n), n))
+            .collect::<Vec<_>>()
     };
     let header = move |label: &'static str, by: Sort, class: &'static str| {
         view! {
@@ -269,10 +278,11 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                 {header("Incidents", Sort::Problems, "")}
                 <th scope="col">"Jobs"</th><th scope="col">"Actions"</th>
             </tr></thead>
+            // Keyed by name and content: a refresh touches only the rows that changed.
             <tbody>
-                {move || {
-                    let why = cannot_act(&me());
-                    rows().into_iter().map(|n| {
+                <For each=keyed
+                    key=|(f, n)| (n.name.clone(), *f)
+                    children=move |(_, n)| {
                         let drained = matches!(n.state, NodeState::Drained | NodeState::Draining | NodeState::Down);
                         let (kind, verb) = if drained { (ActionKind::Resume, "Resume") } else { (ActionKind::Drain, "Drain") };
                         let name = n.name.clone();
@@ -294,7 +304,7 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                                 <td>{n.jobs.iter().map(|j| view! { <a href=format!("/jobs/{j}")>{j.to_string()}</a>" " }).collect_view()}</td>
                                 <td>
                                     <button type="button" data-test="node-action"
-                                        disabled=why.is_some() title=why.unwrap_or("")
+                                        disabled=move || why.get().is_some() title=move || why.get().unwrap_or("")
                                         on:click=move |_| pending.set(Some(Pending {
                                             kind,
                                             label: name.clone(),
@@ -306,8 +316,7 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                                 </td>
                             </tr>
                         }
-                    }).collect_view()
-                }}
+                    }/>
             </tbody>
         </table>
     }

@@ -104,9 +104,27 @@ pub(super) fn nodes_href(filter: &str, sort: Sort) -> String {
     }
 }
 
+/// A row's content as a number, for keying table rows: a row whose fingerprint is the same
+/// keeps its DOM on a refresh, so only changed rows are touched. Hashes the row's `Debug`
+/// form without building it.
+pub(crate) fn fingerprint(row: &impl std::fmt::Debug) -> u64 {
+    use std::fmt::Write;
+    use std::hash::Hasher;
+    struct Into<H: Hasher>(H);
+    impl<H: Hasher> Write for Into<H> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0.write(s.as_bytes());
+            Ok(())
+        }
+    }
+    let mut h = Into(std::collections::hash_map::DefaultHasher::new());
+    let _ = write!(h, "{row:?}");
+    h.0.finish()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{arrange, nodes_href, Sort};
+    use super::{arrange, fingerprint, nodes_href, Sort};
     use crate::model::NodeState;
     use crate::views::NodeRow;
 
@@ -151,5 +169,17 @@ mod tests {
             nodes_href("rack A", Sort::Problems),
             "/nodes?filter=rack%20A&sort=problems"
         );
+    }
+
+    #[test]
+    fn a_row_keeps_its_fingerprint_until_its_content_changes() {
+        let a = row("gpu001", "r1", NodeState::Idle, None, 0);
+        let mut b = a.clone();
+        assert_eq!(fingerprint(&a), fingerprint(&b));
+        b.gpus_used = Some(8);
+        assert_ne!(fingerprint(&a), fingerprint(&b));
+        b.gpus_used = a.gpus_used;
+        b.reason = Some("ECC".into());
+        assert_ne!(fingerprint(&a), fingerprint(&b));
     }
 }
