@@ -137,7 +137,7 @@ impl SimSource {
         let client = Client::new(
             ScrapeConfig {
                 timeout: Duration::from_millis(if external.is_some() || is_promql {
-                    (scrape_interval_ms * 4 / 5).clamp(1000, 10_000)
+                    (scrape_interval_ms * 4 / 5).min(10_000)
                 } else {
                     cfg.live_interval_ms * 4 / 5
                 }),
