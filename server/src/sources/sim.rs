@@ -185,7 +185,7 @@ impl SimSource {
                     cfg.power_mapping.clone(),
                     cfg.scrape_concurrency,
                 );
-                let fresh_ms = 2 * scrape_interval_ms.max(cfg.live_interval_ms) as i64;
+                let fresh_ms = fresh_ms(scrape_interval_ms, cfg.live_interval_ms);
                 let shared =
                     super::scraper::spawn_promql(ing, prom, ctx, scrape_interval_ms, fresh_ms);
                 Some(Telemetry::Task(shared))
@@ -265,7 +265,7 @@ impl Source for SimSource {
             readings,
         });
         let inventory = &self.inventory;
-        let fresh_ms = 2 * self.scrape_interval_ms.max(self.interval_ms) as i64;
+        let fresh_ms = fresh_ms(self.scrape_interval_ms, self.interval_ms);
         // What the scraper holds fresh now, with the simulator's nodes and jobs.
         let fresh = |ing: &Ingest| {
             let r = &frame.readings;
@@ -512,4 +512,10 @@ pub fn serve_sim_op(sim: &mut Sim, op: SimOp) {
             reply,
         } => drop(reply.send(sim.requeue_job(job, hold, &exclude))),
     }
+}
+
+/// How old a reading may be and still be fresh: two scrape intervals (or live intervals,
+/// when those are longer).
+fn fresh_ms(scrape_interval_ms: u64, live_interval_ms: u64) -> i64 {
+    2 * scrape_interval_ms.max(live_interval_ms) as i64
 }

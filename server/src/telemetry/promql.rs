@@ -61,18 +61,25 @@ impl Series {
 
     /// The series' newest point as an exposition sample, for the shared decoders.
     pub fn last_sample(&self) -> Option<Sample<'_>> {
-        let (ts, v) = *self.points.last()?;
-        Some(Sample {
-            name: self.name(),
+        let (_, v) = *self.points.last()?;
+        Some(self.sample_as(self.name(), v))
+    }
+
+    /// An exposition sample of `name` with this series' labels (`__name__` left out),
+    /// `value`, and its newest point's time: for answers whose aggregation dropped the
+    /// name, or a sample that carries labels only.
+    pub fn sample_as<'a>(&'a self, name: &'a str, value: f64) -> Sample<'a> {
+        Sample {
+            name,
             labels: self
                 .labels
                 .iter()
                 .filter(|(k, _)| k.as_str() != "__name__")
                 .map(|(k, v)| (k.as_str(), std::borrow::Cow::Borrowed(v.as_str())))
                 .collect(),
-            value: v,
-            timestamp_ms: Some(ts),
-        })
+            value,
+            timestamp_ms: self.points.last().map(|p| p.0),
+        }
     }
 }
 

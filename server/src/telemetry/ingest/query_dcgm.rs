@@ -26,7 +26,6 @@ use app::model::UnixMs;
 
 use crate::cluster::placement;
 use crate::telemetry::dcgm::{self, DcgmScrape};
-use crate::telemetry::exposition::Sample;
 use crate::telemetry::promql::{PromError, PromQl, Series};
 
 /// Queries in flight at once.
@@ -102,20 +101,6 @@ fn key_of(s: &Series) -> (String, Option<String>, Option<String>) {
 
 fn by(labels: &[&str]) -> String {
     labels.join(", ")
-}
-
-fn sample<'a>(name: &'a str, s: &'a Series, value: f64) -> Sample<'a> {
-    Sample {
-        name,
-        labels: s
-            .labels
-            .iter()
-            .filter(|(k, _)| k.as_str() != "__name__")
-            .map(|(k, v)| (k.as_str(), std::borrow::Cow::Borrowed(v.as_str())))
-            .collect(),
-        value,
-        timestamp_ms: s.points.last().map(|p| p.0),
-    }
 }
 
 /// The query for one field's values.
@@ -199,6 +184,8 @@ impl DcgmQueries {
             )
             .await?;
         let mut queries = 2;
+        // Series read this round: the identity's only when asked again.
+        let mut identity_read = 0;
         let mut fields = counts(&present, "__name__");
         fields.sort();
         let need_instance = !hostless.is_empty();
@@ -237,6 +224,7 @@ impl DcgmQueries {
                 self.identity_field = field.clone();
                 self.identity_gpus = *gpus;
                 self.identity_at_ms = Some(now_ms);
+                identity_read = self.identity.len();
             }
         } else {
             self.identity.clear();
@@ -262,18 +250,18 @@ impl DcgmQueries {
             answers[i] = Some(a?);
         }
 
-        let (scrape, series) = decode(&fields, &answers, &self.identity, &self.identity_field);
+        let (scrape, values) = decode(&fields, &answers, &self.identity, &self.identity_field);
         Ok(DcgmRound {
             scrape,
             queries,
-            series,
+            series: values + identity_read,
         })
     }
 }
 
 /// The GPUs (and switches) of one round: each field's answer (`fields[i]` answered by
 /// `answers[i]`), then the identity series of the GPUs that have values (as samples of
-/// `identity_field` with no value). Returns them and the series read. Pure.
+/// `identity_field` with no value). Returns them and the value series read. Pure.
 fn decode(
     fields: &[(String, usize)],
     answers: &[Option<Vec<Series>>],
@@ -291,16 +279,16 @@ fn decode(
                 with_values.insert(key_of(s));
             }
             if let Some(&(_, v)) = s.points.last() {
-                decoder.push(&sample(field, s, v), s.instance_host());
+                decoder.push(&s.sample_as(field, v), s.instance_host());
             }
         }
     }
     for s in identity {
         if with_values.contains(&key_of(s)) {
-            decoder.push_identity(&sample(identity_field, s, f64::NAN), s.instance_host());
+            decoder.push_identity(&s.sample_as(identity_field, f64::NAN), s.instance_host());
         }
     }
-    (decoder.finish(), series + identity.len())
+    (decoder.finish(), series)
 }
 
 #[cfg(test)]
@@ -374,7 +362,7 @@ mod tests {
             ),
         ];
         let (scrape, n) = decode(&fields, &answers, &identity, "DCGM_FI_DEV_POWER_USAGE");
-        assert_eq!(n, 6);
+        assert_eq!(n, 3, "value series");
         assert_eq!(scrape.gpus.len(), 2, "{:?}", scrape.gpus);
         let g0 = &scrape.gpus[0];
         assert_eq!(g0.uuid.as_deref(), Some("GPU-0"));
