@@ -155,12 +155,13 @@ pub(super) fn floor(
 
     // Switch domains of more than one node. `ov.nodes` is in inventory order.
     let mut domains = Vec::new();
+    let tree = inv.domain_tree();
     for d in inv
         .domains
         .iter()
         .filter(|d| d.nodes.len() > 1 || d.kind != DomainKind::Nvlink)
     {
-        let names = inv.domain_nodes(d);
+        let names = tree.nodes(d);
         let members: Vec<Option<usize>> = names.iter().map(|m| ix.get(m).copied()).collect();
         let mut g = GpuCounts::default();
         let (mut sm_sum, mut sm_n) = (0.0, 0u32);

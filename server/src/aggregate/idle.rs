@@ -159,6 +159,7 @@ mod tests {
             racks: Vec::new(),
             nodes: Vec::new(),
             jobs,
+            index: Default::default(),
         }
     }
 

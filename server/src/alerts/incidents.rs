@@ -80,6 +80,24 @@ pub fn group(open: Vec<AlertItem>, cx: &Context<'_>) -> Vec<Incident> {
                 .collect()
         })
         .unwrap_or_default();
+    // Indexed once: a fleet has thousands of incidents and tens of thousands of nodes.
+    let mut nodes_of_rack: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (n, r) in &rack_of {
+        nodes_of_rack.entry(r).or_default().push(n);
+    }
+    let mut jobs_of_node: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, j) in cx.jobs.iter().enumerate() {
+        if j.job.state == JobState::Running {
+            for n in &j.job.nodes {
+                jobs_of_node.entry(n.as_str()).or_default().push(i);
+            }
+        }
+    }
+    let ix = Index {
+        rack_of: &rack_of,
+        nodes_of_rack: &nodes_of_rack,
+        jobs_of_node: &jobs_of_node,
+    };
     let target_of: HashMap<&str, &str> = cx
         .targets
         .iter()
@@ -139,7 +157,7 @@ pub fn group(open: Vec<AlertItem>, cx: &Context<'_>) -> Vec<Incident> {
     let mut out: Vec<Incident> = places
         .into_iter()
         .filter(|(_, v)| !v.is_empty())
-        .map(|(p, alerts)| incident(p, alerts, cx, &rack_of))
+        .map(|(p, alerts)| incident(p, alerts, cx, &ix))
         .collect();
     out.sort_by(|a, b| {
         (
@@ -182,12 +200,16 @@ fn cause_index(p: &Place, alerts: &[AlertItem]) -> usize {
     })
 }
 
-fn incident(
-    p: Place,
-    mut alerts: Vec<AlertItem>,
-    cx: &Context<'_>,
-    rack_of: &HashMap<&str, &str>,
-) -> Incident {
+/// The inventory and the running jobs, indexed by node and rack for [`incident`].
+struct Index<'a> {
+    rack_of: &'a HashMap<&'a str, &'a str>,
+    nodes_of_rack: &'a HashMap<&'a str, Vec<&'a str>>,
+    /// Per node, its running jobs' positions in `Context::jobs`.
+    jobs_of_node: &'a HashMap<&'a str, Vec<usize>>,
+}
+
+fn incident(p: Place, mut alerts: Vec<AlertItem>, cx: &Context<'_>, ix: &Index<'_>) -> Incident {
+    let rack_of = ix.rack_of;
     alerts.sort_by_key(|a| (rank(&a.severity), a.started_ms, a.id));
     let cause = alerts.remove(cause_index(&p, &alerts));
     let severity = std::iter::once(&cause)
@@ -216,11 +238,10 @@ fn incident(
         Place::Rack(r) => (
             format!("rack {r}"),
             "/racks".to_string(),
-            rack_of
-                .iter()
-                .filter(|(_, rr)| **rr == r.as_str())
-                .map(|(n, _)| n.to_string())
-                .collect(),
+            ix.nodes_of_rack
+                .get(r.as_str())
+                .map(|v| v.iter().map(|n| n.to_string()).collect())
+                .unwrap_or_default(),
             vec![r.clone()],
         ),
         Place::Job(id) => (
@@ -240,11 +261,21 @@ fn incident(
         ),
     };
     nodes.sort();
-    let jobs = running()
-        .filter(|j| match &p {
-            Place::Job(id) => j.job.id == *id,
-            _ => j.job.nodes.iter().any(|n| nodes.binary_search(n).is_ok()),
-        })
+    // The running jobs on its nodes (or the job itself), in the scheduler's order.
+    let hit: Vec<&SchedJob> = match &p {
+        Place::Job(id) => running().filter(|j| j.job.id == *id).collect(),
+        _ => {
+            let at: std::collections::BTreeSet<usize> = nodes
+                .iter()
+                .filter_map(|n| ix.jobs_of_node.get(n.as_str()))
+                .flatten()
+                .copied()
+                .collect();
+            at.into_iter().map(|i| &cx.jobs[i]).collect()
+        }
+    };
+    let jobs = hit
+        .into_iter()
         .map(|j| {
             let last = cx.last_checkpoint_ms.get(&j.job.id).copied();
             let since = last.or(j.job.start_ms).unwrap_or(cx.now_ms);

@@ -306,8 +306,9 @@ impl HotWindow {
                 .map(|n| (n.name.as_str(), n))
                 .collect();
             // A one-node domain (an HGX board's NVSwitch) is its node's series already.
+            let tree = inv.domain_tree();
             for d in &inv.domains {
-                let members = inv.domain_nodes(d);
+                let members = tree.nodes(d);
                 if members.len() < 2 {
                     continue;
                 }

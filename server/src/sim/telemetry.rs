@@ -534,6 +534,7 @@ impl Sim {
             racks: Vec::new(),
             nodes,
             jobs: self.active.iter().map(|j| j.job.clone()).collect(),
+            index: Default::default(),
         };
         // Rack-scale racks' power shelves, read as the scrape path reads their exporter
         // (they deliver what the rack's nodes draw), and their NVLink fabric, as NMX-T's

@@ -300,13 +300,14 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
         .filter(|j| j.job.state == app::model::JobState::Running)
         .flat_map(|j| j.node_idx.iter().map(|&i| sim.inv.nodes[i].name.as_str()))
         .collect();
+    let tree = sim.inv.domain_tree();
     let domains = sim
         .inv
         .domains
         .iter()
         .filter(|d| d.nodes.len() > 1 || d.kind != app::model::DomainKind::Nvlink)
         .map(|d| {
-            let members = sim.inv.domain_nodes(d);
+            let members = tree.nodes(d);
             TruthDomain {
                 name: d.name.clone(),
                 gpus_allocated: members.iter().filter(|m| busy.contains(*m)).count() as u32
@@ -413,12 +414,16 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
 /// Free segments from the simulator's own node states: per block set, each block's idle
 /// nodes (idle in state, no job) divided by each size from 1 up to the base.
 fn truth_segments(sim: &Sim) -> Vec<TruthSegments> {
+    let ix: std::collections::HashMap<&str, usize> = sim
+        .inv
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.as_str(), i))
+        .collect();
     let idle_of = |name: &str| {
-        sim.inv
-            .nodes
-            .iter()
-            .position(|n| n.name == name)
-            .is_some_and(|i| sim.nodes[i].state == NodeState::Idle && sim.nodes[i].job.is_none())
+        ix.get(name)
+            .is_some_and(|&i| sim.nodes[i].state == NodeState::Idle && sim.nodes[i].job.is_none())
     };
     // Per set of block sizes: each block's name and idle nodes.
     type Set = (Vec<u32>, Vec<(String, u32)>);

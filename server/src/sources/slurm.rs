@@ -423,6 +423,7 @@ impl SlurmFrames {
                     .map(|(name, state)| NodeReading::silent(name, state))
                     .collect(),
                 jobs: active,
+                index: Default::default(),
             },
         };
         Frame {

@@ -31,6 +31,27 @@ pub struct Readings {
     pub nodes: Vec<NodeReading>,
     /// Pending and running jobs.
     pub jobs: Vec<Job>,
+    /// Nodes, their GPUs and their running job by node name, built at the first lookup
+    /// ([`Readings::node`], [`Readings::gpus_of`], [`Readings::running_job_on`]).
+    #[serde(skip)]
+    pub index: ReadingsIndex,
+}
+
+/// [`Readings`]' lookups, built at the first (`Default::default()` where built).
+#[derive(Clone, Debug, Default)]
+pub struct ReadingsIndex(std::sync::OnceLock<Index>);
+
+/// Lookups by node name, built once: at 16,384 nodes, finding a node by scanning was the
+/// most of an exporter's answer and of the alert rules' "no data" test. Built for the
+/// lengths it saw; a `Readings` changed after (its fields are public) is searched.
+#[derive(Clone, Debug, Default)]
+struct Index {
+    lens: (usize, usize, usize),
+    node: std::collections::HashMap<String, usize>,
+    /// Each node's GPUs as a range of `gpus` (a node's GPUs together, as documented).
+    gpus: std::collections::HashMap<String, std::ops::Range<usize>>,
+    /// Each node's first running job, as a position in `jobs`.
+    job: std::collections::HashMap<String, usize>,
 }
 
 /// One node at one instant: the scheduler's state and what the node's own exporters
@@ -118,9 +139,83 @@ impl Readings {
             .collect()
     }
 
+    fn lens(&self) -> (usize, usize, usize) {
+        (self.nodes.len(), self.gpus.len(), self.jobs.len())
+    }
+
+    /// The index, if it still describes these vectors.
+    fn index(&self) -> Option<&Index> {
+        let ix = self.index.0.get_or_init(|| {
+            let mut ix = Index {
+                lens: self.lens(),
+                ..Index::default()
+            };
+            for (i, n) in self.nodes.iter().enumerate() {
+                ix.node.entry(n.name.clone()).or_insert(i);
+            }
+            let mut i = 0;
+            while i < self.gpus.len() {
+                let node = &self.gpus[i].node;
+                let end = i + self.gpus[i..]
+                    .iter()
+                    .take_while(|g| &g.node == node)
+                    .count();
+                // A node whose GPUs are not together gets no range: it is searched.
+                if ix.gpus.insert(node.clone(), i..end).is_some() {
+                    ix.gpus.insert(node.clone(), 0..0);
+                    ix.lens.1 = usize::MAX;
+                }
+                i = end;
+            }
+            for (i, j) in self.jobs.iter().enumerate() {
+                if j.state == app::model::JobState::Running {
+                    for n in &j.nodes {
+                        ix.job.entry(n.clone()).or_insert(i);
+                    }
+                }
+            }
+            ix
+        });
+        (ix.lens == self.lens()).then_some(ix)
+    }
+
     /// The node named `name`.
     pub fn node(&self, name: &str) -> Option<&NodeReading> {
-        self.nodes.iter().find(|n| n.name == name)
+        self.node_position(name).map(|i| &self.nodes[i])
+    }
+
+    /// Where the node named `name` is in `nodes`.
+    pub fn node_position(&self, name: &str) -> Option<usize> {
+        match self.index() {
+            Some(ix) => ix.node.get(name).copied(),
+            None => self.nodes.iter().position(|n| n.name == name),
+        }
+        .filter(|&i| self.nodes.get(i).is_some_and(|n| n.name == name))
+    }
+
+    /// Node `name`'s GPUs, in their order.
+    pub fn gpus_of<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a GpuReading> + 'a {
+        let slice = match self.index() {
+            Some(ix) => ix
+                .gpus
+                .get(name)
+                .and_then(|r| self.gpus.get(r.clone()))
+                .unwrap_or(&[]),
+            None => &self.gpus[..],
+        };
+        slice.iter().filter(move |g| g.node == name)
+    }
+
+    /// The first running job on node `name`.
+    pub fn running_job_on(&self, name: &str) -> Option<&Job> {
+        let running = |j: &&Job| {
+            j.state == app::model::JobState::Running && j.nodes.iter().any(|x| x == name)
+        };
+        match self.index() {
+            Some(ix) => ix.job.get(name).and_then(|&i| self.jobs.get(i)),
+            None => self.jobs.iter().find(running),
+        }
+        .filter(running)
     }
 
     /// The rack named `name`, if a rack-level producer reports it.
@@ -207,6 +302,7 @@ impl<'de> serde::Deserialize<'de> for Readings {
             racks: row.racks,
             nodes,
             jobs: row.jobs,
+            index: Default::default(),
         })
     }
 }
@@ -233,5 +329,56 @@ mod tests {
             serde_json::from_str(&serde_json::to_string(&r).expect("json")).expect("this row");
         assert_eq!(again.nodes, r.nodes);
         assert_eq!(again.racks.len(), 1);
+    }
+
+    #[test]
+    fn lookups_by_name_agree_with_a_search_and_survive_a_change() {
+        let gpu = |node: &str, index: u32| GpuReading {
+            node: node.into(),
+            index,
+            ..GpuReading::default()
+        };
+        let job = |id: u64, state: app::model::JobState, nodes: &[&str]| Job {
+            id,
+            name: format!("j{id}"),
+            user: "u".into(),
+            account: "a".into(),
+            partition: "gpu".into(),
+            state,
+            nodes: nodes.iter().map(|n| n.to_string()).collect(),
+            gpus: 8,
+            submit_ms: 0,
+            start_ms: None,
+            end_ms: None,
+        };
+        let mut r = Readings {
+            gpus: vec![gpu("a", 0), gpu("a", 1), gpu("b", 0)],
+            nodes: vec![
+                NodeReading::silent("a".into(), NodeState::Idle),
+                NodeReading::silent("b".into(), NodeState::Allocated),
+            ],
+            jobs: vec![
+                job(1, app::model::JobState::Pending, &["b"]),
+                job(2, app::model::JobState::Running, &["b"]),
+            ],
+            ..Readings::default()
+        };
+        assert_eq!(r.node("b").map(|n| n.state), Some(NodeState::Allocated));
+        assert_eq!(r.node("c"), None);
+        assert_eq!(r.gpus_of("a").map(|g| g.index).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(r.gpus_of("c").count(), 0);
+        // A pending job on the node is not its running job.
+        assert_eq!(r.running_job_on("b").map(|j| j.id), Some(2));
+        assert_eq!(r.running_job_on("a").map(|j| j.id), None);
+        // Changed after the index was built: found by searching, not by a stale index.
+        r.nodes
+            .insert(0, NodeReading::silent("c".into(), NodeState::Down));
+        r.gpus.push(gpu("a", 2));
+        assert_eq!(r.node_position("a"), Some(1));
+        assert_eq!(r.node("c").map(|n| n.state), Some(NodeState::Down));
+        assert_eq!(
+            r.gpus_of("a").map(|g| g.index).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
     }
 }

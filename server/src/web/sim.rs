@@ -50,7 +50,7 @@ fn sim_exporter(
     render: fn(&app::model::Inventory, &crate::telemetry::Readings, &str) -> Option<String>,
 ) -> Result<Response, ApiError> {
     let frame = st.live.sim_frame().ok_or(ApiError::NotReady)?;
-    if !frame.inventory.nodes.iter().any(|n| n.name == node) {
+    if crate::sim::exporter::inventory_node(&frame.inventory, &frame.readings, node).is_none() {
         return Err(ApiError::NotFound);
     }
     // A down node's exporter does not answer; over a shared listener that is a 503.

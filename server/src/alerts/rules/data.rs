@@ -81,7 +81,7 @@ pub fn has_data(rule: &str, subject: &str, f: &Facts<'_>) -> bool {
 }
 
 fn node_reading<'a>(r: &'a Readings, node: &str) -> Option<&'a NodeReading> {
-    r.nodes.iter().find(|n| n.name == node)
+    r.node(node)
 }
 
 /// Its BMC reported within the freshness window.
@@ -102,8 +102,7 @@ fn reporting(g: &GpuReading) -> bool {
 }
 
 fn gpus_reporting(r: &Readings, node: &str) -> bool {
-    r.gpus.iter().any(|g| g.node == node && reporting(g))
-        || node_reading(r, node).is_some_and(|n| !n.switches.is_empty())
+    r.gpus_of(node).any(reporting) || node_reading(r, node).is_some_and(|n| !n.switches.is_empty())
 }
 
 #[cfg(test)]

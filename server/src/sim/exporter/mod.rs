@@ -5,25 +5,30 @@
 
 use std::fmt::Write;
 
-use app::model::{Inventory, Job, JobState};
+use app::model::{Inventory, Node};
 
 use crate::telemetry::Readings;
 
 const DRIVER_VERSION: &str = "580.105.08";
 
+/// The inventory's node `node`: found at its place in the readings' nodes (the simulator
+/// lists them in the inventory's order), else searched.
+pub fn inventory_node<'a>(inv: &'a Inventory, r: &Readings, node: &str) -> Option<&'a Node> {
+    r.node_position(node)
+        .and_then(|i| inv.nodes.get(i))
+        .filter(|n| n.name == node)
+        .or_else(|| inv.nodes.iter().find(|n| n.name == node))
+}
+
 /// dcgm-exporter's text for `node`, or `None` for a node the cluster does not have. A node
 /// that is down answers nothing (its exporter is unreachable), which is also `None`.
 pub fn render_dcgm(inv: &Inventory, r: &Readings, node: &str) -> Option<String> {
-    let n = inv.nodes.iter().find(|n| n.name == node)?;
-    let gpus: Vec<_> = r.gpus.iter().filter(|g| g.node == node).collect();
+    let n = inventory_node(inv, r, node)?;
+    let gpus: Vec<_> = r.gpus_of(node).collect();
     if gpus.iter().all(|g| g.power_watts.is_none()) {
         return None;
     }
-    let jobs: Vec<&Job> = r
-        .jobs
-        .iter()
-        .filter(|j| j.state == JobState::Running && j.nodes.iter().any(|x| x == node))
-        .collect();
+    let job = r.running_job_on(node);
     let mut out = String::with_capacity(gpus.len() * 7000);
     // Rack-scale systems: DCGM's platform identity fields, listed in the counters file
     // with type `label`, ride on every series of the GPU after the driver version.
@@ -55,8 +60,7 @@ pub fn render_dcgm(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
             l
         })
         .collect();
-    let job_label = jobs
-        .first()
+    let job_label = job
         .map(|j| format!(",hpc_job=\"{}\"", j.id))
         .unwrap_or_default();
     // One family: HELP, TYPE, then a line per GPU that has a value (with extra labels).
@@ -403,7 +407,7 @@ pub fn render_redfish(r: &Readings, rack: &str) -> Option<String> {
 /// ipmi_exporter's text for `node`: DCMI power and the inlet temperature sensor. Node power
 /// is its GPUs plus the host; inlet is its rack's.
 pub fn render_ipmi(inv: &Inventory, r: &Readings, node: &str) -> Option<String> {
-    inv.nodes.iter().find(|n| n.name == node)?;
+    inventory_node(inv, r, node)?;
     let reading = r.node(node)?;
     let watts = reading.power_watts?;
     let inlet = reading.inlet_celsius?;
@@ -472,7 +476,7 @@ pub fn render_ipmi(inv: &Inventory, r: &Readings, node: &str) -> Option<String> 
 /// sent since boot (the simulator's counter split over 4 ports each way), printed as Go
 /// prints floats.
 pub fn render_node(inv: &Inventory, r: &Readings, node: &str) -> Option<String> {
-    inv.nodes.iter().find(|n| n.name == node)?;
+    inventory_node(inv, r, node)?;
     let reading = r.node(node)?;
     let total = reading.ib_bytes_total?;
     // Eight whole shares that add up to the total (as exactly as f64 holds it).

@@ -1,6 +1,7 @@
 use super::*;
 use crate::sim::Sim;
 use crate::telemetry::dcgm::decode;
+use app::model::JobState;
 use std::collections::HashMap;
 
 const T0: i64 = 1_795_968_000_000;

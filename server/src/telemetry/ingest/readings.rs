@@ -96,6 +96,7 @@ impl Ingest {
             racks,
             nodes: out,
             jobs,
+            index: Default::default(),
         }
     }
 }
