@@ -50,7 +50,7 @@ use std::env;
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench <size | ingest | browser | scale | reports | timeline | login-flood | fanout> | soak [--minutes N] | site [--release] | dist [--check] | fixtures checkpoints | fence | bootstrap>";
+    "usage: cargo xtask <run [--release] [-- ARGS] | test | bench <size | ingest | browser | scale [--nodes N] | reports | timeline | login-flood | fanout> | soak [--minutes N] | site [--release] | dist [--check] | fixtures checkpoints | fence | bootstrap>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();

@@ -54,6 +54,7 @@ pub(super) const ENV: &[(&str, &str, Kind)] = &[
     ("GANTRY_SIM_SEED",     "sim.seed",     Kind::Int(int::<u64>, "an integer seed")),
     ("GANTRY_SIM_SPEED",    "sim.speed",    Kind::Float("a number")),
     ("GANTRY_SIM_START_MS", "sim.start_ms", Kind::Int(int::<i64>, "Unix milliseconds")),
+    ("GANTRY_SIM_SCRAPE_EVERY", "sim.scrape_every", Kind::Int(int::<u32>, "a node count")),
 
     ("GANTRY_SLURM_BIN_DIR",          "slurm.bin_dir",          Kind::Str),
     ("GANTRY_SLURM_CONF",             "slurm.conf",             Kind::Str),

@@ -250,6 +250,11 @@ pub struct SimConfig {
     pub speed: f64,
     /// Simulated start time (Unix ms); `None` starts at the wall clock.
     pub start_ms: Option<i64>,
+    /// Scraping its own exporters: every this many nodes' (and racks') exporters are
+    /// scraped over HTTP, by a task of their own, and the others read directly. 1 (the
+    /// default): all scraped, within the tick. For fleets no one machine can serve and
+    /// scrape whole, with the real path still measured on a share.
+    pub scrape_every: u32,
 }
 
 impl Default for SimConfig {
@@ -260,6 +265,7 @@ impl Default for SimConfig {
             seed: 42,
             speed: 1.0,
             start_ms: None,
+            scrape_every: 1,
         }
     }
 }

@@ -30,7 +30,17 @@ fn defaults_then_file_then_env() {
 
 #[test]
 fn invalid_values_name_the_field() {
-    let e = Config::load(None, env(&[("GANTRY_SIM_NODES", "4096")])).expect_err("too many");
+    let e = Config::load(None, env(&[("GANTRY_SIM_NODES", "16385")])).expect_err("too many");
+    assert!(e.to_string().contains("sim.nodes"), "{e}");
+    // An NVL72 floor of 2,304 racks (41,472 trays) is within bounds, one tray more is not.
+    let nvl72 = |n: &str| {
+        Config::load(
+            None,
+            env(&[("GANTRY_SIM_PROFILE", "nvl72"), ("GANTRY_SIM_NODES", n)]),
+        )
+    };
+    assert_eq!(nvl72("41472").expect("2,304 racks").sim.nodes, 41_472);
+    let e = nvl72("41473").expect_err("too many trays");
     assert!(e.to_string().contains("sim.nodes"), "{e}");
     let e = Config::load(None, env(&[("GANTRY_LISTEN", "nope")])).expect_err("bad addr");
     assert!(e.to_string().contains("GANTRY_LISTEN"), "{e}");
@@ -450,6 +460,7 @@ fn every_variable_reaches_its_field() {
         ("GANTRY_SIM_SEED", "1006", |c| c.sim.seed == 1006),
         ("GANTRY_SIM_SPEED", "1007.5", |c| c.sim.speed == 1007.5),
         ("GANTRY_SIM_START_MS", "-1008", |c| c.sim.start_ms == Some(-1008)),
+        ("GANTRY_SIM_SCRAPE_EVERY", "8", |c| c.sim.scrape_every == 8),
         ("GANTRY_SLURM_BIN_DIR", "/opt/bin", |c| path(&c.slurm.bin_dir) == "/opt/bin"),
         ("GANTRY_SLURM_CONF", "/etc/slurm.conf", |c| path(&c.slurm.conf) == "/etc/slurm.conf"),
         ("GANTRY_SLURM_LAYOUT", "/etc/layout", |c| path(&c.slurm.layout) == "/etc/layout"),

@@ -206,7 +206,8 @@ fn is_metric_name(s: &str) -> bool {
 
 impl SimConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        within("sim.nodes", self.nodes, 1..=2048)?;
+        within("sim.nodes", self.nodes, 1..=self.profile.max_nodes() as u32)?;
+        within("sim.scrape_every", self.scrape_every, 1..=self.nodes.max(1))?;
         if !(self.speed.is_finite() && self.speed > 0.0 && self.speed <= 100_000.0) {
             return Err(invalid("sim.speed", "must be above 0 and at most 100000"));
         }

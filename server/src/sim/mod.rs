@@ -75,6 +75,15 @@ impl Profile {
         }
     }
 
+    /// The most nodes it simulates: 16,384 HGX nodes (131,072 GPUs, four halls of
+    /// 4,096), or 2,304 NVL72 racks of 18 trays (41,472 trays, 165,888 GPUs).
+    pub fn max_nodes(self) -> usize {
+        match self {
+            Profile::Hgx => 16_384,
+            Profile::Nvl72 => 2_304 * model::NVL72_TRAYS,
+        }
+    }
+
     pub fn gpus_per_node(self) -> usize {
         match self {
             Profile::Hgx => GPUS_PER_NODE,
@@ -288,7 +297,7 @@ pub struct Sim {
 }
 
 impl Sim {
-    /// A cluster of `nodes` nodes (1 to 2,048) whose history starts 24 h before `start_ms`
+    /// A cluster of `nodes` nodes (1 to `Profile::max_nodes`) whose history starts 24 h before `start_ms`
     /// so that at `start_ms` it is already busy, with jobs of every age.
     pub fn new(nodes: usize, seed: u64, cluster: &str, start_ms: UnixMs) -> Sim {
         Sim::with_profile(Profile::Hgx, nodes, seed, cluster, start_ms)
@@ -302,7 +311,7 @@ impl Sim {
         cluster: &str,
         start_ms: UnixMs,
     ) -> Sim {
-        let nodes = nodes.clamp(1, 2048);
+        let nodes = nodes.clamp(1, profile.max_nodes());
         let inv = match profile {
             Profile::Hgx => layout(nodes, cluster),
             Profile::Nvl72 => model::layout_nvl72(nodes, cluster),

@@ -40,6 +40,14 @@ fn hall_of(row: usize, rows_n: usize, nodes: usize) -> String {
     }
 }
 
+/// Row `r`'s name: `A` to `Z`, then `R26`, `R27`, ... (unique at any size).
+fn row_name(r: usize) -> String {
+    match b"ABCDEFGHIJKLMNOPQRSTUVWXYZ".get(r) {
+        Some(&c) => (c as char).to_string(),
+        None => format!("R{r}"),
+    }
+}
+
 /// Each hall's feed: 85% of its racks' limits (a site provisions a hall below the sum of
 /// its racks', which are rarely all at their limit at once).
 fn sim_halls(racks: &[Rack]) -> Vec<Hall> {
@@ -61,9 +69,8 @@ fn sim_halls(racks: &[Rack]) -> Vec<Hall> {
 /// trays, 10 above), one liquid-cooled 132 kW bus bar fed by eight power shelves, one NVLink domain and one Slurm
 /// block (`BlockSizes=18`), eight racks to a row, two racks to an InfiniBand leaf.
 pub fn layout_nvl72(nodes: usize, cluster: &str) -> Inventory {
-    let racks_n = nodes.div_ceil(NVL72_TRAYS).clamp(1, 2048 / NVL72_TRAYS);
+    let racks_n = nodes.div_ceil(NVL72_TRAYS).max(1);
     let rows_n = racks_n.div_ceil(8);
-    let row_name = |r: usize| format!("{}", (b'A' + (r % 26) as u8) as char);
     let rows: Vec<String> = (0..rows_n).map(row_name).collect();
     let racks: Vec<Rack> = (0..racks_n)
         .map(|i| Rack {
@@ -243,14 +250,6 @@ pub fn layout(nodes: usize, cluster: &str) -> Inventory {
         racks_n.div_ceil(16)
     };
     let per_row = racks_n.div_ceil(rows_n);
-    let row_name = |r: usize| {
-        let letters = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ";
-        if r < 26 {
-            (letters[r] as char).to_string()
-        } else {
-            format!("R{r}")
-        }
-    };
     let rows: Vec<String> = (0..rows_n).map(row_name).collect();
     let racks: Vec<Rack> = (0..racks_n)
         .map(|i| {

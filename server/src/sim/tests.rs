@@ -180,6 +180,32 @@ fn largest_cluster_builds_and_reads_quickly() {
 }
 
 #[test]
+fn the_fleet_layouts_are_four_halls_of_unique_racks() {
+    use std::collections::{HashMap, HashSet};
+    // HGX at its largest: 16,384 nodes, 131,072 GPUs, four halls of 4,096 nodes.
+    let inv = super::model::layout(Profile::Hgx.max_nodes(), "fleet");
+    assert_eq!(inv.nodes.len(), 16_384);
+    assert_eq!(inv.gpu_count(), 131_072);
+    let racks: HashSet<&str> = inv.racks.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(racks.len(), inv.racks.len(), "rack names are unique");
+    let hall = inv.hall_of_rack();
+    let mut per_hall: HashMap<&str, usize> = HashMap::new();
+    for n in &inv.nodes {
+        *per_hall.entry(hall[n.rack.as_str()]).or_default() += 1;
+    }
+    assert_eq!(per_hall.len(), 4);
+    assert!(per_hall.values().all(|&n| n == 4096), "{per_hall:?}");
+    // NVL72 at its largest: 2,304 racks of 18 trays, rack names unique past row Z.
+    let inv = super::model::layout_nvl72(Profile::Nvl72.max_nodes(), "fleet");
+    assert_eq!(inv.racks.len(), 2_304);
+    assert_eq!(inv.nodes.len(), 41_472);
+    let racks: HashSet<&str> = inv.racks.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(racks.len(), 2_304, "rack names are unique");
+    let rows: HashSet<&str> = inv.racks.iter().map(|r| r.row.as_str()).collect();
+    assert_eq!(rows.len(), 288);
+}
+
+#[test]
 fn energy_counters_only_rise_and_rise_faster_under_load() {
     let mut sim = Sim::new(64, 42, "c", T0);
     let before = sim.readings();

@@ -7,10 +7,12 @@
 //!   through a PromQL store that scrapes them).
 //! - [`slurm`]: a real Slurm (CLI or slurmrestd), with configured exporters or none.
 //! - [`scraper`]: the task that scrapes configured exporters for either source.
+//! - [`sampled`]: a share of the simulator's nodes scraped, the rest read directly.
 //!
 //! Each source is built from the configuration by itself (`from_config`).
 
 pub mod run;
+pub mod sampled;
 pub mod scraper;
 pub mod sim;
 pub mod slurm;

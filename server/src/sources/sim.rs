@@ -42,6 +42,9 @@ pub struct SimSource {
     /// The simulator's calls, answered while this source runs (a standby has none).
     ops: Arc<SimOps>,
     ops_rx: Option<OwnedMutexGuard<mpsc::Receiver<SimOp>>>,
+    /// Only a share of its exporters scraped (`sim.scrape_every` above 1): the rest read
+    /// directly.
+    sampled: Option<super::sampled::Sampled>,
     /// When the run started: simulated time is `start_ms` plus the wall time since, times `speed`.
     wall_start: Instant,
     inventory: Arc<Inventory>,
@@ -117,6 +120,16 @@ impl SimSource {
         });
         let rack_targets =
             ingest::rack_targets(sim.inventory(), rack_t.as_deref(), fabric_t.as_deref());
+        // Every Nth of its own exporters scraped, by their own task; the rest read directly.
+        let sampled = (external.is_none()
+            && cfg.telemetry == TelemetryKind::Scrape
+            && cfg.sim.scrape_every > 1)
+            .then(|| super::sampled::Sampled::new(sim.inventory(), cfg.sim.scrape_every as usize));
+        let (targets, rack_targets) = match &sampled {
+            Some(s) => s.targets(targets, rack_targets),
+            None => (targets, rack_targets),
+        };
+        let own_task = external.is_some() || sampled.is_some();
         // The simulator's own exporters are scraped every tick, so a tick shows one
         // simulated instant; configured ones every 10 s, spread over the interval.
         // Through a PromQL store it is the store's scrape interval (a sample older than two
@@ -124,7 +137,7 @@ impl SimSource {
         let scrape_interval_ms = cfg.scrape_interval_ms.unwrap_or(
             if cfg.telemetry == crate::config::TelemetryKind::PromQl {
                 15_000
-            } else if external.is_some() {
+            } else if own_task {
                 10_000
             } else {
                 cfg.live_interval_ms
@@ -136,7 +149,7 @@ impl SimSource {
         let is_promql = cfg.telemetry == TelemetryKind::PromQl;
         let client = Client::new(
             ScrapeConfig {
-                timeout: Duration::from_millis(if external.is_some() || is_promql {
+                timeout: Duration::from_millis(if own_task || is_promql {
                     (scrape_interval_ms * 4 / 5).min(10_000)
                 } else {
                     cfg.live_interval_ms * 4 / 5
@@ -168,8 +181,9 @@ impl SimSource {
                     cfg.scrape_concurrency,
                 )
                 .with_rack_targets(rack_targets);
-                if external.is_some() {
-                    // Real exporters: their own task, spread over the interval.
+                if own_task {
+                    // Real exporters (or a share of its own): their own task, spread over
+                    // the interval.
                     let shared = super::scraper::spawn(ing.with_jitter(), ctx, scrape_interval_ms);
                     Some(Telemetry::Task(shared))
                 } else {
@@ -200,6 +214,7 @@ impl SimSource {
             ingest,
             scrape_interval_ms,
             simulate_telemetry: external.is_none(),
+            sampled,
             ops,
             ops_rx: None,
             wall_start: Instant::now(),
@@ -280,9 +295,16 @@ impl Source for SimSource {
         };
         let readings = match self.ingest.as_mut() {
             None => Latest::Frame(Arc::clone(&frame)),
-            // Scraped by its own task: take what is fresh now.
+            // Scraped by its own task: take what is fresh now (a share of it: with the
+            // rest as the simulator has it).
             Some(Telemetry::Task(shared)) => {
-                fresh(&shared.lock().unwrap_or_else(|e| e.into_inner()))
+                let scraped = fresh(&shared.lock().unwrap_or_else(|e| e.into_inner()));
+                match &self.sampled {
+                    Some(s) => {
+                        Latest::Owned(Arc::new(s.merge(&frame.readings, scraped.readings())))
+                    }
+                    None => scraped,
+                }
             }
             Some(Telemetry::InTick(ing)) => {
                 let round = ing

@@ -23,7 +23,7 @@ pub(crate) fn bench(args: &[String]) -> Result {
         Some("size") => size::bench_size(),
         Some("ingest") => ingest::bench_ingest(),
         Some("browser") => browser::bench_browser(),
-        Some("scale") => scale::bench_scale(),
+        Some("scale") => scale::bench_scale(&args[1..]),
         Some("reports") => reports::bench_reports(),
         Some("timeline") => timeline::bench_timeline(),
         Some("login-flood") => login_flood::bench_login_flood(),
@@ -31,7 +31,7 @@ pub(crate) fn bench(args: &[String]) -> Result {
         // The load generator `fanout` runs (a process of its own, release).
         Some("fanout-load") => fanout::fanout_load(&args[1..]),
         _ => Err(
-            "usage: cargo xtask bench <size | ingest | browser | scale | reports | timeline | login-flood | fanout>"
+            "usage: cargo xtask bench <size | ingest | browser | scale [--nodes N] | reports | timeline | login-flood | fanout>"
                 .into(),
         ),
     }
