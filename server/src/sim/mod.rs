@@ -118,6 +118,35 @@ pub struct ShelfScenario {
     pub degraded_shelf: usize,
 }
 
+/// Nodes per stretch of the floor that has one of each fixed fault (ECC node, drained,
+/// down, NVSwitch).
+const FAULT_STRETCH: usize = 4096;
+
+/// Where one stretch's fixed field trouble sits (node indexes).
+#[derive(Debug, PartialEq, Eq)]
+struct Trouble {
+    ecc: usize,
+    drained: usize,
+    down: usize,
+    switch: usize,
+}
+
+/// The fixed field trouble of a floor of `nodes`: in each stretch of up to
+/// [`FAULT_STRETCH`] nodes (of at least 4), placed by fraction.
+fn field_trouble(nodes: usize) -> Vec<Trouble> {
+    (0..nodes)
+        .step_by(FAULT_STRETCH)
+        .map(|from| (from, (nodes - from).min(FAULT_STRETCH)))
+        .filter(|&(_, n)| n >= 4)
+        .map(|(from, n)| Trouble {
+            ecc: from + n * 37 / 64,
+            drained: from + n * 50 / 64,
+            down: from + n * 60 / 64,
+            switch: from + n * 23 / 64,
+        })
+        .collect()
+}
+
 /// The HGX profile's NVSwitch fault: one node's switch reports a fatal SXid from
 /// `onset_ms` on, and needs a reset.
 #[derive(Clone, Debug)]
@@ -263,7 +292,7 @@ pub struct Sim {
     shelves: Option<ShelfScenario>,
     /// The NVL72 profile's NVLink faults.
     fabric: Option<fabric::FabricScenario>,
-    switch_fault: Option<SwitchFault>,
+    switch_faults: Vec<SwitchFault>,
     rng: Rng,
     inv: Inventory,
     t_ms: UnixMs,
@@ -354,20 +383,34 @@ impl Sim {
                 tray_down_from_ms: start_ms + 6 * MIN_MS,
             }
         });
+        // Field trouble in proportion: placed by fraction within each stretch of up to
+        // 4,096 nodes (a hall of the largest floor), so 1,024 nodes have one of each and
+        // 16,384 have four.
+        let stretches = field_trouble(nodes);
         // HGX: one node's NVSwitch fails three hours in (its exporter lists switch fields).
-        let switch_fault = (profile == Profile::Hgx && nodes >= 4).then(|| SwitchFault {
-            node: nodes * 23 / 64,
-            switch: 2,
-            sxid: 12028,
-            onset_ms: start_ms + 3 * HOUR_MS,
-        });
+        let switch_faults: Vec<SwitchFault> = stretches
+            .iter()
+            .filter(|_| profile == Profile::Hgx)
+            .map(|t| SwitchFault {
+                node: t.switch,
+                switch: 2,
+                sxid: 12028,
+                onset_ms: start_ms + 3 * HOUR_MS,
+            })
+            .collect();
         let mut rng = Rng::new(seed);
         let warmup_from = start_ms - 24 * HOUR_MS;
+        let rack_ix: std::collections::HashMap<&str, usize> = inv
+            .racks
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.name.as_str(), i))
+            .collect();
         let mut sim_nodes: Vec<SimNode> = inv
             .nodes
             .iter()
             .map(|n| SimNode {
-                rack: inv.racks.iter().position(|r| r.name == n.rack).unwrap_or(0),
+                rack: rack_ix.get(n.rack.as_str()).copied().unwrap_or(0),
                 state: NodeState::Idle,
                 reason: None,
                 job: None,
@@ -381,22 +424,24 @@ impl Sim {
                 back_at_ms: None,
             })
             .collect();
-        // Field trouble, placed by fraction so every size has it: one node with a GPU that
-        // starts throwing double-bit ECC errors two hours in, one drained for maintenance,
-        // one whose slurmd stopped answering.
-        if nodes >= 4 {
-            let ecc = nodes * 37 / 64;
-            sim_nodes[ecc].fault = Some(SimGpuFault {
+        // In each stretch: one node with a GPU that starts throwing double-bit ECC errors
+        // two hours in, one drained for maintenance, one whose slurmd stopped answering.
+        for t in &stretches {
+            sim_nodes[t.ecc].fault = Some(SimGpuFault {
                 gpu: 3,
                 onset_ms: start_ms + 2 * HOUR_MS,
             });
-            sim_nodes[nodes * 50 / 64].state = NodeState::Drained;
-            sim_nodes[nodes * 50 / 64].reason = Some("root: PSU replacement".into());
-            sim_nodes[nodes * 60 / 64].state = NodeState::Down;
-            sim_nodes[nodes * 60 / 64].reason = Some("Not responding".into());
+            let drained = &mut sim_nodes[t.drained];
+            drained.state = NodeState::Drained;
+            drained.reason = Some("root: PSU replacement".into());
+            let down = &mut sim_nodes[t.down];
+            down.state = NodeState::Down;
+            down.reason = Some("Not responding".into());
         }
         // Arrivals keep about 85% of what the long runs and broken nodes leave busy.
-        let left_nodes = nodes.saturating_sub(long_run_nodes(nodes) + 3).max(1);
+        let left_nodes = nodes
+            .saturating_sub(long_run_nodes(nodes) + 3 * stretches.len().max(1))
+            .max(1);
         let max_job = max_random_job_nodes(nodes);
         let mean_nodes = RANDOM_JOB_NODES
             .iter()
@@ -413,7 +458,7 @@ impl Sim {
             coolant,
             shelves,
             fabric,
-            switch_fault,
+            switch_faults,
             rng,
             inv,
             t_ms: warmup_from,

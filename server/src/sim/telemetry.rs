@@ -177,9 +177,9 @@ impl Sim {
         (0..HGX_NVSWITCHES)
             .map(|sw| {
                 let failed = self
-                    .switch_fault
-                    .as_ref()
-                    .filter(|f| f.node == node && f.switch == sw && self.t_ms >= f.onset_ms);
+                    .switch_faults
+                    .iter()
+                    .find(|f| f.node == node && f.switch == sw && self.t_ms >= f.onset_ms);
                 let noise = hash_unit(
                     self.seed,
                     self.t_ms / 1000,
@@ -201,10 +201,10 @@ impl Sim {
             .collect()
     }
 
-    /// The NVSwitch that has failed at the current time: (node, switch, SXid).
-    pub(super) fn switch_failed(&self) -> Option<(usize, u32, u32)> {
-        self.switch_fault
-            .as_ref()
+    /// The NVSwitches that have failed at the current time: (node, switch, SXid).
+    pub(super) fn switch_failed(&self) -> impl Iterator<Item = (usize, u32, u32)> + '_ {
+        self.switch_faults
+            .iter()
             .filter(|f| self.t_ms >= f.onset_ms)
             .map(|f| (f.node, f.switch, f.sxid))
     }

@@ -206,6 +206,34 @@ fn the_fleet_layouts_are_four_halls_of_unique_racks() {
 }
 
 #[test]
+fn field_trouble_comes_once_a_stretch_of_4096_nodes() {
+    // The default floor keeps its one of each where it always was (gpu038's GPU, ...).
+    let t = field_trouble(64);
+    assert_eq!(
+        t,
+        [Trouble {
+            ecc: 37,
+            drained: 50,
+            down: 60,
+            switch: 23
+        }]
+    );
+    assert_eq!(Sim::new(64, 1, "c", T0).lemons(), ["gpu038"]);
+    // A fleet of four halls has four of each, one a hall, none shared.
+    let t = field_trouble(16_384);
+    assert_eq!(t.len(), 4);
+    for (h, t) in t.iter().enumerate() {
+        for n in [t.ecc, t.drained, t.down, t.switch] {
+            assert_eq!(n / 4096, h, "{t:?}");
+        }
+    }
+    // A short last stretch has its own; one of under 4 nodes has none.
+    assert_eq!(field_trouble(4096 + 100).len(), 2);
+    assert_eq!(field_trouble(4096 + 3).len(), 1);
+    assert_eq!(field_trouble(3).len(), 0);
+}
+
+#[test]
 fn energy_counters_only_rise_and_rise_faster_under_load() {
     let mut sim = Sim::new(64, 42, "c", T0);
     let before = sim.readings();

@@ -347,7 +347,6 @@ pub(super) fn truth(sim: &Sim, readings: &super::Readings) -> SimTruth {
                 )
             })
             .map(|(i, sw, sxid)| (sim.inv.nodes[i].name.clone(), sw, sxid))
-            .into_iter()
             .collect(),
         misplaced,
         segments: truth_segments(sim),
