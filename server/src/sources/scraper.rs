@@ -67,8 +67,8 @@ pub fn spawn(
 
 /// Reads a PromQL store every `round` until `shutdown` into its own `Ingest`, then copies
 /// the latest readings into the shared one (held only for that copy, never while the store
-/// is awaited). A failed round is logged once while it keeps failing; the data ages and
-/// shows stale.
+/// is awaited). A failed round is logged once while it keeps failing the same way; the
+/// data ages and shows stale.
 async fn run_promql(
     mut mine: Ingest,
     shared: SharedIngest,
@@ -80,18 +80,21 @@ async fn run_promql(
 ) {
     let mut ticker = tokio::time::interval(round);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut failing = false;
+    // The failure last logged: a new one is logged (a store that first refused the
+    // connection, then refused a query, says both).
+    let mut failing: Option<String> = None;
     while next_tick(&mut ticker, &mut shutdown).await {
         let stats = match mine.query_promql(&prom, wall_now_ms(), fresh_ms).await {
             Ok(r) => {
-                failing = false;
+                failing = None;
                 r
             }
             Err(e) => {
-                if !failing {
-                    tracing::warn!(error = %e, "PromQL query failed; readings age and show stale");
+                let text = e.to_string();
+                if failing.as_deref() != Some(text.as_str()) {
+                    tracing::warn!(error = %text, "PromQL query failed; readings age and show stale");
                 }
-                failing = true;
+                failing = Some(text);
                 RoundStats {
                     targets: PROMQL_QUERIES,
                     failed: PROMQL_QUERIES,

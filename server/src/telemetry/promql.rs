@@ -106,6 +106,28 @@ struct ApiSeries {
     values: Option<Vec<(f64, String)>>,
 }
 
+#[derive(Deserialize)]
+struct ValuesResponse {
+    status: String,
+    data: Option<Vec<String>>,
+    #[serde(rename = "errorType")]
+    error_type: Option<String>,
+    error: Option<String>,
+}
+
+/// Parses a label values answer. Pure.
+pub fn parse_values(body: &[u8]) -> Result<Vec<String>, PromError> {
+    let r: ValuesResponse =
+        serde_json::from_slice(body).map_err(|e| PromError::Json(e.to_string()))?;
+    if r.status != "success" {
+        return Err(PromError::Query {
+            kind: r.error_type.unwrap_or_default(),
+            message: r.error.unwrap_or_default().chars().take(500).collect(),
+        });
+    }
+    r.data.ok_or_else(|| PromError::Json("no data".into()))
+}
+
 /// Parses an API answer into series (vector or matrix). Pure.
 pub fn parse_response(body: &[u8]) -> Result<Vec<Series>, PromError> {
     let r: ApiResponse =
@@ -166,6 +188,23 @@ impl PromQl {
         parse_response(&self.client.fetch_json(&url).await?)
     }
 
+    /// The values of `label` in series seen since `since_ms` (`/api/v1/label/…/values`):
+    /// read from the store's index, so unlike a query it selects no series (a store bounds
+    /// the series one query may select: VictoriaMetrics at 300,000 by default).
+    pub async fn label_values(
+        &self,
+        label: &str,
+        since_ms: UnixMs,
+    ) -> Result<Vec<String>, PromError> {
+        let url = format!(
+            "{}/api/v1/label/{}/values?start={}",
+            self.base,
+            url_component(label),
+            secs(since_ms)
+        );
+        parse_values(&self.client.fetch_json(&url).await?)
+    }
+
     /// A range query from `start_ms` to `end_ms` every `step_ms`.
     pub async fn query_range(
         &self,
@@ -212,6 +251,17 @@ mod tests {
             s[0].points,
             vec![(1000, 1.0), (2000, f64::INFINITY), (3000, 2.5)]
         );
+    }
+
+    #[test]
+    fn label_values_answers() {
+        let v = br#"{"status":"success","data":["DCGM_FI_DEV_GPU_TEMP","up"]}"#;
+        assert_eq!(
+            parse_values(v).expect("values"),
+            ["DCGM_FI_DEV_GPU_TEMP", "up"]
+        );
+        let e = parse_values(br#"{"status":"error","errorType":"bad_data","error":"x"}"#);
+        assert!(matches!(e, Err(PromError::Query { ref kind, .. }) if kind == "bad_data"));
     }
 
     #[test]

@@ -38,7 +38,9 @@ pub(crate) fn scrape_yml(
     interval: &str,
     timeout: &str,
 ) -> String {
-    let targets: Vec<String> = (1..=nodes).map(|n| format!("\"gpu{n:03}\"")).collect();
+    // The simulator's names: three digits, four from 1,000 nodes.
+    let width = if nodes >= 1000 { 4 } else { 3 };
+    let targets: Vec<String> = (1..=nodes).map(|n| format!("\"gpu{n:0width$}\"")).collect();
     let job = |name: &str, port: u16| {
         format!(
             "  - job_name: {name}\n    static_configs:\n      - targets: [{t}]\n    relabel_configs:\n\

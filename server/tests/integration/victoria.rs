@@ -4,9 +4,9 @@
 //! but its newest samples are old), Gantry shows the data stale, never the old values as
 //! current.
 //!
-//! 512 nodes in four halls: past the wall of the first PromQL path, whose one answer with
-//! every DCGM series (88 KB a node) passed the 16 MiB bound at about 190 nodes; the GPUs
-//! are now read a field at a query (`telemetry::ingest::query_dcgm`).
+//! 2,048 nodes in four halls (16,384 GPUs): far past the wall of the first PromQL path,
+//! whose one answer with every DCGM series (88 KB a node) passed the 16 MiB bound at about
+//! 190 nodes; the GPUs are now read a field at a query (`telemetry::ingest::query_dcgm`).
 
 use std::time::Duration;
 
@@ -56,23 +56,23 @@ async fn power_series(prom: &PromQl) -> i64 {
         .unwrap_or(0)
 }
 
-// Two worker threads: the simulator's exporters serve the store's 1,536 scrapes (about
-// 65 KB each) every 4 s from this process.
+// Two worker threads: the simulator's exporters serve the store's 6,144 scrapes (about
+// 65 KB each) every 10 s from this process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_overview_reads_through_victoria_metrics_and_a_lagging_store_shows_stale() {
     let Some(bin) = victoria_metrics() else {
         return;
     };
-    const NODES: u32 = 512;
+    const NODES: u32 = 2048;
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
     // A frozen simulation: readings stay the same, so the store's samples must equal them.
-    // The store scrapes every 4 s, which Gantry is told: a sample older than two of them
+    // The store scrapes every 10 s, which Gantry is told: a sample older than two of them
     // is stale.
     let mut cfg = support::test_config(support::sqlite_url(), NODES, 1e-6, 1000);
     cfg.telemetry = server::config::TelemetryKind::PromQl;
     cfg.promql_url = Some(url.clone());
-    cfg.scrape_interval_ms = Some(4000);
+    cfg.scrape_interval_ms = Some(10_000);
     let r = server::serve::start(cfg).await.expect("gantry");
     support::wait_ready(&r).await;
 
@@ -80,7 +80,7 @@ async fn the_overview_reads_through_victoria_metrics_and_a_lagging_store_shows_s
     std::fs::create_dir_all(&dir).expect("dir");
     std::fs::write(
         dir.join("scrape.yml"),
-        scrape_yml(r.addr, NODES, "4s", "3900ms"),
+        scrape_yml(r.addr, NODES, "10s", "8s"),
     )
     .expect("config");
     let mut child = start(bin, &dir, port);
@@ -97,7 +97,7 @@ async fn the_overview_reads_through_victoria_metrics_and_a_lagging_store_shows_s
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
     let mut matched = false;
     let mut last = String::new();
-    for _ in 0..480 {
+    for _ in 0..720 {
         tokio::time::sleep(Duration::from_millis(250)).await;
         let Some(tick) = r.live.current() else {
             continue;
@@ -146,7 +146,7 @@ async fn the_overview_reads_through_victoria_metrics_and_a_lagging_store_shows_s
             .map(|t| format!("{:?}", t.overview.summary))
             .unwrap_or_default();
         panic!(
-            "the overview read through VictoriaMetrics never equalled the truth in 120 s: {last}; \
+            "the overview read through VictoriaMetrics never equalled the truth in 180 s: {last}; \
              the store's targets up: {up} (power series {}); summary {targets}",
             power_series(&prom).await
         );
@@ -180,9 +180,10 @@ async fn the_overview_reads_through_victoria_metrics_and_a_lagging_store_shows_s
         answers > 0,
         "the restarted store answers with what it holds"
     );
-    // Past Gantry's freshness (two 4 s intervals) and a tick: every rack's power is unknown
-    // and its nodes counted as not reporting, though the store still returns the old values.
-    tokio::time::sleep(Duration::from_secs(11)).await;
+    // Past Gantry's freshness (two 10 s intervals), a round of queries (every 5 s) and a
+    // tick: every rack's power is unknown and its nodes counted as not reporting, though
+    // the store still returns the old values.
+    tokio::time::sleep(Duration::from_secs(27)).await;
     let ov = std::sync::Arc::clone(&r.live.current().expect("tick").overview);
     assert!(
         power_series(&prom).await > 0,

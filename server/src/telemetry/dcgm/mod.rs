@@ -21,7 +21,7 @@ use super::exposition::{self, Report, Sample};
 use crate::cluster::placement;
 
 use fields::{field_of, switch_field_of};
-pub use fields::{is_blank, metric_names_regex, Field, SwitchField};
+pub use fields::{is_blank, is_metric_name, Field, SwitchField};
 pub use switch::{DcgmSwitch, LINK_ACTIVE};
 
 /// The GPU field a DCGM metric name carries (`None` for an NVSwitch field or a name this

@@ -3,9 +3,13 @@
 //!
 //! One query for every DCGM series returns each series with all its labels, about 88 KB of
 //! JSON a node: the 16 MiB bound on an answer is reached at about 190 nodes. Instead:
-//! - **which fields the store has**: `count by (__name__)` over the known DCGM names (one
-//!   short series a field), and the same over series naming no host (then `instance`
-//!   names their node);
+//! - **which fields the store has**: the metric names of its index
+//!   (`/api/v1/label/__name__/values`, the last 10 minutes) that are DCGM's, and whether
+//!   one GPU field's series name no host (`count by (__name__)` of them; then `instance`
+//!   names their node). No query selects more than one field's series: a store bounds
+//!   the series one query may select (VictoriaMetrics: 300,000 by default, which every
+//!   DCGM series of 1,200 nodes passes; asking `count by (__name__)` of them all failed
+//!   there at 2,048 nodes);
 //! - **values**, one query per field the store has: `max by (Hostname, hostname, gpu,
 //!   GPU_I_ID)` (plus `instance` where a series names no host, `err_msg` for the last XID;
 //!   switch fields by `nvswitch` and `nvlink`), about 80 bytes a GPU, so one answer holds
@@ -30,6 +34,8 @@ use crate::telemetry::promql::{PromError, PromQl, Series};
 
 /// Queries in flight at once.
 pub const CONCURRENCY: usize = 4;
+/// The metric names asked of the store's index: those with samples in this window.
+const NAMES_SINCE_MS: i64 = 10 * 60_000;
 /// How often the GPUs' identity labels are asked again (and whenever the GPU count moves).
 pub const IDENTITY_EVERY_MS: i64 = 60_000;
 /// At most this many series in one identity answer (about 300 bytes each).
@@ -168,28 +174,56 @@ impl DcgmQueries {
     /// Reads every GPU (and NVSwitch) the store has. Fails when a value or identity query
     /// fails: a round without some fields would show GPUs with readings missing as current.
     pub async fn read(&mut self, prom: &PromQl, now_ms: UnixMs) -> Result<DcgmRound, PromError> {
-        let names = dcgm::metric_names_regex();
-        let present = prom
-            .query(
-                &format!("count by (__name__) ({{__name__=~\"{names}\"}})"),
-                None,
-            )
-            .await?;
-        let hostless = prom
-            .query(
-                &format!(
-                    "count by (__name__) ({{__name__=~\"{names}\",Hostname=\"\",hostname=\"\"}})"
-                ),
-                None,
-            )
-            .await?;
+        let is_switch = |f: &str| dcgm::gpu_field(f).is_none();
+        let mut names: Vec<String> = prom
+            .label_values("__name__", now_ms - NAMES_SINCE_MS)
+            .await?
+            .into_iter()
+            .filter(|n| dcgm::is_metric_name(n))
+            .collect();
+        names.sort();
+        names.dedup();
+        // Whether the exporters name their host: asked of one GPU field only.
+        let hostless = match names.iter().find(|f| !is_switch(f)) {
+            Some(f) => !prom
+                .query(
+                    &format!("count by (__name__) ({f}{{Hostname=\"\",hostname=\"\"}})"),
+                    None,
+                )
+                .await?
+                .is_empty(),
+            None => false,
+        };
         let mut queries = 2;
         // Series read this round: the identity's only when asked again.
         let mut identity_read = 0;
-        let mut fields = counts(&present, "__name__");
-        fields.sort();
-        let need_instance = !hostless.is_empty();
-        let is_switch = |f: &str| dcgm::gpu_field(f).is_none();
+        let need_instance = hostless;
+
+        // Values, a query a field, a few at a time, kept in the fields' order.
+        let asks: Vec<(usize, String)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (i, value_query(f, is_switch(f), need_instance)))
+            .collect();
+        let asked: Vec<(usize, Result<Vec<Series>, PromError>)> = stream::iter(asks)
+            .map(|(i, q)| {
+                let prom = prom.clone();
+                async move { (i, prom.query(&q, None).await) }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        queries += asked.len();
+        let mut answers: Vec<Option<Vec<Series>>> = vec![None; names.len()];
+        for (i, a) in asked {
+            answers[i] = Some(a?);
+        }
+        // Each field with its count of GPUs (or switch links): its answer's series.
+        let fields: Vec<(String, usize)> = names
+            .into_iter()
+            .zip(&answers)
+            .map(|(f, a)| (f, a.as_ref().map_or(0, Vec::len)))
+            .collect();
 
         // Identity: of the GPU field with the most series (every GPU has it).
         let rep = fields
@@ -228,26 +262,6 @@ impl DcgmQueries {
             }
         } else {
             self.identity.clear();
-        }
-
-        // Values, a query a field, a few at a time, kept in the fields' order.
-        let asks: Vec<(usize, String)> = fields
-            .iter()
-            .enumerate()
-            .map(|(i, (f, _))| (i, value_query(f, is_switch(f), need_instance)))
-            .collect();
-        let asked: Vec<(usize, Result<Vec<Series>, PromError>)> = stream::iter(asks)
-            .map(|(i, q)| {
-                let prom = prom.clone();
-                async move { (i, prom.query(&q, None).await) }
-            })
-            .buffer_unordered(CONCURRENCY)
-            .collect()
-            .await;
-        queries += asked.len();
-        let mut answers: Vec<Option<Vec<Series>>> = vec![None; fields.len()];
-        for (i, a) in asked {
-            answers[i] = Some(a?);
         }
 
         let (scrape, values) = decode(&fields, &answers, &self.identity, &self.identity_field);
