@@ -183,8 +183,9 @@ impl DcgmQueries {
             .collect();
         names.sort();
         names.dedup();
-        // Whether the exporters name their host: asked of one GPU field only.
-        let hostless = match names.iter().find(|f| !is_switch(f)) {
+        // Whether the exporters name their host (else `instance` names the node): asked
+        // of one GPU field only.
+        let need_instance = match names.iter().find(|f| !is_switch(f)) {
             Some(f) => !prom
                 .query(
                     &format!("count by (__name__) ({f}{{Hostname=\"\",hostname=\"\"}})"),
@@ -197,7 +198,6 @@ impl DcgmQueries {
         let mut queries = 2;
         // Series read this round: the identity's only when asked again.
         let mut identity_read = 0;
-        let need_instance = hostless;
 
         // Values, a query a field, a few at a time, kept in the fields' order.
         let asks: Vec<(usize, String)> = names
