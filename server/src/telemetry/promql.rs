@@ -83,13 +83,29 @@ impl Series {
     }
 }
 
+/// Every API answer: its status, and `data` (series, or a list of label values) or an error.
 #[derive(Deserialize)]
-struct ApiResponse {
+struct ApiResponse<T> {
     status: String,
-    data: Option<ApiData>,
+    data: Option<T>,
     #[serde(rename = "errorType")]
     error_type: Option<String>,
     error: Option<String>,
+}
+
+impl<T: serde::de::DeserializeOwned> ApiResponse<T> {
+    /// The answer's `data`, or the store's error as it gave it (bounded).
+    fn parse(body: &[u8]) -> Result<T, PromError> {
+        let r: ApiResponse<T> =
+            serde_json::from_slice(body).map_err(|e| PromError::Json(e.to_string()))?;
+        if r.status != "success" {
+            return Err(PromError::Query {
+                kind: r.error_type.unwrap_or_default(),
+                message: r.error.unwrap_or_default().chars().take(500).collect(),
+            });
+        }
+        r.data.ok_or_else(|| PromError::Json("no data".into()))
+    }
 }
 
 #[derive(Deserialize)]
@@ -106,39 +122,14 @@ struct ApiSeries {
     values: Option<Vec<(f64, String)>>,
 }
 
-#[derive(Deserialize)]
-struct ValuesResponse {
-    status: String,
-    data: Option<Vec<String>>,
-    #[serde(rename = "errorType")]
-    error_type: Option<String>,
-    error: Option<String>,
-}
-
 /// Parses a label values answer. Pure.
 pub fn parse_values(body: &[u8]) -> Result<Vec<String>, PromError> {
-    let r: ValuesResponse =
-        serde_json::from_slice(body).map_err(|e| PromError::Json(e.to_string()))?;
-    if r.status != "success" {
-        return Err(PromError::Query {
-            kind: r.error_type.unwrap_or_default(),
-            message: r.error.unwrap_or_default().chars().take(500).collect(),
-        });
-    }
-    r.data.ok_or_else(|| PromError::Json("no data".into()))
+    ApiResponse::parse(body)
 }
 
 /// Parses an API answer into series (vector or matrix). Pure.
 pub fn parse_response(body: &[u8]) -> Result<Vec<Series>, PromError> {
-    let r: ApiResponse =
-        serde_json::from_slice(body).map_err(|e| PromError::Json(e.to_string()))?;
-    if r.status != "success" {
-        return Err(PromError::Query {
-            kind: r.error_type.unwrap_or_default(),
-            message: r.error.unwrap_or_default().chars().take(500).collect(),
-        });
-    }
-    let data = r.data.ok_or_else(|| PromError::Json("no data".into()))?;
+    let data: ApiData = ApiResponse::parse(body)?;
     if data.result_type != "vector" && data.result_type != "matrix" {
         return Err(PromError::ResultType(data.result_type));
     }

@@ -160,9 +160,8 @@ impl Readings {
                     .iter()
                     .take_while(|g| &g.node == node)
                     .count();
-                // A node whose GPUs are not together gets no range: it is searched.
+                // A node whose GPUs are not together: no index is used (all is searched).
                 if ix.gpus.insert(node.clone(), i..end).is_some() {
-                    ix.gpus.insert(node.clone(), 0..0);
                     ix.lens.1 = usize::MAX;
                 }
                 i = end;

@@ -81,6 +81,31 @@ pub(crate) fn metric_value(addr: SocketAddr, path: &str, name: &str) -> Option<f
     (!values.is_empty()).then(|| values.iter().sum())
 }
 
+/// A release Gantry on `addr` simulating `nodes` (a fixed start time) on a fresh SQLite
+/// file `db`, with `extra` settings.
+pub(crate) fn spawn_sim(
+    nodes: u32,
+    addr: SocketAddr,
+    db: &Path,
+    extra: &[(&str, String)],
+) -> Result<Child> {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    let mut c = Command::new(target_dir().join("release").join("gantry"));
+    c.env("GANTRY_LISTEN", addr.to_string())
+        .env("GANTRY_DATABASE_URL", format!("sqlite://{}", db.display()))
+        .env("GANTRY_SIM_NODES", nodes.to_string())
+        .env("GANTRY_SIM_START_MS", "1795968000000")
+        .env("GANTRY_ANONYMOUS_READ", "true")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null());
+    for (k, v) in extra {
+        c.env(k, v);
+    }
+    c.spawn().map_err(|e| format!("cannot start gantry: {e}"))
+}
+
 /// Two release gantries on one simulated cluster of `nodes` (a fixed start time): A reads
 /// its simulator directly and serves its exporters; B scrapes them every 10 s as a site's
 /// configured targets. Fresh databases `{prefix}exporters.db` and `{prefix}gantry.db` in
@@ -90,28 +115,12 @@ pub(crate) fn exporters_and_scraper(
     dir: &Path,
     prefix: &str,
 ) -> Result<(SocketAddr, Guard, SocketAddr, Guard)> {
-    let exe = target_dir().join("release").join("gantry");
     let (a, b) = (
         SocketAddr::from(([127, 0, 0, 1], free_port()?)),
         SocketAddr::from(([127, 0, 0, 1], free_port()?)),
     );
-    let spawn = |addr: SocketAddr, db: &str, extra: &[(&str, String)]| -> Result<Child> {
-        let db = dir.join(format!("{prefix}{db}"));
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = fs::remove_file(format!("{}{suffix}", db.display()));
-        }
-        let mut c = Command::new(&exe);
-        c.env("GANTRY_LISTEN", addr.to_string())
-            .env("GANTRY_DATABASE_URL", format!("sqlite://{}", db.display()))
-            .env("GANTRY_SIM_NODES", nodes.to_string())
-            .env("GANTRY_SIM_START_MS", "1795968000000")
-            .env("GANTRY_ANONYMOUS_READ", "true")
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null());
-        for (k, v) in extra {
-            c.env(k, v);
-        }
-        c.spawn().map_err(|e| format!("cannot start gantry: {e}"))
+    let spawn = |addr: SocketAddr, db: &str, extra: &[(&str, String)]| {
+        spawn_sim(nodes, addr, &dir.join(format!("{prefix}{db}")), extra)
     };
     let exporters = Guard(
         Some(spawn(

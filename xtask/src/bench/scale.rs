@@ -4,11 +4,11 @@ use std::env;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::{exporters_and_scraper, metric_value, proc_usage};
+use super::{exporters_and_scraper, metric_value, proc_usage, spawn_sim};
 use crate::util::{cargo, free_port, run_cmd, step, target_dir, wait_healthy, Guard, Result};
 
 /// The baseline every size is measured against in the same invocation.
@@ -102,22 +102,15 @@ struct Measured {
 /// exporters at 10 s.
 fn sampled_gantry(nodes: u32, dir: &std::path::Path) -> Result<(SocketAddr, Guard)> {
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-    let db = dir.join(format!("scale-{nodes}.db"));
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = fs::remove_file(format!("{}{suffix}", db.display()));
-    }
-    let child = Command::new(target_dir().join("release").join("gantry"))
-        .env("GANTRY_LISTEN", addr.to_string())
-        .env("GANTRY_DATABASE_URL", format!("sqlite://{}", db.display()))
-        .env("GANTRY_SIM_NODES", nodes.to_string())
-        .env("GANTRY_SIM_START_MS", "1795968000000")
-        .env("GANTRY_SIM_SCRAPE_EVERY", SCRAPE_EVERY.to_string())
-        .env("GANTRY_SCRAPE_INTERVAL_MS", "10000")
-        .env("GANTRY_ANONYMOUS_READ", "true")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start gantry: {e}"))?;
+    let child = spawn_sim(
+        nodes,
+        addr,
+        &dir.join(format!("scale-{nodes}.db")),
+        &[
+            ("GANTRY_SIM_SCRAPE_EVERY", SCRAPE_EVERY.to_string()),
+            ("GANTRY_SCRAPE_INTERVAL_MS", "10000".into()),
+        ],
+    )?;
     let guard = Guard(Some(child), "gantry");
     wait_healthy(addr, 300)?;
     Ok((addr, guard))
