@@ -54,7 +54,7 @@ impl Role {
 }
 
 /// Who is looking at the page.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Me {
     /// `None` when anonymous read-only viewing is on and nobody is signed in.

@@ -76,3 +76,52 @@ test("the overview's halls add up to the cluster and link to their floors", asyn
   await expect(page.locator('[data-test="no-such-hall"]')).toContainText('No hall named "H9"');
   await expect(page.locator(".floor [data-rack]")).toHaveCount(0);
 });
+
+// /nodes and /jobs carry a page of 200 rows at a time, whatever the fleet's size: the page
+// is in the URL, served without script, and a refresh asks the server for that page only.
+test("/nodes shows a page of its 512 nodes at a time, the page in the URL", async ({ page, request }) => {
+  test.setTimeout(120_000);
+  await expect.poll(async () => (await request.get(`${base}/healthz`).catch(() => undefined))?.status() ?? 0, { timeout: 60_000 }).toBe(200);
+  // Without script: the server renders the page the URL names.
+  const html = await (await request.get(`${base}/nodes?page=3`)).text();
+  expect(html.match(/data-test="node-row"/g)?.length).toBe(112);
+  expect(html).toContain("Rows 401–512 of 512 nodes");
+
+  await page.goto(`${base}/nodes`);
+  await expect(page.locator('[data-test="nodes-page"]')).toHaveAttribute("data-hydrated", "true");
+  const rows = page.locator('[data-test="node-row"]');
+  const pager = page.locator('[data-test="pager"]').first();
+  await expect(rows).toHaveCount(200);
+  await expect(pager.locator('[data-test="pager-rows"]')).toHaveText("Rows 1–200 of 512 nodes");
+  await expect(pager.getByText("Previous")).toHaveAttribute("aria-disabled", "true");
+  const first = await rows.evaluateAll((els) => els.map((e) => e.getAttribute("data-node")!));
+  // Next: the following 200 by name, none of the first page's.
+  const polled = page.waitForResponse((r) => r.url().includes("/api/nodes_view") && r.ok());
+  await pager.locator('[data-rel="Next"]').click();
+  await expect(page).toHaveURL(/\/nodes\?page=2$/);
+  await polled;
+  await expect(pager.locator('[data-test="pager-rows"]')).toHaveText("Rows 201–400 of 512 nodes");
+  await expect(rows).toHaveCount(200);
+  const second = await rows.evaluateAll((els) => els.map((e) => e.getAttribute("data-node")!));
+  expect(second.filter((n) => first.includes(n))).toEqual([]);
+  expect(second[0] > first[first.length - 1]).toBe(true);
+  // Last, and a reload keeps it.
+  await pager.locator('[data-rel="Last"]').click();
+  await expect(page).toHaveURL(/\/nodes\?page=3$/);
+  await expect(rows).toHaveCount(112);
+  await expect(pager.getByText("Next")).toHaveAttribute("aria-disabled", "true");
+  await page.reload();
+  await expect(rows).toHaveCount(112);
+  // A filter starts again at its first page and says what it kept of all.
+  // (Racks A01 to A09 hold 8 nodes each.)
+  await page.getByLabel("Filter").fill("A0");
+  await expect(page).toHaveURL(/\/nodes\?filter=A0$/);
+  await expect(pager.locator('[data-test="pager-rows"]')).toHaveText("Rows 1–72 of the 72 nodes that match, of 512");
+  await expect(rows).toHaveCount(72);
+  // Problems first across every page: the fleet's worst node leads page 1.
+  await page.goto(`${base}/nodes?sort=problems`);
+  await expect(page.locator('[data-test="nodes-page"]')).toHaveAttribute("data-hydrated", "true");
+  // (down, or a critical incident on it)
+  const lead = await rows.first().evaluate((e) => [e.getAttribute("data-state"), e.querySelector('[data-test="node-incidents"] a')?.className ?? ""]);
+  expect(lead[0] === "down" || lead[0] === "not responding" || lead[1].includes("sev-critical"), JSON.stringify(lead)).toBe(true);
+});

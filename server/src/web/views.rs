@@ -125,6 +125,7 @@ pub(super) fn nodes_view(live: &Live) -> Option<NodesView> {
             .map(|j| job_row(j, &facts))
             .collect(),
         health: s.health.as_ref().map(|h| h.view()),
+        ..Default::default()
     })
 }
 

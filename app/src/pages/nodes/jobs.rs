@@ -8,18 +8,31 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
-use super::{cannot_act, hydrated_marker, refresher, ActionPanel, Pending, PollStatus, WithView};
+use super::order::jobs_href;
+use super::{
+    cannot_act, hydrated_marker, page_in, refresher, ActionPanel, Pager, Pending, PollStatus,
+    WithView,
+};
 use crate::actions::{ActionKind, ActionTargets};
 use crate::model::JobState;
 use crate::queue::{Cycles, HealthView, Wait, WaitKind};
 use crate::units;
-use crate::views::{JobRow, NodesView};
+use crate::views::{JobRow, ListQuery, NodesView};
 
 #[component]
 pub fn JobsPage() -> impl IntoView {
+    let q = use_query_map();
+    let query = Memo::new(move |_| {
+        q.with(|q| ListQuery {
+            jobs: true,
+            wait: q.get("wait").unwrap_or_default(),
+            page: page_in(q),
+            ..Default::default()
+        })
+    });
     view! {
         <Title text="Jobs"/>
-        <WithView children=|state, stale| view! { <JobsBody state stale/> }.into_any()/>
+        <WithView query children=|state, stale| view! { <JobsBody state stale/> }.into_any()/>
         <Estimates/>
         <crate::pages::history::JobHistory/>
     }
@@ -163,40 +176,27 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
     let q = use_query_map();
     let wait_filter = move || q.with(|q| q.get("wait").and_then(|w| WaitKind::parse(&w)));
     let me = move || state.with(|v| v.me.clone());
-    let rows = move || {
-        let want = wait_filter();
-        state.with(|v| {
-            v.jobs
-                .iter()
-                .filter(|j| want.is_none() || j.wait.as_ref().map(|w| w.kind) == want)
-                .cloned()
-                .collect::<Vec<JobRow>>()
-        })
-    };
-    // How many pending jobs wait for each reason, for the filter's options.
+    // How many pending jobs wait for each reason (over every job), for the filter's options.
     let counts = move || {
         state.with(|v| {
-            WaitKind::ALL
-                .into_iter()
-                .map(|k| {
-                    let n = v
-                        .jobs
-                        .iter()
-                        .filter(|j| j.wait.as_ref().is_some_and(|w| w.kind == k))
-                        .count();
-                    (k, n)
-                })
+            v.wait_counts
+                .iter()
+                .map(|c| (c.kind, c.jobs))
                 .collect::<Vec<_>>()
         })
     };
     let now = Memo::new(move |_| state.with(|v| v.at_ms));
     let why = Memo::new(move |_| cannot_act(&me()));
+    // The server kept the jobs waiting for the filter's reason and cut the page.
     let keyed = move || {
-        rows()
-            .into_iter()
-            .map(|j| (super::order::fingerprint(&j), j))
-            .collect::<Vec<_>>()
+        state.with(|v| {
+            v.jobs
+                .iter()
+                .map(|j| (super::order::fingerprint(j), j.clone()))
+                .collect::<Vec<_>>()
+        })
     };
+    let page_href = Callback::new(move |p: u32| jobs_href(wait_filter(), p));
     view! {
         <div class="page-head" data-test="jobs-page" data-hydrated=hydrated_marker()>
             <h1>"Jobs"</h1>
@@ -217,6 +217,7 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
         </form>
         {move || pending.get().map(|p| view! { <ActionPanel p pending after=refresher(state)/> })}
         <IdleJobs state stale/>
+        <Pager state noun="jobs" href=page_href/>
         <table class="grid" class:stale=move || stale.get() data-test="jobs-table">
             <caption class="sr-only">"Pending and running jobs"</caption>
             <thead><tr>
@@ -273,34 +274,32 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                     }/>
             </tbody>
         </table>
+        <Pager state noun="jobs" href=page_href/>
     }
 }
 
-/// Running jobs holding GPUs idle past the hold (`alerts.idle_gpu_minutes`), longest first;
-/// nothing when none does.
+/// Running jobs holding GPUs idle past the hold (`alerts.idle_gpu_minutes`), longest first
+/// (the server's first page of them); nothing when none does.
 #[component]
 fn IdleJobs(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
-    let idle = move || {
-        state.with(|v| {
-            let mut rows: Vec<JobRow> = v
-                .jobs
-                .iter()
-                .filter(|j| j.idle.is_some())
-                .cloned()
-                .collect();
-            rows.sort_by_key(|j| j.idle.as_ref().map(|h| h.since_ms));
-            rows
-        })
-    };
+    let idle = move || state.with(|v| (v.idle.clone(), v.idle_total));
     let now = move || state.with(|v| v.at_ms);
     move || {
-        let rows = idle();
+        let (rows, all) = idle();
         (!rows.is_empty()).then(|| {
             let total: f64 = rows.iter().filter_map(|j| j.idle.as_ref()).map(|h| h.gpu_hours).sum();
             let t = now();
+            let heading = if all as usize > rows.len() {
+                format!(
+                    "GPUs held idle: {all} jobs; the {} idle longest, {total:.1} GPU-hours so far",
+                    rows.len()
+                )
+            } else {
+                format!("GPUs held idle: {} jobs, {total:.1} GPU-hours so far", rows.len())
+            };
             view! {
                 <section aria-labelledby="idle-h" data-test="idle-jobs">
-                    <h2 id="idle-h">{format!("GPUs held idle: {} jobs, {total:.1} GPU-hours so far", rows.len())}</h2>
+                    <h2 id="idle-h">{heading}</h2>
                     <p class="muted">"Allocated GPUs with SM activity under the threshold and no memory in use, without a break. Their owners are told through the site's Alertmanager (label owner)."</p>
                     <table class="grid" class:stale=move || stale.get() data-test="idle-table">
                         <caption class="sr-only">"Running jobs holding GPUs idle"</caption>

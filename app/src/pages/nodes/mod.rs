@@ -10,21 +10,23 @@ use leptos_router::hooks::use_query_map;
 use crate::actions::{ActionKind, ActionStatus, ActionTargets, Me, Preview};
 use crate::model::NodeState;
 use crate::units;
-use crate::views::NodesView;
+use crate::views::{ListQuery, NodesView};
 
 mod jobs;
 mod order;
 pub(crate) use jobs::wait_sentence;
 pub use jobs::JobsPage;
-use order::{arrange, fingerprint, nodes_href, Sort};
+use order::{fingerprint, nodes_href, Sort};
 
-/// Nodes and jobs as of the last scheduler poll, and who is asking.
-#[server(endpoint = "nodes_view")]
-pub async fn get_nodes_view() -> Result<NodesView, ServerFnError> {
+/// A page of the nodes or of the jobs as of the last scheduler poll ([`ListQuery`]), and
+/// who is asking.
+#[server(endpoint = "nodes_view", input = server_fn::codec::Json)]
+pub async fn get_nodes_view(q: ListQuery) -> Result<NodesView, ServerFnError> {
     let backend = crate::backend::backend()?;
-    let mut v = backend
+    let v = backend
         .nodes_view()
         .ok_or_else(|| ServerFnError::new("no data yet: the scheduler has not been polled"))?;
+    let mut v = order::select(v, q);
     v.me = crate::backend::me();
     Ok(v)
 }
@@ -86,7 +88,7 @@ pub(crate) struct Pending {
 fn refresher(state: RwSignal<NodesView>) -> Callback<()> {
     Callback::new(move |_| {
         #[cfg(feature = "hydrate")]
-        client::refetch(state);
+        client::refetch(state, state.with_untracked(|v| v.query.clone()));
         #[cfg(not(feature = "hydrate"))]
         let _ = state;
     })
@@ -118,11 +120,17 @@ pub fn refresh_every(interval_ms: i64) -> i64 {
     (interval_ms / 2).clamp(1_000, 5_000)
 }
 
-/// Shared by both pages: loads the view, refreshes it every [`refresh_every`] after
-/// hydration, and marks it stale when the last poll is older than [`stale_after`].
+/// Shared by both pages: loads the page of the list the URL asks for (`query`), refreshes
+/// it every [`refresh_every`] after hydration and at once when the URL changes, and marks it
+/// stale when the last poll is older than [`stale_after`].
 #[component]
-fn WithView(children: fn(RwSignal<NodesView>, Memo<bool>) -> AnyView) -> impl IntoView {
-    let data = Resource::new(|| (), |_| get_nodes_view());
+fn WithView(
+    query: Memo<ListQuery>,
+    children: fn(RwSignal<NodesView>, Memo<bool>) -> AnyView,
+) -> impl IntoView {
+    // Loaded once; then the client follows the URL without remounting the page (the
+    // filter's input keeps its focus as it is typed).
+    let data = Resource::new(|| (), move |_| get_nodes_view(query.get_untracked()));
     view! {
         <Suspense fallback=|| view! { <p class="loading">"Loading the scheduler's state…"</p> }>
             {move || Suspend::new(async move {
@@ -138,7 +146,7 @@ fn WithView(children: fn(RwSignal<NodesView>, Memo<bool>) -> AnyView) -> impl In
                         let stale =
                             Memo::new(move |_| now.get() - polled_at.get() > stale_after(interval));
                         #[cfg(feature = "hydrate")]
-                        client::refresh(state, now, polled_at, age, interval);
+                        client::refresh(state, query, now, polled_at, age, interval);
                         children(state, stale)
                     }
                     Err(e) => view! {
@@ -187,9 +195,79 @@ pub(crate) fn cannot_act(me: &Me) -> Option<&'static str> {
 
 #[component]
 pub fn NodesPage() -> impl IntoView {
+    let q = use_query_map();
+    let query = Memo::new(move |_| {
+        q.with(|q| ListQuery {
+            jobs: false,
+            filter: q.get("filter").unwrap_or_default(),
+            sort: q.get("sort").unwrap_or_default(),
+            wait: String::new(),
+            page: page_in(q),
+        })
+    });
     view! {
         <Title text="Nodes"/>
-        <WithView children=|state, stale| view! { <NodesBody state stale/> }.into_any()/>
+        <WithView query children=|state, stale| view! { <NodesBody state stale/> }.into_any()/>
+    }
+}
+
+/// The page the URL asks for (`?page=`), 1 when it names none.
+fn page_in(q: &leptos_router::params::ParamsMap) -> u32 {
+    q.get("page").and_then(|p| p.parse().ok()).unwrap_or(1)
+}
+
+/// Where the rows shown stand in their list ("Rows 201–400 of 2,048 nodes"), and links to
+/// the first, previous, next and last pages (plain text where there is none).
+#[component]
+fn Pager(
+    state: RwSignal<NodesView>,
+    /// What the rows are, plural ("nodes").
+    noun: &'static str,
+    /// The URL of a page of the same list.
+    href: Callback<u32, String>,
+) -> impl IntoView {
+    let at = Memo::new(move |_| state.with(|v| v.page));
+    let text = move || {
+        let p = at.get();
+        let n = |x: u32| units::thousands(u64::from(x));
+        match (p.shown, p.total == p.all) {
+            (0, true) => format!("No {noun}"),
+            (0, false) => format!("No {noun} match, of {}", n(p.all)),
+            (_, true) => format!(
+                "Rows {}–{} of {} {noun}",
+                n(p.first + 1),
+                n(p.first + p.shown),
+                n(p.all)
+            ),
+            (_, false) => format!(
+                "Rows {}–{} of the {} {noun} that match, of {}",
+                n(p.first + 1),
+                n(p.first + p.shown),
+                n(p.total),
+                n(p.all)
+            ),
+        }
+    };
+    let link = move |label: &'static str, rel: &'static str, to: fn(u32, u32) -> Option<u32>| {
+        move || {
+            let p = at.get();
+            match to(p.page, p.pages).filter(|&t| t != p.page) {
+                Some(t) => view! { <a href=href.run(t) rel=rel data-test="pager-link" data-rel=label>{label}</a> }.into_any(),
+                None => view! { <span class="muted" aria-disabled="true">{label}</span> }.into_any(),
+            }
+        }
+    };
+    view! {
+        <nav class="pager" aria-label=format!("Pages of {noun}") data-test="pager">
+            <span data-test="pager-rows">{text}</span>
+            {move || (at.get().pages > 1).then(|| view! {
+                {link("First", "first", |_, _| Some(1))}
+                {link("Previous", "prev", |p, _| p.checked_sub(1).filter(|&p| p >= 1))}
+                <span>{move || format!("Page {} of {}", at.get().page, at.get().pages)}</span>
+                {link("Next", "next", |p, n| Some(p + 1).filter(|&p| p <= n))}
+                {link("Last", "last", |_, n| Some(n))}
+            })}
+        </nav>
     }
 }
 
@@ -205,24 +283,24 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
     // Why the row buttons are disabled: one memo, so a refresh that keeps the role wakes
     // no row.
     let why = Memo::new(move |_| cannot_act(&me()));
-    let rows = move || {
-        let (f, s) = (filter(), sort());
-        state.with(|v| arrange(&v.nodes, &f, s))
-    };
+    // The server filtered, ordered and cut the page (`order::select`).
     let keyed = move || {
-        rows()
-            .into_iter()
-            .map(|n| (fingerprint(&n), n))
-            .collect::<Vec<_>>()
+        state.with(|v| {
+            v.nodes
+                .iter()
+                .map(|n| (fingerprint(n), n.clone()))
+                .collect::<Vec<_>>()
+        })
     };
     let header = move |label: &'static str, by: Sort, class: &'static str| {
         view! {
             <th scope="col" class=class
                 aria-sort=move || if sort() == by { "ascending" } else { "none" }>
-                <a href=move || nodes_href(&filter(), by) data-test="sort-nodes" data-sort=by.word()>{label}</a>
+                <a href=move || nodes_href(&filter(), by, 1) data-test="sort-nodes" data-sort=by.word()>{label}</a>
             </th>
         }
     };
+    let page_href = Callback::new(move |p: u32| nodes_href(&filter(), sort(), p));
     let racks = move || state.with(|v| v.racks.clone());
     let rack_pick = RwSignal::new(String::new());
     view! {
@@ -235,11 +313,11 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
             <input id="node-filter" name="filter" type="search" placeholder="name, state or rack"
                 prop:value=filter
                 on:input=move |ev| {
-                    let href = nodes_href(&event_target_value(&ev), sort());
+                    let href = nodes_href(&event_target_value(&ev), sort(), 1);
                     navigate(&href, leptos_router::NavigateOptions { replace: true, scroll: false, ..Default::default() });
                 }/>
             <input type="hidden" name="sort" value=move || sort().word()/>
-            <a href=move || nodes_href(&filter(), Sort::Problems) data-test="problems-first"
+            <a href=move || nodes_href(&filter(), Sort::Problems, 1) data-test="problems-first"
                 aria-current=move || (sort() == Sort::Problems).then_some("true")>"Problems first"</a>
             <noscript><button type="submit">"Filter"</button></noscript>
         </form>
@@ -270,6 +348,7 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
             }}
         </div>
         {move || pending.get().map(|p| view! { <ActionPanel p pending after=refresher(state)/> })}
+        <Pager state noun="nodes" href=page_href/>
         <table class="grid" class:stale=move || stale.get() data-test="nodes-table">
             <caption class="sr-only">"Nodes, their scheduler state and jobs"</caption>
             <thead><tr>
@@ -319,6 +398,7 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                     }/>
             </tbody>
         </table>
+        <Pager state noun="nodes" href=page_href/>
     }
 }
 
@@ -507,9 +587,11 @@ mod client {
         js_sys::Date::now() as UnixMs
     }
 
-    /// Re-reads the view every poll interval, and ticks the clock that ages it.
+    /// Re-reads the page of the list the URL asks for every poll interval and as soon as the
+    /// URL changes, and ticks the clock that ages it.
     pub fn refresh(
         state: RwSignal<NodesView>,
+        query: Memo<ListQuery>,
         now: RwSignal<UnixMs>,
         polled_at: RwSignal<UnixMs>,
         age_ms: i64,
@@ -522,16 +604,20 @@ mod client {
                 .ok();
         let poll = set_interval_with_handle(
             move || {
-                leptos::task::spawn_local(async move {
-                    if let Ok(v) = get_nodes_view().await {
-                        polled_at.set(local_now() - (v.server_now_ms - v.polled_ms).max(0));
-                        state.set(v);
-                    }
-                });
+                if let Some(q) = query.try_get_untracked() {
+                    fetch(state, q, Some((query, polled_at)));
+                }
             },
             Duration::from_millis(super::refresh_every(interval_ms) as u64),
         )
         .ok();
+        // A filter typed, an order or a page chosen: its rows now, not at the next poll.
+        Effect::new(move |seen: Option<()>| {
+            let q = query.get();
+            if seen.is_some() {
+                fetch(state, q, Some((query, polled_at)));
+            }
+        });
         on_cleanup(move || {
             if let Some(c) = clock {
                 c.clear();
@@ -539,6 +625,28 @@ mod client {
             if let Some(p) = poll {
                 p.clear();
             }
+        });
+    }
+
+    /// Reads `q`'s page into `state`. With the URL's query: an answer to a URL the page has
+    /// since left is dropped (a slow answer must not undo a newer one), and the poll's age
+    /// set.
+    fn fetch(
+        state: RwSignal<NodesView>,
+        q: ListQuery,
+        follow: Option<(Memo<ListQuery>, RwSignal<UnixMs>)>,
+    ) {
+        leptos::task::spawn_local(async move {
+            let Ok(v) = get_nodes_view(q).await else {
+                return;
+            };
+            if let Some((query, polled_at)) = follow {
+                if query.try_with_untracked(|q| *q != v.query).unwrap_or(true) {
+                    return;
+                }
+                polled_at.try_set(local_now() - (v.server_now_ms - v.polled_ms).max(0));
+            }
+            state.try_set(v);
         });
     }
 
@@ -587,12 +695,8 @@ mod client {
     }
 
     /// Re-reads the view now (after an action).
-    pub fn refetch(state: RwSignal<NodesView>) {
-        leptos::task::spawn_local(async move {
-            if let Ok(v) = get_nodes_view().await {
-                state.set(v);
-            }
-        });
+    pub fn refetch(state: RwSignal<NodesView>, q: ListQuery) {
+        fetch(state, q, None);
     }
 }
 

@@ -1,7 +1,12 @@
-//! How `/nodes` orders and filters its rows, and the URL that keeps both.
+//! How `/nodes` and `/jobs` filter, order and cut their rows into pages (on the server),
+//! and the URLs that keep all three.
 
-use crate::model::NodeState;
-use crate::views::NodeRow;
+use crate::queue::WaitKind;
+#[cfg(feature = "ssr")]
+use crate::{
+    model::NodeState,
+    views::{JobRow, ListQuery, NodeRow, NodesView, PageOf, WaitCount, LIST_PAGE},
+};
 
 /// How `/nodes` orders its rows (`?sort=`): by name (the default), rack, state, GPUs used
 /// (most first), or problems first (down or a critical incident, then a warning incident,
@@ -39,6 +44,7 @@ impl Sort {
     }
 }
 
+#[cfg(feature = "ssr")]
 /// How bad a node's trouble is, worst first: down or a critical incident, a warning
 /// incident, drained or in maintenance, none.
 pub(crate) fn problem_rank(n: &NodeRow) -> u8 {
@@ -58,18 +64,18 @@ pub(crate) fn problem_rank(n: &NodeRow) -> u8 {
     }
 }
 
+#[cfg(feature = "ssr")]
 /// The rows `filter` keeps (name, state or rack, any case), in `sort`'s order.
-pub(crate) fn arrange(nodes: &[NodeRow], filter: &str, sort: Sort) -> Vec<NodeRow> {
+pub(crate) fn arrange(nodes: Vec<NodeRow>, filter: &str, sort: Sort) -> Vec<NodeRow> {
     let f = filter.to_ascii_lowercase();
     let mut rows: Vec<NodeRow> = nodes
-        .iter()
+        .into_iter()
         .filter(|n| {
             f.is_empty()
                 || n.name.to_ascii_lowercase().contains(&f)
                 || n.state.label().contains(&f)
                 || n.rack.to_ascii_lowercase().contains(&f)
         })
-        .cloned()
         .collect();
     match sort {
         Sort::Name => rows.sort_by(|a, b| a.name.cmp(&b.name)),
@@ -88,8 +94,73 @@ pub(crate) fn arrange(nodes: &[NodeRow], filter: &str, sort: Sort) -> Vec<NodeRo
     rows
 }
 
-/// `/nodes` with `filter` and `sort` in its query.
-pub(super) fn nodes_href(filter: &str, sort: Sort) -> String {
+#[cfg(feature = "ssr")]
+/// What the whole view `v` shows for `q`: one list (nodes, or jobs with those holding GPUs
+/// idle), filtered, ordered and cut to a page of [`LIST_PAGE`] rows, with where that page
+/// stands. The server answers this, so a refresh carries a page whatever the fleet's size.
+pub(crate) fn select(mut v: NodesView, q: ListQuery) -> NodesView {
+    if q.jobs {
+        v.nodes = Vec::new();
+        v.racks = Vec::new();
+        let jobs = std::mem::take(&mut v.jobs);
+        v.wait_counts = WaitKind::ALL
+            .into_iter()
+            .map(|kind| WaitCount {
+                kind,
+                jobs: jobs
+                    .iter()
+                    .filter(|j| j.wait.as_ref().is_some_and(|w| w.kind == kind))
+                    .count() as u32,
+            })
+            .collect();
+        let mut idle: Vec<JobRow> = jobs.iter().filter(|j| j.idle.is_some()).cloned().collect();
+        idle.sort_by_key(|j| (j.idle.as_ref().map(|h| h.since_ms), j.id));
+        v.idle_total = idle.len() as u32;
+        idle.truncate(LIST_PAGE);
+        v.idle = idle;
+        let all = jobs.len();
+        let want = WaitKind::parse(&q.wait);
+        let kept: Vec<JobRow> = jobs
+            .into_iter()
+            .filter(|j| want.is_none() || j.wait.as_ref().map(|w| w.kind) == want)
+            .collect();
+        (v.jobs, v.page) = page(kept, all, q.page);
+    } else {
+        v.jobs = Vec::new();
+        let all = v.nodes.len();
+        let rows = arrange(
+            std::mem::take(&mut v.nodes),
+            &q.filter,
+            Sort::parse(Some(&q.sort)),
+        );
+        (v.nodes, v.page) = page(rows, all, q.page);
+    }
+    v.query = q;
+    v
+}
+
+#[cfg(feature = "ssr")]
+/// Page `want` (from 1, held within the list) of `rows`, which `all` rows were filtered to.
+fn page<T>(mut rows: Vec<T>, all: usize, want: u32) -> (Vec<T>, PageOf) {
+    let total = rows.len();
+    let pages = total.div_ceil(LIST_PAGE).max(1);
+    let page = (want as usize).clamp(1, pages);
+    let first = (page - 1) * LIST_PAGE;
+    rows.truncate(first + LIST_PAGE);
+    rows.drain(..first.min(rows.len()));
+    let at = PageOf {
+        first: first as u32,
+        shown: rows.len() as u32,
+        total: total as u32,
+        all: all as u32,
+        page: page as u32,
+        pages: pages as u32,
+    };
+    (rows, at)
+}
+
+/// `/nodes` with `filter`, `sort` and `page` in its query (the defaults left out).
+pub(super) fn nodes_href(filter: &str, sort: Sort, page: u32) -> String {
     let mut q = Vec::new();
     if !filter.is_empty() {
         q.push(format!("filter={}", crate::nav::encode_component(filter)));
@@ -97,10 +168,29 @@ pub(super) fn nodes_href(filter: &str, sort: Sort) -> String {
     if sort != Sort::Name {
         q.push(format!("sort={}", sort.word()));
     }
+    if page > 1 {
+        q.push(format!("page={page}"));
+    }
     if q.is_empty() {
         "/nodes".into()
     } else {
         format!("/nodes?{}", q.join("&"))
+    }
+}
+
+/// `/jobs` with `wait` and `page` in its query (the defaults left out).
+pub(super) fn jobs_href(wait: Option<WaitKind>, page: u32) -> String {
+    let mut q = Vec::new();
+    if let Some(w) = wait {
+        q.push(format!("wait={}", w.as_str()));
+    }
+    if page > 1 {
+        q.push(format!("page={page}"));
+    }
+    if q.is_empty() {
+        "/jobs".into()
+    } else {
+        format!("/jobs?{}", q.join("&"))
     }
 }
 
@@ -124,9 +214,10 @@ pub(crate) fn fingerprint(row: &impl std::fmt::Debug) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{arrange, fingerprint, nodes_href, Sort};
-    use crate::model::NodeState;
-    use crate::views::NodeRow;
+    use super::{arrange, fingerprint, jobs_href, nodes_href, select, Sort};
+    use crate::model::{JobState, NodeState};
+    use crate::queue::WaitKind;
+    use crate::views::{JobRow, ListQuery, NodeRow, NodesView, PageOf, LIST_PAGE};
 
     fn row(name: &str, rack: &str, state: NodeState, worst: Option<&str>, used: u32) -> NodeRow {
         NodeRow {
@@ -154,20 +245,28 @@ mod tests {
         ];
         let names = |v: Vec<NodeRow>| v.into_iter().map(|n| n.name).collect::<Vec<_>>();
         assert_eq!(
-            names(arrange(&nodes, "", Sort::Problems)),
+            names(arrange(nodes.to_vec(), "", Sort::Problems)),
             ["gpu004", "gpu005", "gpu003", "gpu002", "gpu001"]
         );
         assert_eq!(
-            names(arrange(&nodes, "a02", Sort::Gpus)),
+            names(arrange(nodes.to_vec(), "a02", Sort::Gpus)),
             ["gpu003", "gpu005", "gpu004"]
         );
-        assert_eq!(names(arrange(&nodes, "DRAIN", Sort::Name)), ["gpu002"]);
+        assert_eq!(
+            names(arrange(nodes.to_vec(), "DRAIN", Sort::Name)),
+            ["gpu002"]
+        );
         assert_eq!(Sort::parse(Some("problems")), Sort::Problems);
         assert_eq!(Sort::parse(Some("nonsense")), Sort::Name);
-        assert_eq!(nodes_href("", Sort::Name), "/nodes");
+        assert_eq!(nodes_href("", Sort::Name, 1), "/nodes");
         assert_eq!(
-            nodes_href("rack A", Sort::Problems),
-            "/nodes?filter=rack%20A&sort=problems"
+            nodes_href("rack A", Sort::Problems, 3),
+            "/nodes?filter=rack%20A&sort=problems&page=3"
+        );
+        assert_eq!(jobs_href(None, 1), "/jobs");
+        assert_eq!(
+            jobs_href(Some(WaitKind::Resources), 2),
+            "/jobs?wait=resources&page=2"
         );
     }
 
@@ -181,5 +280,143 @@ mod tests {
         b.gpus_used = a.gpus_used;
         b.reason = Some("ECC".into());
         assert_ne!(fingerprint(&a), fingerprint(&b));
+    }
+
+    fn job(id: u64, state: JobState) -> JobRow {
+        JobRow {
+            id,
+            name: format!("job{id}"),
+            user: "u".into(),
+            state,
+            nodes: Vec::new(),
+            gpus: 8,
+            start_ms: None,
+            restart_count: 0,
+            reason: None,
+            time_limit_ms: None,
+            wait: None,
+            idle: None,
+        }
+    }
+
+    #[test]
+    fn a_view_carries_one_list_a_page_at_a_time() {
+        let n = 2 * LIST_PAGE + 37;
+        let whole = NodesView {
+            racks: vec!["r1".into()],
+            nodes: (0..n)
+                .map(|i| row(&format!("gpu{i:04}"), "r1", NodeState::Idle, None, 0))
+                .collect(),
+            jobs: (1..=5).map(|i| job(i, JobState::Running)).collect(),
+            ..Default::default()
+        };
+        let nodes = |p: u32, filter: &str| {
+            select(
+                whole.clone(),
+                ListQuery {
+                    filter: filter.into(),
+                    page: p,
+                    ..Default::default()
+                },
+            )
+        };
+        // The first page is page 1 (and 0 reads as 1); no jobs ride along.
+        for p in [0, 1] {
+            let v = nodes(p, "");
+            assert_eq!(v.nodes.len(), LIST_PAGE);
+            assert_eq!(v.nodes[0].name, "gpu0000");
+            assert!(v.jobs.is_empty());
+            assert_eq!(v.racks, ["r1"]);
+            let at = PageOf {
+                first: 0,
+                shown: LIST_PAGE as u32,
+                total: n as u32,
+                all: n as u32,
+                page: 1,
+                pages: 3,
+            };
+            assert_eq!(v.page, at);
+        }
+        // The last page holds the rest; past it is the last.
+        for p in [3, 4, u32::MAX] {
+            let v = nodes(p, "");
+            assert_eq!(v.nodes.len(), 37);
+            assert_eq!(v.nodes[0].name, format!("gpu{:04}", 2 * LIST_PAGE));
+            assert_eq!(
+                (v.page.page, v.page.first, v.page.shown),
+                (3, 2 * LIST_PAGE as u32, 37)
+            );
+        }
+        // A filter counts what it kept, of all.
+        let v = nodes(1, "gpu000");
+        assert_eq!(v.nodes.len(), 10);
+        assert_eq!((v.page.total, v.page.all, v.page.pages), (10, n as u32, 1));
+        // Nothing kept is one empty page.
+        let v = nodes(2, "nothing");
+        assert!(v.nodes.is_empty());
+        assert_eq!((v.page.page, v.page.pages, v.page.shown), (1, 1, 0));
+        // The query comes back as asked, for the page to match its answer to its URL.
+        assert_eq!(v.query.filter, "nothing");
+    }
+
+    #[test]
+    fn the_jobs_list_pages_filters_by_wait_and_counts_over_every_job() {
+        use crate::queue::{IdleHeld, Wait};
+        let mut whole = NodesView {
+            racks: vec!["r1".into()],
+            nodes: vec![row("gpu001", "r1", NodeState::Idle, None, 0)],
+            jobs: (1..=(LIST_PAGE as u64 + 10))
+                .map(|i| job(i, JobState::Pending))
+                .collect(),
+            ..Default::default()
+        };
+        let wait = |kind| Wait {
+            kind,
+            reason: String::new(),
+            words: String::new(),
+            est_start_ms: None,
+            ahead: 0,
+        };
+        for j in whole.jobs.iter_mut() {
+            j.wait = Some(wait(if j.id % 2 == 0 {
+                WaitKind::Priority
+            } else {
+                WaitKind::Resources
+            }));
+        }
+        for (id, since) in [(3, 300), (7, 100)] {
+            let j = &mut whole.jobs[id - 1];
+            j.state = JobState::Running;
+            j.wait = None;
+            j.idle = Some(IdleHeld {
+                job: id as u64,
+                gpus: 8,
+                of: 8,
+                since_ms: since,
+                gpu_hours: 1.0,
+            });
+        }
+        let q = |wait: &str, page| ListQuery {
+            jobs: true,
+            wait: wait.into(),
+            page,
+            ..Default::default()
+        };
+        let v = select(whole.clone(), q("", 2));
+        assert!(v.nodes.is_empty() && v.racks.is_empty());
+        assert_eq!(v.jobs.len(), 10);
+        assert_eq!((v.page.total, v.page.all, v.page.pages), (210, 210, 2));
+        // Idle holders longest first, whatever the page.
+        assert_eq!(v.idle.iter().map(|j| j.id).collect::<Vec<_>>(), [7, 3]);
+        assert_eq!(v.idle_total, 2);
+        let count = |v: &NodesView, k| v.wait_counts.iter().find(|c| c.kind == k).map(|c| c.jobs);
+        assert_eq!(count(&v, WaitKind::Priority), Some(105));
+        assert_eq!(count(&v, WaitKind::Resources), Some(103));
+        // The filter keeps one reason; its counts stay over every job.
+        let v = select(whole, q("priority", 1));
+        assert_eq!(v.jobs.len(), 105);
+        assert!(v.jobs.iter().all(|j| j.id % 2 == 0));
+        assert_eq!((v.page.total, v.page.all), (105, 210));
+        assert_eq!(count(&v, WaitKind::Resources), Some(103));
     }
 }
