@@ -177,14 +177,15 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
     let wait_filter = move || q.with(|q| q.get("wait").and_then(|w| WaitKind::parse(&w)));
     let me = move || state.with(|v| v.me.clone());
     // How many pending jobs wait for each reason (over every job), for the filter's options.
-    let counts = move || {
+    // A memo: a refresh that keeps them rebuilds no option.
+    let counts = Memo::new(move |_| {
         state.with(|v| {
             v.wait_counts
                 .iter()
                 .map(|c| (c.kind, c.jobs))
                 .collect::<Vec<_>>()
         })
-    };
+    });
     let now = Memo::new(move |_| state.with(|v| v.at_ms));
     let why = Memo::new(move |_| cannot_act(&me()));
     // The server kept the jobs waiting for the filter's reason and cut the page.
@@ -207,7 +208,7 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
             <label for="j-wait">"Waiting for"</label>
             <select id="j-wait" name="wait" data-test="wait-filter">
                 <option value="" selected=move || wait_filter().is_none()>"any (all jobs)"</option>
-                {move || counts().into_iter().map(|(k, n)| view! {
+                {move || counts.get().into_iter().map(|(k, n)| view! {
                     <option value=k.as_str() selected=move || wait_filter() == Some(k)>
                         {format!("{} ({n})", k.label())}
                     </option>

@@ -279,10 +279,10 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
     let filter = move || q.with(|q| q.get("filter").unwrap_or_default());
     let sort = move || q.with(|q| Sort::parse(q.get("sort").as_deref()));
     let navigate = leptos_router::hooks::use_navigate();
-    let me = move || state.with(|v| v.me.clone());
-    // Why the row buttons are disabled: one memo, so a refresh that keeps the role wakes
-    // no row.
-    let why = Memo::new(move |_| cannot_act(&me()));
+    // Who is asking, the racks and why the buttons are disabled: memos, so a refresh that
+    // keeps them wakes no row, option or button.
+    let me = Memo::new(move |_| state.with(|v| v.me.clone()));
+    let why = Memo::new(move |_| cannot_act(&me.get()));
     // The server filtered, ordered and cut the page (`order::select`).
     let keyed = move || {
         state.with(|v| {
@@ -301,7 +301,7 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
         }
     };
     let page_href = Callback::new(move |p: u32| nodes_href(&filter(), sort(), p));
-    let racks = move || state.with(|v| v.racks.clone());
+    let racks = Memo::new(move |_| state.with(|v| v.racks.clone()));
     let rack_pick = RwSignal::new(String::new());
     view! {
         <div class="page-head" data-test="nodes-page" data-hydrated=hydrated_marker()>
@@ -325,10 +325,10 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
             <label for="rack-pick">"Rack"</label>
             <select id="rack-pick" on:change=move |ev| rack_pick.set(event_target_value(&ev))>
                 <option value="">"choose…"</option>
-                {move || racks().into_iter().map(|r| view! { <option value=r.clone()>{r.clone()}</option> }).collect_view()}
+                {move || racks.get().into_iter().map(|r| view! { <option value=r.clone()>{r.clone()}</option> }).collect_view()}
             </select>
             {move || {
-                let why = cannot_act(&me());
+                let why = why.get();
                 view! {
                     <button type="button" data-test="drain-rack"
                         disabled=move || why.is_some() || rack_pick.get().is_empty()
