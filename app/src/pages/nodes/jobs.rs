@@ -114,8 +114,7 @@ fn cycles_words(c: &Cycles) -> String {
 /// The scheduler's own health in one strip: its two schedulers' cycles, threads and agent
 /// queue, and Gantry's share of its RPCs.
 #[component]
-fn SchedStrip(h: HealthView, now_ms: crate::model::UnixMs) -> impl IntoView {
-    let stale = h.stale_at(now_ms);
+fn SchedStrip(h: HealthView, stale: bool) -> impl IntoView {
     let s = h.health;
     let gantry = match (&s.gantry_user, s.gantry_rpcs) {
         (Some(u), Some(n)) if s.rpcs_total > 0 => format!(
@@ -198,12 +197,23 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
         })
     };
     let page_href = Callback::new(move |p: u32| jobs_href(wait_filter(), p));
+    // The scheduler's health and whether it is stale: a memo, so the strip is drawn again
+    // when they change, not at every refresh (it sits above the table, whose layout a
+    // strip drawn anew would redo).
+    let strip = Memo::new(move |_| {
+        state.with(|v| {
+            v.health.clone().map(|h| {
+                let stale = h.stale_at(v.server_now_ms);
+                (h, stale)
+            })
+        })
+    });
     view! {
         <div class="page-head" data-test="jobs-page" data-hydrated=hydrated_marker()>
             <h1>"Jobs"</h1>
             <PollStatus state stale/>
         </div>
-        {move || state.with(|v| v.health.clone().map(|h| view! { <SchedStrip h now_ms=v.server_now_ms/> }))}
+        {move || strip.get().map(|(h, stale)| view! { <SchedStrip h stale/> })}
         <form method="get" action="/jobs" class="toolbar" aria-label="Filter pending jobs by what they wait for">
             <label for="j-wait">"Waiting for"</label>
             <select id="j-wait" name="wait" data-test="wait-filter">
