@@ -62,3 +62,24 @@ for (const [path, row] of [["/nodes", "node-row"], ["/jobs", "job-row"]] as cons
     expect(kept, `${kept} of ${total} rows kept their elements`).toBeGreaterThanOrEqual(Math.ceil(total / 2));
   });
 }
+
+// /jobs' scheduler health strip changes its words at every read (its "as of" time). Drawn
+// again at each refresh (Leptos re-set every attribute of it in place), it made the
+// browser lay out and paint the jobs table below it each time: now only words that
+// changed are rewritten.
+test("a refresh of /jobs rewrites the scheduler strip's words, nothing else of it", async ({ page }) => {
+  await page.goto("/jobs");
+  await expect(page.locator('[data-test="jobs-page"]')).toHaveAttribute("data-hydrated", "true");
+  const strip = page.locator('[data-test="sched-health"]');
+  await expect(strip).toBeVisible();
+  await strip.evaluate((e) => {
+    (window as any).__stripSets = [];
+    new MutationObserver((l) => (window as any).__stripSets.push(...l.filter((m) => m.type !== "characterData").map((m) => `${m.type} ${(m.target as Element).tagName} ${m.attributeName ?? ""}`)))
+      .observe(e, { subtree: true, attributes: true, childList: true, characterData: true });
+  });
+  for (let i = 0; i < 3; i++) {
+    await page.waitForResponse((r) => r.url().includes("/api/nodes_view") && r.ok(), { timeout: 15_000 });
+  }
+  await page.waitForTimeout(300);
+  expect(await page.evaluate(() => (window as any).__stripSets)).toEqual([]);
+});

@@ -27,7 +27,27 @@ pub(crate) fn bench_browser() -> Result {
             "GANTRY_BENCH_PROFILE is hgx or nvl72, not {profile:?}"
         ));
     }
+    let fleet = match env::var("GANTRY_BENCH_NODES") {
+        Ok(n) => Some(
+            n.parse::<u32>()
+                .ok()
+                .filter(|n| (1..=16_384).contains(n))
+                .ok_or_else(|| {
+                    format!("GANTRY_BENCH_NODES is a node count up to 16384, not {n:?}")
+                })?,
+        ),
+        Err(_) => None,
+    };
     let hgx = measure(&page, &secs, "HGX, 2,048 nodes (16,384 GPUs)", &[])?;
+    if let Some(n) = fleet {
+        let big = measure(
+            &page,
+            &secs,
+            &format!("HGX, {n} nodes ({} GPUs)", 8 * u64::from(n)),
+            &[("GANTRY_SIM_NODES", n.to_string())],
+        )?;
+        compare(&page, &format!("{n} nodes"), &big, "2,048 nodes", &hgx);
+    }
     if profile == "hgx" {
         return Ok(());
     }
@@ -40,7 +60,16 @@ pub(crate) fn bench_browser() -> Result {
             ("GANTRY_SIM_NODES", "2034".into()),
         ],
     )?;
-    step(&format!("{page}: NVL72 against HGX, measured in this run"));
+    compare(&page, "NVL72", &nvl72, "HGX", &hgx);
+    Ok(())
+}
+
+/// Run `a` against run `b` of the same page: the steady window's average and p95 per
+/// update, bytes per update, first contentful paint and the page's HTML, as ratios.
+fn compare(page: &str, a_name: &str, a: &str, b_name: &str, b: &str) {
+    step(&format!(
+        "{page}: {a_name} against {b_name}, measured in this run"
+    ));
     for key in [
         "steady_avg_ms",
         "steady_p95_ms",
@@ -48,18 +77,16 @@ pub(crate) fn bench_browser() -> Result {
         "fcp_ms",
         "html_kb",
     ] {
-        let (a, b) = (figure(&nvl72, key), figure(&hgx, key));
-        match (a, b) {
-            (Some(a), Some(b)) if b > 0.0 => {
+        match (figure(a, key), figure(b, key)) {
+            (Some(x), Some(y)) if y > 0.0 => {
                 println!(
-                    "  {key:<14} NVL72 {a:>8.1}  HGX {b:>8.1}  ratio {:.2}",
-                    a / b
+                    "  {key:<14} {a_name} {x:>8.1}  {b_name} {y:>8.1}  ratio {:.2}",
+                    x / y
                 )
             }
-            _ => println!("  {key:<14} NVL72 {a:?}  HGX {b:?}"),
+            (x, y) => println!("  {key:<14} {a_name} {x:?}  {b_name} {y:?}"),
         }
     }
-    Ok(())
 }
 
 /// One figure of a `BENCH key=value ...` line.
@@ -153,6 +180,7 @@ pub(crate) fn browser_bench_gantry(
     }
     let child = c.spawn().map_err(|e| format!("cannot start gantry: {e}"))?;
     let server = Guard(Some(child), "gantry");
-    wait_healthy(addr, 120)?;
+    // (A fleet's simulator replays its first minutes before it serves.)
+    wait_healthy(addr, 600)?;
     Ok((addr, server))
 }

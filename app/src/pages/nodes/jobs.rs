@@ -111,59 +111,96 @@ fn cycles_words(c: &Cycles) -> String {
     w
 }
 
-/// The scheduler's own health in one strip: its two schedulers' cycles, threads and agent
-/// queue, and Gantry's share of its RPCs.
+/// The scheduler's health strip in words: its read's time, its two schedulers' cycles,
+/// threads and agent queue, and Gantry's share of its RPCs.
+#[derive(Clone, Debug, PartialEq)]
+struct StripWords {
+    as_of: String,
+    stale: bool,
+    main: String,
+    backfill: String,
+    threads: String,
+    rpcs: String,
+}
+
+impl StripWords {
+    fn of(h: &HealthView, stale: bool) -> StripWords {
+        let s = &h.health;
+        let gantry = match (&s.gantry_user, s.gantry_rpcs) {
+            (Some(u), Some(n)) if s.rpcs_total > 0 => format!(
+                "; user {u} (Gantry's) {} ({:.1}%)",
+                units::count(n),
+                100.0 * n as f64 / s.rpcs_total as f64
+            ),
+            _ => String::new(),
+        };
+        let since = s
+            .since_ms
+            .map(|t| format!(" since {}", units::utc(t)))
+            .unwrap_or_default();
+        let opt = |v: Option<u64>| v.map_or("—".to_string(), units::count);
+        let n = |v: Option<u64>, one: &str| match v {
+            Some(1) => format!("1 {one}"),
+            Some(k) => format!("{} {one}s", units::count(k)),
+            None => format!("— {one}s"),
+        };
+        let rpcs = if s.rpcs_by_type.is_empty() {
+            "none reported".to_string()
+        } else {
+            format!(
+                "{}{since}{gantry}; most: {}",
+                units::count(s.rpcs_total),
+                s.rpcs_by_type
+                    .iter()
+                    .take(3)
+                    .map(|r| format!("{} {}", r.name, units::count(r.count)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        StripWords {
+            as_of: format!(
+                "as of {}{}",
+                units::utc(h.polled_ms),
+                if stale { " (stale)" } else { "" }
+            ),
+            stale,
+            main: format!("Main scheduler: {}.", cycles_words(&s.main)),
+            backfill: format!(
+                "Backfill: {}; depth {}; {} started by backfill.",
+                cycles_words(&s.backfill),
+                opt(s.backfill.depth),
+                n(s.backfilled_jobs, "job")
+            ),
+            threads: format!(
+                "{}; agent queue {}; database agent queue {}.",
+                n(s.server_threads, "server thread"),
+                opt(s.agent_queue),
+                opt(s.dbd_agent_queue)
+            ),
+            rpcs: format!("RPCs: {rpcs}."),
+        }
+    }
+}
+
+/// The scheduler's own health in one strip, drawn once: each refresh rewrites the words
+/// that changed (drawn anew, the strip made the browser lay out the jobs table below it).
 #[component]
-fn SchedStrip(h: HealthView, stale: bool) -> impl IntoView {
-    let s = h.health;
-    let gantry = match (&s.gantry_user, s.gantry_rpcs) {
-        (Some(u), Some(n)) if s.rpcs_total > 0 => format!(
-            "; user {u} (Gantry's) {} ({:.1}%)",
-            units::count(n),
-            100.0 * n as f64 / s.rpcs_total as f64
-        ),
-        _ => String::new(),
-    };
-    let since = s
-        .since_ms
-        .map(|t| format!(" since {}", units::utc(t)))
-        .unwrap_or_default();
-    let opt = |v: Option<u64>| v.map_or("—".to_string(), units::count);
-    let n = |v: Option<u64>, one: &str| match v {
-        Some(1) => format!("1 {one}"),
-        Some(k) => format!("{} {one}s", units::count(k)),
-        None => format!("— {one}s"),
-    };
-    let rpcs = if s.rpcs_by_type.is_empty() {
-        "none reported".to_string()
-    } else {
-        format!(
-            "{}{since}{gantry}; most: {}",
-            units::count(s.rpcs_total),
-            s.rpcs_by_type
-                .iter()
-                .take(3)
-                .map(|r| format!("{} {}", r.name, units::count(r.count)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
+fn SchedStrip(words: Memo<Option<StripWords>>) -> impl IntoView {
+    let w = move |f: fn(&StripWords) -> String| {
+        move || words.with(|w| w.as_ref().map(f).unwrap_or_default())
     };
     view! {
-        <section class="card" aria-labelledby="sched-h" data-test="sched-health" class:stale=stale>
+        <section class="card" aria-labelledby="sched-h" data-test="sched-health"
+            class:stale=move || words.with(|w| w.as_ref().is_some_and(|w| w.stale))>
             <h2 id="sched-h">"Scheduler health "
-                <span class="muted">{format!("as of {}{}", units::utc(h.polled_ms), if stale { " (stale)" } else { "" })}</span>
+                <span class="muted">{w(|w| w.as_of.clone())}</span>
             </h2>
             <p>
-                <span data-test="sched-main">{format!("Main scheduler: {}.", cycles_words(&s.main))}</span>" "
-                <span data-test="sched-backfill">{format!(
-                    "Backfill: {}; depth {}; {} started by backfill.",
-                    cycles_words(&s.backfill), opt(s.backfill.depth), n(s.backfilled_jobs, "job")
-                )}</span>" "
-                <span data-test="sched-threads">{format!(
-                    "{}; agent queue {}; database agent queue {}.",
-                    n(s.server_threads, "server thread"), opt(s.agent_queue), opt(s.dbd_agent_queue)
-                )}</span>" "
-                <span data-test="sched-rpcs">{format!("RPCs: {rpcs}.")}</span>
+                <span data-test="sched-main">{w(|w| w.main.clone())}</span>" "
+                <span data-test="sched-backfill">{w(|w| w.backfill.clone())}</span>" "
+                <span data-test="sched-threads">{w(|w| w.threads.clone())}</span>" "
+                <span data-test="sched-rpcs">{w(|w| w.rpcs.clone())}</span>
             </p>
         </section>
     }
@@ -197,23 +234,22 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
         })
     };
     let page_href = Callback::new(move |p: u32| jobs_href(wait_filter(), p));
-    // The scheduler's health and whether it is stale: a memo, so the strip is drawn again
-    // when they change, not at every refresh (it sits above the table, whose layout a
-    // strip drawn anew would redo).
+    // The scheduler's health in words, and whether there is any: the strip is drawn when
+    // it appears, its words rewritten when they change.
     let strip = Memo::new(move |_| {
         state.with(|v| {
-            v.health.clone().map(|h| {
-                let stale = h.stale_at(v.server_now_ms);
-                (h, stale)
-            })
+            v.health
+                .as_ref()
+                .map(|h| StripWords::of(h, h.stale_at(v.server_now_ms)))
         })
     });
+    let shown = Memo::new(move |_| strip.with(Option::is_some));
     view! {
         <div class="page-head" data-test="jobs-page" data-hydrated=hydrated_marker()>
             <h1>"Jobs"</h1>
             <PollStatus state stale/>
         </div>
-        {move || strip.get().map(|(h, stale)| view! { <SchedStrip h stale/> })}
+        {move || shown.get().then(|| view! { <SchedStrip words=strip/> })}
         <form method="get" action="/jobs" class="toolbar" aria-label="Filter pending jobs by what they wait for">
             <label for="j-wait">"Waiting for"</label>
             <select id="j-wait" name="wait" data-test="wait-filter">
