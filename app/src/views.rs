@@ -85,6 +85,13 @@ pub struct NodesView {
     pub idle: Vec<JobRow>,
     #[serde(default)]
     pub idle_total: u32,
+    /// A fingerprint of the page's rows (nodes, jobs, idle, racks, wait counts and the
+    /// page's place). When the asker already holds rows of this fingerprint, they are left
+    /// out and `unchanged` is true: the asker keeps its own.
+    #[serde(default)]
+    pub rows_hash: u64,
+    #[serde(default)]
+    pub unchanged: bool,
 }
 
 /// The rows a page of `/nodes` or `/jobs` shows (its URL query): a list, filtered, ordered,

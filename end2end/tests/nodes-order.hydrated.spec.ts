@@ -53,13 +53,21 @@ for (const [path, row] of [["/nodes", "node-row"], ["/jobs", "job-row"]] as cons
       els.forEach((e, i) => ((e as any).__gantryMark = i + 1));
       return els.length;
     });
-    // Two refreshes answered and applied.
-    for (let i = 0; i < 2; i++) {
-      await page.waitForResponse((r) => r.url().includes("/api/nodes_view") && r.ok(), { timeout: 15_000 });
+    // Refreshes answered and applied. A refresh says which rows the page holds (their
+    // fingerprint): while the scheduler's rows stay the same, the answer leaves them out.
+    const answers: { unchanged: boolean; rows: number }[] = [];
+    for (let i = 0; i < 4; i++) {
+      const r = await page.waitForResponse((r) => r.url().includes("/api/nodes_view") && r.ok(), { timeout: 15_000 });
+      const v = await r.json();
+      answers.push({ unchanged: v.unchanged, rows: v.nodes.length + v.jobs.length });
     }
     await page.waitForTimeout(300);
     const kept = await rows.evaluateAll((els) => els.filter((e) => (e as any).__gantryMark).length);
     expect(kept, `${kept} of ${total} rows kept their elements`).toBeGreaterThanOrEqual(Math.ceil(total / 2));
+    expect(answers.some((a) => a.unchanged), JSON.stringify(answers)).toBe(true);
+    expect(answers.filter((a) => a.unchanged).every((a) => a.rows === 0)).toBe(true);
+    // And the rows shown are still all there.
+    await expect(rows).toHaveCount(total);
   });
 }
 

@@ -225,8 +225,12 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
     let now = Memo::new(move |_| state.with(|v| v.at_ms));
     let why = Memo::new(move |_| cannot_act(&me()));
     // The server kept the jobs waiting for the filter's reason and cut the page.
+    // Arranged again only when the rows' fingerprint changes, not at each refresh.
+    let rows_hash = Memo::new(move |_| state.with(|v| v.rows_hash));
     let keyed = move || {
-        state.with(|v| {
+        // (Read, not only tracked: a memo never read never runs, and never changes.)
+        let _ = rows_hash.get();
+        state.with_untracked(|v| {
             v.jobs
                 .iter()
                 .map(|j| (super::order::fingerprint(j), j.clone()))

@@ -19,14 +19,15 @@ pub use jobs::JobsPage;
 use order::{fingerprint, nodes_href, Sort};
 
 /// A page of the nodes or of the jobs as of the last scheduler poll ([`ListQuery`]), and
-/// who is asking.
+/// who is asking. `have`: the fingerprint of the rows the asker holds, which are then left
+/// out if they are still the same (`NodesView::unchanged`).
 #[server(endpoint = "nodes_view", input = server_fn::codec::Json)]
-pub async fn get_nodes_view(q: ListQuery) -> Result<NodesView, ServerFnError> {
+pub async fn get_nodes_view(q: ListQuery, have: Option<u64>) -> Result<NodesView, ServerFnError> {
     let backend = crate::backend::backend()?;
     let v = backend
         .nodes_view()
         .ok_or_else(|| ServerFnError::new("no data yet: the scheduler has not been polled"))?;
-    let mut v = order::select(v, q);
+    let mut v = order::leave_out_held(order::select(v, q), have);
     v.me = crate::backend::me();
     Ok(v)
 }
@@ -130,7 +131,7 @@ fn WithView(
 ) -> impl IntoView {
     // Loaded once; then the client follows the URL without remounting the page (the
     // filter's input keeps its focus as it is typed).
-    let data = Resource::new(|| (), move |_| get_nodes_view(query.get_untracked()));
+    let data = Resource::new(|| (), move |_| get_nodes_view(query.get_untracked(), None));
     view! {
         <Suspense fallback=|| view! { <p class="loading">"Loading the scheduler's state…"</p> }>
             {move || Suspend::new(async move {
@@ -283,9 +284,13 @@ fn NodesBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
     // keeps them wakes no row, option or button.
     let me = Memo::new(move |_| state.with(|v| v.me.clone()));
     let why = Memo::new(move |_| cannot_act(&me.get()));
-    // The server filtered, ordered and cut the page (`order::select`).
+    // The server filtered, ordered and cut the page (`order::select`); the rows are
+    // arranged again only when their fingerprint changes, not at each refresh.
+    let rows_hash = Memo::new(move |_| state.with(|v| v.rows_hash));
     let keyed = move || {
-        state.with(|v| {
+        // (Read, not only tracked: a memo never read never runs, and never changes.)
+        let _ = rows_hash.get();
+        state.with_untracked(|v| {
             v.nodes
                 .iter()
                 .map(|n| (fingerprint(n), n.clone()))
@@ -636,8 +641,12 @@ mod client {
         q: ListQuery,
         follow: Option<(Memo<ListQuery>, RwSignal<UnixMs>)>,
     ) {
+        // The rows held for this query: the server leaves them out if they are the same.
+        let have = state
+            .try_with_untracked(|s| (s.query == q).then_some(s.rows_hash))
+            .flatten();
         leptos::task::spawn_local(async move {
-            let Ok(v) = get_nodes_view(q).await else {
+            let Ok(v) = get_nodes_view(q, have).await else {
                 return;
             };
             if let Some((query, polled_at)) = follow {
@@ -646,6 +655,10 @@ mod client {
                 }
                 polled_at.try_set(local_now() - (v.server_now_ms - v.polled_ms).max(0));
             }
+            let Some(Some(v)) = state.try_with_untracked(|held| super::order::refreshed(held, v))
+            else {
+                return;
+            };
             state.try_set(v);
         });
     }

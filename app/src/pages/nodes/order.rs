@@ -2,10 +2,12 @@
 //! and the URLs that keep all three.
 
 use crate::queue::WaitKind;
+#[cfg(any(feature = "ssr", feature = "hydrate"))]
+use crate::views::NodesView;
 #[cfg(feature = "ssr")]
 use crate::{
     model::NodeState,
-    views::{JobRow, ListQuery, NodeRow, NodesView, PageOf, WaitCount, LIST_PAGE},
+    views::{JobRow, ListQuery, NodeRow, PageOf, WaitCount, LIST_PAGE},
 };
 
 /// How `/nodes` orders its rows (`?sort=`): by name (the default), rack, state, GPUs used
@@ -137,6 +139,50 @@ pub(crate) fn select(mut v: NodesView, q: ListQuery) -> NodesView {
     }
     v.query = q;
     v
+}
+
+/// Fingerprints `v`'s rows (`rows_hash`); when the asker holds rows of the same
+/// fingerprint (`have`), leaves them out and says so (`unchanged`): most refreshes find
+/// the scheduler's rows as they were, and the page then decodes and diffs nothing.
+#[cfg(feature = "ssr")]
+pub(crate) fn leave_out_held(mut v: NodesView, have: Option<u64>) -> NodesView {
+    v.rows_hash = fingerprint(&(
+        &v.nodes,
+        &v.jobs,
+        &v.idle,
+        v.idle_total,
+        &v.racks,
+        &v.wait_counts,
+        v.page,
+    ));
+    if have == Some(v.rows_hash) {
+        v.unchanged = true;
+        v.nodes = Vec::new();
+        v.jobs = Vec::new();
+        v.idle = Vec::new();
+        v.racks = Vec::new();
+        v.wait_counts = Vec::new();
+    }
+    v
+}
+
+/// `held` refreshed by `fresh`: everything of `fresh`, but the rows of `held` when `fresh`
+/// left them out as unchanged; `None` when it left out rows `held` does not hold (the page
+/// changed meanwhile: the next refresh brings them).
+#[cfg(any(feature = "hydrate", test))]
+pub(crate) fn refreshed(held: &NodesView, mut fresh: NodesView) -> Option<NodesView> {
+    if fresh.unchanged {
+        if fresh.rows_hash != held.rows_hash || fresh.query != held.query {
+            return None;
+        }
+        fresh.nodes = held.nodes.clone();
+        fresh.jobs = held.jobs.clone();
+        fresh.idle = held.idle.clone();
+        fresh.racks = held.racks.clone();
+        fresh.wait_counts = held.wait_counts.clone();
+        fresh.unchanged = false;
+    }
+    Some(fresh)
 }
 
 #[cfg(feature = "ssr")]
@@ -418,5 +464,46 @@ mod tests {
         assert!(v.jobs.iter().all(|j| j.id % 2 == 0));
         assert_eq!((v.page.total, v.page.all), (105, 210));
         assert_eq!(count(&v, WaitKind::Resources), Some(103));
+    }
+
+    #[test]
+    fn a_refresh_leaves_out_the_rows_the_page_holds() {
+        use super::{leave_out_held, refreshed};
+        let whole = NodesView {
+            racks: vec!["r1".into()],
+            nodes: (0..3)
+                .map(|i| row(&format!("gpu{i}"), "r1", NodeState::Idle, None, 0))
+                .collect(),
+            ..Default::default()
+        };
+        let q = ListQuery::default();
+        let first = leave_out_held(select(whole.clone(), q.clone()), None);
+        assert!(!first.unchanged);
+        assert_eq!(first.nodes.len(), 3);
+        // The same rows again, asked by a page that holds them: left out...
+        let mut again = whole.clone();
+        again.at_ms = 99;
+        let again = leave_out_held(select(again, q.clone()), Some(first.rows_hash));
+        assert!(again.unchanged);
+        assert!(again.nodes.is_empty() && again.racks.is_empty());
+        // ...and the page keeps its own, with the new time.
+        let merged = refreshed(&first, again.clone()).expect("same rows");
+        assert_eq!(merged.nodes, first.nodes);
+        assert_eq!(merged.racks, first.racks);
+        assert_eq!(merged.at_ms, 99);
+        assert!(!merged.unchanged);
+        // A page holding other rows drops such an answer rather than show none.
+        let mut other = first.clone();
+        other.rows_hash ^= 1;
+        assert_eq!(refreshed(&other, again), None);
+        // A row that changed comes whole, whatever the asker holds.
+        let mut changed = whole.clone();
+        changed.nodes[1].gpus_used = Some(8);
+        let changed = leave_out_held(select(changed, q), Some(first.rows_hash));
+        assert!(!changed.unchanged);
+        assert_eq!(changed.nodes.len(), 3);
+        assert_ne!(changed.rows_hash, first.rows_hash);
+        let merged = refreshed(&first, changed.clone()).expect("rows sent");
+        assert_eq!(merged, changed);
     }
 }
