@@ -300,7 +300,9 @@ fn JobsBody(state: RwSignal<NodesView>, stale: Memo<bool>) -> impl IntoView {
                                     {j.idle.as_ref().map(|h| view! { " " <strong class="chip warn" data-test="job-idle">{format!("{} of {} GPUs idle", h.gpus, h.of)}</strong> })}</td>
                                 <td class="num">{j.gpus}</td>
                                 <td>{units::hostlist_short(&j.nodes)}</td>
-                                <td class="num">{move || start.map(|s| units::duration_ms(now.get() - s)).unwrap_or_else(|| "—".into())}</td>
+                                // The age changes every minute: out of the table's flow in a box of
+                                // its own size, so its text is laid out alone, not the whole table.
+                                <td class="num age-cell"><span class="age">{move || start.map(|s| units::duration_ms(now.get() - s)).unwrap_or_else(|| "—".into())}</span></td>
                                 <td class="num">{j.time_limit_ms.map(units::duration_ms).unwrap_or_else(|| "—".into())}</td>
                                 <td data-test="job-wait">{j.wait.as_ref().map(|w| view! {
                                     <strong class="chip">{w.kind.label()}</strong>" "

@@ -1,0 +1,20 @@
+import { chromium } from "playwright-core";
+const url = process.env.GANTRY_URL, path = process.env.P;
+const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--headless", "--no-sandbox", "--disable-gpu"] });
+const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
+const cdp = await page.context().newCDPSession(page);
+await page.goto(`${url}${path}`, { waitUntil: "load" });
+await page.waitForSelector('[data-test="poll-status"].live', { timeout: 60000 });
+await page.waitForTimeout(4000);
+await cdp.send("Profiler.enable");
+await cdp.send("Profiler.setSamplingInterval", { interval: 200 });
+await cdp.send("Profiler.start");
+await page.waitForTimeout(10000);
+const { profile } = await cdp.send("Profiler.stop");
+await browser.close();
+const self = {};
+const dt = profile.timeDeltas; const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+const counts = {};
+profile.samples.forEach((id, i) => { counts[id] = (counts[id] ?? 0) + (dt[i] ?? 0); });
+for (const [id, us] of Object.entries(counts)) { const n = byId.get(Number(id)); const k = `${n.callFrame.functionName || "(anon)"} ${n.callFrame.url.split("/").pop()}:${n.callFrame.lineNumber}`; self[k] = (self[k] ?? 0) + us / 1000; }
+console.log(Object.entries(self).sort((a, b) => b[1] - a[1]).slice(0, 30).map(([k, v]) => `${v.toFixed(1)} ${k}`).join("\n"));
